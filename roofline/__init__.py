@@ -1,0 +1,36 @@
+"""roofline: roofline and analytical performance modeling for JAX/XLA programs.
+
+The public surface is re-exported here; modules whose names start with an underscore
+and anything not listed in ``__all__`` are internal.
+"""
+
+from roofline.errors import RooflineError, ScaleError, SpecError, UnitError, UnknownHardwareError
+from roofline.hardware import (
+    ComputeRoof,
+    Hardware,
+    Link,
+    MemoryLevel,
+    list_hardware,
+    load_hardware,
+    load_spec_file,
+)
+from roofline.model import (
+    Bound,
+    BoundKind,
+    Overlap,
+    Placement,
+    Work,
+    attainable_flop_per_s,
+    place,
+    ridge_point,
+    ridge_points,
+)
+from roofline.units import Kind, format_quantity, parse_quantity
+
+__all__ = [
+    "Bound", "BoundKind", "ComputeRoof", "Hardware", "Kind", "Link", "MemoryLevel",
+    "Overlap", "Placement", "RooflineError", "ScaleError", "SpecError", "UnitError",
+    "UnknownHardwareError", "Work", "attainable_flop_per_s", "format_quantity",
+    "list_hardware", "load_hardware", "load_spec_file", "parse_quantity", "place",
+    "ridge_point", "ridge_points",
+]

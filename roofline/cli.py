@@ -1,0 +1,150 @@
+"""The ``roofline`` command: thin subcommands over the library.
+
+Bad input raises :class:`RooflineError`; ``main`` prints its message (no traceback) and
+returns exit code 2, as argparse does for a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from roofline import report
+from roofline.errors import RooflineError
+from roofline.hardware import builtin_dir, list_hardware, load_hardware, load_spec_file
+from roofline.plot import build_hardware_rooflines, save_figure
+
+EXIT_BAD_INPUT = 2
+
+
+def _package_version() -> str:
+    try:
+        return version("roofline")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _emit(args: argparse.Namespace, *, text: str, document: dict,
+          rows: list[dict], columns: Sequence[str] | None = None) -> None:
+    if args.format == "json":
+        sys.stdout.write(report.to_json(document))
+    elif args.format == "csv":
+        sys.stdout.write(report.to_csv(rows, columns))
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _hardware_list(args: argparse.Namespace) -> int:
+    entries = list_hardware(args.hardware_dir)
+    good = [e for e in entries if e.hardware is not None]
+    rows = [report.hardware_summary(e.hardware) for e in good]  # type: ignore[arg-type]
+    builtin = str(builtin_dir())
+    table_rows = [{**{k: r[k] for k in ("id", "name", "kind", "scope")},
+                   "variants": r["variants"],
+                   "origin": "built-in" if r["path"].startswith(builtin) else r["path"]}
+                  for r in rows]
+    errors = [{"id": e.id, "path": str(e.path), "error": str(e.error)}
+              for e in entries if e.error is not None]
+    _emit(args, text=report.format_table(table_rows),
+          document={"schema": "roofline/hardware-list/1", "hardware": rows, "errors": errors},
+          rows=[{k: v for k, v in r.items() if k != "scopes"} for r in rows])
+    for error in errors:
+        print(f"roofline: error: {error['error']}", file=sys.stderr)
+    return EXIT_BAD_INPUT if errors else 0
+
+
+def _hardware_show(args: argparse.Namespace) -> int:
+    hw = load_hardware(args.ref, args.hardware_dir)
+    _emit(args, text=report.hardware_text(hw), document=report.hardware_document(hw),
+          rows=report.ridge_rows(hw))
+    return 0
+
+
+def _hardware_check(args: argparse.Namespace) -> int:
+    hw = load_spec_file(args.file)
+    ridges = report.ridge_rows(hw)
+    text = (f"ok: {args.file} is a valid spec for {hw.id} ({hw.name}): "
+            f"{len(hw.compute)} compute roofs, {len(hw.memory)} memory levels, "
+            f"{len(hw.links)} links, scope {hw.scope}\n"
+            + report.format_table([{"dtype": r["dtype"], "unit": r["unit"],
+                                    "level": r["level"],
+                                    "ridge FLOP/B": r["flop_per_byte"]} for r in ridges]))
+    _emit(args, text=text,
+          document={"schema": "roofline/hardware-check/1", "path": str(args.file),
+                    "valid": True, "id": hw.id, "ridge_points": ridges},
+          rows=ridges)
+    return 0
+
+
+def _hardware_plot(args: argparse.Namespace) -> int:
+    devices = [load_hardware(ref, args.hardware_dir) for ref in args.refs]
+    fig = build_hardware_rooflines(
+        devices,
+        dtypes=args.dtypes.split(",") if args.dtypes else None,
+        units=args.units.split(",") if args.units else None,
+        all_levels=args.all_levels,
+    )
+    path = save_figure(fig, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
+                        help="extra directory of <id>.toml spec files (repeatable; also "
+                             "$ROOFLINE_HARDWARE_PATH)")
+    formatted = argparse.ArgumentParser(add_help=False)
+    formatted.add_argument("--format", choices=report.FORMATS, default="table",
+                           help="output format (default: table; json is stable, see README)")
+
+    parser = argparse.ArgumentParser(
+        prog="roofline",
+        description="Roofline and analytical performance modeling for JAX/XLA programs.",
+    )
+    parser.add_argument("--version", action="version", version=_package_version())
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    hardware = commands.add_parser("hardware", help="the hardware spec library")
+    hw_commands = hardware.add_subparsers(dest="hardware_command", required=True,
+                                          metavar="SUBCOMMAND")
+    p = hw_commands.add_parser("list", parents=[common, formatted],
+                               help="list every device spec visible")
+    p.set_defaults(run=_hardware_list)
+    p = hw_commands.add_parser("show", parents=[common, formatted],
+                               help="one device: roofs, memory, links, ridge points, sources")
+    p.add_argument("ref", metavar="ID", help="ID, ID@VARIANT, ID:SCOPE or a .toml path")
+    p.set_defaults(run=_hardware_show)
+    p = hw_commands.add_parser("check", parents=[formatted],
+                               help="validate a spec file")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(run=_hardware_check)
+    p = hw_commands.add_parser("plot", parents=[common],
+                               help="rooflines of one or more devices in one figure")
+    p.add_argument("refs", nargs="+", metavar="ID")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="output figure; .png, .svg or .pdf")
+    p.add_argument("--dtypes", metavar="LIST", help="only these dtypes, e.g. bf16,fp32")
+    p.add_argument("--units", metavar="LIST", help="only these units: matrix, vector")
+    p.add_argument("--all-levels", action="store_true",
+                   help="also draw the bandwidth roofs of on-chip memory levels")
+    p.set_defaults(run=_hardware_plot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except RooflineError as exc:
+        print(f"roofline: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("roofline: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

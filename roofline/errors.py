@@ -1,0 +1,38 @@
+"""Error types of roofline.
+
+Every error a user can cause by bad input derives from :class:`RooflineError`; the CLI
+prints its message (one paragraph, no traceback) and exits with code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class RooflineError(Exception):
+    """Base class for errors caused by the user's input, reported without traceback."""
+
+
+class UnitError(RooflineError, ValueError):
+    """A quantity string ("900 GB/s") that does not parse, or has the wrong kind of unit."""
+
+
+class SpecError(RooflineError, ValueError):
+    """A hardware spec file that is malformed; names the file and the key at fault."""
+
+    def __init__(self, path: str | Path | None, key: str | None, problem: str):
+        self.path = str(path) if path is not None else None
+        self.key = key
+        self.problem = problem
+        where = self.path or "<spec>"
+        if key:
+            where += f": [{key}]"
+        super().__init__(f"{where}: {problem}")
+
+
+class UnknownHardwareError(RooflineError, LookupError):
+    """A hardware id, variant, scope or roof that the library does not have."""
+
+
+class ScaleError(RooflineError, ValueError):
+    """A what-if scale factor that names no parameter or is not a positive number."""

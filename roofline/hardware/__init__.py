@@ -1,0 +1,27 @@
+"""Hardware spec records, spec files and the spec library."""
+
+from roofline.hardware.library import (
+    ENV_VAR,
+    HardwareRef,
+    LibraryEntry,
+    builtin_dir,
+    list_hardware,
+    load_hardware,
+    spec_files,
+)
+from roofline.hardware.records import (
+    DTYPES,
+    UNITS,
+    ComputeRoof,
+    Hardware,
+    Link,
+    MemoryLevel,
+    Scalar,
+)
+from roofline.hardware.spec_file import load_spec_file, parse_spec
+
+__all__ = [
+    "DTYPES", "ENV_VAR", "UNITS", "ComputeRoof", "Hardware", "HardwareRef", "LibraryEntry",
+    "Link", "MemoryLevel", "Scalar", "builtin_dir", "list_hardware", "load_hardware",
+    "load_spec_file", "parse_spec", "spec_files",
+]

@@ -1,0 +1,255 @@
+"""Frozen hardware records: what a device can do, in SI units, at one explicit scope.
+
+A :class:`Hardware` is built by :mod:`roofline.hardware.spec_file` from a validated spec
+file. It never changes; :meth:`Hardware.scaled` and :meth:`Hardware.at_scope` return new
+records, so a what-if can never edit the device it started from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from roofline.errors import ScaleError, UnknownHardwareError
+
+Unit = Literal["matrix", "vector"]
+UNITS: tuple[str, ...] = ("matrix", "vector")
+DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
+
+
+@dataclass(frozen=True)
+class ComputeRoof:
+    """Peak rate of one execution unit for one dtype (dense; an FMA is 2 FLOPs)."""
+
+    unit: str
+    dtype: str
+    flop_per_s: float
+    sources: tuple[str, ...]
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.dtype} {self.unit}"
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy; ``bytes_per_s`` is None where unpublished."""
+
+    name: str
+    capacity_bytes: float
+    bytes_per_s: float | None
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    """An interconnect: ``bytes_per_s`` is one direction, summed over ``count`` links."""
+
+    name: str
+    count: float
+    bytes_per_s: float
+    latency_s: float | None
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A single sourced number (clock in Hz, TDP in W, overhead in s)."""
+
+    value: float
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A device at one scope (``scope``), every number in SI units with its sources."""
+
+    id: str
+    name: str
+    vendor: str
+    kind: str
+    scope: str
+    scopes: tuple[tuple[str, int], ...]
+    compute: tuple[ComputeRoof, ...]
+    memory: tuple[MemoryLevel, ...]
+    links: tuple[Link, ...]
+    overhead: Scalar
+    clock: Scalar
+    base_clock: Scalar | None
+    tdp: Scalar
+    counts: tuple[tuple[str, float], ...]
+    counts_sources: tuple[str, ...]
+    sources: tuple[tuple[str, str], ...]
+    variants: tuple[tuple[str, str], ...] = ()
+    variant: str | None = None
+    measured: bool = False
+    notes: str = ""
+    path: str | None = None
+    modifications: tuple[tuple[str, float], ...] = ()
+
+    # --- naming -------------------------------------------------------------------
+    @property
+    def ref(self) -> str:
+        """The reference that reloads this record: ``id[@variant][:scope]``."""
+        text = self.id + (f"@{self.variant}" if self.variant else "")
+        return f"{text}:{self.scope}"
+
+    @property
+    def label(self) -> str:
+        """A short label for tables and legends, with any what-if factors."""
+        text = self.id + (f"@{self.variant}" if self.variant else "") + f" ({self.scope})"
+        for param, factor in self.modifications:
+            text += f" {param}×{factor:g}"
+        return text
+
+    def citation(self, key: str) -> str:
+        return dict(self.sources)[key]
+
+    # --- look-ups -----------------------------------------------------------------
+    def roof(self, dtype: str, unit: str) -> ComputeRoof:
+        """The compute roof of ``unit`` for ``dtype``; raises if the device has none."""
+        for roof in self.compute:
+            if roof.dtype == dtype and roof.unit == unit:
+                return roof
+        have = ", ".join(r.label for r in self.compute)
+        raise UnknownHardwareError(
+            f"{self.id} has no {dtype} {unit} roof; it has: {have}"
+        )
+
+    def has_roof(self, dtype: str, unit: str) -> bool:
+        return any(r.dtype == dtype and r.unit == unit for r in self.compute)
+
+    @property
+    def main_memory(self) -> MemoryLevel:
+        """The farthest (largest) memory level: DRAM or HBM."""
+        return self.memory[0]
+
+    def level(self, name: str) -> MemoryLevel:
+        for level in self.memory:
+            if level.name.lower() == name.lower():
+                return level
+        have = ", ".join(level.name for level in self.memory)
+        raise UnknownHardwareError(f"{self.id} has no memory level {name!r}; it has: {have}")
+
+    def scope_size(self, scope: str) -> int:
+        sizes = dict(self.scopes)
+        if scope not in sizes:
+            raise UnknownHardwareError(
+                f"{self.id} has no scope {scope!r}; its scopes are: {', '.join(sizes)}"
+            )
+        return sizes[scope]
+
+    # --- derived records ----------------------------------------------------------
+    def at_scope(self, scope: str) -> Hardware:
+        """The same device described at another scope (``core``, ``chip``, ``board``...).
+
+        Rates, bandwidths, capacities, counts and power scale with the number of base
+        units; clocks, per-op overhead and link latency do not.
+        """
+        factor = self.scope_size(scope) / self.scope_size(self.scope)
+        if factor == 1:
+            return dataclasses.replace(self, scope=scope)
+        return dataclasses.replace(
+            self,
+            scope=scope,
+            compute=tuple(
+                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor) for r in self.compute
+            ),
+            memory=tuple(
+                dataclasses.replace(
+                    m,
+                    capacity_bytes=m.capacity_bytes * factor,
+                    bytes_per_s=None if m.bytes_per_s is None else m.bytes_per_s * factor,
+                )
+                for m in self.memory
+            ),
+            links=tuple(
+                dataclasses.replace(
+                    link, count=link.count * factor, bytes_per_s=link.bytes_per_s * factor
+                )
+                for link in self.links
+            ),
+            tdp=dataclasses.replace(self.tdp, value=self.tdp.value * factor),
+            counts=tuple((name, n * factor) for name, n in self.counts),
+        )
+
+    def scalable_parameters(self) -> tuple[str, ...]:
+        """Every name :meth:`scaled` accepts for this device."""
+        names = ["flops", *(f"flops.{u}" for u in self._units()),
+                 *(f"flops.{d}" for d in self._dtypes()),
+                 *(f"flops.{r.unit}.{r.dtype}" for r in self.compute),
+                 "memory_bandwidth", "memory_capacity",
+                 *(f"bandwidth.{m.name}" for m in self.memory if m.bytes_per_s is not None),
+                 *(f"capacity.{m.name}" for m in self.memory)]
+        if self.links:
+            names += ["link_bandwidth", *(f"link_bandwidth.{link.name}" for link in self.links)]
+        names.append("overhead")
+        return tuple(names)
+
+    def scaled(self, factors: Mapping[str, float] | None = None, /, **kw: float) -> Hardware:
+        """A new record with the named parameters multiplied by their factors.
+
+        Names (see :meth:`scalable_parameters`): ``flops`` (every compute roof),
+        ``flops.matrix``, ``flops.bf16``, ``flops.matrix.bf16``; ``memory_bandwidth`` and
+        ``memory_capacity`` (main memory), ``bandwidth.<level>``, ``capacity.<level>``;
+        ``link_bandwidth`` (every link), ``link_bandwidth.<link>``; ``overhead``.
+        """
+        requested = {**(factors or {}), **kw}
+        result = self
+        for param, factor in requested.items():
+            result = result._scale_one(param, factor)
+        return result
+
+    def _units(self) -> list[str]:
+        return sorted({r.unit for r in self.compute})
+
+    def _dtypes(self) -> list[str]:
+        return [d for d in DTYPES if any(r.dtype == d for r in self.compute)]
+
+    def _scale_one(self, param: str, factor: float) -> Hardware:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+            raise ScaleError(
+                f"scale factor for {param!r} must be a positive number, got {factor!r}"
+            )
+        if param not in self.scalable_parameters():
+            raise ScaleError(
+                f"{self.id} has no parameter {param!r} to scale; choose from: "
+                + ", ".join(self.scalable_parameters())
+            )
+        head, _, rest = param.partition(".")
+        changes: dict[str, object] = {}
+        if head == "flops":
+            parts = rest.split(".") if rest else []
+            changes["compute"] = tuple(
+                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor)
+                if all(p in (r.unit, r.dtype) for p in parts) else r
+                for r in self.compute
+            )
+        elif head in ("memory_bandwidth", "memory_capacity", "bandwidth", "capacity"):
+            target = self.main_memory.name if head.startswith("memory_") else rest
+            field = "bytes_per_s" if "bandwidth" in head else "capacity_bytes"
+            changes["memory"] = tuple(
+                dataclasses.replace(m, **{field: getattr(m, field) * factor})
+                if m.name.lower() == target.lower() else m
+                for m in self.memory
+            )
+        elif head == "link_bandwidth":
+            changes["links"] = tuple(
+                dataclasses.replace(link, bytes_per_s=link.bytes_per_s * factor)
+                if not rest or link.name == rest else link
+                for link in self.links
+            )
+        else:  # overhead
+            changes["overhead"] = dataclasses.replace(
+                self.overhead, value=self.overhead.value * factor
+            )
+        return dataclasses.replace(
+            self, modifications=self.modifications + ((param, float(factor)),), **changes
+        )

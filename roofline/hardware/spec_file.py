@@ -1,0 +1,404 @@
+"""Reading and validating one hardware spec file (TOML) into a :class:`Hardware`.
+
+The format is documented in ``hardware_specs/README.md``. Every problem raises a
+:class:`SpecError` naming the file, the key (``compute[2].peak``) and what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import SpecError, UnitError, UnknownHardwareError
+from roofline.hardware.records import (
+    DTYPES,
+    KINDS,
+    UNITS,
+    ComputeRoof,
+    Hardware,
+    Link,
+    MemoryLevel,
+    Scalar,
+)
+from roofline.units import Kind, parse_quantity
+
+SCHEMA_VERSION = 1
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+_TOP_KEYS = {
+    "schema", "id", "name", "vendor", "kind", "default_scope", "notes", "measured",
+    "scopes", "sources", "variants", "clock", "counts", "power", "overhead",
+    "compute", "memory", "links",
+}
+_REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
+                 "sources", "clock", "power", "overhead", "compute", "memory")
+_COMMON = {"scope", "source", "note"}
+
+
+def _suggest(word: str, choices: object) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)  # type: ignore[arg-type]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _Reader:
+    """Validation helpers that know the file they read, for error messages."""
+
+    def __init__(self, path: Path | None, doc: Mapping[str, Any]):
+        self.path = path
+        self.doc = doc
+        self.scopes: dict[str, int] = {}
+        self.default_scope = ""
+        self.sources: dict[str, str] = {}
+        self.variants: dict[str, str] = {}
+
+    def error(self, key: str | None, problem: str) -> SpecError:
+        return SpecError(self.path, key, problem)
+
+    def check_keys(self, table: Mapping[str, Any], key: str, allowed: set[str],
+                   required: tuple[str, ...] = ()) -> None:
+        for name in table:
+            if name not in allowed:
+                where = f"{key}.{name}" if key else name
+                raise self.error(
+                    where, f"unknown key {name!r}{_suggest(name, allowed)} "
+                    f"(allowed here: {', '.join(sorted(allowed))})"
+                )
+        for name in required:
+            if name not in table:
+                where = f"{key}.{name}" if key else name
+                raise self.error(where, f"missing required key {name!r}")
+
+    def table(self, key: str, value: Any) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.error(key, f"expected a table, got {type(value).__name__} {value!r}")
+        return value
+
+    def string(self, key: str, value: Any, pattern: re.Pattern[str] | None = None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, f"expected a non-empty string, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            raise self.error(key, f"{value!r} is not a valid name (letters, digits, - and _)")
+        return value
+
+    def choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
+        text = self.string(key, value)
+        if text not in choices:
+            raise self.error(
+                key, f"{text!r} is not one of {', '.join(choices)}{_suggest(text, choices)}"
+            )
+        return text
+
+    def quantity(self, key: str, value: Any, kind: Kind) -> float:
+        try:
+            number = parse_quantity(value, kind)
+        except UnitError as exc:
+            raise self.error(key, str(exc)) from None
+        if not number > 0:
+            raise self.error(key, f"{value!r} must be positive")
+        return number
+
+    def positive_number(self, key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise self.error(key, f"expected a positive number, got {value!r}")
+        return float(value)
+
+    def scope_factor(self, key: str, table: Mapping[str, Any]) -> float:
+        """How much to multiply an extensive value stated in ``table`` to reach the
+        default scope."""
+        scope = table.get("scope", self.default_scope)
+        if scope not in self.scopes:
+            raise self.error(
+                f"{key}.scope", f"unknown scope {scope!r}; this file declares "
+                f"{', '.join(self.scopes)}{_suggest(str(scope), self.scopes)}"
+            )
+        return self.scopes[self.default_scope] / self.scopes[scope]
+
+    def source_keys(self, key: str, table: Mapping[str, Any]) -> tuple[str, ...]:
+        if "source" not in table:
+            raise self.error(f"{key}.source", "missing required key 'source': every number "
+                             "needs a source (a key of [sources])")
+        raw = table["source"]
+        keys = [raw] if isinstance(raw, str) else raw
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+            raise self.error(f"{key}.source", f"expected a key of [sources] or a list of "
+                             f"them, got {raw!r}")
+        for k in keys:
+            if k not in self.sources:
+                raise self.error(f"{key}.source", f"{k!r} is not defined in [sources]"
+                                 f"{_suggest(k, self.sources)}")
+        return tuple(keys)
+
+
+def _note(reader: _Reader, key: str, table: Mapping[str, Any]) -> str:
+    return reader.string(f"{key}.note", table["note"]) if "note" in table else ""
+
+
+def _with_variant(reader: _Reader, key: str, table: Mapping[str, Any], fields: set[str],
+                  variant: str | None) -> Mapping[str, Any]:
+    """``table`` with the fields of its alternative named ``variant`` laid over it."""
+    alternatives = reader.table(f"{key}.alternatives", table.get("alternatives", {}))
+    for name, alt in alternatives.items():
+        if name not in reader.variants:
+            raise reader.error(
+                f"{key}.alternatives.{name}", f"alternative {name!r} is not declared in "
+                f"[variants]{_suggest(name, reader.variants)}"
+            )
+        alt = reader.table(f"{key}.alternatives.{name}", alt)
+        reader.check_keys(alt, f"{key}.alternatives.{name}", fields | _COMMON)
+        if "source" not in alt:
+            raise reader.error(f"{key}.alternatives.{name}.source",
+                               "an alternative needs its own source")
+    base = {k: v for k, v in table.items() if k != "alternatives"}
+    if variant is not None and variant in alternatives:
+        base.update(alternatives[variant])
+    return base
+
+
+def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
+             ) -> tuple[ComputeRoof, ...]:
+    entries = doc["compute"]
+    if not isinstance(entries, list) or not entries:
+        raise reader.error("compute", "expected one or more [[compute]] entries")
+    roofs: list[ComputeRoof] = []
+    fields = {"unit", "dtype", "peak"}
+    for i, raw in enumerate(entries):
+        key = f"compute[{i}]"
+        entry = reader.table(key, raw)
+        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"}, ("unit", "dtype", "peak"))
+        entry = _with_variant(reader, key, entry, {"peak"}, variant)
+        unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
+        dtype = reader.choice(f"{key}.dtype", entry["dtype"], DTYPES)
+        if any(r.unit == unit and r.dtype == dtype for r in roofs):
+            raise reader.error(key, f"a second {dtype} {unit} roof; each unit and dtype "
+                               "pair appears once (keep other figures as alternatives)")
+        peak = reader.quantity(f"{key}.peak", entry["peak"], Kind.FLOP_RATE)
+        roofs.append(ComputeRoof(
+            unit=unit, dtype=dtype, flop_per_s=peak * reader.scope_factor(key, entry),
+            sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
+        ))
+    return tuple(roofs)
+
+
+def _memory(reader: _Reader, doc: Mapping[str, Any], variant: str | None
+            ) -> tuple[MemoryLevel, ...]:
+    entries = doc["memory"]
+    if not isinstance(entries, list) or not entries:
+        raise reader.error("memory", "expected one or more [[memory]] entries, far to near")
+    levels: list[MemoryLevel] = []
+    fields = {"name", "capacity", "bandwidth"}
+    for i, raw in enumerate(entries):
+        key = f"memory[{i}]"
+        entry = reader.table(key, raw)
+        required = ("name", "capacity", "bandwidth") if i == 0 else ("name", "capacity")
+        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"}, required)
+        entry = _with_variant(reader, key, entry, {"capacity", "bandwidth"}, variant)
+        name = reader.string(f"{key}.name", entry["name"])
+        if any(m.name.lower() == name.lower() for m in levels):
+            raise reader.error(f"{key}.name", f"memory level {name!r} appears twice")
+        factor = reader.scope_factor(key, entry)
+        capacity = reader.quantity(f"{key}.capacity", entry["capacity"], Kind.BYTES) * factor
+        bandwidth = None
+        if "bandwidth" in entry:
+            bandwidth = reader.quantity(f"{key}.bandwidth", entry["bandwidth"],
+                                        Kind.BANDWIDTH) * factor
+        if levels:
+            _check_nearer(reader, key, levels, capacity, bandwidth)
+        levels.append(MemoryLevel(
+            name=name, capacity_bytes=capacity, bytes_per_s=bandwidth,
+            sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
+        ))
+    return tuple(levels)
+
+
+def _check_nearer(reader: _Reader, key: str, farther: list[MemoryLevel], capacity: float,
+                  bandwidth: float | None) -> None:
+    """Levels are listed far to near: each is smaller than main memory and no slower than
+    the levels before it. (Capacities of on-chip levels need not shrink: a V100's 80 SMs
+    hold 7.5 MiB of shared memory beside a 6 MiB L2.)"""
+    main = farther[0]
+    if capacity >= main.capacity_bytes:
+        raise reader.error(
+            f"{key}.capacity", f"a level listed after {main.name!r} must be smaller than it "
+            "(list memory levels far to near: DRAM/HBM first, then L2/CMEM, then shared "
+            "memory/VMEM); compare both at the same scope"
+        )
+    known = [m for m in farther if m.bytes_per_s is not None]
+    if bandwidth is not None and known and bandwidth < known[-1].bytes_per_s:  # type: ignore[operator]
+        raise reader.error(
+            f"{key}.bandwidth", f"a level nearer than {known[-1].name!r} cannot be slower "
+            "than it; check the order (far to near) and the scope of both levels"
+        )
+
+
+def _links(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> tuple[Link, ...]:
+    entries = doc.get("links", [])
+    if not isinstance(entries, list):
+        raise reader.error("links", "expected [[links]] entries")
+    links: list[Link] = []
+    fields = {"name", "count", "bandwidth", "latency"}
+    for i, raw in enumerate(entries):
+        key = f"links[{i}]"
+        entry = reader.table(key, raw)
+        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"},
+                          ("name", "count", "bandwidth"))
+        entry = _with_variant(reader, key, entry, {"bandwidth", "count", "latency"}, variant)
+        name = reader.string(f"{key}.name", entry["name"])
+        if any(link.name == name for link in links):
+            raise reader.error(f"{key}.name", f"link {name!r} appears twice")
+        factor = reader.scope_factor(key, entry)
+        latency = None
+        if "latency" in entry:
+            latency = reader.quantity(f"{key}.latency", entry["latency"], Kind.TIME)
+        links.append(Link(
+            name=name,
+            count=reader.positive_number(f"{key}.count", entry["count"]) * factor,
+            bytes_per_s=reader.quantity(f"{key}.bandwidth", entry["bandwidth"],
+                                        Kind.BANDWIDTH) * factor,
+            latency_s=latency,
+            sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
+        ))
+    return tuple(links)
+
+
+def _scalar(reader: _Reader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
+            variant: str | None, extensive: bool, optional: bool = False) -> Scalar | None:
+    table = reader.table(table_key, doc[table_key])
+    table = _with_variant(reader, table_key, table, {field}, variant)
+    if field not in table:
+        if optional:
+            return None
+        raise reader.error(f"{table_key}.{field}", f"missing required key {field!r}")
+    value = reader.quantity(f"{table_key}.{field}", table[field], kind)
+    if extensive:
+        value *= reader.scope_factor(table_key, table)
+    return Scalar(value=value, sources=reader.source_keys(table_key, table),
+                  note=_note(reader, table_key, table))
+
+
+def _scopes(reader: _Reader, doc: Mapping[str, Any]) -> None:
+    scopes = reader.table("scopes", doc["scopes"])
+    if not scopes:
+        raise reader.error("scopes", "declare at least one scope, e.g. device = 1")
+    for name, size in scopes.items():
+        reader.string(f"scopes.{name}", name, _NAME)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise reader.error(f"scopes.{name}", f"expected a whole number of base units "
+                               f"(1 for the base scope), got {size!r}")
+    if sorted(scopes.values())[0] != 1 or list(scopes.values()).count(1) != 1:
+        raise reader.error("scopes", "exactly one scope must be the base unit, with size 1 "
+                           f"(got {dict(scopes)})")
+    reader.scopes = dict(scopes)
+    default = reader.string("default_scope", doc["default_scope"])
+    if default not in reader.scopes:
+        raise reader.error("default_scope", f"{default!r} is not declared in [scopes] "
+                           f"({', '.join(reader.scopes)}){_suggest(default, reader.scopes)}")
+    reader.default_scope = default
+
+
+def _string_table(reader: _Reader, doc: Mapping[str, Any], key: str) -> dict[str, str]:
+    table = reader.table(key, doc.get(key, {}))
+    for name, text in table.items():
+        reader.string(f"{key}.{name}", name, _NAME)
+        reader.string(f"{key}.{name}", text)
+    return dict(table)
+
+
+def _counts(reader: _Reader, doc: Mapping[str, Any]) -> tuple[tuple[tuple[str, float], ...],
+                                                              tuple[str, ...]]:
+    if "counts" not in doc:
+        return (), ()
+    table = reader.table("counts", doc["counts"])
+    factor = reader.scope_factor("counts", table)
+    counts = []
+    for name, value in table.items():
+        if name in _COMMON:
+            continue
+        reader.string(f"counts.{name}", name, _NAME)
+        counts.append((name, reader.positive_number(f"counts.{name}", value) * factor))
+    return tuple(counts), reader.source_keys("counts", table)
+
+
+def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
+               variant: str | None = None, scope: str | None = None) -> Hardware:
+    """Validate a parsed spec document and build its :class:`Hardware` record."""
+    reader = _Reader(path, doc)
+    reader.check_keys(doc, "", _TOP_KEYS, _REQUIRED_TOP)
+    if doc["schema"] != SCHEMA_VERSION:
+        raise reader.error("schema", f"unsupported schema {doc['schema']!r}; this version of "
+                           f"roofline reads schema = {SCHEMA_VERSION}")
+    hw_id = reader.string("id", doc["id"], _ID)
+    if path is not None and path.stem != hw_id:
+        raise reader.error("id", f"id {hw_id!r} must equal the file name without .toml "
+                           f"({path.stem!r}); rename the file or fix the id")
+    kind = reader.choice("kind", doc["kind"], KINDS)
+    measured = doc.get("measured", False)
+    if not isinstance(measured, bool):
+        raise reader.error("measured", f"expected true or false, got {measured!r}")
+    _scopes(reader, doc)
+    reader.sources = _string_table(reader, doc, "sources")
+    reader.variants = _string_table(reader, doc, "variants")
+    if variant is not None and variant not in reader.variants:
+        known = ", ".join(reader.variants) or "none"
+        raise UnknownHardwareError(f"{hw_id} has no variant {variant!r}; its variants: {known}")
+
+    reader.check_keys(reader.table("clock", doc["clock"]), "clock",
+                      {"boost", "base", "alternatives"} | _COMMON, ("boost",))
+    reader.check_keys(reader.table("power", doc["power"]), "power",
+                      {"tdp", "alternatives"} | _COMMON, ("tdp",))
+    reader.check_keys(reader.table("overhead", doc["overhead"]), "overhead",
+                      {"per_op", "alternatives"} | _COMMON, ("per_op",))
+    clock = _scalar(reader, doc, "clock", "boost", Kind.FREQUENCY, variant, extensive=False)
+    base_clock = _scalar(reader, doc, "clock", "base", Kind.FREQUENCY, variant,
+                         extensive=False, optional=True)
+    if base_clock is not None and clock is not None and base_clock.value > clock.value:
+        raise reader.error("clock.base", "the base clock cannot exceed the boost clock")
+    counts, counts_sources = _counts(reader, doc)
+    hardware = Hardware(
+        id=hw_id,
+        name=reader.string("name", doc["name"]),
+        vendor=reader.string("vendor", doc["vendor"]),
+        kind=kind,
+        scope=reader.default_scope,
+        scopes=tuple(reader.scopes.items()),
+        compute=_compute(reader, doc, variant),
+        memory=_memory(reader, doc, variant),
+        links=_links(reader, doc, variant),
+        overhead=_scalar(reader, doc, "overhead", "per_op", Kind.TIME, variant,
+                         extensive=False),  # type: ignore[arg-type]
+        clock=clock,  # type: ignore[arg-type]
+        base_clock=base_clock,
+        tdp=_scalar(reader, doc, "power", "tdp", Kind.POWER, variant,
+                    extensive=True),  # type: ignore[arg-type]
+        counts=counts,
+        counts_sources=counts_sources,
+        sources=tuple(reader.sources.items()),
+        variants=tuple(reader.variants.items()),
+        variant=variant,
+        measured=measured,
+        notes=reader.string("notes", doc["notes"]) if "notes" in doc else "",
+        path=str(path) if path is not None else None,
+    )
+    return hardware.at_scope(scope) if scope is not None else hardware
+
+
+def load_spec_file(path: str | Path, *, variant: str | None = None,
+                   scope: str | None = None) -> Hardware:
+    """Read, validate and build the spec file at ``path``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(path, None, "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(path, None, f"cannot read the file: {exc}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(path, None, f"not valid TOML: {exc}") from None
+    return parse_spec(doc, path, variant=variant, scope=scope)

@@ -1,0 +1,129 @@
+"""Figures. ``build_*`` functions are pure: results in, matplotlib Figure out; saving is
+separate, atomic, and picks the format from the file extension (PNG, SVG or PDF)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: figures are files, never windows
+
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from roofline.errors import RooflineError  # noqa: E402
+from roofline.hardware.records import Hardware  # noqa: E402
+from roofline.model import ridge_points  # noqa: E402
+from roofline.outputs import write_atomic  # noqa: E402
+from roofline.units import Kind, format_quantity  # noqa: E402
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+_UNIT_STYLE = {"matrix": "-", "vector": "--"}
+_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+           "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+
+
+def build_hardware_rooflines(devices: Sequence[Hardware], *,
+                             dtypes: Sequence[str] | None = None,
+                             units: Sequence[str] | None = None,
+                             all_levels: bool = False) -> Figure:
+    """Rooflines of several devices on one log-log figure.
+
+    One colour per device; matrix-unit roofs solid, vector-unit roofs dashed; the main
+    memory's bandwidth roof is the slanted line (nearer levels dotted with
+    ``all_levels``); every ridge point is marked and labelled with its FLOP/B.
+    """
+    if not devices:
+        raise RooflineError("no hardware to plot: name at least one device id")
+    fig = Figure(figsize=(10, 6.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+
+    selected = {hw.ref: [r for r in hw.compute
+                         if (dtypes is None or r.dtype in dtypes)
+                         and (units is None or r.unit in units)] for hw in devices}
+    for hw in devices:
+        if not selected[hw.ref]:
+            raise RooflineError(
+                f"{hw.id} has no roof for dtypes {list(dtypes or [])} and units "
+                f"{list(units or [])}; it has: {', '.join(r.label for r in hw.compute)}"
+            )
+    ridges = [r.flop_per_byte for hw in devices for r in ridge_points(hw)
+              if r.roof in selected[hw.ref]]
+    x_lo = 10 ** math.floor(math.log10(min(ridges) / 30))
+    x_hi = 10 ** math.ceil(math.log10(max(ridges) * 30))
+    peaks = [r.flop_per_s for roofs in selected.values() for r in roofs]
+    slowest_bw = min(hw.main_memory.bytes_per_s for hw in devices)  # type: ignore[type-var]
+    y_lo = 10 ** math.floor(math.log10(min(min(peaks) / 30, x_lo * slowest_bw) / 1e12))
+    y_hi = 10 ** math.ceil(math.log10(max(peaks) * 3 / 1e12))
+
+    device_handles = []
+    for index, hw in enumerate(devices):
+        color = _COLORS[index % len(_COLORS)]
+        roofs = sorted(selected[hw.ref], key=lambda r: r.flop_per_s)
+        levels = [m for m in hw.memory if m.bytes_per_s is not None]
+        if not all_levels:
+            levels = levels[:1]
+        for depth, level in enumerate(levels):
+            bw = level.bytes_per_s
+            top = roofs[-1].flop_per_s
+            ax.plot([x_lo, top / bw], [x_lo * bw / 1e12, top / 1e12], color=color,
+                    linestyle="-" if depth == 0 else ":", linewidth=2 if depth == 0 else 1.2)
+            if depth:
+                ax.annotate(f"{level.name} {format_quantity(bw, Kind.BANDWIDTH)}",
+                            (x_lo * 1.5, x_lo * 1.5 * bw / 1e12), color=color, fontsize=7,
+                            rotation=30, rotation_mode="anchor")
+        bw = hw.main_memory.bytes_per_s
+        for roof in roofs:
+            ridge = roof.flop_per_s / bw  # type: ignore[operator]
+            peak_t = roof.flop_per_s / 1e12
+            ax.plot([ridge, x_hi], [peak_t, peak_t], color=color,
+                    linestyle=_UNIT_STYLE[roof.unit], linewidth=1.8)
+            ax.plot([ridge], [peak_t], marker="o", color=color, markersize=5)
+            ax.annotate(f"{ridge:.3g}", (ridge, peak_t), textcoords="offset points",
+                        xytext=(-4, 5), ha="right", fontsize=7, color=color)
+            ax.annotate(f"{roof.dtype} {roof.unit} {format_quantity(roof.flop_per_s, Kind.FLOP_RATE)}",
+                        (x_hi, peak_t), textcoords="offset points", xytext=(-3, 3),
+                        ha="right", va="bottom", fontsize=7, color=color)
+        device_handles.append(Line2D(
+            [], [], color=color, linewidth=2,
+            label=f"{hw.label}: {hw.main_memory.name} "
+                  f"{format_quantity(bw, Kind.BANDWIDTH)}"))  # type: ignore[arg-type]
+
+    style_handles = [Line2D([], [], color="black", linestyle=_UNIT_STYLE[u],
+                            label=f"{u} unit roof") for u in ("matrix", "vector")]
+    style_handles.append(Line2D([], [], color="black", marker="o", linestyle="",
+                                label="ridge point (FLOP/B)"))
+    ax.legend(handles=device_handles + style_handles, loc="upper left", fontsize=8,
+              framealpha=0.9)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte of main-memory traffic)")
+    ax.set_ylabel("Attainable performance (TFLOP/s)")
+    ax.set_title("Rooflines: " + ", ".join(hw.label for hw in devices), fontsize=10)
+    ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
+    return fig
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Save ``fig`` atomically; the format follows the extension (.png, .svg, .pdf).
+
+    Metadata that would change between runs (dates, random ids) is left out, so the same
+    figure gives the same file.
+    """
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in FIGURE_FORMATS:
+        raise RooflineError(
+            f"cannot write a figure to {path}: use a .png, .svg or .pdf file name"
+        )
+    metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
+                "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}[fmt]
+    with matplotlib.rc_context({"svg.hashsalt": "roofline", "pdf.compression": 6}):
+        return write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=150,
+                                                             metadata=metadata))

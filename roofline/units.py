@@ -1,0 +1,151 @@
+"""Strict parsing of quantities with units ("900 GB/s", "125 TFLOP/s", "16 GiB").
+
+Values are returned as SI floats: FLOP/s, bytes/s, bytes, Hz, W, seconds. Decimal
+prefixes are powers of 1000 (GB = 1e9 B) and binary ones powers of 1024 (GiB = 2**30 B);
+the two are never confused, so ambiguous spellings ("KB", "Gb/s") are refused with a hint.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+
+from roofline.errors import UnitError
+
+
+class Kind(enum.Enum):
+    """What a quantity measures; each kind has one SI base unit."""
+
+    FLOP_RATE = ("a compute rate", "125 TFLOP/s")
+    BANDWIDTH = ("a bandwidth", "900 GB/s")
+    BYTES = ("a byte count", "16 GiB")
+    FREQUENCY = ("a frequency", "1530 MHz")
+    POWER = ("a power", "250 W")
+    TIME = ("a time", "5 us")
+
+    def __init__(self, description: str, example: str):
+        self.description = description
+        self.example = example
+
+
+_DECIMAL = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+
+def _build_unit_table() -> dict[str, tuple[Kind, float]]:
+    table: dict[str, tuple[Kind, float]] = {}
+    for prefix, factor in _DECIMAL.items():
+        for base in ("FLOP/s", "FLOPS", "OP/s", "OPS"):
+            table[prefix + base] = (Kind.FLOP_RATE, factor)
+        table[prefix + "B/s"] = (Kind.BANDWIDTH, factor)
+        table[prefix + "bit/s"] = (Kind.BANDWIDTH, factor / 8)
+        table[prefix + "B"] = (Kind.BYTES, factor)
+    for prefix, factor in _BINARY.items():
+        table[prefix + "B/s"] = (Kind.BANDWIDTH, factor)
+        table[prefix + "B"] = (Kind.BYTES, factor)
+    for unit, factor in {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9}.items():
+        table[unit] = (Kind.FREQUENCY, factor)
+    for unit, factor in {"mW": 1e-3, "W": 1.0, "kW": 1e3}.items():
+        table[unit] = (Kind.POWER, factor)
+    for unit, factor in {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}.items():
+        table[unit] = (Kind.TIME, factor)
+    return table
+
+
+_UNITS = _build_unit_table()
+
+# Spellings people write that are ambiguous or wrong, with the fix.
+_HINTS = {
+    "KB": "write kB (1000 bytes) or KiB (1024 bytes)",
+    "KB/s": "write kB/s (1000 B/s) or KiB/s (1024 B/s)",
+    "Kb/s": "write kbit/s for bits or kB/s for bytes",
+    "Mb/s": "write Mbit/s for bits or MB/s for bytes",
+    "Gb/s": "write Gbit/s for bits or GB/s for bytes",
+    "Tb/s": "write Tbit/s for bits or TB/s for bytes",
+    "Gbps": "write Gbit/s for bits or GB/s for bytes",
+    "GBps": "write GB/s",
+    "TFLOPs": "'FLOPs' is a count of operations; write TFLOP/s or TFLOPS for a rate",
+    "GFLOPs": "'FLOPs' is a count of operations; write GFLOP/s or GFLOPS for a rate",
+    "Tflops": "write TFLOP/s or TFLOPS",
+    "GT/s": "GT/s is a transfer rate; give the bandwidth in GB/s",
+}
+
+_ACCEPTED = {
+    Kind.FLOP_RATE: "FLOP/s, FLOPS, OP/s or OPS with a prefix k, M, G, T, P or E",
+    Kind.BANDWIDTH: "B/s with a decimal (kB/s, GB/s, TB/s) or binary (KiB/s, GiB/s) "
+    "prefix, or bit/s (Gbit/s)",
+    Kind.BYTES: "B with a decimal (kB, MB, GB, TB) or binary (KiB, MiB, GiB, TiB) prefix",
+    Kind.FREQUENCY: "Hz, kHz, MHz or GHz",
+    Kind.POWER: "mW, W or kW",
+    Kind.TIME: "s, ms, us (or µs) or ns",
+}
+
+_QUANTITY = re.compile(
+    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S+)\s*$"
+)
+
+
+def parse_quantity(text: object, kind: Kind) -> float:
+    """Parse ``text`` (e.g. "900 GB/s") as a quantity of ``kind``; return its SI value.
+
+    Raises :class:`UnitError` for a bare number, an unknown or ambiguous unit, or a unit
+    of another kind (a bandwidth where a FLOP rate belongs).
+    """
+    if not isinstance(text, str):
+        raise UnitError(
+            f"expected {kind.description} written as a string with its unit, such as "
+            f"\"{kind.example}\", got {text!r}"
+        )
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise UnitError(
+            f"cannot read {text!r} as {kind.description}: write a number and a unit, "
+            f"such as \"{kind.example}\""
+        )
+    number = float(match["number"])
+    unit = match["unit"]
+    if unit in _HINTS:
+        raise UnitError(f"ambiguous unit {unit!r} in {text!r}: {_HINTS[unit]}")
+    if unit not in _UNITS:
+        raise UnitError(
+            f"unknown unit {unit!r} in {text!r}; {kind.description} is written in "
+            f"{_ACCEPTED[kind]}"
+        )
+    unit_kind, factor = _UNITS[unit]
+    if unit_kind is not kind:
+        raise UnitError(
+            f"{text!r} is {unit_kind.description}, but {kind.description} belongs here "
+            f"(such as \"{kind.example}\")"
+        )
+    value = number * factor
+    if not math.isfinite(value):
+        raise UnitError(f"{text!r} is not a finite number")
+    return value
+
+
+_DISPLAY_UNITS = {
+    Kind.FLOP_RATE: "FLOP/s",
+    Kind.BANDWIDTH: "B/s",
+    Kind.BYTES: "B",
+    Kind.FREQUENCY: "Hz",
+    Kind.POWER: "W",
+    Kind.TIME: "s",
+}
+
+
+def format_quantity(value: float, kind: Kind) -> str:
+    """Render an SI value for people: 1.25e14 FLOP/s -> "125 TFLOP/s", 2**34 B -> "16 GiB"."""
+    if kind is Kind.TIME:
+        for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+            if abs(value) >= factor or unit == "ns":
+                return f"{value / factor:.4g} {unit}"
+    if kind is Kind.BYTES and value >= 1024 and value % 1024 == 0:
+        for prefix, factor in reversed(_BINARY.items()):
+            if value >= factor:
+                return f"{value / factor:.4g} {prefix}B"
+    base = _DISPLAY_UNITS[kind]
+    for prefix, factor in reversed(_DECIMAL.items()):
+        if abs(value) >= factor or prefix == "":
+            return f"{value / factor:.4g} {prefix}{base}"
+    raise AssertionError("unreachable: the empty prefix always matches")
