@@ -13,6 +13,7 @@ matplotlib.use("Agg")  # headless: figures are files, never windows
 
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from roofline.errors import RooflineError  # noqa: E402
 from roofline.hardware.records import Hardware  # noqa: E402
@@ -38,8 +39,9 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
     """
     if not devices:
         raise RooflineError("no hardware to plot: name at least one device id")
-    fig = Figure(figsize=(10, 6.5), layout="constrained")
-    ax = fig.add_subplot()
+    fig = Figure(figsize=(11, 6.5))
+    # Fixed margins, not a layout engine: roof labels live in the right-hand margin.
+    ax = fig.add_axes((0.08, 0.09, 0.72, 0.84))
     ax.set_xscale("log")
     ax.set_yscale("log")
 
@@ -53,15 +55,16 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
                 f"{list(units or [])}; it has: {', '.join(r.label for r in hw.compute)}"
             )
     ridges = [r.flop_per_byte for hw in devices for r in ridge_points(hw)
-              if r.roof in selected[hw.ref]]
-    x_lo = 10 ** math.floor(math.log10(min(ridges) / 30))
+              if r.roof in selected[hw.ref] and (all_levels or r.level is hw.main_memory)]
+    x_lo = 10 ** math.floor(math.log10(min(ridges) / 20))
     x_hi = 10 ** math.ceil(math.log10(max(ridges) * 30))
     peaks = [r.flop_per_s for roofs in selected.values() for r in roofs]
-    slowest_bw = min(hw.main_memory.bytes_per_s for hw in devices)  # type: ignore[type-var]
-    y_lo = 10 ** math.floor(math.log10(min(min(peaks) / 30, x_lo * slowest_bw) / 1e12))
-    y_hi = 10 ** math.ceil(math.log10(max(peaks) * 3 / 1e12))
+    slowest = min(hw.main_memory.bytes_per_s for hw in devices)  # type: ignore[type-var]
+    y_lo = 10 ** math.floor(math.log10(x_lo * slowest / 1e12))
+    y_hi = 10 ** math.ceil(math.log10(max(peaks) * 2 / 1e12))
 
     device_handles = []
+    roof_labels: list[tuple[float, str, str]] = []
     for index, hw in enumerate(devices):
         color = _COLORS[index % len(_COLORS)]
         roofs = sorted(selected[hw.ref], key=lambda r: r.flop_per_s)
@@ -85,14 +88,24 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
                     linestyle=_UNIT_STYLE[roof.unit], linewidth=1.8)
             ax.plot([ridge], [peak_t], marker="o", color=color, markersize=5)
             ax.annotate(f"{ridge:.3g}", (ridge, peak_t), textcoords="offset points",
-                        xytext=(-4, 5), ha="right", fontsize=7, color=color)
-            ax.annotate(f"{roof.dtype} {roof.unit} {format_quantity(roof.flop_per_s, Kind.FLOP_RATE)}",
-                        (x_hi, peak_t), textcoords="offset points", xytext=(-3, 3),
-                        ha="right", va="bottom", fontsize=7, color=color)
+                        xytext=(4, -4), ha="left", va="top", fontsize=7, color=color)
+            roof_labels.append((peak_t, color,
+                                f"{roof.dtype} {roof.unit} "
+                                f"{format_quantity(roof.flop_per_s, Kind.FLOP_RATE)}"))
         device_handles.append(Line2D(
             [], [], color=color, linewidth=2,
             label=f"{hw.label}: {hw.main_memory.name} "
                   f"{format_quantity(bw, Kind.BANDWIDTH)}"))  # type: ignore[arg-type]
+
+    # Roof labels sit at the right edge, spread apart where roofs are close together.
+    points_per_decade = fig.get_figheight() * 72 * 0.84 / math.log10(y_hi / y_lo)
+    heights = _spread([y for y, _, _ in roof_labels],
+                      min_ratio=10 ** (9 / points_per_decade))
+    right_margin = blended_transform_factory(ax.transAxes, ax.transData)
+    for (peak_t, color, text), y in zip(sorted(roof_labels), heights):
+        ax.annotate(text, xy=(x_hi, peak_t), xytext=(1.02, y), textcoords=right_margin,
+                    va="center", fontsize=7, color=color, annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": color, "linewidth": 0.6})
 
     style_handles = [Line2D([], [], color="black", linestyle=_UNIT_STYLE[u],
                             label=f"{u} unit roof") for u in ("matrix", "vector")]
@@ -108,6 +121,14 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
     ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
     return fig
+
+
+def _spread(values: Sequence[float], min_ratio: float) -> list[float]:
+    """Sorted ``values`` nudged upwards so neighbours differ by at least ``min_ratio``."""
+    out: list[float] = []
+    for value in sorted(values):
+        out.append(max(value, out[-1] * min_ratio) if out else value)
+    return out
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

@@ -82,7 +82,7 @@ _ACCEPTED = {
 }
 
 _QUANTITY = re.compile(
-    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S+)\s*$"
+    r"^\s*(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>[^\d\s.+-]\S*)\s*$"
 )
 
 
@@ -140,12 +140,23 @@ def format_quantity(value: float, kind: Kind) -> str:
         for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
             if abs(value) >= factor or unit == "ns":
                 return f"{value / factor:.4g} {unit}"
-    if kind is Kind.BYTES and value >= 1024 and value % 1024 == 0:
-        for prefix, factor in reversed(_BINARY.items()):
-            if value >= factor:
-                return f"{value / factor:.4g} {prefix}B"
-    base = _DISPLAY_UNITS[kind]
-    for prefix, factor in reversed(_DECIMAL.items()):
-        if abs(value) >= factor or prefix == "":
-            return f"{value / factor:.4g} {prefix}{base}"
-    raise AssertionError("unreachable: the empty prefix always matches")
+    decimal = _scaled(value, _DECIMAL)
+    if kind is Kind.BYTES and value >= 1024:
+        # Whichever prefix family states the value more exactly: 16e9 B is "16 GB",
+        # 2**34 B is "16 GiB".
+        binary = _scaled(value, _BINARY)
+        if len(_digits(binary[0])) < len(_digits(decimal[0])):
+            decimal = binary
+    mantissa, prefix = decimal
+    return f"{mantissa:.4g} {prefix}{_DISPLAY_UNITS[kind]}"
+
+
+def _scaled(value: float, prefixes: dict[str, float]) -> tuple[float, str]:
+    for prefix, factor in sorted(prefixes.items(), key=lambda item: -item[1]):
+        if abs(value) >= factor:
+            return value / factor, prefix
+    return value, ""
+
+
+def _digits(mantissa: float) -> str:
+    return f"{mantissa:.12g}".replace(".", "").replace("-", "").strip("0")

@@ -1,0 +1,91 @@
+"""The CLI: output formats, exit codes, and errors without tracebacks."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from roofline.cli import main
+from tests.test_library import REQUIRED_IDS
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_hardware_list_json_lists_every_required_id(capsys):
+    code, out, _ = run(capsys, "hardware", "list", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "roofline/hardware-list/1"
+    assert REQUIRED_IDS <= {h["id"] for h in doc["hardware"]}
+    assert doc["errors"] == []
+
+
+def test_hardware_show_tpu_v2_reports_board_ridge_75(capsys):
+    code, out, _ = run(capsys, "hardware", "show", "tpu-v2", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["scope"] == "board"
+    ridge = next(r for r in doc["ridge_points"]
+                 if r["dtype"] == "bf16" and r["unit"] == "matrix"
+                 and r["level"] == doc["memory"][0]["name"])
+    assert ridge["flop_per_byte"] == pytest.approx(75.0)
+    assert "FMA" in doc["flop_convention"] or "multiply-add" in doc["flop_convention"]
+
+
+def test_hardware_show_table_and_csv(capsys):
+    code, out, _ = run(capsys, "hardware", "show", "v100-sxm2")
+    assert code == 0 and "ridge points" in out and "138.9" in out and "sources" in out
+    code, out, _ = run(capsys, "hardware", "show", "v100-sxm2@hkbu", "--format", "csv")
+    assert code == 0
+    assert out.splitlines()[0] == "dtype,unit,level,flop_per_s,bytes_per_s,flop_per_byte"
+    assert "112000000000000.0" in out  # HKBU's tensor peak
+
+
+def test_hardware_check_accepts_valid_file(capsys, testchip_path):
+    code, out, _ = run(capsys, "hardware", "check", str(testchip_path))
+    assert code == 0 and out.startswith("ok:")
+
+
+def test_hardware_check_refuses_bad_file_with_exit_2(capsys, tmp_path, testchip_path):
+    bad = tmp_path / "testchip.toml"
+    bad.write_text(testchip_path.read_text().replace('peak = "20 TFLOP/s"', 'peak = "20 GB/s"'))
+    code, out, err = run(capsys, "hardware", "check", str(bad))
+    assert code == 2
+    assert out == ""
+    assert str(bad) in err and "compute[0].peak" in err and "a compute rate belongs" in err
+
+
+def test_unknown_id_exits_2_without_traceback():
+    result = subprocess.run([sys.executable, "-m", "roofline", "hardware", "show", "v101"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "no hardware spec with id 'v101'" in result.stderr
+
+
+def test_broken_user_file_is_listed_as_error(capsys, tmp_path):
+    (tmp_path / "mychip.toml").write_text('schema = 1\nid = "mychip"\n')
+    code, out, err = run(capsys, "hardware", "list", "--hardware-dir", str(tmp_path))
+    assert code == 2
+    assert "v100-sxm2" in out
+    assert "mychip.toml" in err and "missing required key" in err
+
+
+def test_hardware_plot_writes_png(capsys, tmp_path):
+    out_file = tmp_path / "roofs.png"
+    code, out, _ = run(capsys, "hardware", "plot", "v100-sxm2", "tpu-v2", "tpu-v3",
+                       "--out", str(out_file))
+    assert code == 0
+    assert out_file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_hardware_plot_refuses_unknown_extension(capsys, tmp_path):
+    code, _, err = run(capsys, "hardware", "plot", "v100-sxm2", "--out",
+                       str(tmp_path / "roofs.jpg"))
+    assert code == 2 and "use a .png, .svg or .pdf" in err
+    assert not (tmp_path / "roofs.jpg").exists()

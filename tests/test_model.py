@@ -1,0 +1,128 @@
+"""Roofline math, checked against hand-derived values and the papers' ridge points."""
+
+import pytest
+
+from roofline.errors import UnknownHardwareError
+from roofline.hardware import load_hardware, load_spec_file
+from roofline.model import (
+    BoundKind,
+    Overlap,
+    Work,
+    attainable_flop_per_s,
+    compute_roof,
+    place,
+    ridge_point,
+)
+
+
+@pytest.fixture(scope="module")
+def v100():
+    return load_hardware("v100-sxm2")
+
+
+@pytest.fixture(scope="module")
+def tpu_v2():
+    return load_hardware("tpu-v2")
+
+
+@pytest.fixture(scope="module")
+def tpu_v3():
+    return load_hardware("tpu-v3")
+
+
+def test_tpu_v2_board_ridge_is_75(tpu_v2):
+    # ParaDnn Table 3 / Sec. 4: 180 TFLOP/s / 2400 GB/s = 75 FLOP/B per board.
+    assert tpu_v2.scope == "board"
+    assert tpu_v2.roof("bf16", "matrix").flop_per_s == pytest.approx(180e12)
+    assert tpu_v2.main_memory.bytes_per_s == pytest.approx(2400e9)
+    assert ridge_point(tpu_v2, "bf16", "matrix") == pytest.approx(75.0)
+
+
+def test_tpu_v3_board_ridge_is_about_117(tpu_v3):
+    # ParaDnn: 420 TFLOP/s / 3600 GB/s = 116.7 FLOP/B per board.
+    assert ridge_point(tpu_v3, "bf16", "matrix") == pytest.approx(420 / 3.6, rel=1e-9)
+
+
+def test_ridges_do_not_depend_on_scope(tpu_v2):
+    # 45 TFLOP/s / 600 GB/s per chip = 22.5 / 300 per core = 75.
+    for scope in ("core", "chip"):
+        assert ridge_point(tpu_v2.at_scope(scope), "bf16", "matrix") == pytest.approx(75.0)
+
+
+def test_hkbu_pairing_of_board_flops_with_chip_bandwidth_is_4x_off(tpu_v2):
+    # HKBU Table 3 prints 180 TFLOP/s next to 600 GB/s: ridge 300, four times 75.
+    hkbu = load_hardware("tpu-v2@hkbu")
+    assert ridge_point(hkbu, "bf16", "matrix") == pytest.approx(300.0)
+
+
+def test_v100_ridges(v100):
+    # fp32 CUDA cores: 15.7 TFLOP/s / 900 GB/s = 17.44 FLOP/B;
+    # fp16 tensor cores: 125 TFLOP/s / 900 GB/s = 138.9 FLOP/B (ParaDnn's V100 ridge).
+    assert ridge_point(v100, "fp32", "vector") == pytest.approx(15.7e12 / 900e9)
+    assert ridge_point(v100, "fp16", "matrix") == pytest.approx(138.888, rel=1e-4)
+
+
+def test_attainable_is_min_of_slope_and_peak(tpu_v2):
+    # Below the ridge: 10 FLOP/B x 2400 GB/s = 24 TFLOP/s; above it: the 180 TFLOP/s peak.
+    assert attainable_flop_per_s(tpu_v2, 10, "bf16", "matrix") == pytest.approx(24e12)
+    assert attainable_flop_per_s(tpu_v2, 1000, "bf16", "matrix") == pytest.approx(180e12)
+    assert attainable_flop_per_s(tpu_v2, 0, "bf16", "matrix") == 0
+
+
+def test_op_exactly_at_ridge_is_compute_bound_with_equal_terms(v100):
+    # 1e9 bytes at 138.9 FLOP/B = 1.3889e11 FLOPs: 1.3889e11 / 125e12 = 1e9 / 900e9 = 1.111 ms.
+    work = Work(flops=125e12 / 900e9 * 1e9, bytes=1e9, dtype="fp16", unit="matrix")
+    p = place(work, v100)
+    assert p.compute_s == pytest.approx(1e9 / 900e9)
+    assert dict(p.memory_s)["HBM2"] == pytest.approx(1e9 / 900e9)
+    assert p.seconds == pytest.approx(1.1111e-3, rel=1e-4)
+    assert p.bound.kind is BoundKind.COMPUTE
+
+
+def test_intensity_zero_op_is_memory_bound(v100):
+    # A pure copy of 0.9 GB: 0.9e9 / 900e9 = 1 ms, no FLOPs.
+    p = place(Work(flops=0, bytes=0.9e9, dtype="fp32"), v100)
+    assert p.compute_s == 0
+    assert p.seconds == pytest.approx(1e-3)
+    assert p.bound.kind is BoundKind.MEMORY and p.bound.resource == "HBM2"
+    assert Work(flops=0, bytes=0.9e9, dtype="fp32").intensity == 0
+
+
+def test_tiny_op_is_overhead_bound_and_overlap_modes_differ(v100):
+    # 1 MB at 900 GB/s = 1.11 us, below the 5 us launch overhead.
+    work = Work(flops=0, bytes=1e6, dtype="fp32")
+    p_max = place(work, v100, Overlap.MAX)
+    p_sum = place(work, v100, Overlap.SUM)
+    assert p_max.bound.kind is BoundKind.OVERHEAD
+    assert p_max.seconds == pytest.approx(5e-6)
+    assert p_sum.seconds == pytest.approx(5e-6 + 1e6 / 900e9)
+    assert p_sum.overlap is Overlap.SUM
+
+
+def test_link_bound_op(v100):
+    # An all-reduce moving 1.5 GB over NVLink2 (6 x 25 GB/s = 150 GB/s): 10 ms.
+    p = place(Work(flops=0.375e9, bytes=1.5e9, dtype="fp32", link_bytes=1.5e9), v100)
+    assert p.link_s == pytest.approx(10e-3)
+    assert p.bound.kind is BoundKind.LINK and p.bound.resource == "NVLink2"
+
+
+def test_near_level_traffic(testchip_path):
+    # 160 TFLOP/s board; 1e12 B at VMEM (32 TB/s board) = 31.25 ms vs 1e9 B HBM = 0.5 ms.
+    hw = load_spec_file(testchip_path)
+    p = place(Work(flops=1e9, bytes=1e9, dtype="bf16", unit="matrix",
+                   near_bytes=(("VMEM", 1e12),)), hw)
+    assert dict(p.memory_s)["VMEM"] == pytest.approx(1e12 / 32e12)
+    assert p.bound.kind is BoundKind.MEMORY and p.bound.resource == "VMEM"
+
+
+def test_matrix_work_without_matrix_roof_falls_back_to_vector(v100):
+    # Volta has no fp32 tensor-core mode: an fp32 matmul runs at the 15.7 TFLOP/s roof.
+    assert compute_roof(v100, "fp32", "matrix").unit == "vector"
+    with pytest.raises(UnknownHardwareError, match="has no bf16 matrix roof; it has: fp16 matrix"):
+        place(Work(flops=1, bytes=1, dtype="bf16", unit="matrix"), v100)
+
+
+def test_what_if_bandwidth_moves_ridge(tpu_v2):
+    # 1.5x bandwidth: 180 / 3.6 = 50 FLOP/B; the original record still says 75.
+    assert ridge_point(tpu_v2.scaled(memory_bandwidth=1.5), "bf16", "matrix") == pytest.approx(50)
+    assert ridge_point(tpu_v2, "bf16", "matrix") == pytest.approx(75)

@@ -1,0 +1,183 @@
+"""Loading, validating and deriving hardware records from spec files."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from roofline.errors import ScaleError, SpecError, UnknownHardwareError
+from roofline.hardware import load_hardware, load_spec_file
+
+
+def test_loads_at_default_scope(testchip_path):
+    hw = load_spec_file(testchip_path)
+    assert hw.scope == "board"
+    # Values stated per core/chip, converted to the 8-core board:
+    assert hw.roof("bf16", "matrix").flop_per_s == pytest.approx(160e12)   # 20 T x 8 cores
+    assert hw.main_memory.capacity_bytes == 64 * 2**30                     # 8 GiB x 8 cores
+    assert hw.main_memory.bytes_per_s == pytest.approx(2000e9)             # 250 GB/s x 8
+    assert hw.tdp.value == pytest.approx(400.0)                            # 100 W x 4 chips
+    assert hw.links[0].bytes_per_s == pytest.approx(800e9)                 # 200 GB/s x 4
+    assert hw.links[0].count == 16                                         # 4 x 4 chips
+    assert dict(hw.counts)["mxu"] == 8                                     # 1 per core
+    assert hw.clock.value == 1e9 and hw.overhead.value == 2e-6            # not extensive
+
+
+def test_at_scope_keeps_intensive_values_and_ridges(testchip_path):
+    board = load_spec_file(testchip_path)
+    core = board.at_scope("core")
+    assert core.roof("bf16", "matrix").flop_per_s == pytest.approx(20e12)
+    assert core.main_memory.capacity_bytes == pytest.approx(8 * 2**30)
+    assert core.overhead.value == board.overhead.value
+    assert core.clock.value == board.clock.value
+    assert board.scope == "board"  # the original is untouched
+    with pytest.raises(UnknownHardwareError, match="has no scope 'rack'"):
+        board.at_scope("rack")
+
+
+def test_variant_overrides_value_and_scope(testchip_path):
+    hw = load_spec_file(testchip_path, variant="alt")
+    assert hw.roof("bf16", "matrix").flop_per_s == pytest.approx(200e12)  # 50 T x 4 chips
+    assert hw.variant == "alt"
+    with pytest.raises(UnknownHardwareError, match="no variant 'nope'; its variants: alt"):
+        load_spec_file(testchip_path, variant="nope")
+
+
+def test_records_are_frozen(testchip_path):
+    hw = load_spec_file(testchip_path)
+    with pytest.raises(AttributeError):
+        hw.id = "other"  # type: ignore[misc]
+
+
+def test_scaled_returns_new_record(testchip_path):
+    hw = load_spec_file(testchip_path)
+    faster = hw.scaled(memory_bandwidth=1.5)
+    assert faster.main_memory.bytes_per_s == pytest.approx(3000e9)
+    assert hw.main_memory.bytes_per_s == pytest.approx(2000e9)
+    assert faster.modifications == (("memory_bandwidth", 1.5),)
+    both = hw.scaled({"flops.matrix.bf16": 2, "bandwidth.VMEM": 0.5, "overhead": 3})
+    assert both.roof("bf16", "matrix").flop_per_s == pytest.approx(320e12)
+    assert both.roof("fp32", "vector").flop_per_s == pytest.approx(16e12)  # untouched
+    assert both.level("VMEM").bytes_per_s == pytest.approx(16e12)          # 32 TB/s x 0.5
+    assert both.overhead.value == pytest.approx(6e-6)
+    assert hw.scaled(flops=2).roof("fp32", "vector").flop_per_s == pytest.approx(32e12)
+    assert hw.scaled(link_bandwidth=2).links[0].bytes_per_s == pytest.approx(1600e9)
+    assert hw.scaled(memory_capacity=2).main_memory.capacity_bytes == 128 * 2**30
+
+
+@pytest.mark.parametrize("factors, message", [
+    ({"memory_bandwith": 1.5}, "no parameter 'memory_bandwith' to scale; choose from: flops"),
+    ({"memory_bandwidth": 0}, "must be a positive number, got 0"),
+    ({"flops": -2}, "must be a positive number, got -2"),
+    ({"flops.fp64": 2}, "no parameter 'flops.fp64'"),
+])
+def test_scaled_rejects_bad_factors(testchip_path, factors, message):
+    with pytest.raises(ScaleError, match=re.escape(message)):
+        load_spec_file(testchip_path).scaled(factors)
+
+
+# A table of realistic mistakes: (edit of the valid testchip.toml, key named, message).
+MALFORMED = [
+    ("typo in a key", ('bandwidth = "250 GB/s"', 'bandwith = "250 GB/s"'),
+     "memory[0].bandwith", "unknown key 'bandwith'; did you mean 'bandwidth'?"),
+    ("bandwidth where a FLOP rate belongs", ('peak = "20 TFLOP/s"', 'peak = "900 GB/s"'),
+     "compute[0].peak", "is a bandwidth, but a compute rate belongs here"),
+    ("FLOP rate where a capacity belongs", ('capacity = "8 GiB"', 'capacity = "8 TFLOP/s"'),
+     "memory[0].capacity", "is a compute rate, but a byte count belongs here"),
+    ("number without unit", ('peak = "2 TFLOP/s"', "peak = 2e12"),
+     "compute[1].peak", "written as a string with its unit"),
+    ("ambiguous KB", ('capacity = "16 MiB"', 'capacity = "16384 KB"'),
+     "memory[1].capacity", "write kB (1000 bytes) or KiB (1024 bytes)"),
+    ("bits or bytes", ('bandwidth = "200 GB/s"', 'bandwidth = "200 Gb/s"'),
+     "links[0].bandwidth", "write Gbit/s for bits or GB/s for bytes"),
+    ("zero bandwidth", ('bandwidth = "250 GB/s"', 'bandwidth = "0 GB/s"'),
+     "memory[0].bandwidth", "must be positive"),
+    ("negative peak", ('peak = "2 TFLOP/s"', 'peak = "-2 TFLOP/s"'),
+     "compute[1].peak", "must be positive"),
+    ("source missing", ('peak = "2 TFLOP/s"\nscope = "core"\nsource = "sheet"',
+                        'peak = "2 TFLOP/s"\nscope = "core"'),
+     "compute[1].source", "every number needs a source"),
+    ("source not defined", ('tdp = "100 W"\nscope = "chip"\nsource = "sheet"',
+                            'tdp = "100 W"\nscope = "chip"\nsource = "shet"'),
+     "power.source", "'shet' is not defined in [sources]; did you mean 'sheet'?"),
+    ("unknown scope", ('name = "ICI"\ncount = 4\nbandwidth = "200 GB/s"\nscope = "chip"',
+                       'name = "ICI"\ncount = 4\nbandwidth = "200 GB/s"\nscope = "host"'),
+     "links[0].scope", "unknown scope 'host'; this file declares core, chip, board"),
+    ("default scope not declared", ('default_scope = "board"', 'default_scope = "pod"'),
+     "default_scope", "'pod' is not declared in [scopes]"),
+    ("fractional scope size", ("chip = 2", "chip = 2.5"),
+     "scopes.chip", "expected a whole number of base units"),
+    ("two base scopes", ("chip = 2", "chip = 1"),
+     "scopes", "exactly one scope must be the base unit"),
+    ("unknown dtype", ('dtype = "bf16"', 'dtype = "bfloat16"'),
+     "compute[0].dtype", "'bfloat16' is not one of fp64, fp32"),
+    ("unknown unit", ('unit = "matrix"', 'unit = "tensor"'),
+     "compute[0].unit", "'tensor' is not one of matrix, vector"),
+    ("duplicate roof", ('unit = "vector"\ndtype = "fp32"', 'unit = "matrix"\ndtype = "bf16"'),
+     "compute[1]", "a second bf16 matrix roof"),
+    ("on-chip level larger than main memory", ('capacity = "16 MiB"', 'capacity = "16 GiB"'),
+     "memory[1].capacity", "must be smaller than it (list memory levels far to near"),
+    ("nearer level slower", ('bandwidth = "4 TB/s"', 'bandwidth = "40 GB/s"'),
+     "memory[1].bandwidth", "cannot be slower than it"),
+    ("main memory without bandwidth", ('bandwidth = "250 GB/s"\n', ""),
+     "memory[0].bandwidth", "missing required key 'bandwidth'"),
+    ("id does not match file name", ('id = "testchip"', 'id = "testchip2"'),
+     "id", "must equal the file name without .toml"),
+    ("undeclared alternative", ("alternatives.alt =", "alternatives.paper ="),
+     "compute[0].alternatives.paper", "alternative 'paper' is not declared in [variants]"),
+    ("broken TOML", ('name = "Test accelerator"', 'name = "Test accelerator'),
+     None, "not valid TOML"),
+    ("future schema", ("schema = 1", "schema = 2"),
+     "schema", "unsupported schema 2"),
+    ("unknown kind", ('kind = "tpu"', 'kind = "fpga"'),
+     "kind", "'fpga' is not one of gpu, tpu, cpu"),
+    ("base clock above boost", ('base = "800 MHz"', 'base = "1800 MHz"'),
+     "clock.base", "the base clock cannot exceed the boost clock"),
+    ("missing table", ('[overhead]\nper_op = "2 us"\nsource = "sheet"\n', ""),
+     "overhead", "missing required key 'overhead'"),
+    ("overhead without unit", ('per_op = "2 us"', 'per_op = "2"'),
+     "overhead.per_op", "write a number and a unit"),
+    ("time where power belongs", ('tdp = "100 W"', 'tdp = "100 ms"'),
+     "power.tdp", "is a time, but a power belongs here"),
+]
+
+
+@pytest.mark.parametrize("edit, key, message", [m[1:] for m in MALFORMED],
+                         ids=[m[0] for m in MALFORMED])
+def test_malformed_spec_is_refused_with_file_key_and_fix(tmp_path, testchip_path, edit, key,
+                                                         message):
+    old, new = edit
+    text = testchip_path.read_text()
+    assert old in text, "the edit must apply to the base file"
+    path = tmp_path / "testchip.toml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        load_spec_file(path)
+    error = info.value
+    assert str(path) in str(error)
+    assert error.key == key
+    assert message in str(error)
+
+
+def test_missing_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec_file(tmp_path / "absent.toml")
+
+
+def test_unknown_id_lists_known_ids():
+    with pytest.raises(UnknownHardwareError, match="no hardware spec with id 'v101'.*v100-sxm2"):
+        load_hardware("v101")
+
+
+def test_user_directory_overrides_and_extends(tmp_path, testchip_path, monkeypatch):
+    (tmp_path / "testchip.toml").write_text(testchip_path.read_text())
+    assert load_hardware("testchip", [tmp_path]).id == "testchip"
+    monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(tmp_path))
+    assert load_hardware("testchip@alt:chip").roof("bf16", "matrix").flop_per_s == 50e12
+    monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(tmp_path / "missing"))
+    with pytest.raises(Exception, match="ROOFLINE_HARDWARE_PATH names .* not a directory"):
+        load_hardware("testchip")
+
+
+def test_path_reference_loads_file(testchip_path):
+    assert load_hardware(str(testchip_path)).id == "testchip"
