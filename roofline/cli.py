@@ -64,16 +64,21 @@ def _hardware_show(args: argparse.Namespace) -> int:
 
 def _hardware_check(args: argparse.Namespace) -> int:
     hw = load_spec_file(args.file)
+    variants = [name for name, _ in hw.variants]
+    for name in variants:  # every alternative must build a valid record too
+        load_spec_file(args.file, variant=name)
     ridges = report.ridge_rows(hw)
     text = (f"ok: {args.file} is a valid spec for {hw.id} ({hw.name}): "
             f"{len(hw.compute)} compute roofs, {len(hw.memory)} memory levels, "
-            f"{len(hw.links)} links, scope {hw.scope}\n"
+            f"{len(hw.links)} links, scope {hw.scope}, variants checked: "
+            f"{', '.join(variants) or 'none'}\n"
             + report.format_table([{"dtype": r["dtype"], "unit": r["unit"],
                                     "level": r["level"],
                                     "ridge FLOP/B": r["flop_per_byte"]} for r in ridges]))
     _emit(args, text=text,
           document={"schema": "roofline/hardware-check/1", "path": str(args.file),
-                    "valid": True, "id": hw.id, "ridge_points": ridges},
+                    "valid": True, "id": hw.id, "variants": variants,
+                    "ridge_points": ridges},
           rows=ridges)
     return 0
 

@@ -89,9 +89,7 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
             ax.plot([ridge], [peak_t], marker="o", color=color, markersize=5)
             ax.annotate(f"{ridge:.3g}", (ridge, peak_t), textcoords="offset points",
                         xytext=(4, -4), ha="left", va="top", fontsize=7, color=color)
-            roof_labels.append((peak_t, color,
-                                f"{roof.dtype} {roof.unit} "
-                                f"{format_quantity(roof.flop_per_s, Kind.FLOP_RATE)}"))
+            roof_labels.append((peak_t, color, f"{roof.label} {roof.peak_text}"))
         device_handles.append(Line2D(
             [], [], color=color, linewidth=2,
             label=f"{hw.label}: {hw.main_memory.name} "

@@ -128,12 +128,16 @@ def hardware_text(hw: Hardware) -> str:
                     + (f"  (selected: {hw.variant})" if hw.variant else ""))
     if hw.modifications:
         head.append("what-if: " + ", ".join(f"{p} x{f:g}" for p, f in hw.modifications))
-    head.append(f"clock {q(hw.clock.value, Kind.FREQUENCY)}, TDP {q(hw.tdp.value, Kind.POWER)}"
-                f", per-op overhead {q(hw.overhead.value, Kind.TIME)}; "
+    def maybe(value: float | None, kind: Kind) -> str:
+        return "not published" if value is None else q(value, kind)
+
+    head.append(f"clock {maybe(hw.clock.value, Kind.FREQUENCY)}, "
+                f"TDP {maybe(hw.tdp.value, Kind.POWER)}, "
+                f"per-op overhead {q(hw.overhead.value, Kind.TIME)}; "  # type: ignore[arg-type]
                 + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
     compute = format_table(
-        [{"unit": r.unit, "dtype": r.dtype, "peak": q(r.flop_per_s, Kind.FLOP_RATE),
+        [{"unit": r.unit, "dtype": r.dtype, "peak": r.peak_text,
           "sources": r.sources} for r in hw.compute], title="compute roofs")
     memory = format_table(
         [{"level": m.name, "capacity": q(m.capacity_bytes, Kind.BYTES),

@@ -12,7 +12,8 @@ REQUIRED_IDS = {
     "tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
     "xeon-8163", "skylake-n1-32",
 }
-PAPER = re.compile(r"arXiv|MLSys|CCGRID|ISCA|Micro|CACM|Wang et al|Wang, Wei", re.I)
+# Case-sensitive: "IEEE Micro" the journal, not "microarchitecture".
+PAPER = re.compile(r"arXiv|MLSys|CCGRID|ISCA|IEEE Micro|CACM|Wang et al|Wang, Wei")
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ def test_variant_overrides_value_and_scope(testchip_path):
     hw = load_spec_file(testchip_path, variant="alt")
     assert hw.roof("bf16", "matrix").flop_per_s == pytest.approx(200e12)  # 50 T x 4 chips
     assert hw.variant == "alt"
+    assert hw.clock.value == 1.1e9 and hw.base_clock.value == 800e6
     with pytest.raises(UnknownHardwareError, match="no variant 'nope'; its variants: alt"):
         load_spec_file(testchip_path, variant="nope")
 
@@ -107,8 +108,10 @@ MALFORMED = [
      "default_scope", "'pod' is not declared in [scopes]"),
     ("fractional scope size", ("chip = 2", "chip = 2.5"),
      "scopes.chip", "expected a whole number of base units"),
-    ("two base scopes", ("chip = 2", "chip = 1"),
-     "scopes", "exactly one scope must be the base unit"),
+    ("board not whole chips", ("chip = 2", "chip = 3"),
+     "scopes.board", "board = 8 is not a whole number of chip (3)"),
+    ("no base scope", ("core = 1", "core = 2"),
+     "scopes", "the smallest scope is the base unit and has size 1"),
     ("unknown dtype", ('dtype = "bf16"', 'dtype = "bfloat16"'),
      "compute[0].dtype", "'bfloat16' is not one of fp64, fp32"),
     ("unknown unit", ('unit = "matrix"', 'unit = "tensor"'),
@@ -123,7 +126,7 @@ MALFORMED = [
      "memory[0].bandwidth", "missing required key 'bandwidth'"),
     ("id does not match file name", ('id = "testchip"', 'id = "testchip2"'),
      "id", "must equal the file name without .toml"),
-    ("undeclared alternative", ("alternatives.alt =", "alternatives.paper ="),
+    ("undeclared alternative", ("alternatives.alt = { peak", "alternatives.paper = { peak"),
      "compute[0].alternatives.paper", "alternative 'paper' is not declared in [variants]"),
     ("broken TOML", ('name = "Test accelerator"', 'name = "Test accelerator'),
      None, "not valid TOML"),
@@ -135,6 +138,8 @@ MALFORMED = [
      "clock.base", "the base clock cannot exceed the boost clock"),
     ("missing table", ('[overhead]\nper_op = "2 us"\nsource = "sheet"\n', ""),
      "overhead", "missing required key 'overhead'"),
+    ("unpublished value without a note", ('tdp = "100 W"\n', ""),
+     "power.tdp", "missing required key 'tdp' (if no source publishes it"),
     ("overhead without unit", ('per_op = "2 us"', 'per_op = "2"'),
      "overhead.per_op", "write a number and a unit"),
     ("time where power belongs", ('tdp = "100 W"', 'tdp = "100 ms"'),
@@ -157,6 +162,21 @@ def test_malformed_spec_is_refused_with_file_key_and_fix(tmp_path, testchip_path
     assert str(path) in str(error)
     assert error.key == key
     assert message in str(error)
+
+
+def test_unpublished_value_is_none_with_its_note(tmp_path, testchip_path):
+    path = tmp_path / "testchip.toml"
+    path.write_text(testchip_path.read_text().replace(
+        'tdp = "100 W"', 'note = "The vendor publishes no TDP."'))
+    hw = load_spec_file(path)
+    assert hw.tdp.value is None and hw.tdp.note == "The vendor publishes no TDP."
+    assert hw.at_scope("chip").tdp.value is None
+
+
+def test_single_core_chip_may_repeat_a_scope_size(tmp_path, testchip_path):
+    path = tmp_path / "testchip.toml"
+    path.write_text(testchip_path.read_text().replace("chip = 2", "chip = 1"))
+    assert load_spec_file(path).at_scope("chip").roof("bf16", "matrix").flop_per_s == 20e12
 
 
 def test_missing_file_is_a_spec_error(tmp_path):

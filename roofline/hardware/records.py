@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from roofline.errors import ScaleError, UnknownHardwareError
+from roofline.units import Kind, format_quantity
 
 Unit = Literal["matrix", "vector"]
 UNITS: tuple[str, ...] = ("matrix", "vector")
@@ -33,6 +34,12 @@ class ComputeRoof:
     @property
     def label(self) -> str:
         return f"{self.dtype} {self.unit}"
+
+    @property
+    def peak_text(self) -> str:
+        """The peak for people: "125 TFLOP/s", or "624 TOP/s" for integer dtypes."""
+        text = format_quantity(self.flop_per_s, Kind.FLOP_RATE)
+        return text.replace("FLOP/s", "OP/s") if self.dtype.startswith("int") else text
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,10 @@ class Link:
 
 @dataclass(frozen=True)
 class Scalar:
-    """A single sourced number (clock in Hz, TDP in W, overhead in s)."""
+    """A single sourced number (clock in Hz, TDP in W, overhead in s); ``value`` is None
+    where no source publishes it, and ``note`` then says so."""
 
-    value: float
+    value: float | None
     sources: tuple[str, ...]
     note: str = ""
 
@@ -176,7 +184,8 @@ class Hardware:
                 )
                 for link in self.links
             ),
-            tdp=dataclasses.replace(self.tdp, value=self.tdp.value * factor),
+            tdp=dataclasses.replace(
+                self.tdp, value=None if self.tdp.value is None else self.tdp.value * factor),
             counts=tuple((name, n * factor) for name, n in self.counts),
         )
 
@@ -248,7 +257,7 @@ class Hardware:
             )
         else:  # overhead
             changes["overhead"] = dataclasses.replace(
-                self.overhead, value=self.overhead.value * factor
+                self.overhead, value=self.overhead.value * factor  # type: ignore[operator]
             )
         return dataclasses.replace(
             self, modifications=self.modifications + ((param, float(factor)),), **changes

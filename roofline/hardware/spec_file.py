@@ -37,7 +37,7 @@ _TOP_KEYS = {
     "compute", "memory", "links",
 }
 _REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
-                 "sources", "clock", "power", "overhead", "compute", "memory")
+                 "sources", "overhead", "compute", "memory")
 _COMMON = {"scope", "source", "note"}
 
 
@@ -266,19 +266,30 @@ def _links(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> tupl
     return tuple(links)
 
 
+_SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"}, "overhead": {"per_op"}}
+
+
 def _scalar(reader: _Reader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
             variant: str | None, extensive: bool, optional: bool = False) -> Scalar | None:
+    """One sourced number. An unpublished value may be left out if a note says so; it is
+    then a Scalar whose value is None. ``optional`` fields are simply None when absent."""
+    if table_key not in doc:
+        raise reader.error(table_key, f"missing required table [{table_key}]")
     table = reader.table(table_key, doc[table_key])
-    table = _with_variant(reader, table_key, table, {field}, variant)
+    table = _with_variant(reader, table_key, table, _SCALAR_FIELDS[table_key], variant)
+    note = _note(reader, table_key, table)
     if field not in table:
         if optional:
             return None
-        raise reader.error(f"{table_key}.{field}", f"missing required key {field!r}")
+        if not note:
+            raise reader.error(f"{table_key}.{field}", f"missing required key {field!r} (if "
+                               "no source publishes it, leave it out and say so in 'note')")
+        sources = reader.source_keys(table_key, table) if "source" in table else ()
+        return Scalar(value=None, sources=sources, note=note)
     value = reader.quantity(f"{table_key}.{field}", table[field], kind)
     if extensive:
         value *= reader.scope_factor(table_key, table)
-    return Scalar(value=value, sources=reader.source_keys(table_key, table),
-                  note=_note(reader, table_key, table))
+    return Scalar(value=value, sources=reader.source_keys(table_key, table), note=note)
 
 
 def _scopes(reader: _Reader, doc: Mapping[str, Any]) -> None:
@@ -290,9 +301,18 @@ def _scopes(reader: _Reader, doc: Mapping[str, Any]) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise reader.error(f"scopes.{name}", f"expected a whole number of base units "
                                f"(1 for the base scope), got {size!r}")
-    if sorted(scopes.values())[0] != 1 or list(scopes.values()).count(1) != 1:
-        raise reader.error("scopes", "exactly one scope must be the base unit, with size 1 "
+    sizes = sorted(scopes.values())
+    if sizes[0] != 1:
+        raise reader.error("scopes", f"the smallest scope is the base unit and has size 1 "
                            f"(got {dict(scopes)})")
+    for smaller, larger in zip(sizes, sizes[1:]):
+        if larger % smaller:
+            names = {size: name for name, size in scopes.items()}
+            raise reader.error(
+                f"scopes.{names[larger]}", f"{names[larger]} = {larger} is not a whole "
+                f"number of {names[smaller]} ({smaller}); each scope must hold whole units "
+                "of every smaller scope"
+            )
     reader.scopes = dict(scopes)
     default = reader.string("default_scope", doc["default_scope"])
     if default not in reader.scopes:
@@ -347,16 +367,15 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         known = ", ".join(reader.variants) or "none"
         raise UnknownHardwareError(f"{hw_id} has no variant {variant!r}; its variants: {known}")
 
-    reader.check_keys(reader.table("clock", doc["clock"]), "clock",
-                      {"boost", "base", "alternatives"} | _COMMON, ("boost",))
-    reader.check_keys(reader.table("power", doc["power"]), "power",
-                      {"tdp", "alternatives"} | _COMMON, ("tdp",))
-    reader.check_keys(reader.table("overhead", doc["overhead"]), "overhead",
-                      {"per_op", "alternatives"} | _COMMON, ("per_op",))
+    for table_key, fields in _SCALAR_FIELDS.items():
+        if table_key in doc:
+            reader.check_keys(reader.table(table_key, doc[table_key]), table_key,
+                              fields | {"alternatives"} | _COMMON)
     clock = _scalar(reader, doc, "clock", "boost", Kind.FREQUENCY, variant, extensive=False)
     base_clock = _scalar(reader, doc, "clock", "base", Kind.FREQUENCY, variant,
                          extensive=False, optional=True)
-    if base_clock is not None and clock is not None and base_clock.value > clock.value:
+    if (base_clock is not None and clock is not None and clock.value is not None
+            and base_clock.value > clock.value):  # type: ignore[operator]
         raise reader.error("clock.base", "the base clock cannot exceed the boost clock")
     counts, counts_sources = _counts(reader, doc)
     hardware = Hardware(
