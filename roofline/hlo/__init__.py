@@ -1,0 +1,10 @@
+"""Optimized HLO: parsing, the per-opcode cost registry, per-op costs and the op graph."""
+
+from roofline.hlo.costs import CATEGORIES, ModuleCosts, OpCost, analyze_module
+from roofline.hlo.parser import Computation, HloModule, HloParseError, Instruction, parse_hlo_text
+from roofline.hlo.shapes import ArrayShape, TupleShape, parse_shape
+
+__all__ = [
+    "CATEGORIES", "ArrayShape", "Computation", "HloModule", "HloParseError", "Instruction",
+    "ModuleCosts", "OpCost", "TupleShape", "analyze_module", "parse_hlo_text", "parse_shape",
+]
