@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from roofline.errors import RooflineError  # noqa: E402
-from roofline.hardware.records import Hardware  # noqa: E402
+from roofline.hardware.records import ComputeRoof, Hardware  # noqa: E402
 from roofline.model import ridge_points  # noqa: E402
 from roofline.outputs import write_atomic  # noqa: E402
 from roofline.units import Kind, format_quantity  # noqa: E402
@@ -81,7 +81,7 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
                             (x_lo * 1.5, x_lo * 1.5 * bw / 1e12), color=color, fontsize=7,
                             rotation=30, rotation_mode="anchor")
         bw = hw.main_memory.bytes_per_s
-        for roof in roofs:
+        for roof, dtypes_here in merge_equal_roofs(roofs):
             ridge = roof.flop_per_s / bw  # type: ignore[operator]
             peak_t = roof.flop_per_s / 1e12
             ax.plot([ridge, x_hi], [peak_t, peak_t], color=color,
@@ -89,7 +89,8 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
             ax.plot([ridge], [peak_t], marker="o", color=color, markersize=5)
             ax.annotate(f"{ridge:.3g}", (ridge, peak_t), textcoords="offset points",
                         xytext=(4, -4), ha="left", va="top", fontsize=7, color=color)
-            roof_labels.append((peak_t, color, f"{roof.label} {roof.peak_text}"))
+            roof_labels.append((peak_t, color,
+                                f"{'/'.join(dtypes_here)} {roof.unit} {roof.peak_text}"))
         device_handles.append(Line2D(
             [], [], color=color, linewidth=2,
             label=f"{hw.label}: {hw.main_memory.name} "
@@ -119,6 +120,18 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
     ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
     return fig
+
+
+def merge_equal_roofs(roofs: Sequence[ComputeRoof]) -> list[tuple[ComputeRoof, list[str]]]:
+    """Roofs of one unit with the same peak drawn once (TPU bf16 and fp32 matmuls)."""
+    merged: dict[tuple[str, float], tuple[ComputeRoof, list[str]]] = {}
+    for roof in roofs:
+        key = (roof.unit, roof.flop_per_s)
+        if key in merged:
+            merged[key][1].append(roof.dtype)
+        else:
+            merged[key] = (roof, [roof.dtype])
+    return list(merged.values())
 
 
 def _spread(values: Sequence[float], min_ratio: float) -> list[float]:

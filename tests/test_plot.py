@@ -3,7 +3,7 @@
 import pytest
 
 from roofline.hardware import load_hardware
-from roofline.plot import build_hardware_rooflines, save_figure
+from roofline.plot import build_hardware_rooflines, merge_equal_roofs, save_figure
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +22,12 @@ def test_figure_content(devices):
     texts = {t.get_text() for t in ax.texts}
     # Ridge labels: TPU v2 75, TPU v3 117 (420/3.6 = 116.7), V100 tensor 139 (125/0.9).
     assert {"75", "117", "139"} <= texts
-    # One horizontal roof line and one ridge marker per compute roof, one slanted line each.
-    roofs = sum(len(hw.compute) for hw in devices)
+    # One horizontal line and one ridge marker per distinct roof (TPU fp32 matmuls share the
+    # bf16 MXU roof, drawn once), and one slanted bandwidth line per device.
+    roofs = sum(len(merge_equal_roofs(hw.compute)) for hw in devices)
+    assert roofs == sum(len(hw.compute) for hw in devices) - 2
     assert len(ax.lines) == 2 * roofs + len(devices)
+    assert any(t.get_text().startswith("bf16/fp32 matrix 180") for t in ax.texts)
 
 
 def test_dtype_filter(devices):

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from roofline.hlo.formulas import (
-    COLLECTIVE_DONE,
+    ASYNC_DONE,
     COLLECTIVES,
     DATA_MOVEMENT,
     ELEMENTWISE,
@@ -33,7 +33,7 @@ from roofline.hlo.formulas import (
 )
 from roofline.hlo.loops import trip_count
 from roofline.hlo.parser import Computation, HloModule, Instruction
-from roofline.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, arrays
+from roofline.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, TupleShape, arrays
 
 CATEGORIES = ("matmul", "convolution", "elementwise", "reduction", "data movement",
               "collective", "control", "other")
@@ -185,7 +185,7 @@ class _Analyzer:
         trips = 1
         if opcode in _CONTROL:
             read, written, onchip, link, trips = self._control_bytes(instruction)
-        elif not free and opcode not in COLLECTIVE_DONE:
+        elif not free and opcode not in ASYNC_DONE:
             read, written, onchip = self._memory_bytes(instruction, computation)
             if opcode in COLLECTIVES:
                 link = self._link_bytes(instruction, computation)
@@ -247,6 +247,11 @@ class _Analyzer:
                 buffer_param, update_bytes = in_place
                 read_parts[buffer_param] = (operand_shapes[buffer_param], 0.0)
                 written_shape.append((shape, update_bytes))
+        elif instruction.opcode.endswith("-start") and isinstance(instruction.shape, TupleShape):
+            # An async op returns (operand alias, result, context...): only the result is
+            # written (copy-start puts its destination first).
+            result = 0 if instruction.opcode == "copy-start" else 1
+            written_shape = [(instruction.shape.elements[result], None)]
         elif instruction.opcode == "dynamic-update-slice":
             update = operand_shapes[1]
             read_parts[0] = (operand_shapes[0], 0.0)
@@ -328,7 +333,8 @@ class _Analyzer:
                 return "convolution", "matrix", dtype
             return "matmul", "matrix", dtype
         dtype = SPEC_DTYPE.get(_output_dtype(instruction.shape), "fp32")
-        if instruction.opcode in COLLECTIVES or instruction.opcode in COLLECTIVE_DONE:
+        base = instruction.opcode.removesuffix("-start").removesuffix("-done")
+        if base in COLLECTIVES:
             return "collective", "vector", dtype
         if instruction.opcode in _CONTROL:
             return "control", "vector", dtype

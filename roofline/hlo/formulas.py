@@ -74,7 +74,7 @@ ELEMENTWISE = ("add", "subtract", "multiply", "divide", "remainder", "maximum", 
 # Ops that move or relabel data and compute nothing.
 DATA_MOVEMENT = ("copy", "transpose", "broadcast", "bitcast", "reshape", "concatenate", "pad",
                  "slice", "dynamic-slice", "dynamic-update-slice", "reverse", "gather",
-                 "iota", "bitcast-convert", "copy-start", "copy-done", "dynamic-reshape")
+                 "iota", "bitcast-convert", "copy-start", "dynamic-reshape")
 # Ops with no work of their own: graph plumbing and bookkeeping.
 FREE = ("parameter", "constant", "tuple", "get-tuple-element", "after-all", "partition-id",
         "replica-id", "opt-barrier", "add-dependency", "domain", "get-dimension-size",
@@ -82,8 +82,9 @@ FREE = ("parameter", "constant", "tuple", "get-tuple-element", "after-all", "par
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                "collective-permute", "collective-broadcast", "all-reduce-start",
                "all-gather-start", "collective-permute-start", "ragged-all-to-all")
-COLLECTIVE_DONE = ("all-reduce-done", "all-gather-done", "collective-permute-done",
-                   "async-done", "async-update")
+# Completion of an async op: its traffic is counted at the matching start.
+ASYNC_DONE = ("all-reduce-done", "all-gather-done", "collective-permute-done",
+                   "copy-done", "async-done", "async-update")
 
 
 @formula(*ELEMENTWISE)
@@ -97,7 +98,7 @@ def _transcendental(instruction: Instruction, env: Env) -> Flops:
     return Flops(transcendentals=_elements(instruction.shape))
 
 
-@formula(*DATA_MOVEMENT, *FREE, *COLLECTIVE_DONE, "rng-get-and-update-state", "rng-bit-generator")
+@formula(*DATA_MOVEMENT, *FREE, *ASYNC_DONE, "rng-get-and-update-state", "rng-bit-generator")
 def _no_flops(instruction: Instruction, env: Env) -> Flops:
     return Flops()
 

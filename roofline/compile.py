@@ -1,0 +1,161 @@
+"""Compiling a JAX function for a target: XLA:CPU on this host, or TPU v2 to v6e without a
+TPU through libtpu's deviceless ahead-of-time compiler.
+
+The result keeps what the compiler decided (optimized HLO, fusions, layouts) together with
+our per-op costs and XLA's own totals and memory footprint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+from roofline import _xla
+from roofline.errors import RooflineError
+from roofline.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
+from roofline.hlo.graph import build_graph
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a program is compiled: ``host`` or a TPU generation."""
+
+    name: str
+    platform: str
+    topology: str | None = None
+    chips: int = 1
+    hardware_id: str | None = None
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.platform == "tpu"
+
+
+# Deviceless compilation refuses 1x1 topologies: compile over 2x2 and place on one device.
+TARGETS: dict[str, Target] = {
+    "host": Target("host", "cpu"),
+    "tpu-v2": Target("tpu-v2", "tpu", "v2:2x2", 4, "tpu-v2"),
+    "tpu-v3": Target("tpu-v3", "tpu", "v3:2x2", 4, "tpu-v3"),
+    "tpu-v4": Target("tpu-v4", "tpu", "v4:2x2x1", 4, "tpu-v4"),
+    "tpu-v5e": Target("tpu-v5e", "tpu", "v5e:2x2", 4, "tpu-v5e"),
+    "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4, "tpu-v5p"),
+    "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4, "tpu-v6e"),
+}
+
+
+def get_target(name: str) -> Target:
+    if name not in TARGETS:
+        raise RooflineError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """A program as compiled for one target, with its per-op costs."""
+
+    target: Target
+    devices: int
+    device_kind: str
+    device_scope: str
+    hlo_text: str
+    module: HloModule = field(repr=False)
+    costs: ModuleCosts = field(repr=False)
+    xla: _xla.XlaCost
+    memory: _xla.MemoryFootprint
+    versions: dict[str, str]
+    compile_seconds: float
+    analysis_seconds: float
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        return build_graph(self.costs)
+
+
+def _place(args: Sequence[Any], sharding_for: Callable[[int, Any], Any]) -> list[Any]:
+    import jax
+
+    placed = []
+    for index, arg in enumerate(args):
+        sharding = sharding_for(index, arg)
+        placed.append(jax.tree.map(
+            lambda leaf, s=sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=s),
+            arg))
+    return placed
+
+
+def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "host", *,
+                    data_parallel: bool = False,
+                    batch_argnums: Sequence[int] = ()) -> CompiledProgram:
+    """Compile ``fn(*args)`` for ``target`` and analyze its optimized HLO.
+
+    ``args`` are arrays or ``jax.ShapeDtypeStruct`` pytrees. On a TPU target the program
+    runs on one device (one TensorCore on v2-v4, one chip on v5e/v5p/v6e), or with
+    ``data_parallel`` on every device of a 4-chip board: arguments listed in
+    ``batch_argnums`` are split along their first axis, the others replicated, so
+    gradient reductions appear as collective ops.
+    """
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    spec = get_target(target)
+    if spec.is_tpu:
+        devices = list(_xla.tpu_topology(spec.topology).devices)  # type: ignore[arg-type]
+    else:
+        with _xla.quiet_native_stderr():
+            devices = [jax.devices("cpu")[0]]
+    if data_parallel:
+        if not spec.is_tpu:
+            raise RooflineError("data-parallel compilation needs a TPU target (a board of "
+                                "devices); the host target has one device")
+        if not batch_argnums:
+            raise RooflineError("data-parallel compilation needs batch_argnums: which "
+                                "arguments carry the batch on their first axis")
+        mesh = Mesh(devices, ("batch",))
+
+        def sharding_for(index: int, arg: Any) -> Any:
+            axis = PartitionSpec("batch") if index in batch_argnums else PartitionSpec()
+            return NamedSharding(mesh, axis)
+        used = devices
+    else:
+        single = SingleDeviceSharding(devices[0])
+
+        def sharding_for(index: int, arg: Any) -> Any:
+            return single
+        used = devices[:1]
+    placed = _place(args, sharding_for)
+
+    start = time.perf_counter()
+    try:
+        with _xla.quiet_native_stderr():
+            compiled = jax.jit(fn).lower(*placed).compile()
+    except RooflineError:
+        raise
+    except Exception as exc:  # tracing and compilation raise many types
+        raise RooflineError(f"cannot compile the program for {target}: "
+                            f"{type(exc).__name__}: {_first_line(exc)}") from None
+    compile_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    hlo_text = compiled.as_text()
+    module = parse_hlo_text(hlo_text)
+    costs = analyze_module(module)
+    analysis_seconds = time.perf_counter() - start
+    per_chip = len(devices) / spec.chips
+    return CompiledProgram(
+        target=spec, devices=len(used), device_kind=devices[0].device_kind,
+        device_scope="core" if spec.is_tpu and per_chip > 1 else (
+            "chip" if spec.is_tpu else "host"),
+        hlo_text=hlo_text, module=module, costs=costs, xla=_xla.xla_cost(compiled),
+        memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
+        compile_seconds=compile_seconds, analysis_seconds=analysis_seconds,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
