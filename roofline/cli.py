@@ -7,6 +7,7 @@ returns exit code 2, as argparse does for a bad command line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -14,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from roofline import report
 from roofline.errors import RooflineError
 from roofline.hardware import builtin_dir, list_hardware, load_hardware, load_spec_file
+from roofline.outputs import write_text_atomic
 from roofline.plot import build_hardware_rooflines, save_figure
 
 EXIT_BAD_INPUT = 2
@@ -96,6 +98,38 @@ def _hardware_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze(args: argparse.Namespace) -> int:
+    from roofline.analysis import fit, place_program
+    from roofline.compile import compile_program, get_target
+    from roofline.model import Overlap
+    from roofline.workloads import parse_spec
+
+    get_target(args.target)  # an unknown target fails before any work
+    hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
+    workload = parse_spec(args.spec)
+    program = compile_program(workload.fn, workload.args, args.target,
+                              data_parallel=args.data_parallel,
+                              batch_argnums=workload.batch_argnums)
+    placement = (place_program(program, hardware, Overlap(args.overlap))
+                 if hardware is not None else None)
+    program_fit = fit(program, hardware) if hardware is not None else None
+    doc = report.analysis_document(workload.spec, program, placement, program_fit)
+    if args.format == "json":
+        text = report.to_json(doc)
+    elif args.format == "csv":
+        rows = report.analysis_csv_rows(doc)
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        text = report.to_csv(rows, columns)
+    else:
+        text = report.analysis_text(doc, args.top)
+    if args.out:
+        write_text_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
@@ -136,10 +170,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-levels", action="store_true",
                    help="also draw the bandwidth roofs of on-chip memory levels")
     p.set_defaults(run=_hardware_plot)
+
+    p = commands.add_parser(
+        "analyze", parents=[common, formatted],
+        help="compile a program for a target and report per-op FLOPs, bytes and bounds",
+        description="Compile SPEC for TARGET and report per-op costs; with --hardware, "
+                    "place every op on that device's roofline.")
+    p.add_argument("spec", metavar="SPEC",
+                   help="matmul:m=..,n=..,k=..,dtype=.. | conv2d:batch=..,height=..,"
+                        "width=..,in=..,out=..,kernel=..,stride=..,padding=VALID|SAME,dtype=.."
+                        " | package.module:function returning (fn, args[, batch_argnums])")
+    p.add_argument("--target", default="host",
+                   help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p or tpu-v6e "
+                        "(default: host)")
+    p.add_argument("--hardware", metavar="ID", help="place the ops on this device's roofline")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="TPU targets: split the batch over every device of a board")
+    p.add_argument("--overlap", choices=("max", "sum"), default="max",
+                   help="how an op's time terms combine (default: max)")
+    p.add_argument("--top", type=int, default=25,
+                   help="ops shown in the table format (0: all)")
+    p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
+    p.set_defaults(run=_analyze)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The CLI compiles for XLA:CPU and, deviceless, for TPUs: it never needs jax to probe
+    # for accelerators (which makes libtpu print warnings on machines without TPUs).
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

@@ -16,7 +16,7 @@ from typing import Any
 import networkx as nx
 
 from roofline import _xla
-from roofline.errors import RooflineError
+from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
 from roofline.hlo.graph import build_graph
 
@@ -136,8 +136,12 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     except RooflineError:
         raise
     except Exception as exc:  # tracing and compilation raise many types
+        message = _first_line(exc)
+        if "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message:
+            raise DoesNotFitError(f"the program does not fit one {spec.name} device: "
+                                  f"{message}") from None
         raise RooflineError(f"cannot compile the program for {target}: "
-                            f"{type(exc).__name__}: {_first_line(exc)}") from None
+                            f"{type(exc).__name__}: {message}") from None
     compile_seconds = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -36,3 +36,7 @@ class UnknownHardwareError(RooflineError, LookupError):
 
 class ScaleError(RooflineError, ValueError):
     """A what-if scale factor that names no parameter or is not a positive number."""
+
+
+class DoesNotFitError(RooflineError):
+    """A program whose memory footprint exceeds the target device's memory."""

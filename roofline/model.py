@@ -51,7 +51,8 @@ class Work:
 
     ``bytes`` is traffic to main memory (DRAM/HBM); ``near_bytes`` names traffic at nearer
     levels, e.g. ``(("VMEM", 1e6),)``. ``link_bytes`` crosses ``link`` (default: the
-    spec's first link, its primary interconnect).
+    spec's first link, its primary interconnect). ``launches`` is how many times the
+    fixed per-op overhead is paid (a loop of 10 iterations over 3 kernels pays it 30 times).
     """
 
     flops: float
@@ -61,6 +62,7 @@ class Work:
     near_bytes: tuple[tuple[str, float], ...] = ()
     link_bytes: float = 0.0
     link: str | None = None
+    launches: int = 1
 
     def __post_init__(self) -> None:
         for name in ("flops", "bytes", "link_bytes"):
@@ -160,7 +162,7 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     link_s = 0.0
     if work.link_bytes > 0:
         link_s = work.link_bytes / _link(hw, work.link).bytes_per_s
-    overhead_s = hw.overhead.value
+    overhead_s = hw.overhead.value * work.launches  # type: ignore[operator]
 
     candidates = [(compute_s, Bound(BoundKind.COMPUTE, roof.label))]
     candidates += [(t, Bound(BoundKind.MEMORY, name)) for name, t in memory_s]

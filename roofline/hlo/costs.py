@@ -67,6 +67,7 @@ class OpCost:
     unknown: tuple[str, ...] = ()
     free: bool = False
     trip_count: int = 1
+    kernels: int = 1
 
     @property
     def bytes(self) -> float:
@@ -183,8 +184,9 @@ class _Analyzer:
             opcode == "custom-call" and custom_call_target(instruction) in _FREE_CUSTOM_CALLS)
         read = written = onchip = link = 0.0
         trips = 1
+        kernels = 0 if free or opcode in ASYNC_DONE else 1
         if opcode in _CONTROL:
-            read, written, onchip, link, trips = self._control_bytes(instruction)
+            read, written, onchip, link, trips, kernels = self._control_bytes(instruction)
         elif not free and opcode not in ASYNC_DONE:
             read, written, onchip = self._memory_bytes(instruction, computation)
             if opcode in COLLECTIVES:
@@ -195,7 +197,7 @@ class _Analyzer:
             flops=flops.flops, transcendentals=flops.transcendentals, bytes_read=read,
             bytes_written=written, onchip_bytes=onchip, link_bytes=link,
             op_name=instruction.op_name, operands=instruction.operands, unknown=unknown,
-            free=free, trip_count=trips,
+            free=free, trip_count=trips, kernels=kernels,
         )
 
     def _unknown_inside(self, instruction: Instruction) -> tuple[str, ...]:
@@ -279,8 +281,9 @@ class _Analyzer:
         return parts
 
     def _control_bytes(self, instruction: Instruction
-                       ) -> tuple[float, float, float, float, int]:
-        """Bytes of a loop, call or conditional: its body's kernels, times the trips."""
+                       ) -> tuple[float, float, float, float, int, int]:
+        """Bytes and kernel launches of a loop, call or conditional: its body's kernels,
+        times the trips."""
         if instruction.opcode == "while":
             bodies = [instruction.attributes["body"].lstrip("%"),
                       instruction.attributes["condition"].lstrip("%")]
@@ -291,6 +294,7 @@ class _Analyzer:
         else:
             bodies, trips = list(instruction.called), 1
         read = written = onchip = link = 0.0
+        kernels = 0
         for name in bodies:
             body = self.module.computations[name]
             for inner in body.instructions:
@@ -299,7 +303,9 @@ class _Analyzer:
                 written += cost.bytes_written
                 onchip += cost.onchip_bytes
                 link += cost.link_bytes
-        return read * trips, written * trips, onchip * trips, link * trips, trips
+                kernels += cost.kernels
+        return (read * trips, written * trips, onchip * trips, link * trips, trips,
+                kernels * trips)
 
     def _link_bytes(self, instruction: Instruction, computation: Computation) -> float:
         """Bytes one device sends over its links for a collective (ring algorithms)."""

@@ -1,0 +1,42 @@
+"""Single-op workloads: a matmul and a 2-D convolution (HKBU Table 4's operators)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from roofline.workloads.registry import Family, Param, Workload, dtype_param, jnp_dtype, register
+
+
+def _matmul(spec: str, p: dict[str, Any]) -> Workload:
+    dt = jnp_dtype(p["dtype"])
+    lhs = jax.ShapeDtypeStruct((p["m"], p["k"]), dt)
+    rhs = jax.ShapeDtypeStruct((p["k"], p["n"]), dt)
+    return Workload(spec, lambda a, b: a @ b, (lhs, rhs), params=p)
+
+
+def _conv2d(spec: str, p: dict[str, Any]) -> Workload:
+    dt = jnp_dtype(p["dtype"])
+    x = jax.ShapeDtypeStruct((p["batch"], p["height"], p["width"], p["in"]), dt)
+    w = jax.ShapeDtypeStruct((p["kernel"], p["kernel"], p["in"], p["out"]), dt)
+    stride = (p["stride"], p["stride"])
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, stride, p["padding"],
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return Workload(spec, conv, (x, w), batch_argnums=(0,), batch=p["batch"], params=p)
+
+
+register(Family(
+    "matmul", "C[m,n] = A[m,k] @ B[k,n]",
+    (Param("m", int, 2048), Param("n", int, 2048), Param("k", int, 2048), dtype_param()),
+    _matmul))
+
+register(Family(
+    "conv2d", "NHWC input (batch, height, width, in) * HWIO kernel (kernel, kernel, in, out)",
+    (Param("batch", int, 128), Param("height", int, 112), Param("width", int, 112),
+     Param("in", int, 64), Param("out", int, 128), Param("kernel", int, 3),
+     Param("stride", int, 1), Param("padding", str, "VALID", choices=("VALID", "SAME")),
+     dtype_param()),
+    _conv2d))

@@ -1,0 +1,139 @@
+"""Named workloads usable as a SPEC on the command line.
+
+A SPEC is ``family:name=value,...`` for a built-in family (``matmul:m=2048,n=2048,k=2048``)
+or ``package.module:function`` for the user's own model, where ``function()`` returns
+``(fn, args)`` or ``(fn, args, batch_argnums)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from roofline.errors import RooflineError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A JAX function with example arguments, ready to compile."""
+
+    spec: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    batch_argnums: tuple[int, ...] = ()
+    batch: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: type | Callable[[str], Any]
+    default: Any
+    help: str = ""
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    """A parameterized workload: its parameters with defaults, and how to build it."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    build: Callable[[str, dict[str, Any]], Workload]
+
+    def make(self, **values: Any) -> Workload:
+        known = {p.name: p for p in self.params}
+        for key in values:
+            if key not in known:
+                raise RooflineError(
+                    f"workload {self.name!r} has no parameter {key!r}; its parameters: "
+                    + ", ".join(f"{p.name} (default {p.default})" for p in self.params))
+        full = {p.name: values.get(p.name, p.default) for p in self.params}
+        text = ",".join(f"{k}={v}" for k, v in full.items())
+        return self.build(f"{self.name}:{text}", full)
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    if family.name in FAMILIES:
+        raise ValueError(f"two workload families named {family.name!r}")
+    FAMILIES[family.name] = family
+    return family
+
+
+def _convert(family: Family, param: Param, text: str) -> Any:
+    try:
+        value = param.kind(text)
+    except (TypeError, ValueError):
+        raise RooflineError(f"workload {family.name!r}: {param.name}={text!r} is not a valid "
+                            f"{getattr(param.kind, '__name__', 'value')}") from None
+    if param.choices and value not in param.choices:
+        raise RooflineError(f"workload {family.name!r}: {param.name}={text!r}; choose one "
+                            f"of {', '.join(param.choices)}")
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        raise RooflineError(f"workload {family.name!r}: {param.name} must be positive")
+    return value
+
+
+def parse_spec(spec: str) -> Workload:
+    """Build the workload a SPEC names (see the module docstring)."""
+    head, sep, tail = spec.partition(":")
+    if head in FAMILIES:
+        family = FAMILIES[head]
+        values: dict[str, Any] = {}
+        known = {p.name: p for p in family.params}
+        for item in filter(None, (s.strip() for s in tail.split(","))):
+            key, eq, text = item.partition("=")
+            if not eq:
+                raise RooflineError(f"cannot read {item!r} in SPEC {spec!r}: write name=value")
+            if key not in known:
+                raise RooflineError(
+                    f"workload {head!r} has no parameter {key!r}; its parameters: "
+                    + ", ".join(f"{p.name} (default {p.default})" for p in family.params))
+            values[key] = _convert(family, known[key], text)
+        return family.make(**values)
+    if sep and "." in head or (sep and tail and "=" not in tail):
+        return _user_workload(spec, head, tail)
+    raise RooflineError(
+        f"unknown workload {spec!r}; built-in families: {', '.join(sorted(FAMILIES))}, "
+        "or give package.module:function for your own model")
+
+
+def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RooflineError(f"cannot import {module_name!r} from SPEC {spec!r}: {exc}") from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise RooflineError(f"{module_name} has no function {attribute!r} (SPEC {spec!r})")
+    try:
+        result = function()
+    except Exception as exc:
+        raise RooflineError(f"{spec} raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(result, Sequence) or len(result) not in (2, 3) or not callable(result[0]):
+        raise RooflineError(f"{spec} must return (fn, args) or (fn, args, batch_argnums); "
+                            f"got {type(result).__name__}")
+    batch_argnums = tuple(result[2]) if len(result) == 3 else ()
+    return Workload(spec=spec, fn=result[0], args=tuple(result[1]),
+                    batch_argnums=batch_argnums)
+
+
+DTYPES = {"f32": "float32", "fp32": "float32", "float32": "float32", "bf16": "bfloat16",
+          "bfloat16": "bfloat16", "f16": "float16", "fp16": "float16", "float16": "float16"}
+
+
+def dtype_param(default: str = "f32") -> Param:
+    return Param("dtype", str, default, "element type", tuple(DTYPES))
+
+
+def jnp_dtype(name: str) -> Any:
+    import jax.numpy as jnp
+
+    return getattr(jnp, DTYPES[name])
