@@ -89,3 +89,59 @@ def test_hardware_plot_refuses_unknown_extension(capsys, tmp_path):
                        str(tmp_path / "roofs.jpg"))
     assert code == 2 and "use a .png, .svg or .pdf" in err
     assert not (tmp_path / "roofs.jpg").exists()
+
+
+def test_analyze_matmul_json_reports_table4_flops(capsys):
+    code, out, _ = run(capsys, "analyze", "matmul:m=2048,n=2048,k=2048,dtype=f32",
+                       "--target", "host", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "roofline/analysis/1"
+    # HKBU Table 4, Matmul I: 2 x 2048^3 = 1.72e10 FLOPs.
+    assert doc["totals"]["flops"] == pytest.approx(1.72e10, rel=5e-3)
+    assert doc["totals"]["flops"] == doc["xla"]["flops"]
+    assert doc["versions"]["jax"] == "0.10.2"
+
+
+def test_analyze_with_hardware_places_ops(capsys, tmp_path):
+    out_file = tmp_path / "analysis.json"
+    code, out, _ = run(capsys, "analyze", "conv2d:batch=8,height=56,width=56,in=64,out=64,"
+                       "kernel=3,dtype=bf16", "--target", "tpu-v3", "--hardware", "tpu-v3",
+                       "--format", "json", "--out", str(out_file))
+    assert code == 0 and "wrote" in out
+    doc = json.loads(out_file.read_text())
+    assert doc["hardware"]["ref"] == "tpu-v3:core"
+    assert doc["fit"]["fits"] is True
+    placed = [o for o in doc["ops"] if o["bound"]]
+    assert placed and doc["predicted"]["seconds"] == pytest.approx(
+        sum(o["seconds"] for o in placed))
+    code, out, _ = run(capsys, "analyze", "tests.user_models:small_mlp", "--hardware",
+                       "xeon-8163")
+    assert code == 0 and "predicted on xeon-8163" in out and "fp32 matrix" not in out
+
+
+def test_analyze_csv_has_one_row_per_op(capsys):
+    code, out, _ = run(capsys, "analyze", "tests.user_models:small_mlp", "--format", "csv",
+                       "--hardware", "v100-sxm2")
+    assert code == 0
+    header, *rows = out.strip().splitlines()
+    assert header.startswith("name,opcode,category") and "memory_s:HBM2" in header
+    assert len(rows) >= 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["analyze", "matmul:m=64", "--target", "tpu-v9"], "unknown target 'tpu-v9'"),
+    (["analyze", "nosuchpackage.models:build"], "cannot import 'nosuchpackage.models'"),
+    (["analyze", "tests.user_models:does_not_trace"], "cannot compile the program for host"),
+    (["analyze", "tests.user_models:not_a_model"], "must return (fn, args)"),
+    (["analyze", "tests.user_models:too_big", "--target", "tpu-v2"], "does not fit one tpu-v2"),
+    (["analyze", "matmul:m=64,q=3"], "has no parameter 'q'; its parameters: m (default 2048)"),
+    (["analyze", "matmul:m=-4"], "m must be positive"),
+    (["analyze", "resnet99"], "unknown workload 'resnet99'"),
+    (["analyze", "matmul:m=64", "--data-parallel"], "data-parallel compilation needs a TPU"),
+])
+def test_analyze_bad_input_exits_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err

@@ -1,0 +1,117 @@
+"""The HLO reader, shapes with tiling, the cost registry, loops and the op graph."""
+
+import pytest
+
+from roofline.hlo import analyze_module, parse_hlo_text, parse_shape
+from roofline.hlo.graph import build_graph, critical_path, group_by_source
+from roofline.hlo.parser import HloParseError
+
+# Hand-written optimized HLO in the format jax 0.10.2 prints, with the stack-frame tables
+# jax puts before the computations.
+MODULE = """HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[64,128]{1,0})->f32[64,32]{1,0}}, num_partitions=1
+
+FileNames
+1 "/tmp/x.py"
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+
+
+%fused_dot (p0: f32[64,128], p1: f32[128,32]) -> f32[64,32] {
+  %p0 = f32[64,128]{1,0} parameter(0)
+  %p1 = f32[128,32]{1,0} parameter(1)
+  ROOT %dot.1 = f32[64,32]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/dot_general"}
+}
+
+%fused_act (p0.1: f32[64,32]) -> f32[64,32] {
+  %p0.1 = f32[64,32]{1,0} parameter(0)
+  %t = f32[64,32]{1,0} tanh(%p0.1)
+  ROOT %m = f32[64,32]{1,0} multiply(%t, %p0.1)
+}
+
+ENTRY %main (x: f32[64,128]) -> f32[64,32] {
+  %x = f32[64,128]{1,0} parameter(0), metadata={op_name="x"}
+  %w = f32[128,32]{1,0} constant({...})
+  %mm = f32[64,32]{1,0} fusion(%x, %w), kind=kCustom, calls=%fused_dot, metadata={op_name="jit(f)/dot_general"}, backend_config={"fusion_config":{"kind":"__ynn_fusion"}}
+  %act = f32[64,32]{1,0} fusion(%mm), kind=kLoop, calls=%fused_act, metadata={op_name="jit(f)/tanh"}
+  %odd = f32[64,32]{1,0} frobnicate(%act), metadata={op_name="jit(f)/custom"}
+  ROOT %out = f32[64,32]{1,0} add(%odd, %act)
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def costs():
+    return analyze_module(parse_hlo_text(MODULE))
+
+
+def test_parses_computations_and_skips_stack_frames():
+    module = parse_hlo_text(MODULE)
+    assert module.entry_name == "main"
+    assert set(module.computations) == {"fused_dot", "fused_act", "main"}
+    mm = module.entry.by_name["mm"]
+    assert mm.opcode == "fusion" and mm.operands == ("x", "w") and mm.called == ("fused_dot",)
+    assert mm.op_name == "jit(f)/dot_general"
+    assert module.entry.root.name == "out"
+
+
+def test_fusion_costs_by_hand(costs):
+    ops = {op.name: op for op in costs.ops}
+    mm = ops["mm"]
+    # dot: 2 x (64 x 32 outputs) x 128 contracted = 524288 FLOPs; reads 64x128 + 128x32
+    # f32 = 32768 + 16384 B, writes 64x32 f32 = 8192 B.
+    assert mm.flops == 2 * 64 * 32 * 128 == 524288
+    assert (mm.bytes_read, mm.bytes_written) == (49152, 8192)
+    assert (mm.category, mm.unit, mm.dtype) == ("matmul", "matrix", "fp32")
+    act = ops["act"]
+    # tanh is a transcendental (2048 of them), multiply is 2048 FLOPs.
+    assert (act.flops, act.transcendentals) == (2048, 2048)
+    assert act.category == "elementwise" and act.unit == "vector"
+    assert ops["x"].free and ops["x"].bytes == 0
+
+
+def test_unknown_opcode_is_reported_not_zeroed_silently(costs):
+    assert costs.unknown_opcodes == {"frobnicate": 1}
+    odd = next(op for op in costs.ops if op.name == "odd")
+    assert odd.unknown == ("frobnicate",)
+
+
+def test_op_graph_and_critical_path(costs):
+    graph = build_graph(costs)
+    assert set(graph.successors("mm")) == {"act"}
+    assert set(graph.predecessors("out")) == {"odd", "act"}
+    # x -> mm (3) -> act (1) -> odd (5) -> out (1): 10; the path skips nothing shorter.
+    seconds = {"mm": 3.0, "act": 1.0, "odd": 5.0, "out": 1.0}
+    total, path = critical_path(graph, seconds)
+    assert total == 10.0
+    assert path == ["x", "mm", "act", "odd", "out"]
+    assert set(group_by_source(costs)) >= {"jit(f)/dot_general", "jit(f)/tanh"}
+
+
+@pytest.mark.parametrize("text, nbytes", [
+    ("f32[32,128]{1,0}", 32 * 128 * 4),
+    # TPU tiling pads the two most minor physical dims to (8, 128): 7 -> 8 and 64 -> 128
+    # for bf16[7,7,3,64]{3,1,2,0}: physical order 7, 3, 7, 64 -> 7 x 3 x 8 x 128 x 2 B.
+    ("bf16[7,7,3,64]{3,1,2,0:T(8,128)(2,1)}", 7 * 3 * 8 * 128 * 2),
+    ("f32[16]{0:T(256)}", 256 * 4),          # a 1-D tile of 256 elements
+    ("pred[]{:T(1024)S(6)}", 1024),           # a scalar still takes a whole tile
+    ("(f32[2]{0}, /*index=1*/s32[])", 8 + 4),
+    ("s4[10]{0}", 5),
+])
+def test_shape_bytes_include_tile_padding(text, nbytes):
+    assert parse_shape(text).bytes == nbytes
+
+
+def test_memory_space_is_read():
+    assert parse_shape("f32[8,128]{1,0:T(8,128)S(1)}").memory_space == 1
+
+
+@pytest.mark.parametrize("text, message", [
+    (MODULE[: MODULE.index("ROOT %out")], "ends inside computation 'main'"),
+    ("just some text\n", "no HLO computations found"),
+    (MODULE.replace("ENTRY %main", "%main"), "no ENTRY computation"),
+    (MODULE.replace("f32[64,32]{1,0} tanh", "f99[64,32]{1,0} tanh"), "unknown element type"),
+])
+def test_malformed_hlo_is_refused(text, message):
+    with pytest.raises(HloParseError, match=message):
+        parse_hlo_text(text)

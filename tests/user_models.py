@@ -1,0 +1,24 @@
+"""Models given to the CLI as package.module:function SPECs in the tests."""
+
+import jax
+import jax.numpy as jnp
+
+
+def small_mlp():
+    w = jax.ShapeDtypeStruct((128, 64), jnp.float32)
+    x = jax.ShapeDtypeStruct((32, 128), jnp.float32)
+    return (lambda w, x: jnp.tanh(x @ w)), (w, x), (1,)
+
+
+def does_not_trace():
+    a = jax.ShapeDtypeStruct((3, 4), jnp.float32)
+    return (lambda a, b: a @ b), (a, a)  # (3,4) @ (3,4): shapes do not agree
+
+
+def too_big():
+    a = jax.ShapeDtypeStruct((65536, 65536), jnp.float32)  # 16 GiB each, 48 GiB in all
+    return (lambda a, b: a @ b), (a, a)
+
+
+def not_a_model():
+    return 42
