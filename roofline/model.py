@@ -96,16 +96,25 @@ class Placement:
                 "link": self.link_s, "overhead": self.overhead_s}
 
 
+_WIDENED_ON_VECTOR_UNIT = ("bf16", "fp16", "fp8")
+
+
 def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
     """The roof an op of ``dtype`` on ``unit`` runs at.
 
-    A matrix op on a device with no matrix unit for its dtype runs on the vector unit
-    (fp16 matmuls on a P100); a dtype the device has no roof for at all is an error.
+    Fallbacks, in order: a matrix op on a device with no matrix unit for its dtype runs on
+    the vector unit (fp16 matmuls on a P100); a narrow float the vector unit cannot compute
+    in is widened to fp32 (bf16 elementwise work on a TPU v2/v3 VPU, bf16 on a V100). Any
+    other missing dtype is an error that lists the roofs the device has.
     """
-    if hw.has_roof(dtype, unit):
-        return hw.roof(dtype, unit)
-    if unit == "matrix" and hw.has_roof(dtype, "vector"):
-        return hw.roof(dtype, "vector")
+    candidates = [(dtype, unit)]
+    if unit == "matrix":
+        candidates.append((dtype, "vector"))
+    if dtype in _WIDENED_ON_VECTOR_UNIT:
+        candidates.append(("fp32", "vector"))
+    for candidate_dtype, candidate_unit in candidates:
+        if hw.has_roof(candidate_dtype, candidate_unit):
+            return hw.roof(candidate_dtype, candidate_unit)
     return hw.roof(dtype, unit)  # raises, listing the roofs the device has
 
 

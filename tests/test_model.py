@@ -116,11 +116,14 @@ def test_near_level_traffic(testchip_path):
     assert p.bound.kind is BoundKind.MEMORY and p.bound.resource == "VMEM"
 
 
-def test_matrix_work_without_matrix_roof_falls_back_to_vector(v100):
+def test_matrix_work_without_matrix_roof_falls_back_to_vector(v100, tpu_v2):
     # Volta has no fp32 tensor-core mode: an fp32 matmul runs at the 15.7 TFLOP/s roof.
     assert compute_roof(v100, "fp32", "matrix").unit == "vector"
-    with pytest.raises(UnknownHardwareError, match="has no bf16 matrix roof; it has: fp16 matrix"):
-        place(Work(flops=1, bytes=1, dtype="bf16", unit="matrix"), v100)
+    # No bf16 anywhere on Volta: bf16 work is widened to the fp32 CUDA-core roof.
+    assert compute_roof(v100, "bf16", "matrix").label == "fp32 vector"
+    assert compute_roof(tpu_v2, "bf16", "vector").label == "fp32 vector"
+    with pytest.raises(UnknownHardwareError, match="has no int8 matrix roof; it has: fp16 matrix"):
+        place(Work(flops=1, bytes=1, dtype="int8", unit="matrix"), v100)
 
 
 def test_what_if_bandwidth_moves_ridge(tpu_v2):

@@ -29,6 +29,7 @@ from roofline.hlo.formulas import (
     TRANSCENDENTAL,
     ConvolutionSpec,
     Flops,
+    select_and_scatter_computations,
     first_array,
 )
 from roofline.hlo.loops import trip_count
@@ -269,8 +270,7 @@ class _Analyzer:
             for operand in inner.operands:
                 users.setdefault(operand, []).append(inner)
         parts: list[tuple[Shape, float | None]] = []
-        params = {int(p.attributes.get("_operand_text", "0")): p
-                  for p in body.instructions if p.opcode == "parameter"}
+        params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
         for index, shape in enumerate(operand_shapes):
             param = params.get(index)
             consumers = _users_through_views(param, users) if param is not None else []
@@ -403,9 +403,8 @@ def replica_group_size(text: str, all_devices: int) -> int:
 
 def _all_called(instruction: Instruction) -> list[str]:
     names = list(instruction.called)
-    for key in ("select", "scatter"):
-        if key in instruction.attributes:
-            names.append(instruction.attributes[key].lstrip("%"))
+    if instruction.opcode == "select-and-scatter":
+        names += select_and_scatter_computations(instruction)
     return names
 
 
@@ -482,7 +481,7 @@ def _in_place_update(body: Computation, output: Instruction) -> tuple[int, float
     if buffer.opcode != "parameter":
         return None
     update = body.by_name[update_op.operands[1]]
-    return int(buffer.attributes.get("_operand_text", "0")), update.shape.bytes
+    return buffer.parameter_number, update.shape.bytes
 
 
 def backend_config(instruction: Instruction) -> dict:

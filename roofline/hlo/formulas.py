@@ -141,7 +141,7 @@ def _reduce_window(instruction: Instruction, env: Env) -> Flops:
 @formula("select-and-scatter")
 def _select_and_scatter(instruction: Instruction, env: Env) -> Flops:
     # Per source element: (window - 1) selections, then one scatter (e.g. MaxPoolGrad).
-    select, scatter = _select_and_scatter_computations(instruction)
+    select, scatter = select_and_scatter_computations(instruction)
     source = _elements(env.operand_shape(instruction, 1))
     window = parse_window(instruction.attributes.get("window", ""))
     size = math.prod(w.size for w in window) if window else 1
@@ -196,7 +196,7 @@ def _int_list(text: str) -> list[int]:
     return [int(v) for v in re.findall(r"-?\d+", text)]
 
 
-def _select_and_scatter_computations(instruction: Instruction) -> tuple[str, str]:
+def select_and_scatter_computations(instruction: Instruction) -> tuple[str, str]:
     select = instruction.attributes.get("select", "").lstrip("%")
     scatter = instruction.attributes.get("scatter", "").lstrip("%")
     return select, scatter

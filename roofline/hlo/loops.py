@@ -73,7 +73,7 @@ def _trace(computation: Computation, name: str) -> tuple[str, int | float]:
 
 
 def _constant(instruction: Instruction) -> float | None:
-    text = instruction.attributes.get("_operand_text", "")
+    text = instruction.literal
     try:
         return float(text)
     except ValueError:

@@ -20,31 +20,41 @@ class HloParseError(RooflineError, ValueError):
     """HLO text that cannot be read; names the line."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Instruction:
+    """One HLO instruction. Attributes are split from their text on first use: most
+    instructions inside fusions are never asked for theirs."""
+
     name: str
     opcode: str
     shape: Shape
     operands: tuple[str, ...]
-    attributes: dict[str, str] = field(hash=False, compare=False)
+    attribute_text: str = field(repr=False)
     is_root: bool = False
+    literal: str = ""
+
+    @cached_property
+    def attributes(self) -> dict[str, str]:
+        return _split_attributes(self.attribute_text)
+
+    @property
+    def parameter_number(self) -> int:
+        """For a ``parameter``: its position in the computation's signature."""
+        return int(self.literal or 0)
 
     @property
     def op_name(self) -> str:
         """The JAX source op from metadata, e.g. ``jit(f)/jvp()/dot_general``."""
-        metadata = self.attributes.get("metadata", "")
-        match = _OP_NAME.search(metadata)
+        match = _OP_NAME.search(self.attribute_text)
         return match.group(1) if match else ""
 
-    @property
+    @cached_property
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
         names: list[str] = []
-        for key in _CALL_KEYS:
-            value = self.attributes.get(key)
-            if value:
-                names += [n.strip().lstrip("%") for n in value.strip("{}").split(",")
-                          if n.strip()]
+        for match in _CALLS.finditer(self.attribute_text):
+            names += [n.strip().lstrip("%") for n in match.group(1).strip("{}").split(",")
+                      if n.strip()]
         return tuple(names)
 
 
@@ -68,7 +78,7 @@ class Computation:
     @property
     def parameters(self) -> list[Instruction]:
         params = [i for i in self.instructions if i.opcode == "parameter"]
-        return sorted(params, key=lambda i: int(i.attributes.get("_operand_text", "0") or 0))
+        return sorted(params, key=lambda i: i.parameter_number)
 
 
 @dataclass
@@ -84,8 +94,8 @@ class HloModule:
         return self.computations[self.entry_name]
 
 
-_CALL_KEYS = ("calls", "to_apply", "body", "condition", "branch_computations",
-              "true_computation", "false_computation")
+_CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
+                    r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
 _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
@@ -152,16 +162,15 @@ def _parse_instruction(line: str) -> Instruction:
     args_end = _matching(line, args_start - 1)
     operand_text = line[args_start:args_end]
     opcode = opcode_match.group(1)
-    attributes = _split_attributes(line[args_end + 1:])
-    if opcode in ("parameter", "constant", "iota", "get-tuple-element"):
-        attributes["_operand_text"] = operand_text.strip()
+    literal = ""
+    if opcode in ("parameter", "constant", "iota"):
+        literal = operand_text.strip()
         operands: tuple[str, ...] = ()
-        if opcode == "get-tuple-element":
-            operands = tuple(_operand_names(operand_text))
     else:
         operands = tuple(_operand_names(operand_text))
     return Instruction(name=head.group(2), opcode=opcode, shape=shape, operands=operands,
-                       attributes=attributes, is_root=bool(head.group(1)))
+                       attribute_text=line[args_end + 1:], is_root=bool(head.group(1)),
+                       literal=literal)
 
 
 def _end_of_shape(line: str, pos: int) -> int:
@@ -175,64 +184,49 @@ def _end_of_shape(line: str, pos: int) -> int:
     return end
 
 
-_CLOSE = {"(": ")", "[": "]", "{": "}"}
+# Quoted strings (with escapes) and the characters that nest or separate attributes.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
 
 
 def _matching(text: str, open_pos: int) -> int:
-    """Index of the bracket closing the one at ``open_pos``; quotes are skipped."""
+    """Index of the bracket closing the one at ``open_pos``; quoted text is skipped."""
     depth = 0
-    pos = open_pos
-    length = len(text)
-    while pos < length:
-        char = text[pos]
-        if char == '"':
-            pos = _end_of_string(text, pos)
-        elif char in "([{":
+    for match in _TOKEN.finditer(text, open_pos):
+        char = match.group()
+        if char in "([{":
             depth += 1
         elif char in ")]}":
             depth -= 1
             if depth == 0:
-                return pos
-        pos += 1
+                return match.start()
     raise HloParseError(f"unbalanced {text[open_pos]!r}")
 
 
-def _end_of_string(text: str, pos: int) -> int:
-    pos += 1
-    while True:
-        pos = text.index('"', pos)
-        backslashes = 0
-        while text[pos - 1 - backslashes] == "\\":
-            backslashes += 1
-        if backslashes % 2 == 0:
-            return pos
-        pos += 1
-
-
 def _top_level_split(text: str) -> list[str]:
+    """Split on commas that are not nested in brackets or quotes."""
     parts: list[str] = []
     depth = 0
     start = 0
-    pos = 0
-    length = len(text)
-    while pos < length:
-        char = text[pos]
-        if char == '"':
-            pos = _end_of_string(text, pos)
-        elif char in "([{":
+    for match in _TOKEN.finditer(text):
+        char = match.group()
+        if char in "([{":
             depth += 1
         elif char in ")]}":
             depth -= 1
         elif char == "," and depth == 0:
-            parts.append(text[start:pos])
-            start = pos + 1
-        pos += 1
+            parts.append(text[start:match.start()])
+            start = match.end()
     parts.append(text[start:])
     return [p.strip() for p in parts if p.strip()]
 
 
+_SIMPLE_OPERANDS = re.compile(r"^[\s%\w.\-,]*$")
+
+
 def _operand_names(text: str) -> list[str]:
     """Operand names; newer HLO prints each with its shape (``f32[2]{0} %x``)."""
+    if _SIMPLE_OPERANDS.match(text):  # the common case: "%a, %b"
+        return [n.strip().lstrip("%") for n in text.split(",") if n.strip()]
     names = []
     for part in _top_level_split(text):
         token = part.rsplit(None, 1)[-1] if "%" not in part else part[part.rindex("%") + 1:]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Bits per element of each HLO primitive type.
 ELEMENT_BITS: dict[str, int] = {
@@ -108,6 +109,7 @@ _COMMENT = re.compile(r"/\*.*?\*/")
 _ARRAY = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\})?\s*")
 
 
+@lru_cache(maxsize=65536)
 def parse_shape(text: str) -> Shape:
     """Parse a shape as printed in HLO text (see the module docstring)."""
     clean = _COMMENT.sub("", text)
