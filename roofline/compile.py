@@ -29,7 +29,6 @@ class Target:
     platform: str
     topology: str | None = None
     chips: int = 1
-    hardware_id: str | None = None
 
     @property
     def is_tpu(self) -> bool:
@@ -39,12 +38,12 @@ class Target:
 # Deviceless compilation refuses 1x1 topologies: compile over 2x2 and place on one device.
 TARGETS: dict[str, Target] = {
     "host": Target("host", "cpu"),
-    "tpu-v2": Target("tpu-v2", "tpu", "v2:2x2", 4, "tpu-v2"),
-    "tpu-v3": Target("tpu-v3", "tpu", "v3:2x2", 4, "tpu-v3"),
-    "tpu-v4": Target("tpu-v4", "tpu", "v4:2x2x1", 4, "tpu-v4"),
-    "tpu-v5e": Target("tpu-v5e", "tpu", "v5e:2x2", 4, "tpu-v5e"),
-    "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4, "tpu-v5p"),
-    "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4, "tpu-v6e"),
+    "tpu-v2": Target("tpu-v2", "tpu", "v2:2x2", 4),
+    "tpu-v3": Target("tpu-v3", "tpu", "v3:2x2", 4),
+    "tpu-v4": Target("tpu-v4", "tpu", "v4:2x2x1", 4),
+    "tpu-v5e": Target("tpu-v5e", "tpu", "v5e:2x2", 4),
+    "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4),
+    "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4),
 }
 
 

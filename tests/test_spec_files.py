@@ -1,7 +1,6 @@
 """Loading, validating and deriving hardware records from spec files."""
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -170,7 +170,8 @@ def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
     for i, raw in enumerate(entries):
         key = f"compute[{i}]"
         entry = reader.table(key, raw)
-        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"}, ("unit", "dtype", "peak"))
+        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"},
+                          ("unit", "dtype", "peak"))
         entry = _with_variant(reader, key, entry, {"peak"}, variant)
         unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
         dtype = reader.choice(f"{key}.dtype", entry["dtype"], DTYPES)

@@ -13,7 +13,6 @@ once; :func:`analyze_module` can do either).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -149,11 +148,12 @@ class _Analyzer:
         if formula is None:
             self.unknown[instruction.opcode] += 1
             return Flops()
-        self._current = computation
         return formula(instruction, self)
 
     def operand_shape(self, instruction: Instruction, index: int) -> Shape:
-        computation = self._owner.get(instruction.name, self._current)
+        # HLO instruction names are unique in a module; instruction_flops recorded where
+        # this one lives before its formula asked.
+        computation = self._owner[instruction.name]
         return computation.by_name[instruction.operands[index]].shape
 
     def _while_flops(self, instruction: Instruction) -> Flops:
@@ -482,16 +482,3 @@ def _in_place_update(body: Computation, output: Instruction) -> tuple[int, float
         return None
     update = body.by_name[update_op.operands[1]]
     return buffer.parameter_number, update.shape.bytes
-
-
-def backend_config(instruction: Instruction) -> dict:
-    """The instruction's backend_config as a dict ({} when absent or not JSON)."""
-    text = instruction.attributes.get("backend_config", "")
-    try:
-        return json.loads(text) if text.startswith("{") else {}
-    except json.JSONDecodeError:
-        return {}
-
-
-__all__ = ["CATEGORIES", "ModuleCosts", "OpCost", "analyze_module", "backend_config",
-           "custom_call_target", "replica_group_size", "ArrayShape", "ConvolutionSpec"]
