@@ -26,7 +26,6 @@ from roofline.hlo.formulas import (
     FORMULAS,
     FREE,
     TRANSCENDENTAL,
-    ConvolutionSpec,
     Flops,
     select_and_scatter_computations,
     first_array,
