@@ -18,6 +18,11 @@ from typing import Any
 
 from roofline.errors import RooflineError
 
+# libtpu takes a machine-wide lock file when it loads, so a second process (a test run
+# beside a CLI call, sweep workers) would fail with "Internal error when accessing libtpu
+# multi-process lockfile". Deviceless compilation touches no TPU: sharing is safe.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+
 
 def versions() -> dict[str, str]:
     """Installed versions of the compiler stack."""

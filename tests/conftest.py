@@ -1,4 +1,8 @@
+import os
 from pathlib import Path
+
+# The tests compile for XLA:CPU and, deviceless, for TPUs: never probe for accelerators.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pytest
 
