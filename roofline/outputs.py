@@ -25,6 +25,10 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
+        # mkstemp creates the file private (0600); give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -82,6 +82,8 @@ def test_hardware_plot_writes_png(capsys, tmp_path):
                        "--out", str(out_file))
     assert code == 0
     assert out_file.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out_file.stat().st_mode & 0o044, "outputs are readable like any file"
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file is left behind"
 
 
 def test_hardware_plot_refuses_unknown_extension(capsys, tmp_path):
