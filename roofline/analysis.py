@@ -69,9 +69,15 @@ def device_hardware(program: CompiledProgram, hardware: Hardware) -> Hardware:
 
 
 def work_of(op: OpCost, hardware: Hardware, onchip_level: str | None) -> Work:
+    """What an op asks of ``hardware``. Collective bytes cross the primary interconnect;
+    bytes to or from host memory cross the PCIe link (when the spec lists one)."""
     near = ((onchip_level, op.onchip_bytes),) if onchip_level and op.onchip_bytes else ()
+    link_bytes, link = (op.link_bytes if hardware.links else 0.0), None
+    pcie = next((x.name for x in hardware.links if "pcie" in x.name.lower()), None)
+    if op.host_bytes and pcie is not None:
+        link_bytes, link = link_bytes + op.host_bytes, pcie
     return Work(flops=op.flops, bytes=op.bytes, dtype=op.dtype, unit=op.unit,
-                near_bytes=near, link_bytes=op.link_bytes if hardware.links else 0.0,
+                near_bytes=near, link_bytes=link_bytes, link=link,
                 launches=max(op.kernels, 1))
 
 

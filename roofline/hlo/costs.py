@@ -38,6 +38,7 @@ CATEGORIES = ("matmul", "convolution", "elementwise", "reduction", "data movemen
               "collective", "control", "other")
 _REDUCTIONS = ("reduce", "reduce-window", "select-and-scatter", "scatter", "sort")
 _CONTROL = ("while", "conditional", "call")
+MISSING_BODY = "fusion body not in the HLO"
 _SLICES = ("slice", "dynamic-slice")
 # Custom calls known to do no work of their own (buffer bookkeeping on TPU, sharding marks).
 _FREE_CUSTOM_CALLS = ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
@@ -67,6 +68,7 @@ class OpCost:
     free: bool = False
     trip_count: int = 1
     kernels: int = 1
+    host_bytes: float = 0.0
 
     @property
     def bytes(self) -> float:
@@ -126,6 +128,10 @@ class _Analyzer:
 
     # --- FLOPs (Env protocol for the formulas) -----------------------------------------
     def computation_flops(self, name: str) -> Flops:
+        if name not in self.module.computations:
+            # A trace names an op but does not ship the fusion body it calls.
+            self.unknown[MISSING_BODY] += 1
+            return Flops()
         if name not in self._flops:
             computation = self.module.computations[name]
             total = Flops()
@@ -182,13 +188,14 @@ class _Analyzer:
         opcode = instruction.opcode
         free = opcode in FREE or opcode == "bitcast" or (
             opcode == "custom-call" and custom_call_target(instruction) in _FREE_CUSTOM_CALLS)
-        read = written = onchip = link = 0.0
+        read = written = onchip = link = host = 0.0
         trips = 1
         kernels = 0 if free or opcode in ASYNC_DONE else 1
         if opcode in _CONTROL:
-            read, written, onchip, link, trips, kernels = self._control_bytes(instruction)
+            read, written, onchip, host, link, trips, kernels = self._control_bytes(
+                instruction)
         elif not free and opcode not in ASYNC_DONE:
-            read, written, onchip = self._memory_bytes(instruction, computation)
+            read, written, onchip, host = self._memory_bytes(instruction, computation)
             if opcode in COLLECTIVES:
                 link = self._link_bytes(instruction, computation)
         category, unit, dtype = self._classify(instruction, computation)
@@ -197,7 +204,7 @@ class _Analyzer:
             flops=flops.flops, transcendentals=flops.transcendentals, bytes_read=read,
             bytes_written=written, onchip_bytes=onchip, link_bytes=link,
             op_name=instruction.op_name, operands=instruction.operands, unknown=unknown,
-            free=free, trip_count=trips, kernels=kernels,
+            free=free, trip_count=trips, kernels=kernels, host_bytes=host,
         )
 
     def _unknown_inside(self, instruction: Instruction) -> tuple[str, ...]:
@@ -208,6 +215,8 @@ class _Analyzer:
         if instruction.opcode == "custom-call" and (
                 custom_call_target(instruction) not in _FREE_CUSTOM_CALLS):
             found.add(f"custom-call:{custom_call_target(instruction)}")
+        if any(name not in self.module.computations for name in _all_called(instruction)):
+            found.add(MISSING_BODY)
         for name in self._called_recursively(instruction):
             for inner in self.module.computations[name].instructions:
                 if inner.opcode == "custom-call":
@@ -222,7 +231,7 @@ class _Analyzer:
         names, stack = [], list(_all_called(instruction))
         while stack:
             name = stack.pop()
-            if name in names:
+            if name in names or name not in self.module.computations:
                 continue
             names.append(name)
             for inner in self.module.computations[name].instructions:
@@ -231,12 +240,12 @@ class _Analyzer:
 
     # --- bytes -------------------------------------------------------------------------
     def _memory_bytes(self, instruction: Instruction, computation: Computation
-                      ) -> tuple[float, float, float]:
-        """(main-memory bytes read, written, on-chip bytes) of one kernel."""
+                      ) -> tuple[float, float, float, float]:
+        """(main-memory bytes read, written, on-chip bytes, host bytes) of one kernel."""
         operand_shapes = [computation.by_name[n].shape for n in instruction.operands]
         read_parts: list[tuple[Shape, float | None]] = [(s, None) for s in operand_shapes]
         written_shape: list[tuple[Shape, float | None]] = [(instruction.shape, None)]
-        if instruction.opcode == "fusion":
+        if instruction.opcode == "fusion" and instruction.called[0] in self.module.computations:
             body = self.module.computations[instruction.called[0]]
             read_parts = self._fusion_reads(body, operand_shapes)
             outputs = _fusion_outputs(body)
@@ -258,9 +267,9 @@ class _Analyzer:
             update = operand_shapes[1]
             read_parts[0] = (operand_shapes[0], 0.0)
             written_shape = [(instruction.shape, update.bytes)]
-        read, onchip_read = _split_by_space(read_parts)
-        written, onchip_written = _split_by_space(written_shape)
-        return read, written, onchip_read + onchip_written
+        read, onchip_read, host_read = _split_by_space(read_parts)
+        written, onchip_written, host_written = _split_by_space(written_shape)
+        return read, written, onchip_read + onchip_written, host_read + host_written
 
     def _fusion_reads(self, body: Computation, operand_shapes: list[Shape]
                       ) -> list[tuple[Shape, float | None]]:
@@ -280,7 +289,7 @@ class _Analyzer:
         return parts
 
     def _control_bytes(self, instruction: Instruction
-                       ) -> tuple[float, float, float, float, int, int]:
+                       ) -> tuple[float, float, float, float, float, int, int]:
         """Bytes and kernel launches of a loop, call or conditional: its body's kernels,
         times the trips."""
         if instruction.opcode == "while":
@@ -292,7 +301,7 @@ class _Analyzer:
             trips = 1
         else:
             bodies, trips = list(instruction.called), 1
-        read = written = onchip = link = 0.0
+        read = written = onchip = host = link = 0.0
         kernels = 0
         for name in bodies:
             body = self.module.computations[name]
@@ -301,10 +310,11 @@ class _Analyzer:
                 read += cost.bytes_read
                 written += cost.bytes_written
                 onchip += cost.onchip_bytes
+                host += cost.host_bytes
                 link += cost.link_bytes
                 kernels += cost.kernels
-        return (read * trips, written * trips, onchip * trips, link * trips, trips,
-                kernels * trips)
+        return (read * trips, written * trips, onchip * trips, host * trips, link * trips,
+                trips, kernels * trips)
 
     def _link_bytes(self, instruction: Instruction, computation: Computation) -> float:
         """Bytes one device sends over its links for a collective (ring algorithms)."""
@@ -416,23 +426,25 @@ def _output_dtype(shape: Shape) -> str:
     return first_array(shape).dtype if arrays(shape) else "f32"
 
 
-def _split_by_space(parts: list[tuple[Shape, float | None]]) -> tuple[float, float]:
-    """Sum bytes (or the override in each pair) into (main memory, on-chip)."""
-    main = onchip = 0.0
+# XLA's memory spaces (the S(n) of a layout): 0 is device main memory, 5 is host memory
+# (xla/layout.h kHostMemorySpace); the others are on-chip (TPU VMEM, SMEM, sync flags).
+HOST_MEMORY_SPACE = 5
+
+
+def _split_by_space(parts: list[tuple[Shape, float | None]]) -> tuple[float, float, float]:
+    """Sum bytes (or the override in each pair) into (main memory, on-chip, host)."""
+    totals = [0.0, 0.0, 0.0]
+
+    def slot(space: int) -> int:
+        return 0 if space == 0 else (2 if space == HOST_MEMORY_SPACE else 1)
     for shape, override in parts:
+        members = arrays(shape)
         if override is not None:
-            spaces = {a.memory_space for a in arrays(shape)}
-            if spaces == {0} or not spaces:
-                main += override
-            else:
-                onchip += override
+            totals[slot(members[0].memory_space if members else 0)] += override
             continue
-        for array in arrays(shape):
-            if array.memory_space == 0:
-                main += array.bytes
-            else:
-                onchip += array.bytes
-    return main, onchip
+        for array in members:
+            totals[slot(array.memory_space)] += array.bytes
+    return totals[0], totals[1], totals[2]
 
 
 def _users_through_views(param: Instruction, users: dict[str, list[Instruction]]
