@@ -130,6 +130,41 @@ def _analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from roofline.trace.capture import capture
+    from roofline.workloads import parse_spec
+
+    path = capture(parse_spec(args.spec), args.out, steps=args.steps, warmup=args.warmup)
+    print(f"wrote {path}")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from roofline.annotate import write_annotated_trace
+    from roofline.explain import default_hardware_ref, explain, load_run
+    from roofline.model import Overlap
+
+    loaded = load_run(args.run_dir, args.device)
+    ref = args.hardware or default_hardware_ref(loaded.run)
+    try:
+        hardware = load_hardware(ref, args.hardware_dir)
+    except RooflineError as exc:
+        if args.hardware is None and ref == "host":
+            raise RooflineError(
+                "explain measures host runs against the host's own ceilings, and there is no "
+                "'host' spec yet: run 'roofline hardware measure --out "
+                "hardware_specs/host.toml' (or pass --hardware ID)") from exc
+        raise
+    explanation = explain(loaded, hardware, Overlap(args.overlap))
+    doc = report.explanation_document(explanation)
+    if args.annotate:
+        write_annotated_trace(explanation, args.annotate)
+        print(f"wrote {args.annotate}", file=sys.stderr)
+    _emit(args, text=report.explanation_text(doc, args.top), document=doc,
+          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
@@ -151,15 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
                                           metavar="SUBCOMMAND")
     p = hw_commands.add_parser("list", parents=[common, formatted],
                                help="list every device spec visible")
-    p.set_defaults(run=_hardware_list)
+    p.set_defaults(handler=_hardware_list)
     p = hw_commands.add_parser("show", parents=[common, formatted],
                                help="one device: roofs, memory, links, ridge points, sources")
     p.add_argument("ref", metavar="ID", help="ID, ID@VARIANT, ID:SCOPE or a .toml path")
-    p.set_defaults(run=_hardware_show)
+    p.set_defaults(handler=_hardware_show)
     p = hw_commands.add_parser("check", parents=[formatted],
                                help="validate a spec file")
     p.add_argument("file", metavar="FILE")
-    p.set_defaults(run=_hardware_check)
+    p.set_defaults(handler=_hardware_check)
     p = hw_commands.add_parser("plot", parents=[common],
                                help="rooflines of one or more devices in one figure")
     p.add_argument("refs", nargs="+", metavar="ID")
@@ -169,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--units", metavar="LIST", help="only these units: matrix, vector")
     p.add_argument("--all-levels", action="store_true",
                    help="also draw the bandwidth roofs of on-chip memory levels")
-    p.set_defaults(run=_hardware_plot)
+    p.set_defaults(handler=_hardware_plot)
 
     p = commands.add_parser(
         "analyze", parents=[common, formatted],
@@ -191,7 +226,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=25,
                    help="ops shown in the table format (0: all)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
-    p.set_defaults(run=_analyze)
+    p.set_defaults(handler=_analyze)
+
+    p = commands.add_parser(
+        "profile", help="run a program on this host and capture a trace into a run directory")
+    p.add_argument("spec", metavar="SPEC", help="a workload, as for analyze")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="new run directory, e.g. traces/mlp (never overwritten)")
+    p.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untraced warm-up steps (default 2)")
+    p.set_defaults(handler=_profile)
+
+    p = commands.add_parser(
+        "explain", parents=[common, formatted],
+        help="measured per-op times against the roofline: bounds, efficiency, losses")
+    p.add_argument("run_dir", metavar="RUN", help="a run directory or an .xplane.pb trace")
+    p.add_argument("--hardware", metavar="ID",
+                   help="spec to explain against (default: the host's measured spec for "
+                        "host runs, the traced device's spec for TPU/GPU traces)")
+    p.add_argument("--device", type=int, help="device plane of a GPU/TPU trace (default: "
+                                              "the first with XLA ops)")
+    p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    p.add_argument("--top", type=int, default=25, help="ops shown in the table (0: all)")
+    p.add_argument("--annotate", metavar="FILE.trace.json.gz",
+                   help="also write a Perfetto/Chrome trace annotated with the analysis")
+    p.set_defaults(handler=_explain)
     return parser
 
 
@@ -201,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        return args.handler(args)
     except RooflineError as exc:
         print(f"roofline: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

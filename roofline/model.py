@@ -88,7 +88,7 @@ class Placement:
     seconds: float
     bound: Bound
     overlap: Overlap
-    roof: ComputeRoof
+    roof: ComputeRoof | None
 
     def terms(self) -> dict[str, float]:
         return {"compute": self.compute_s,
@@ -162,8 +162,13 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     Ties go to the earlier term in the order compute, memory (far to near), link,
     overhead: an op exactly at the ridge point is compute-bound.
     """
-    roof = compute_roof(hw, work.dtype, work.unit)
-    compute_s = work.flops / roof.flop_per_s
+    try:
+        roof: ComputeRoof | None = compute_roof(hw, work.dtype, work.unit)
+    except UnknownHardwareError:
+        if work.flops:
+            raise
+        roof = None  # pure data movement needs no compute roof (TPU v6e publishes no VPU)
+    compute_s = work.flops / roof.flop_per_s if roof else 0.0
     memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
     for name, nbytes in work.near_bytes:
         level = hw.level(name)
@@ -173,7 +178,7 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
         link_s = work.link_bytes / _link(hw, work.link).bytes_per_s
     overhead_s = hw.overhead.value * work.launches  # type: ignore[operator]
 
-    candidates = [(compute_s, Bound(BoundKind.COMPUTE, roof.label))]
+    candidates = [(compute_s, Bound(BoundKind.COMPUTE, roof.label if roof else ""))]
     candidates += [(t, Bound(BoundKind.MEMORY, name)) for name, t in memory_s]
     link_name = _link(hw, work.link).name if work.link_bytes > 0 else ""
     candidates += [(link_s, Bound(BoundKind.LINK, link_name)),

@@ -13,6 +13,7 @@ from roofline.hardware.records import Hardware
 if TYPE_CHECKING:
     from roofline.analysis import Fit, ProgramPlacement
     from roofline.compile import CompiledProgram
+    from roofline.explain import Explanation
 from roofline.model import ridge_points
 from roofline.units import Kind, format_quantity
 
@@ -187,7 +188,7 @@ def op_rows(program: CompiledProgram, placement: ProgramPlacement | None) -> lis
                 "overhead_s": p.overhead_s if p else 0.0,
                 "seconds": p.seconds if p else 0.0,
                 "bound": str(p.bound) if p else None,
-                "roof": p.roof.label if p else None,
+                "roof": p.roof.label if p and p.roof else None,
             })
         rows.append(row)
     return rows
@@ -298,3 +299,103 @@ def analysis_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             row[f"memory_s:{level}"] = seconds
         rows.append(row)
     return rows
+
+
+# --- measured runs -----------------------------------------------------------------------
+
+def explanation_document(ex: Explanation) -> dict[str, Any]:
+    """``explain`` as JSON: schema ``roofline/explanation/1``."""
+    run, hw = ex.run, ex.hardware
+    ops = []
+    for op in ex.ops:
+        p = op.placement
+        ops.append({
+            "module": op.measured.module, "name": op.measured.name,
+            "async": op.measured.is_async, "occurrences": op.measured.occurrences,
+            "executions": op.executions, "measured_s": op.seconds,
+            "total_s": op.measured.total_s, "self_s": op.measured.self_s,
+            "category": op.cost.category if op.cost else None,
+            "flops": op.cost.flops if op.cost else None,
+            "bytes": op.cost.bytes if op.cost else None,
+            "lower_bound_s": op.lower_bound_s, "efficiency": op.efficiency,
+            "predicted_bound": str(p.bound) if p else None,
+            "measured_class": op.measured_class(hw),
+            "above_roof": op.above_roof,
+            "unknown": list(op.cost.unknown) if op.cost else [],
+        })
+    peaks = run.device_peaks()
+    main_roof = next((r for r in hw.compute if (r.unit, r.dtype) == ("matrix", "bf16")),
+                     max(hw.compute, key=lambda r: r.flop_per_s))
+    spec_numbers = {"flop_per_s": main_roof.flop_per_s,
+                    "memory_bytes_per_s": hw.main_memory.bytes_per_s,
+                    "hbm_bytes_per_s": hw.main_memory.bytes_per_s}
+    return {
+        "schema": "roofline/explanation/1",
+        "flop_convention": FLOP_CONVENTION,
+        "run": run.path, "platform": run.platform, "device": run.device,
+        "cost_source": ex.loaded.cost_source,
+        "hardware": {"ref": hw.ref, "label": hw.label, "overlap": ex.overlap.value},
+        "steps": run.steps,
+        "wall_seconds_per_step": run.wall_seconds_per_step or None,
+        "op_seconds_per_step": run.op_seconds_per_step,
+        "manifest_wall_seconds_per_step": (ex.loaded.manifest or {}).get(
+            "wall_seconds_per_step"),
+        "module_runs": run.module_runs,
+        "seconds_by_class": ex.seconds_by("class"),
+        "seconds_by_category": ex.seconds_by("category"),
+        "achieved": ex.achieved(),
+        "device_peaks": {k: {"trace": v, "spec": spec_numbers.get(k)}
+                         for k, v in peaks.items()},
+        "above_roof": [f"{o['module']}/{o['name']}" for o in ops if o["above_roof"]],
+        "time_without_cost": [f"{o['module']}/{o['name']}" for o in ops
+                              if o["flops"] is None
+                              and not o["measured_class"].startswith("async")],
+        "cost_without_time": [f"{m}/{c.name}" for m, c in ex.costs_without_time],
+        "top_losses": [f"{o.measured.module}/{o.measured.name}" for o in ex.losers()],
+        "ops": ops,
+    }
+
+
+def explanation_text(doc: dict[str, Any], top: int) -> str:
+    q = format_quantity
+    lines = [f"{doc['run']} ({doc['platform']}, {doc['device']}), {doc['steps']} steps; "
+             f"explained on {doc['hardware']['label']} (overlap {doc['hardware']['overlap']})",
+             f"costs from: {doc['cost_source']}",
+             "wall time per step "
+             + (q(doc["wall_seconds_per_step"], Kind.TIME) if doc["wall_seconds_per_step"]
+                else "not recorded")
+             + f"; op time per step summed over threads/streams "
+             f"{q(doc['op_seconds_per_step'], Kind.TIME)}"]
+    a = doc["achieved"]
+    lines.append(f"achieved {q(a['flop_per_s'], Kind.FLOP_RATE)} and "
+                 f"{q(a['bytes_per_s'], Kind.BANDWIDTH)} over costed ops; roofline lower bound "
+                 f"{q(a['lower_bound_s'], Kind.TIME)} of {q(a['seconds'], Kind.TIME)} measured "
+                 f"(efficiency {a['efficiency']:.1%})")
+    total = sum(doc["seconds_by_class"].values()) or 1.0
+    lines.append("time per step by measured class:")
+    for name, seconds in sorted(doc["seconds_by_class"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / total:7.1%}")
+    lines.append("time per step by category:")
+    for name, seconds in sorted(doc["seconds_by_category"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / total:7.1%}")
+    for key, pair in doc["device_peaks"].items():
+        spec = pair["spec"]
+        lines.append(f"trace records {key} = {pair['trace']:.4g}"
+                     + (f" (spec file: {spec:.4g})" if spec else ""))
+    for label in ("above_roof", "time_without_cost", "cost_without_time"):
+        if doc[label]:
+            shown = doc[label][:8]
+            more = f" and {len(doc[label]) - 8} more" if len(doc[label]) > 8 else ""
+            lines.append(f"{label.replace('_', ' ')}: {', '.join(shown)}{more}")
+    ops = sorted(doc["ops"], key=lambda o: -o["measured_s"])
+    shown_ops = ops if top <= 0 else ops[:top]
+    rows = [{"op": f"{o['module']}/{o['name']}" + (" (async span)" if o["async"] else ""),
+             "category": o["category"],
+             "measured": q(o["measured_s"], Kind.TIME),
+             "bound": q(o["lower_bound_s"], Kind.TIME) if o["lower_bound_s"] else None,
+             "efficiency": o["efficiency"], "predicted": o["predicted_bound"],
+             "measured class": o["measured_class"] + (" ABOVE ROOF" if o["above_roof"] else "")}
+            for o in shown_ops]
+    title = (f"top {len(shown_ops)} of {len(ops)} ops by measured time per step (async spans "
+             "overlap other work and are left out of the sums above)")
+    return "\n".join(lines) + "\n\n" + format_table(rows, title=title) + "\n"

@@ -340,6 +340,11 @@ class _Analyzer:
                   ) -> tuple[str, str, str]:
         inner = self._heaviest_inner(instruction, computation)
         opcode = inner.opcode if inner is not None else instruction.opcode
+        if inner is None and instruction.opcode == "fusion":
+            named = self._opcodes_inside(instruction)
+            if named & {"convolution", "dot"}:
+                dtype = SPEC_DTYPE.get(_output_dtype(instruction.shape), "fp32")
+                return ("matmul" if "dot" in named else "convolution"), "matrix", dtype
         if inner is not None and opcode in ("dot", "convolution"):
             owner = self._owner.get(inner.name, computation)
             lhs = first_array(owner.by_name[inner.operands[0]].shape)
@@ -365,8 +370,13 @@ class _Analyzer:
     def _opcodes_inside(self, instruction: Instruction) -> set[str]:
         kinds = {instruction.opcode}
         if instruction.opcode == "fusion":
-            for name in self._called_recursively(instruction):
+            bodies = self._called_recursively(instruction)
+            for name in bodies:
                 kinds |= {i.opcode for i in self.module.computations[name].instructions}
+            if not bodies:
+                # Without its body (a trace names only the fusion), XLA's fusion name still
+                # lists the ops it fused: "broadcast_add_fusion", "convolution_add_fusion".
+                kinds |= set(instruction.name.split(".")[0].split("_"))
         return kinds
 
     def _heaviest_inner(self, instruction: Instruction, computation: Computation

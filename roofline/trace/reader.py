@@ -55,6 +55,7 @@ class MeasuredRun:
     step_wall_s: tuple[float, ...]
     device_stats: dict[str, Any] = field(default_factory=dict)
     events: int = 0
+    timeline: tuple[OpEvent, ...] = field(default=(), repr=False)
 
     @property
     def op_seconds_per_step(self) -> float:
@@ -145,8 +146,10 @@ def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
     raise TraceError(f"{xplane}: no /host:CPU, GPU or TPU plane: not a JAX profile")
 
 
-@dataclass
-class _Event:
+@dataclass(frozen=True, slots=True)
+class OpEvent:
+    """One execution of an op on one thread, stream or device line (times in ns)."""
+
     module: str
     op: str
     start: float
@@ -161,7 +164,7 @@ def _stats(event: Any) -> dict[str, Any]:
     return dict(event.stats)
 
 
-def _aggregate(events: list[_Event]) -> list[MeasuredOp]:
+def _aggregate(events: list[OpEvent]) -> list[MeasuredOp]:
     """Sum events per (module, op); self time excludes op events nested on one line."""
     self_time = _self_times(events)
     totals: dict[tuple[str, str, bool], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
@@ -178,7 +181,7 @@ def _aggregate(events: list[_Event]) -> list[MeasuredOp]:
             for (m, o, a), (n, t, s) in totals.items()]
 
 
-def _self_times(events: list[_Event]) -> list[float]:
+def _self_times(events: list[OpEvent]) -> list[float]:
     own = [e.end - e.start for e in events]
     by_line: dict[int, list[int]] = defaultdict(list)
     for index, event in enumerate(events):
@@ -196,7 +199,7 @@ def _self_times(events: list[_Event]) -> list[float]:
 
 
 def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
-    events: list[_Event] = []
+    events: list[OpEvent] = []
     steps: list[float] = []
     count = 0
     for line_index, line in enumerate(plane.lines):
@@ -205,7 +208,7 @@ def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
             stats = _stats(event)
             if "hlo_op" in stats and "hlo_module" in stats:
                 start = event.start_ns
-                events.append(_Event(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
+                events.append(OpEvent(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
                                      start + event.duration_ns, line_index,
                                      run=str(stats.get("run_id", ""))))
             elif "step_num" in stats:
@@ -217,17 +220,17 @@ def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
     if not steps:
         steps = _run_walls(events)
     return MeasuredRun(str(path), "cpu", "/host:CPU", tuple(_aggregate(events)), runs,
-                       len(steps), tuple(steps), {}, count)
+                       len(steps), tuple(steps), {}, count, tuple(events))
 
 
-def _module_runs(events: list[_Event]) -> dict[str, int]:
+def _module_runs(events: list[OpEvent]) -> dict[str, int]:
     runs: dict[str, set[str]] = defaultdict(set)
     for event in events:
         runs[event.module].add(event.run)
     return {module: len(ids) for module, ids in runs.items()}
 
 
-def _run_walls(events: list[_Event]) -> list[float]:
+def _run_walls(events: list[OpEvent]) -> list[float]:
     """Wall time of each module execution (first op start to last op end)."""
     spans: dict[tuple[str, str], list[float]] = {}
     for event in events:
@@ -251,12 +254,12 @@ def _read_device(path: Path, planes: dict[str, Any], names: list[str], device: i
         if events:
             stats = dict(planes[name].stats)
             return MeasuredRun(str(path), platform, name, tuple(_aggregate(events)), runs,
-                               max(len(walls), 1), tuple(walls), stats, count)
+                               max(len(walls), 1), tuple(walls), stats, count, tuple(events))
     raise TraceError(f"{path}: the trace has no XLA ops on {', '.join(names)}")
 
 
-def _gpu_events(plane: Any) -> tuple[list[_Event], list[float], dict[str, int], int]:
-    events: list[_Event] = []
+def _gpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
+    events: list[OpEvent] = []
     seen = 0
     for line_index, line in enumerate(plane.lines):
         for event in line.events:
@@ -264,7 +267,7 @@ def _gpu_events(plane: Any) -> tuple[list[_Event], list[float], dict[str, int], 
             stats = _stats(event)
             if "hlo_op" in stats and "hlo_module" in stats:
                 start = event.start_ns
-                events.append(_Event(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
+                events.append(OpEvent(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
                                      start + event.duration_ns, line_index))
     runs = {module: 1 for module in {e.module for e in events}}
     return events, [], runs, seen
@@ -274,7 +277,7 @@ _OP_TEXT = re.compile(r"^%?([^\s=]+)\s*=")
 _MODULE_NAME = re.compile(r"^(.*?)(?:\(\d+\))?$")
 
 
-def _tpu_events(plane: Any) -> tuple[list[_Event], list[float], dict[str, int], int]:
+def _tpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
     lines = {line.name: (index, line) for index, line in enumerate(plane.lines)}
     seen = 0
     modules: list[tuple[float, float, str]] = []
@@ -284,7 +287,7 @@ def _tpu_events(plane: Any) -> tuple[list[_Event], list[float], dict[str, int], 
             name = _MODULE_NAME.match(event.name).group(1)  # type: ignore[union-attr]
             modules.append((event.start_ns, event.start_ns + event.duration_ns, name))
     modules.sort()
-    events: list[_Event] = []
+    events: list[OpEvent] = []
     for line_name, is_async in (("XLA Ops", False), ("Async XLA Ops", True)):
         if line_name not in lines:
             continue
@@ -295,7 +298,7 @@ def _tpu_events(plane: Any) -> tuple[list[_Event], list[float], dict[str, int], 
             if match is None:
                 continue
             start = event.start_ns
-            events.append(_Event(_containing(modules, start), match.group(1), start,
+            events.append(OpEvent(_containing(modules, start), match.group(1), start,
                                  start + event.duration_ns, index, text=event.name,
                                  is_async=is_async))
     runs: dict[str, int] = defaultdict(int)

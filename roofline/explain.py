@@ -1,0 +1,237 @@
+"""Measured against the roofline: where the time of a run went, op by op.
+
+Each measured op is joined to the cost of the HLO op that ran (by module and op name) and
+placed on a hardware roofline. Its efficiency is the roofline lower bound over the
+measured time. Its measured class says what held it back:
+
+- the predicted bound class (compute, memory at a level, link) when it reached at least
+  ``NEAR_ROOF`` of that roof;
+- ``overhead`` when it took no longer than ``OVERHEAD_FACTOR`` times the spec's fixed
+  per-op cost (launch or dispatch), whatever its roof said;
+- ``other`` when it stayed far below every roof for no reason the model knows.
+
+An op that ran faster than its lower bound is flagged: the spec's peaks or the op's costs
+are wrong. Ops with time but no cost, and costs with no time, are listed, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.analysis import onchip_level_of, work_of
+from roofline.errors import RooflineError, UnknownHardwareError
+from roofline.hardware.records import Hardware
+from roofline.hlo import ModuleCosts, analyze_module, parse_hlo_text
+from roofline.hlo.costs import OpCost
+from roofline.hlo.standalone import costs_from_instruction_texts
+from roofline.model import Overlap, Placement, place
+from roofline.trace.capture import HLO_DIR, MANIFEST
+from roofline.trace.reader import MeasuredOp, MeasuredRun, find_xplane, read_trace
+
+NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
+OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
+ABOVE_ROOF = 1.05        # efficiency beyond this is faster than physics allows
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A measured run with the costs of the HLO that ran (per module)."""
+
+    run: MeasuredRun
+    costs: dict[str, ModuleCosts]
+    manifest: dict[str, Any] | None
+    cost_source: str
+
+
+def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
+    """Read a run directory (from ``roofline profile``) or a trace file with its costs.
+
+    A run directory must hold the HLO of its modules. A bare TPU trace is costed from
+    the instruction text its events carry; a bare GPU trace has no costs to join.
+    """
+    path = Path(path)
+    run = read_trace(path, device)
+    manifest = None
+    if path.is_dir() and (path / MANIFEST).exists():
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RooflineError(f"{path / MANIFEST}: unreadable manifest: {exc}") from None
+    hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
+    if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
+        costs = {}
+        for file in sorted(hlo_dir.glob("*.txt")):
+            module = parse_hlo_text(file.read_text())
+            costs[module.name] = analyze_module(module)
+        return LoadedRun(run, costs, manifest, "optimized HLO saved with the run")
+    if path.is_dir() and manifest is not None:
+        raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
+                            "HLO of its modules; capture it again with 'roofline profile'")
+    if run.platform == "tpu":
+        texts: dict[str, list[str]] = defaultdict(list)
+        for op in run.ops:
+            texts[op.module].append(op.text)
+        return LoadedRun(run, {m: costs_from_instruction_texts(m, t) for m, t in texts.items()},
+                         manifest, "HLO instruction text in the trace events")
+    if run.platform == "cpu":
+        raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
+                            "HLO; explain needs the run directory written by "
+                            "'roofline profile' (with its hlo/)")
+    return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)")
+
+
+@dataclass(frozen=True)
+class ExplainedOp:
+    """One measured op set against its roofline lower bound."""
+
+    measured: MeasuredOp
+    cost: OpCost | None
+    placement: Placement | None
+    seconds: float              # measured time per execution of its module
+    executions: int
+
+    @property
+    def lower_bound_s(self) -> float | None:
+        return self.placement.seconds if self.placement else None
+
+    @property
+    def efficiency(self) -> float | None:
+        if self.placement is None or self.seconds <= 0:
+            return None
+        return self.placement.seconds / self.seconds
+
+    @property
+    def above_roof(self) -> bool:
+        return self.efficiency is not None and self.efficiency > ABOVE_ROOF
+
+    def measured_class(self, hardware: Hardware) -> str:
+        name = self.measured.name.split(".")[0]
+        if not self.measured.is_async and name.endswith("-done"):
+            return "async wait"      # blocked until an async copy or collective finished
+        if not self.measured.is_async and name.endswith("-start"):
+            return "async issue"     # the transfer itself is the async record
+        if self.placement is None:
+            return "unknown (no cost)"
+        launches = max(self.cost.kernels, 1) if self.cost else 1
+        if self.seconds <= OVERHEAD_FACTOR * hardware.overhead.value * launches:  # type: ignore[operator]
+            return "overhead"
+        if self.efficiency is not None and self.efficiency >= NEAR_ROOF:
+            return str(self.placement.bound)
+        return "other"
+
+    @property
+    def lost_s(self) -> float:
+        """Time lost against the roof: measured minus lower bound."""
+        return self.seconds - (self.lower_bound_s or 0.0)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    loaded: LoadedRun
+    hardware: Hardware
+    overlap: Overlap
+    ops: tuple[ExplainedOp, ...]
+    costs_without_time: tuple[tuple[str, OpCost], ...]
+
+    @property
+    def run(self) -> MeasuredRun:
+        return self.loaded.run
+
+    def seconds_by(self, key: str) -> dict[str, float]:
+        """Measured time per step grouped by ``class`` or ``category``."""
+        groups: dict[str, float] = defaultdict(float)
+        for op in self.ops:
+            if op.measured.is_async:
+                continue
+            measured_class = op.measured_class(self.hardware)
+            name = (measured_class if key == "class" or op.cost is None and
+                    measured_class.startswith("async") else
+                    (op.cost.category if op.cost else "unknown (no cost)"))
+            groups[name] += op.seconds
+        return dict(groups)
+
+    def achieved(self) -> dict[str, float]:
+        """FLOP/s and bytes/s achieved over the ops that have costs."""
+        timed = [op for op in self.ops if op.cost is not None and not op.measured.is_async]
+        seconds = sum(op.seconds for op in timed)
+        flops = sum(op.cost.flops for op in timed)  # type: ignore[union-attr]
+        nbytes = sum(op.cost.bytes for op in timed)  # type: ignore[union-attr]
+        bound = sum(op.lower_bound_s or 0.0 for op in timed)
+        return {"seconds": seconds, "flop_per_s": flops / seconds if seconds else 0.0,
+                "bytes_per_s": nbytes / seconds if seconds else 0.0,
+                "lower_bound_s": bound, "efficiency": bound / seconds if seconds else 0.0}
+
+    def losers(self, count: int = 10) -> list[ExplainedOp]:
+        placed = [op for op in self.ops if op.placement is not None]
+        return sorted(placed, key=lambda op: -op.lost_s)[:count]
+
+
+def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MAX
+            ) -> Explanation:
+    """Join measured ops to their costs and place them on ``hardware``."""
+    level = onchip_level_of(hardware)
+    ops = []
+    matched: set[tuple[str, str]] = set()
+    for measured in loaded.run.ops:
+        cost = _find_cost(loaded.costs, measured)
+        executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
+        placement = None
+        if cost is not None and _is_async_part(measured, loaded.run):
+            cost = None  # the issue or the wait of an async op: its transfer is timed apart
+        if cost is not None and not cost.free:
+            matched.add((measured.module, cost.name))
+            try:
+                placement = place(work_of(cost, hardware, level), hardware, overlap)
+            except UnknownHardwareError:
+                placement = None  # no roof for its dtype on this device: listed, not placed
+        ops.append(ExplainedOp(measured, cost, placement, measured.self_s / executions,
+                               executions))
+    missing = tuple((module, op) for module, costs in loaded.costs.items() for op in costs.ops
+                    if not op.free and op.kernels and (module, op.name) not in matched
+                    and module in loaded.run.module_runs)
+    return Explanation(loaded, hardware, overlap, tuple(ops), missing)
+
+
+def _is_async_part(measured: MeasuredOp, run: MeasuredRun) -> bool:
+    """The synchronous issue (``X-start``) or wait (``X-done``) of an async op."""
+    if measured.is_async:
+        return False
+    name = measured.name.split(".")[0]
+    return name.endswith(("-start", "-done"))
+
+
+def _find_cost(costs: dict[str, ModuleCosts], measured: MeasuredOp) -> OpCost | None:
+    module = costs.get(measured.module)
+    if module is None:
+        return None
+    for op in module.ops:
+        if op.name == measured.name:
+            return op
+    return None
+
+
+# Device kinds a trace records, and the spec (and scope) that describes one such device.
+DEVICE_SPECS = {
+    "TPU v2": ("tpu-v2", "core"), "TPU v3": ("tpu-v3", "core"), "TPU v4": ("tpu-v4", "chip"),
+    "TPU v5 lite": ("tpu-v5e", "chip"), "TPU v5": ("tpu-v5p", "chip"),
+    "TPU v6 lite": ("tpu-v6e", "chip"),
+}
+
+
+def default_hardware_ref(run: MeasuredRun) -> str:
+    """The spec to explain a run against when none is named."""
+    if run.platform == "cpu":
+        return "host"
+    kind = str(run.device_stats.get("device_type_string", ""))
+    for name, (spec, scope) in sorted(DEVICE_SPECS.items(), key=lambda kv: -len(kv[0])):
+        if kind.lower().startswith(name.lower()):
+            return f"{spec}:{scope}"
+    if (str(run.device_stats.get("device_vendor", "")) == "AMD"
+            and int(run.device_stats.get("core_count", 0)) == 304):
+        return "mi300x"
+    raise RooflineError(f"cannot tell which spec describes the device of {run.path} "
+                        f"({kind or run.device_stats}); pass --hardware ID")
