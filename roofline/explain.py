@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from roofline.hlo.standalone import costs_from_instruction_texts
 from roofline.model import Overlap, Placement, place
 from roofline.trace.capture import HLO_DIR, MANIFEST
 from roofline.trace.reader import MeasuredOp, MeasuredRun, find_xplane, read_trace
+from roofline.trace.xprof_stats import XprofOp, hlo_stats
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
 OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
@@ -39,12 +40,14 @@ ABOVE_ROOF = 1.05        # efficiency beyond this is faster than physics allows
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A measured run with the costs of the HLO that ran (per module)."""
+    """A measured run with the costs of the HLO that ran (per module), and, for device
+    traces, xprof's own per-op statistics by op name."""
 
     run: MeasuredRun
     costs: dict[str, ModuleCosts]
     manifest: dict[str, Any] | None
     cost_source: str
+    xprof: dict[str, XprofOp] = field(default_factory=dict)
 
 
 def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
@@ -55,6 +58,8 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
     """
     path = Path(path)
     run = read_trace(path, device)
+    xprof = ({op.name: op for op in hlo_stats(find_xplane(path))}
+             if run.platform in ("tpu", "gpu") else {})
     manifest = None
     if path.is_dir() and (path / MANIFEST).exists():
         try:
@@ -67,7 +72,7 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         for file in sorted(hlo_dir.glob("*.txt")):
             module = parse_hlo_text(file.read_text())
             costs[module.name] = analyze_module(module)
-        return LoadedRun(run, costs, manifest, "optimized HLO saved with the run")
+        return LoadedRun(run, costs, manifest, "optimized HLO saved with the run", xprof)
     if path.is_dir() and manifest is not None:
         raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
                             "HLO of its modules; capture it again with 'roofline profile'")
@@ -76,12 +81,12 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         for op in run.ops:
             texts[op.module].append(op.text)
         return LoadedRun(run, {m: costs_from_instruction_texts(m, t) for m, t in texts.items()},
-                         manifest, "HLO instruction text in the trace events")
+                         manifest, "HLO instruction text in the trace events", xprof)
     if run.platform == "cpu":
         raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
                             "HLO; explain needs the run directory written by "
                             "'roofline profile' (with its hlo/)")
-    return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)")
+    return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)", xprof)
 
 
 @dataclass(frozen=True)

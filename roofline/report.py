@@ -322,6 +322,7 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
             "measured_class": op.measured_class(hw),
             "above_roof": op.above_roof,
             "unknown": list(op.cost.unknown) if op.cost else [],
+            "xprof": _xprof_row(ex.loaded.xprof.get(op.measured.name)),
         })
     peaks = run.device_peaks()
     main_roof = next((r for r in hw.compute if (r.unit, r.dtype) == ("matrix", "bf16")),
@@ -356,6 +357,24 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
     }
 
 
+def _xprof_row(op: Any) -> dict[str, Any] | None:
+    """xprof's view of an op, per occurrence (xprof sums over every device of a trace)."""
+    if op is None or not op.occurrences:
+        return None
+    return {"flops_per_occurrence": op.flops / op.occurrences,
+            "bytes_per_occurrence": op.bytes / op.occurrences,
+            "category": op.category, "bound_by": op.bound_by}
+
+
+def xprof_agreement(doc: dict[str, Any], rel: float = 0.01) -> tuple[int, int]:
+    """(ops whose bytes agree with xprof's within ``rel``, ops both sides cost)."""
+    both = [o for o in doc["ops"] if o["xprof"] and o["bytes"] is not None and not o["async"]
+            and o["xprof"]["bytes_per_occurrence"] > 0]
+    agree = [o for o in both if abs(o["bytes"] - o["xprof"]["bytes_per_occurrence"])
+             <= rel * o["xprof"]["bytes_per_occurrence"]]
+    return len(agree), len(both)
+
+
 def explanation_text(doc: dict[str, Any], top: int) -> str:
     q = format_quantity
     lines = [f"{doc['run']} ({doc['platform']}, {doc['device']}), {doc['steps']} steps; "
@@ -382,6 +401,10 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
         spec = pair["spec"]
         lines.append(f"trace records {key} = {pair['trace']:.4g}"
                      + (f" (spec file: {spec:.4g})" if spec else ""))
+    agree, both = xprof_agreement(doc)
+    if both:
+        lines.append(f"xprof hlo_stats: our bytes agree within 1% on {agree} of {both} ops "
+                     "that both sides cost")
     for label in ("above_roof", "time_without_cost", "cost_without_time"):
         if doc[label]:
             shown = doc[label][:8]

@@ -1,0 +1,173 @@
+"""Measured runs: the five real device traces, a capture on this host, explain."""
+
+import gzip
+import json
+import re
+import shutil
+
+import pytest
+from jax.profiler import ProfileData
+
+from roofline.annotate import write_annotated_trace
+from roofline.cli import main
+from roofline.errors import RooflineError
+from roofline.explain import explain, load_run
+from roofline.hardware import load_hardware
+from roofline.report import explanation_document, xprof_agreement
+from roofline.trace import TraceError, read_trace
+from roofline.trace.capture import capture
+from roofline.workloads.registry import Workload
+from tests.conftest import DATA
+from tests.programs import mlp_step
+
+TRACES = DATA / "traces"
+
+
+@pytest.mark.parametrize("name, platform, device, modules", [
+    ("mi300x_jax08_gemm", "gpu", "/device:GPU:0", {"jit_dot", "jit_broadcast_in_dim"}),
+    ("mi300x_jax08_conv", "gpu", "/device:GPU:0", {"jit_forward_3d_conv"}),
+    ("mi300x_jax08_attention", "gpu", "/device:GPU:0", {"jit_matmul", "jit_exp"}),
+    ("mi300x_jax08_elementwise", "gpu", "/device:GPU:0", {"jit_sin", "jit_cos"}),
+    ("tpu_v6e_inference", "tpu", "/device:TPU:0", {"jit_f", "jit__psum"}),
+])
+def test_reads_every_fixture(name, platform, device, modules):
+    run = read_trace(TRACES / f"{name}.xplane.pb")
+    assert (run.platform, run.device) == (platform, device)
+    assert modules <= set(run.module_runs)
+    assert run.ops and all(op.total_s > 0 or op.is_async for op in run.ops)
+
+
+def test_gpu_op_time_is_the_sum_of_its_kernels():
+    # Independent sum over the raw events: every kernel on /device:GPU:0 tagged hlo_op.
+    path = TRACES / "mi300x_jax08_gemm.xplane.pb"
+    expected: dict[tuple[str, str], float] = {}
+    plane = next(p for p in ProfileData.from_file(str(path)).planes
+                 if p.name == "/device:GPU:0")
+    for line in plane.lines:
+        for event in line.events:
+            stats = dict(event.stats)
+            if "hlo_op" in stats:
+                key = (stats["hlo_module"], stats["hlo_op"])
+                expected[key] = expected.get(key, 0.0) + event.duration_ns * 1e-9
+    run = read_trace(path)
+    assert {(op.module, op.name): op.total_s for op in run.ops} == pytest.approx(expected)
+    gemm = run.op("jit_dot", "custom-call.1")
+    assert gemm.occurrences == 15 and gemm.total_s == pytest.approx(3.218884e-3)
+    # The plane records the device itself: 304 CUs, 2.1 GHz, 2.66 TB/s.
+    peaks = run.device_peaks()
+    assert peaks["cores"] == 304 and peaks["clock_hz"] == 2.1e9
+    assert peaks["memory_bytes_per_s"] == pytest.approx(2.6624e12)
+
+
+def test_tpu_trace_peaks_and_costs_against_xprof():
+    path = TRACES / "tpu_v6e_inference.xplane.pb"
+    loaded = load_run(path)
+    peaks = loaded.run.device_peaks()
+    assert peaks["flop_per_s"] == 918e12                       # the v6e's bf16 peak
+    assert peaks["hbm_bytes_per_s"] == pytest.approx(1638e9, rel=1e-3)
+    ex = explain(loaded, load_hardware("tpu-v6e"))
+    doc = explanation_document(ex)
+    ops = {o["name"]: o for o in doc["ops"] if not o["async"]}
+    # broadcast_add_fusion adds two f32[5,1024,1024,256] arrays: it reads 2 x 5 GiB... of
+    # which one is broadcast; ours and xprof both count 10 GiB = 10737418240 B per run.
+    fusion = ops["broadcast_add_fusion"]
+    assert fusion["bytes"] == 10737418240
+    assert fusion["xprof"]["bytes_per_occurrence"] == pytest.approx(10737418240, rel=1e-6)
+    assert fusion["flops"] == 0 and fusion["unknown"] == ["fusion body not in the HLO"]
+    # broadcast.2 writes 5 x 1024 x 1024 x 256 x 4 B = 5 GiB; no FLOPs on either side.
+    assert ops["broadcast.2"]["bytes"] == ops["broadcast.2"]["xprof"]["bytes_per_occurrence"]
+    assert ops["broadcast.2"]["xprof"]["flops_per_occurrence"] == ops["broadcast.2"]["flops"]
+    agree, both = xprof_agreement(doc)
+    assert both >= 5 and agree == both
+    # Offloading copies (host memory S(5) <-> HBM) dominate; their spans sit on PCIe.
+    copy = next(o for o in doc["ops"] if o["async"] and o["name"] == "copy-start.5")
+    assert copy["predicted_bound"].startswith("link (PCIe")
+
+
+def _training_step() -> Workload:
+    fn, args, batch_argnums = mlp_step()
+    return Workload("tests.programs:mlp_step", fn, args, batch_argnums)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    return capture(_training_step(), tmp_path_factory.mktemp("runs") / "mlp", steps=3,
+                   warmup=1, progress=lambda message: None)
+
+
+def test_capture_writes_a_self_contained_run(captured):
+    manifest = json.loads((captured / "manifest.json").read_text())
+    assert manifest["steps"] == 3 and len(manifest["wall_seconds_per_step"]) == 3
+    assert manifest["versions"]["jax"] == "0.10.2" and manifest["host"]["cpu_model"]
+    assert (captured / "hlo" / f"{manifest['modules'][0]}.txt").exists()
+    assert list(captured.glob("plugins/profile/*/*.xplane.pb"))
+    assert not list(captured.parent.glob(".mlp.partial-*"))
+    with pytest.raises(RooflineError, match="never overwritten"):
+        capture(_training_step(), captured, steps=1, warmup=0, progress=lambda m: None)
+
+
+def test_host_run_reports_op_time_and_wall_time(captured):
+    manifest = json.loads((captured / "manifest.json").read_text())
+    run = read_trace(captured)
+    assert run.steps == 3 and run.module_runs == {manifest["modules"][0]: 3}
+    # The step annotation wraps the timed call, so it is at least as long, and not much more.
+    for traced, timed in zip(run.step_wall_s, manifest["wall_seconds_per_step"]):
+        assert timed <= traced <= timed + 5e-3
+    assert 0 < run.op_seconds_per_step <= 2 * max(run.step_wall_s) * 2  # 2 threads at most
+
+
+def test_explain_joins_every_op_of_a_host_run(captured, tmp_path):
+    ex = explain(load_run(captured), load_hardware("xeon-8163"))
+    doc = explanation_document(ex)
+    assert doc["time_without_cost"] == [] and doc["cost_without_time"] == []
+    assert all(o["lower_bound_s"] and 0 < o["efficiency"] for o in doc["ops"])
+    assert sum(doc["seconds_by_class"].values()) == pytest.approx(doc["op_seconds_per_step"])
+    out = write_annotated_trace(ex, tmp_path / "run.trace.json.gz")
+    trace = json.loads(gzip.decompress(out.read_bytes()))
+    op_events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(op_events) == len(ex.run.timeline)
+    assert all("measured_class" in e["args"] and "flops" in e["args"] for e in op_events)
+
+
+def test_run_directory_without_hlo_is_refused(captured, tmp_path, capsys):
+    broken = tmp_path / "nohlo"
+    shutil.copytree(captured, broken)
+    shutil.rmtree(broken / "hlo")
+    assert main(["explain", str(broken), "--hardware", "xeon-8163"]) == 2
+    assert "has no hlo/ with the optimized HLO" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "not a readable xplane trace (truncated"),
+    (b"this is not a trace", "not a readable xplane trace"),
+])
+def test_bad_trace_files_are_refused(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.xplane.pb"
+    whole = (TRACES / "tpu_v6e_inference.xplane.pb").read_bytes()
+    path.write_bytes(whole[: len(whole) // 3] if content is None else content)
+    with pytest.raises(TraceError, match=re.escape(message)):
+        read_trace(path)
+    assert main(["explain", str(path)]) == 2
+    assert message.split(" (")[0] in capsys.readouterr().err
+
+
+def test_trace_with_no_xla_ops_is_refused(tmp_path):
+    import time
+
+    import jax
+    jax.profiler.start_trace(str(tmp_path))
+    time.sleep(0.01)
+    jax.profiler.stop_trace()
+    with pytest.raises(TraceError, match="no XLA ops"):
+        read_trace(tmp_path)
+
+
+def test_cli_profile_then_explain(tmp_path, capsys):
+    run_dir = tmp_path / "cli-run"
+    assert main(["profile", "tests.user_models:small_mlp", "--out", str(run_dir),
+                 "--steps", "2", "--warmup", "1"]) == 0
+    assert "[3/4] profiling step 2/2" in capsys.readouterr().err  # the progress shown
+    assert main(["explain", str(run_dir), "--hardware", "xeon-8163", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "roofline/explanation/1" and doc["steps"] == 2
+    assert main(["profile", "tests.user_models:small_mlp", "--out", str(run_dir)]) == 2
