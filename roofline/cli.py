@@ -16,6 +16,7 @@ from roofline import report
 from roofline.errors import RooflineError
 from roofline.hardware import builtin_dir, list_hardware, load_hardware, load_spec_file
 from roofline.outputs import write_text_atomic
+from roofline.units import Kind, format_quantity
 from roofline.plot import build_hardware_rooflines, save_figure
 
 EXIT_BAD_INPUT = 2
@@ -165,6 +166,37 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hardware_measure(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from roofline.measure import host_spec_toml, measure_host
+
+    out = Path(args.out)
+    if out.suffix != ".toml":
+        raise RooflineError(f"--out {out}: a spec file name ends in .toml (its id is the name)")
+    if out.exists() and not args.force:
+        raise RooflineError(f"{out} already exists; pass --force to replace it")
+    measurement = measure_host(quick=args.quick,
+                               progress=lambda message: print(message, file=sys.stderr))
+    text = host_spec_toml(measurement, out.stem)
+    write_text_atomic(out, text)
+    hw = load_spec_file(out)  # what was written must load like any other spec
+    for flag in measurement.flags():
+        print(f"roofline: flag: {flag}", file=sys.stderr)
+    rows = [{"roof": r.label, "all cores": r.peak_text,
+             "one core": load_spec_file(out, variant="one-core", scope="core").roof(
+                 r.dtype, r.unit).peak_text} for r in hw.compute]
+    one = load_spec_file(out, variant="one-core", scope="core")
+    rows += [{"roof": f"{m.name} bandwidth",
+              "all cores": format_quantity(m.bytes_per_s, Kind.BANDWIDTH) if m.bytes_per_s
+              else "-",
+              "one core": format_quantity(one.level(m.name).bytes_per_s, Kind.BANDWIDTH)
+              if one.level(m.name).bytes_per_s else "-"} for m in hw.memory]
+    print(report.format_table(rows, title=f"wrote {out} ({hw.name}); per-op overhead "
+                              f"{format_quantity(hw.overhead.value, Kind.TIME)}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
@@ -205,6 +237,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-levels", action="store_true",
                    help="also draw the bandwidth roofs of on-chip memory levels")
     p.set_defaults(handler=_hardware_plot)
+    p = hw_commands.add_parser(
+        "measure", help="measure this host's real ceilings into a spec file")
+    p.add_argument("--out", required=True, metavar="FILE.toml",
+                   help="spec file to write, e.g. hardware_specs/host.toml (id = file name)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller problems and fewer repetitions (seconds instead of a minute)")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    p.set_defaults(handler=_hardware_measure)
 
     p = commands.add_parser(
         "analyze", parents=[common, formatted],

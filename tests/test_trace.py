@@ -171,3 +171,46 @@ def test_cli_profile_then_explain(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "roofline/explanation/1" and doc["steps"] == 2
     assert main(["profile", "tests.user_models:small_mlp", "--out", str(run_dir)]) == 2
+
+
+@pytest.fixture(scope="module")
+def measured_host(tmp_path_factory):
+    out = tmp_path_factory.mktemp("host") / "host.toml"
+    assert main(["hardware", "measure", "--out", str(out), "--quick"]) == 0
+    return out
+
+
+def test_measured_host_spec_is_plausible_and_ordered(measured_host):
+    from roofline.hardware import load_spec_file
+    from roofline.measure import cpu_facts
+
+    host = load_spec_file(measured_host)
+    assert host.measured and host.kind == "cpu"
+    one = load_spec_file(measured_host, variant="one-core", scope="core")
+    facts = cpu_facts()
+    # Two AVX2/FMA cores do at most 32 fp32 FLOP/cycle each: at any clock up to 5 GHz, one
+    # core stays under 160 GFLOP/s; a real measurement is above 1 GFLOP/s.
+    for roof in one.compute:
+        assert 1e9 < roof.flop_per_s < 5e9 * facts.flop_per_cycle
+    # Bandwidth ordered from near to far on one core: L1 > L2 > L3 > DRAM.
+    # A level measured slower than a farther one is written without a roof (the machine is
+    # shared and noisy); DRAM, L3 and at least one private level must keep theirs.
+    bandwidths = [level.bytes_per_s for level in one.memory if level.bytes_per_s]
+    assert len(bandwidths) >= 3
+    assert bandwidths == sorted(bandwidths)          # listed far (slow) to near (fast)
+    assert 1e-9 <= host.overhead.value <= 1e-4
+
+
+def test_measure_refuses_to_overwrite(measured_host, capsys):
+    assert main(["hardware", "measure", "--out", str(measured_host), "--quick"]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+
+
+def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkeypatch):
+    monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(measured_host.parent))
+    ex = explain(load_run(captured), load_hardware("host"))
+    doc = explanation_document(ex)
+    assert doc["hardware"]["ref"] == "host:host"
+    assert {o["measured_class"] for o in doc["ops"]} <= {
+        "overhead", "other", "compute (fp32 matrix)", "compute (fp32 vector)",
+        "memory (DRAM)", "memory (L3)", "memory (L2)", "memory (L1)"}

@@ -1,0 +1,55 @@
+"""Throughput of roofline's trace reader next to xprof's hlo_stats conversion, on the
+same files: a host trace of at least 100,000 op events captured here, and the TPU v6e
+fixture.
+
+Run: .venv/bin/python benchmarks/trace_reader.py [--steps 130]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from roofline.trace import find_xplane, read_trace  # noqa: E402
+from roofline.trace.capture import capture  # noqa: E402
+from roofline.trace.xprof_stats import hlo_stats  # noqa: E402
+from roofline.workloads import parse_spec  # noqa: E402
+
+FIXTURE = Path(__file__).resolve().parents[1] / "tests/data/traces/tpu_v6e_inference.xplane.pb"
+
+
+def best(fn, repeats: int = 3) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=130,
+                        help="profiled steps of the host program (more steps, more events)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        workload = parse_spec("resnet50:batch=1,image=64,mode=inference")
+        run_dir = capture(workload, Path(scratch) / "run", steps=args.steps, warmup=1,
+                          progress=lambda message: None)
+        print(f"{'trace':28s} {'events':>9s} {'roofline s':>11s} {'events/s':>10s} "
+              f"{'xprof hlo_stats s':>18s} {'ratio':>6s}")
+        for label, path in (("host ResNet-50 (captured)", find_xplane(run_dir)),
+                            ("TPU v6e fixture", FIXTURE)):
+            ours, run = best(lambda p=path: read_trace(p))
+            theirs, _ = best(lambda p=path: hlo_stats(p))
+            print(f"{label:28s} {run.events:9d} {ours:11.3f} {run.events / ours:10.0f} "
+                  f"{theirs:18.3f} {theirs / ours:6.1f}x")
+
+
+if __name__ == "__main__":
+    main()
