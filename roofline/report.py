@@ -401,6 +401,12 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
         spec = pair["spec"]
         lines.append(f"trace records {key} = {pair['trace']:.4g}"
                      + (f" (spec file: {spec:.4g})" if spec else ""))
+    losses = [o for o in doc["ops"] if o["lower_bound_s"] is not None]
+    losses.sort(key=lambda o: -(o["measured_s"] - o["lower_bound_s"]))
+    if losses:
+        lines.append("most time lost against the roof: " + ", ".join(
+            f"{o['name']} {q(o['measured_s'] - o['lower_bound_s'], Kind.TIME)}"
+            for o in losses[:5]))
     agree, both = xprof_agreement(doc)
     if both:
         lines.append(f"xprof hlo_stats: our bytes agree within 1% on {agree} of {both} ops "
