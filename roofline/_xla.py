@@ -50,7 +50,10 @@ def xla_cost(compiled: Any) -> XlaCost:
     raw = compiled.cost_analysis()
     if isinstance(raw, list):  # jax < 0.4.30 returned one dict per module
         raw = raw[0] if raw else {}
-    raw = dict(raw or {})
+    return xla_cost_from_raw(dict(raw or {}))
+
+
+def xla_cost_from_raw(raw: Mapping[str, Any]) -> XlaCost:
     optimal = raw.get("optimal_seconds")
     return XlaCost(
         flops=float(raw.get("flops", 0.0)),

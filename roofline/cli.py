@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
@@ -197,6 +198,96 @@ def _hardware_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workloads_list(args: argparse.Namespace) -> int:
+    from roofline.workloads import FAMILIES
+
+    rows = [{"family": f.name, "parameters": ", ".join(
+                f"{p.name}={p.default}" + (f" ({'|'.join(p.choices)})" if p.choices else "")
+                for p in f.params), "description": f.description}
+            for f in sorted(FAMILIES.values(), key=lambda f: f.name)]
+    _emit(args, text=report.format_table(rows),
+          document={"schema": "roofline/workloads/1", "workloads": [
+              {"family": f.name, "description": f.description,
+               "parameters": [{"name": p.name, "default": p.default, "choices": list(p.choices)}
+                              for p in f.params]} for f in FAMILIES.values()]},
+          rows=rows)
+    return 0
+
+
+def _key_values(items: list[str], parse: Any, what: str) -> dict[str, Any]:
+    result = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq or not name:
+            raise RooflineError(f"cannot read {what} {item!r}: write NAME=VALUE")
+        result[name] = parse(text)
+    return result
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from roofline.sweep import SweepPlan, parse_values, run_sweep
+    from roofline.workloads import FAMILIES
+    from roofline.workloads.paradnn import DEFAULT_GRIDS
+
+    if args.family not in FAMILIES:
+        raise RooflineError(f"unknown family {args.family!r}; families: "
+                            + ", ".join(sorted(FAMILIES)))
+    grid = dict(DEFAULT_GRIDS.get(args.family, {}))
+    grid.update(_key_values(args.grid, parse_values, "--grid"))
+    fixed = _key_values(args.set, lambda t: int(t) if t.lstrip("-").isdigit() else t, "--set")
+    for name in fixed:
+        grid.pop(name, None)
+    targets = [t for t in args.target.split(",") if t]
+    hardware = [h for h in args.hardware.split(",") if h]
+    for ref in hardware:
+        load_hardware(ref, args.hardware_dir)  # fail before any work
+    out = Path(args.out)
+    plan = SweepPlan(args.family, grid, targets, hardware, out, fixed,
+                     Path(args.cache) if args.cache else out / "cache",
+                     tuple(args.hardware_dir), args.data_parallel)
+    result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
+                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+    statuses = ", ".join(f"{n} {k}" for k, n in sorted(result["statuses"].items()))
+    print(f"{result['ran']} tasks run ({statuses or 'none'}), {result['skipped']} skipped, "
+          f"{result['tasks']} in the sweep; "
+          + (f"wrote {result['files'][0]} and {result['files'][1]}" if result["complete"]
+             else "not complete: run the same command again to finish"))
+    return 0
+
+
+def _regress(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from roofline.regress import metric_table, regression_weights
+    from roofline.sweep import MODELS_FILE
+
+    path = Path(args.sweep_dir) / MODELS_FILE
+    if not path.exists():
+        raise RooflineError(f"{path} does not exist: finish the sweep first")
+    models = pd.read_parquet(path)
+    family = str(models["family"].iloc[0])
+    from roofline.workloads import FAMILIES
+
+    parameters = [p.name for p in FAMILIES[family].params]
+    table = metric_table(models, args.metric, args.hardware, args.baseline, args.target)
+    weights = regression_weights(table, parameters)
+    rows = weights.to_dict("records")
+    title = (f"{args.metric} on {args.hardware}"
+             + (f" over {args.baseline}" if args.baseline else "")
+             + f": least-squares weights of standardized log2 hyperparameters "
+             f"({weights.attrs['models']} models, R^2 {weights.attrs['r2']:.2f}, "
+             f"intercept {weights.attrs['intercept']:.3g})")
+    _emit(args, text=report.format_table(rows, title=title),
+          document={"schema": "roofline/regression/1", "metric": args.metric,
+                    "hardware": args.hardware, "baseline": args.baseline,
+                    "weights": rows, **weights.attrs}, rows=rows)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
@@ -291,6 +382,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--annotate", metavar="FILE.trace.json.gz",
                    help="also write a Perfetto/Chrome trace annotated with the analysis")
     p.set_defaults(handler=_explain)
+
+    workloads = commands.add_parser("workloads", help="the built-in workloads")
+    wl_commands = workloads.add_subparsers(dest="workloads_command", required=True,
+                                           metavar="SUBCOMMAND")
+    p = wl_commands.add_parser("list", parents=[formatted],
+                               help="every workload family with its parameters and defaults")
+    p.set_defaults(handler=_workloads_list)
+
+    p = commands.add_parser(
+        "sweep", parents=[common],
+        help="compile-only analysis of every model of a parameter grid, into Parquet")
+    p.add_argument("family", help="fc, cnn, rnn or any workload family")
+    p.add_argument("--grid", action="append", default=[], metavar="NAME=VALUES",
+                   help="an axis: 64,128 or 64..16384x2 or 2000..8000+2000 (default: "
+                        "ParaDnn's Table 2 ranges)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a fixed parameter, e.g. dtype=bf16")
+    p.add_argument("--target", default="host", help="comma-separated targets")
+    p.add_argument("--hardware", required=True, help="comma-separated hardware ids")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="local worker processes (default: one per core)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the tasks on this Dask scheduler's workers instead")
+    p.add_argument("--cache", metavar="DIR", help="compiled-program cache (default DIR/cache)")
+    p.add_argument("--data-parallel", action="store_true")
+    p.add_argument("--limit", type=int, help="run at most this many unfinished tasks")
+    p.set_defaults(handler=_sweep)
+
+    p = commands.add_parser(
+        "regress", parents=[formatted],
+        help="ParaDnn's regression of a metric on the hyperparameters of a sweep")
+    p.add_argument("sweep_dir", metavar="DIR")
+    p.add_argument("--hardware", required=True)
+    p.add_argument("--metric", choices=("utilization", "speedup"), default="utilization")
+    p.add_argument("--baseline", help="for speedup: the hardware it is measured against")
+    p.add_argument("--target")
+    p.set_defaults(handler=_regress)
     return parser
 
 

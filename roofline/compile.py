@@ -7,8 +7,12 @@ our per-op costs and XLA's own totals and memory footprint.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -19,6 +23,7 @@ from roofline import _xla
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
 from roofline.hlo.graph import build_graph
+from roofline.outputs import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class CompiledProgram:
     versions: dict[str, str]
     compile_seconds: float
     analysis_seconds: float
+    cached: bool = False
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -88,15 +94,16 @@ def _place(args: Sequence[Any], sharding_for: Callable[[int, Any], Any]) -> list
 
 
 def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "host", *,
-                    data_parallel: bool = False,
-                    batch_argnums: Sequence[int] = ()) -> CompiledProgram:
+                    data_parallel: bool = False, batch_argnums: Sequence[int] = (),
+                    cache_dir: str | Path | None = None) -> CompiledProgram:
     """Compile ``fn(*args)`` for ``target`` and analyze its optimized HLO.
 
     ``args`` are arrays or ``jax.ShapeDtypeStruct`` pytrees. On a TPU target the program
     runs on one device (one TensorCore on v2-v4, one chip on v5e/v5p/v6e), or with
     ``data_parallel`` on every device of a 4-chip board: arguments listed in
     ``batch_argnums`` are split along their first axis, the others replicated, so
-    gradient reductions appear as collective ops.
+    gradient reductions appear as collective ops. With ``cache_dir``, a program whose
+    lowered text was compiled before for the same target is read back, not recompiled.
     """
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
@@ -131,7 +138,12 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     start = time.perf_counter()
     try:
         with _xla.quiet_native_stderr():
-            compiled = jax.jit(fn).lower(*placed).compile()
+            lowered = jax.jit(fn).lower(*placed)
+            key = _cache_key(lowered.as_text(), spec, len(used)) if cache_dir else ""
+            cached = _cache_read(cache_dir, key) if cache_dir else None
+            if cached is not None:
+                return _from_cache(cached, spec)
+            compiled = lowered.compile()
     except RooflineError:
         raise
     except Exception as exc:  # tracing and compilation raise many types
@@ -149,13 +161,61 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     costs = analyze_module(module)
     analysis_seconds = time.perf_counter() - start
     per_chip = len(devices) / spec.chips
-    return CompiledProgram(
+    program = CompiledProgram(
         target=spec, devices=len(used), device_kind=devices[0].device_kind,
         device_scope="core" if spec.is_tpu and per_chip > 1 else (
             "chip" if spec.is_tpu else "host"),
         hlo_text=hlo_text, module=module, costs=costs, xla=_xla.xla_cost(compiled),
         memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
         compile_seconds=compile_seconds, analysis_seconds=analysis_seconds,
+    )
+    if cache_dir:
+        _cache_write(cache_dir, key, program)
+    return program
+
+
+# --- a content-addressed cache of compiled programs ---------------------------------------
+# Keyed by the lowered program text (shapes, dtypes, shardings and the computation itself),
+# the target and the compiler versions: the same model compiled twice is read back.
+
+def _cache_key(lowered_text: str, target: Target, devices: int) -> str:
+    versions = json.dumps(_xla.versions(), sort_keys=True)
+    material = f"{target.name}|{target.topology}|{devices}|{versions}|{lowered_text}"
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _cache_read(cache_dir: str | Path, key: str) -> dict[str, Any] | None:
+    path = Path(cache_dir) / key[:2] / f"{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # absent or half-written by a killed process: compile again
+
+
+def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> None:
+    record = {
+        "hlo_text": program.hlo_text, "devices": program.devices,
+        "device_kind": program.device_kind, "device_scope": program.device_scope,
+        "xla": dict(program.xla.raw), "memory": dataclasses.asdict(program.memory),
+        "versions": program.versions, "compile_seconds": program.compile_seconds,
+    }
+    directory = Path(cache_dir) / key[:2]
+    directory.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(directory / f"{key}.json", json.dumps(record))
+
+
+def _from_cache(record: dict[str, Any], target: Target) -> CompiledProgram:
+    start = time.perf_counter()
+    module = parse_hlo_text(record["hlo_text"])
+    costs = analyze_module(module)
+    raw = record["xla"]
+    return CompiledProgram(
+        target=target, devices=record["devices"], device_kind=record["device_kind"],
+        device_scope=record["device_scope"], hlo_text=record["hlo_text"], module=module,
+        costs=costs, xla=_xla.xla_cost_from_raw(raw),
+        memory=_xla.MemoryFootprint(**record["memory"]), versions=record["versions"],
+        compile_seconds=0.0, analysis_seconds=time.perf_counter() - start,
+        cached=True,
     )
 
 

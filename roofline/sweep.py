@@ -1,0 +1,301 @@
+"""Sweeps: compile-only analysis of every model of a parameter grid, on each target,
+placed on each hardware, stored as Parquet.
+
+Every (model, target) pair is one task. A task writes its own two Parquet parts
+(``parts/<key>.models.parquet`` and ``.ops.parquet``), each atomically, so killing a sweep
+loses no finished task and a rerun skips what is done; the key is a hash of the model's
+spec and target, so no row is ever written twice. When every task is done the parts are
+gathered into ``models.parquet`` and ``ops.parquet``. A model that does not fit, or that
+fails to compile, is a row with its status and message, not a stopped sweep.
+
+Tasks run in local worker processes, or on a Dask cluster (``scheduler="tcp://..."``)
+whose workers see the same ``out`` directory (a shared filesystem across machines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import DoesNotFitError, RooflineError
+from roofline.outputs import write_atomic
+
+PARTS = "parts"
+MODELS_FILE = "models.parquet"
+OPS_FILE = "ops.parquet"
+
+
+def parse_values(text: str) -> list[Any]:
+    """A grid axis: ``64,128,256``; ``64..16384x2`` (doubling); ``2000..8000+2000``."""
+    if ".." in text:
+        low, _, rest = text.partition("..")
+        for op in ("x", "+"):
+            if op in rest:
+                high, _, step = rest.partition(op)
+                try:
+                    values, value = [], int(low)
+                    while value <= int(high):
+                        values.append(value)
+                        value = value * int(step) if op == "x" else value + int(step)
+                except ValueError:
+                    break
+                if values and (op == "+" or int(step) > 1) and int(step) > 0:
+                    return values
+        raise RooflineError(f"cannot read the range {text!r}: write LOW..HIGHxFACTOR "
+                            "(64..16384x2) or LOW..HIGH+STEP (2000..8000+2000)")
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values:
+        raise RooflineError(f"empty grid axis {text!r}")
+    return [int(v) if v.lstrip("-").isdigit() else v for v in values]
+
+
+@dataclass(frozen=True)
+class Task:
+    family: str
+    params: dict[str, Any]
+    target: str
+    hardware: tuple[str, ...]
+    out: str
+    cache: str | None
+    hardware_dirs: tuple[str, ...] = ()
+    data_parallel: bool = False
+
+    @property
+    def spec(self) -> str:
+        return self.family + ":" + ",".join(f"{k}={v}" for k, v in self.params.items())
+
+    @property
+    def key(self) -> str:
+        material = f"{self.spec}|{self.target}|{self.data_parallel}|{','.join(self.hardware)}"
+        return hashlib.sha256(material.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    family: str
+    grid: Mapping[str, Sequence[Any]]
+    targets: Sequence[str]
+    hardware: Sequence[str]
+    out: Path
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    cache: Path | None = None
+    hardware_dirs: Sequence[str] = ()
+    data_parallel: bool = False
+
+    def tasks(self) -> list[Task]:
+        from roofline.workloads import FAMILIES
+
+        if self.family not in FAMILIES:
+            raise RooflineError(f"unknown family {self.family!r}; families: "
+                                + ", ".join(sorted(FAMILIES)))
+        known = [p.name for p in FAMILIES[self.family].params]
+        for name in [*self.grid, *self.fixed]:
+            if name not in known:
+                raise RooflineError(f"family {self.family!r} has no parameter {name!r}; its "
+                                    f"parameters: {', '.join(known)}")
+        names = list(self.grid)
+        tasks = []
+        for combination in itertools.product(*(self.grid[n] for n in names)):
+            values = {**self.fixed, **dict(zip(names, combination))}
+            params = {p: values[p] for p in known if p in values}
+            for target in self.targets:
+                tasks.append(Task(self.family, params, target, tuple(self.hardware),
+                                  str(self.out), str(self.cache) if self.cache else None,
+                                  tuple(self.hardware_dirs), self.data_parallel))
+        return tasks
+
+
+def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    return buffer.getvalue()
+
+
+def _parameter_count(args: tuple[Any, ...]) -> int:
+    import jax
+
+    return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(args[0]))
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Compile one model for one target, place it on every hardware, write its parts.
+
+    Runs in a worker process; everything it needs is in ``task``.
+    """
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from roofline.analysis import fit, place_program
+    from roofline.compile import compile_program
+    from roofline.hardware import load_hardware
+    from roofline.workloads import FAMILIES
+
+    base = {"key": task.key, "spec": task.spec, "family": task.family, **task.params,
+            "target": task.target}
+    model_rows: list[dict[str, Any]] = []
+    op_rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    try:
+        workload = FAMILIES[task.family].make(**task.params)
+        program = compile_program(workload.fn, workload.args, task.target,
+                                  data_parallel=task.data_parallel,
+                                  batch_argnums=workload.batch_argnums, cache_dir=task.cache)
+        parameters = _parameter_count(workload.args)
+    except DoesNotFitError as exc:
+        model_rows = [{**base, "hardware": hw, "status": "does not fit", "message": str(exc)}
+                      for hw in task.hardware]
+        program = None
+    except Exception as exc:  # a failed model is a row, never a stopped sweep
+        model_rows = [{**base, "hardware": hw, "status": "error",
+                       "message": f"{type(exc).__name__}: {exc}"} for hw in task.hardware]
+        program = None
+    if program is not None:
+        costs = program.costs
+        for ref in task.hardware:
+            hardware = load_hardware(ref, task.hardware_dirs)
+            placement = place_program(program, hardware)
+            program_fit = fit(program, hardware)
+            by_bound = placement.seconds_by_bound()
+            total = placement.seconds or 1.0
+            shares = {f"share_{kind}": sum(v for k, v in by_bound.items()
+                                           if k.startswith(kind)) / total
+                      for kind in ("compute", "memory", "link", "overhead")}
+            used = [op.placement.roof.flop_per_s for op in placement.ops
+                    if op.placement is not None and op.placement.roof is not None
+                    and op.cost.flops]
+            peak = max(used, default=0.0)
+            predicted = placement.seconds
+            model_rows.append({
+                **base, "hardware": ref, "status": "ok" if program_fit.fits else "does not fit",
+                "message": "" if program_fit.fits else
+                f"needs {program_fit.footprint_bytes:.4g} B of {program_fit.capacity_bytes:.4g}",
+                "flops": costs.flops, "transcendentals": costs.transcendentals,
+                "bytes": costs.bytes, "link_bytes": costs.link_bytes,
+                "intensity": costs.flops / costs.bytes if costs.bytes else None,
+                "predicted_s": predicted, **shares,
+                "peak_flop_per_s": peak,
+                "utilization": costs.flops / predicted / peak if predicted and peak else None,
+                "footprint_bytes": program_fit.footprint_bytes,
+                "capacity_bytes": program_fit.capacity_bytes, "fits": program_fit.fits,
+                "parameters": parameters, "compile_s": program.compile_seconds,
+                "cached": program.cached,
+            })
+            for op in placement.ops:
+                if op.placement is None:
+                    continue
+                op_rows.append({"key": task.key, "spec": task.spec, "target": task.target,
+                                "hardware": ref, "op": op.cost.name,
+                                "category": op.cost.category, "dtype": op.cost.dtype,
+                                "unit": op.cost.unit, "flops": op.cost.flops,
+                                "bytes": op.cost.bytes, "seconds": op.seconds,
+                                "bound": str(op.placement.bound)})
+    parts = Path(task.out) / PARTS
+    parts.mkdir(parents=True, exist_ok=True)
+    if op_rows:
+        payload = _parquet_bytes(op_rows)
+        write_atomic(parts / f"{task.key}.ops.parquet", lambda h: h.write(payload))
+    # The models part is written last: its presence marks the task done.
+    payload = _parquet_bytes(model_rows)
+    write_atomic(parts / f"{task.key}.models.parquet", lambda h: h.write(payload))
+    return {"key": task.key, "spec": task.spec, "target": task.target,
+            "status": model_rows[0]["status"] if model_rows else "error",
+            "seconds": time.perf_counter() - started}
+
+
+def finished_keys(out: Path) -> set[str]:
+    parts = out / PARTS
+    if not parts.is_dir():
+        return set()
+    for stale in parts.glob(".*.tmp"):  # a worker killed while writing
+        stale.unlink(missing_ok=True)
+    return {p.name.split(".")[0] for p in parts.glob("*.models.parquet")}
+
+
+def gather(out: Path) -> tuple[Path, Path]:
+    """Combine the parts into ``models.parquet`` and ``ops.parquet`` (atomically)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    written = []
+    for suffix, name in (("models", MODELS_FILE), ("ops", OPS_FILE)):
+        tables = [pq.read_table(p) for p in sorted((out / PARTS).glob(f"*.{suffix}.parquet"))]
+        tables = [t for t in tables if t.num_rows]
+        table = (pa.concat_tables(tables, promote_options="permissive") if tables
+                 else pa.table({}))
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        written.append(write_atomic(out / name, lambda h, b=buffer.getvalue(): h.write(b)))
+    return written[0], written[1]
+
+
+def _progress_line(done: int, total: int, started: float, skipped: int) -> str:
+    elapsed = time.perf_counter() - started
+    fresh = done - skipped
+    rate = fresh / elapsed if elapsed > 0 and fresh else 0.0
+    remaining = (total - done) / rate if rate else float("inf")
+    eta = (time.strftime("%H:%M:%S", time.gmtime(remaining)) if math.isfinite(remaining)
+           else "--:--:--")
+    return (f"[{done}/{total}] {rate * 60:.1f} models/min, elapsed "
+            f"{time.strftime('%H:%M:%S', time.gmtime(elapsed))}, ETA {eta}")
+
+
+def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None,
+              progress: Callable[[str], None] = lambda line: None,
+              limit: int | None = None) -> dict[str, Any]:
+    """Run every unfinished task of ``plan``; returns counts and the output files."""
+    tasks = plan.tasks()
+    plan.out.mkdir(parents=True, exist_ok=True)
+    done_keys = finished_keys(plan.out)
+    todo = [t for t in tasks if t.key not in done_keys]
+    if limit is not None:
+        todo = todo[:limit]
+    skipped = len(tasks) - len(todo) if limit is None else len(done_keys & {t.key for t in tasks})
+    started = time.perf_counter()
+    done = skipped
+    statuses: dict[str, int] = {}
+    progress(f"{len(tasks)} tasks ({len(tasks) // max(len(plan.targets), 1)} models x "
+             f"{len(plan.targets)} targets), {skipped} already done")
+    for result in _execute(todo, workers, scheduler):
+        done += 1
+        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+        progress(_progress_line(done, len(tasks), started, skipped))
+    complete = finished_keys(plan.out) >= {t.key for t in tasks}
+    files = gather(plan.out) if complete else None
+    return {"tasks": len(tasks), "ran": len(todo), "skipped": skipped, "statuses": statuses,
+            "complete": complete, "files": files,
+            "seconds": time.perf_counter() - started}
+
+
+def _execute(tasks: list[Task], workers: int, scheduler: str | None
+             ) -> Iterable[dict[str, Any]]:
+    if not tasks:
+        return
+    if scheduler:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+
+        try:
+            client = Client(scheduler, timeout="20s")
+        except OSError as exc:
+            raise RooflineError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        with client:
+            futures = client.map(run_task, tasks, pure=False)
+            for future in dask_completed(futures):
+                yield future.result()
+        return
+    # Fresh interpreters, not forks: jax is multithreaded and must not be forked.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(run_task, task) for task in tasks]
+        for future in as_completed(futures):
+            yield future.result()
