@@ -39,20 +39,21 @@ def parse_values(text: str) -> list[Any]:
     """A grid axis: ``64,128,256``; ``64..16384x2`` (doubling); ``2000..8000+2000``."""
     if ".." in text:
         low, _, rest = text.partition("..")
-        for op in ("x", "+"):
-            if op in rest:
-                high, _, step = rest.partition(op)
-                try:
-                    values, value = [], int(low)
-                    while value <= int(high):
-                        values.append(value)
-                        value = value * int(step) if op == "x" else value + int(step)
-                except ValueError:
-                    break
-                if values and (op == "+" or int(step) > 1) and int(step) > 0:
-                    return values
-        raise RooflineError(f"cannot read the range {text!r}: write LOW..HIGHxFACTOR "
-                            "(64..16384x2) or LOW..HIGH+STEP (2000..8000+2000)")
+        op = "x" if "x" in rest else "+"
+        high, _, step = rest.partition(op)
+        try:
+            first, last, by = int(low), int(high), int(step)
+        except ValueError:
+            first = last = by = 0
+        if first <= 0 or last < first or by < (2 if op == "x" else 1):
+            raise RooflineError(f"cannot read the range {text!r}: write LOW..HIGHxFACTOR "
+                                "(64..16384x2) or LOW..HIGH+STEP (2000..8000+2000), with "
+                                "0 < LOW <= HIGH, FACTOR >= 2 and STEP >= 1")
+        values, value = [], first
+        while value <= last:
+            values.append(value)
+            value = value * by if op == "x" else value + by
+        return values
     values = [v.strip() for v in text.split(",") if v.strip()]
     if not values:
         raise RooflineError(f"empty grid axis {text!r}")
@@ -286,7 +287,7 @@ def _execute(tasks: list[Task], workers: int, scheduler: str | None
         from distributed import as_completed as dask_completed
 
         try:
-            client = Client(scheduler, timeout="20s")
+            client = Client(scheduler, timeout="10s")
         except OSError as exc:
             raise RooflineError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         with client:

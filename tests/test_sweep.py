@@ -1,0 +1,134 @@
+"""Sweeps: grids, resumption after a kill, failures as rows, Dask, and the regression."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from roofline.cli import main
+from roofline.errors import RooflineError
+from roofline.regress import metric_table, regression_weights
+from roofline.sweep import PARTS, SweepPlan, finished_keys, parse_values, run_sweep
+from roofline.workloads.paradnn import DEFAULT_GRIDS, paradnn_values
+
+
+def test_grid_axes():
+    assert parse_values("64..512x2") == [64, 128, 256, 512]
+    assert parse_values("2000..8000+2000") == [2000, 4000, 6000, 8000]
+    assert parse_values("lstm,gru") == ["lstm", "gru"]
+    with pytest.raises(RooflineError, match="cannot read the range"):
+        parse_values("64..512x1")
+    # ParaDnn Table 2 FC grid: 6 x 9 x 4 x 5 x 9 = 9,720 models.
+    fc = DEFAULT_GRIDS["fc"]
+    assert len(fc["layers"]) * len(fc["nodes"]) * len(fc["input"]) * len(fc["output"]) \
+        * len(fc["batch"]) == 9720
+    assert paradnn_values(1, 13, "+4") == [1, 5, 9, 13]
+
+
+def _small_plan(out, targets=("tpu-v2",), hardware=("tpu-v2", "tpu-v3")):
+    return SweepPlan("fc", {"layers": [4, 8], "nodes": [64, 256], "batch": [64, 1024]},
+                     list(targets), list(hardware), out,
+                     {"input": 2000, "output": 200}, cache=out / "cache")
+
+
+def test_sweep_rows_and_rerun_skips_everything(tmp_path):
+    plan = _small_plan(tmp_path / "sweep")
+    first = run_sweep(plan, workers=2)
+    assert first["complete"] and first["ran"] == 8 and first["statuses"] == {"ok": 8}
+    models = pd.read_parquet(first["files"][0])
+    # 8 models x 1 target x 2 hardware, each model once per hardware.
+    assert len(models) == 16 and not models.duplicated(["spec", "target", "hardware"]).any()
+    assert {"flops", "bytes", "intensity", "predicted_s", "share_memory", "footprint_bytes",
+            "fits", "parameters", "utilization"} <= set(models.columns)
+    # FC 2000 -> 4 x 64 -> 200: (2000*64 + 64) + 3 * (64*64 + 64) + (64*200 + 200) parameters.
+    small = models[models["spec"].str.contains("layers=4,nodes=64,")].iloc[0]
+    assert small["parameters"] == 2000 * 64 + 64 + 3 * (64 * 64 + 64) + 64 * 200 + 200
+    ops = pd.read_parquet(first["files"][1])
+    assert set(ops["hardware"]) == {"tpu-v2", "tpu-v3"} and len(ops) > 16
+    again = run_sweep(plan, workers=2)
+    assert again["ran"] == 0 and again["skipped"] == 8
+
+
+def test_failures_are_rows(tmp_path):
+    # 16 layers of 8192 x 8192 f32 weights: 4 GiB of weights, as much RMSProp state and
+    # gradients, beyond a v2 core's 8 GiB at any batch.
+    plan = SweepPlan("fc", {"batch": [64, 128]}, ["tpu-v2"], ["tpu-v2"], tmp_path / "s",
+                     {"layers": 16, "nodes": 8192, "input": 2000, "output": 200})
+    result = run_sweep(plan, workers=1)
+    models = pd.read_parquet(result["files"][0])
+    assert set(models["status"]) == {"does not fit"}
+    assert all("does not fit" in m or "needs" in m for m in models["message"])
+
+
+def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "layers=4,8",
+            "--grid", "nodes=32..256x2", "--grid", "batch=64,1024", "--set", "input=2000",
+            "--set", "output=200", "--target", "tpu-v2", "--hardware", "tpu-v2",
+            "--out", str(out), "--workers", "2"]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.time() + 240
+    while len(finished_keys(out)) < 6 and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers, mid-way
+    process.wait()
+    done_before = finished_keys(out)
+    assert 0 < len(done_before) < 16, "the kill must land half-way"
+    assert not (out / "models.parquet").exists()
+    assert subprocess.run(argv, capture_output=True).returncode == 0
+    models = pd.read_parquet(out / "models.parquet")
+    assert len(models) == 16 and models["key"].is_unique
+    assert done_before <= set(models["key"])
+    assert not list((out / PARTS).glob(".*.tmp"))
+
+
+def test_dask_cluster_runs_the_same_sweep(tmp_path):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster:
+        plan = _small_plan(tmp_path / "dask")
+        result = run_sweep(plan, scheduler=cluster.scheduler_address)
+    assert result["complete"] and result["statuses"] == {"ok": 8}
+    local = run_sweep(_small_plan(tmp_path / "local"), workers=2)
+    dask_rows = pd.read_parquet(result["files"][0]).sort_values(["spec", "hardware"])
+    local_rows = pd.read_parquet(local["files"][0]).sort_values(["spec", "hardware"])
+    assert list(dask_rows["flops"]) == list(local_rows["flops"])
+
+
+def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
+    assert main(["sweep", "fc", "--grid", "layers=4", "--grid", "nodes=32", "--grid",
+                 "batch=64", "--grid", "input=2000", "--grid", "output=200", "--target",
+                 "tpu-v2", "--hardware", "tpu-v2", "--out", str(tmp_path / "x"),
+                 "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+
+
+def test_regression_signs_on_tpu_v2(tmp_path):
+    # ParaDnn (Sec. 4.1, FC on TPU v2): larger batches and more nodes raise FLOP/s utilization.
+    plan = SweepPlan("fc", {"layers": [4, 8], "nodes": [128, 1024],
+                            "batch": [128, 2048]}, ["tpu-v2"], ["tpu-v2"],
+                     tmp_path / "lr", {"input": 2000, "output": 200, "dtype": "bf16"},
+                     cache=tmp_path / "lr" / "cache")
+    models = pd.read_parquet(run_sweep(plan, workers=2)["files"][0])
+    weights = regression_weights(metric_table(models, "utilization", "tpu-v2"),
+                                 ["layers", "nodes", "batch"]).set_index("parameter")["weight"]
+    assert weights["batch"] > 0 and weights["nodes"] > 0
+
+
+def test_sweep_cli_bad_input(tmp_path, capsys):
+    assert main(["sweep", "fcc", "--hardware", "tpu-v2", "--out", str(tmp_path)]) == 2
+    assert "unknown family 'fcc'" in capsys.readouterr().err
+    assert main(["sweep", "fc", "--grid", "nodez=1,2", "--hardware", "tpu-v2", "--out",
+                 str(tmp_path)]) == 2
+    assert "has no parameter 'nodez'" in capsys.readouterr().err
+    assert main(["workloads", "list", "--format", "json"]) == 0
+    families = {w["family"]: w for w in json.loads(capsys.readouterr().out)["workloads"]}
+    assert {"fc", "cnn", "rnn", "resnet50", "matmul", "conv2d"} <= set(families)
+    assert {"name": "nodes", "default": 2048, "choices": []} in families["fc"]["parameters"]
