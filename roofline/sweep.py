@@ -267,7 +267,7 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
     statuses: dict[str, int] = {}
     progress(f"{len(tasks)} tasks ({len(tasks) // max(len(plan.targets), 1)} models x "
              f"{len(plan.targets)} targets), {skipped} already done")
-    for result in _execute(todo, workers, scheduler):
+    for result in execute_tasks(todo, workers, scheduler):
         done += 1
         statuses[result["status"]] = statuses.get(result["status"], 0) + 1
         progress(_progress_line(done, len(tasks), started, skipped))
@@ -278,7 +278,7 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
             "seconds": time.perf_counter() - started}
 
 
-def _execute(tasks: list[Task], workers: int, scheduler: str | None
+def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
              ) -> Iterable[dict[str, Any]]:
     if not tasks:
         return
