@@ -19,6 +19,7 @@ import io
 import itertools
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -154,8 +155,8 @@ def run_task(task: Task) -> dict[str, Any]:
                                   batch_argnums=workload.batch_argnums, cache_dir=task.cache)
         parameters = _parameter_count(workload.args)
     except DoesNotFitError as exc:
-        model_rows = [{**base, "hardware": hw, "status": "does not fit", "message": str(exc)}
-                      for hw in task.hardware]
+        model_rows = [{**base, "hardware": hw, "status": "does not fit", "message": str(exc),
+                       "footprint_bytes": _required_bytes(str(exc))} for hw in task.hardware]
         program = None
     except Exception as exc:  # a failed model is a row, never a stopped sweep
         model_rows = [{**base, "hardware": hw, "status": "error",
@@ -212,6 +213,18 @@ def run_task(task: Task) -> dict[str, Any]:
     return {"key": task.key, "spec": task.spec, "target": task.target,
             "status": model_rows[0]["status"] if model_rows else "error",
             "seconds": time.perf_counter() - started}
+
+
+_REQUIRED = re.compile(r"memory required for [^(]*\(([\d.]+)([KMGT]?)\)")
+
+
+def _required_bytes(message: str) -> float | None:
+    """The footprint a compiler's out-of-memory message states ("... (8.12G) exceeds ...")."""
+    match = _REQUIRED.search(message)
+    if match is None:
+        return None
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[match.group(2)]
+    return float(match.group(1)) * scale
 
 
 def finished_keys(out: Path) -> set[str]:

@@ -63,6 +63,7 @@ def test_failures_are_rows(tmp_path):
     models = pd.read_parquet(result["files"][0])
     assert set(models["status"]) == {"does not fit"}
     assert all("does not fit" in m or "needs" in m for m in models["message"])
+    assert (models["footprint_bytes"] > 8 * 2**30 * 0.9).all()
 
 
 def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
@@ -132,3 +133,52 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     families = {w["family"]: w for w in json.loads(capsys.readouterr().out)["workloads"]}
     assert {"fc", "cnn", "rnn", "resnet50", "matmul", "conv2d"} <= set(families)
     assert {"name": "nodes", "default": 2048, "choices": []} in families["fc"]["parameters"]
+
+
+@pytest.mark.slow
+def test_paradnn_fc_sweep_of_200_models_killed_and_resumed(tmp_path):
+    # 200 ParaDnn FC models (layers 4, 8 x nodes 32..512 x batch 64..1024 x output
+    # 200..800: 2 x 5 x 5 x 4) on tpu-v2 and tpu-v3, killed half-way through its 400 tasks.
+    out = tmp_path / "fc200"
+    argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "layers=4,8",
+            "--grid", "nodes=32..512x2", "--grid", "batch=64..1024x2",
+            "--grid", "output=200..800+200", "--set", "input=2000", "--set", "dtype=bf16",
+            "--target", "tpu-v2,tpu-v3", "--hardware", "tpu-v2,tpu-v3", "--out", str(out)]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    while len(finished_keys(out)) < 200 and process.poll() is None:
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert 200 <= len(finished_keys(out)) < 400
+    assert subprocess.run(argv, capture_output=True).returncode == 0
+    models = pd.read_parquet(out / "models.parquet")
+    # 200 models x 2 targets x 2 hardware rows; every task once.
+    assert len(models) == 800 and models["key"].nunique() == 400
+    assert not models.duplicated(["spec", "target", "hardware"]).any()
+    weights = regression_weights(metric_table(models, "utilization", "tpu-v2", target="tpu-v2"),
+                                 ["layers", "nodes", "batch", "output"]
+                                 ).set_index("parameter")["weight"]
+    assert weights["batch"] > 0 and weights["nodes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["fc", "cnn", "rnn"])
+def test_smallest_and_largest_paradnn_configs_compile_or_are_recorded(tmp_path, family):
+    # ParaDnn Table 2 extremes of each family, on the host and a TPU v2 core: each either
+    # compiles (status ok, or "does not fit" with its footprint) - never an error.
+    grid = DEFAULT_GRIDS[family]
+    fixed = {"block": "bottleneck"} if family == "cnn" else {}
+    smallest = {name: values[0] for name, values in grid.items()}
+    largest = {name: values[-1] for name, values in grid.items()}
+    rows = []
+    for config in (smallest, largest):
+        plan = SweepPlan(family, {name: [value] for name, value in config.items()},
+                         ["host", "tpu-v2"], ["tpu-v2"], tmp_path / family, fixed)
+        run_sweep(plan, workers=2)
+        rows.append(pd.read_parquet(tmp_path / family / "models.parquet"))
+    models = pd.concat(rows).drop_duplicates("key")
+    assert len(models) == 4
+    assert set(models["status"]) <= {"ok", "does not fit"}
+    misfits = models[models["status"] == "does not fit"]
+    assert (misfits["footprint_bytes"] > 0).all(), "a misfit records its footprint"
