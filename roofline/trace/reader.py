@@ -198,7 +198,9 @@ def _self_times(events: list[OpEvent]) -> list[float]:
     return own
 
 
-def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
+def _tagged_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
+    """Events tagged with ``hlo_module``/``hlo_op`` stats (XLA:CPU ops, GPU kernels), the
+    durations of step annotations, and how many events were read."""
     events: list[OpEvent] = []
     steps: list[float] = []
     count = 0
@@ -209,10 +211,15 @@ def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
             if "hlo_op" in stats and "hlo_module" in stats:
                 start = event.start_ns
                 events.append(OpEvent(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
-                                     start + event.duration_ns, line_index,
-                                     run=str(stats.get("run_id", ""))))
+                                      start + event.duration_ns, line_index,
+                                      run=str(stats.get("run_id", ""))))
             elif "step_num" in stats:
                 steps.append(event.duration_ns * 1e-9)
+    return events, steps, count
+
+
+def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
+    events, steps, count = _tagged_events(plane)
     if not events:
         raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
                          "hlo_module stats); was anything compiled and run while tracing?")
@@ -259,16 +266,7 @@ def _read_device(path: Path, planes: dict[str, Any], names: list[str], device: i
 
 
 def _gpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
-    events: list[OpEvent] = []
-    seen = 0
-    for line_index, line in enumerate(plane.lines):
-        for event in line.events:
-            seen += 1
-            stats = _stats(event)
-            if "hlo_op" in stats and "hlo_module" in stats:
-                start = event.start_ns
-                events.append(OpEvent(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
-                                     start + event.duration_ns, line_index))
+    events, _, seen = _tagged_events(plane)
     runs = {module: 1 for module in {e.module for e in events}}
     return events, [], runs, seen
 
