@@ -179,7 +179,8 @@ def run_task(task: Task) -> dict[str, Any]:
             peak = max(used, default=0.0)
             predicted = placement.seconds
             model_rows.append({
-                **base, "hardware": ref, "status": "ok" if program_fit.fits else "does not fit",
+                **base, "hardware": ref, "scope": placement.hardware.scope,
+                "status": "ok" if program_fit.fits else "does not fit",
                 "message": "" if program_fit.fits else
                 f"needs {program_fit.footprint_bytes:.4g} B of {program_fit.capacity_bytes:.4g}",
                 "flops": costs.flops, "transcendentals": costs.transcendentals,
