@@ -114,11 +114,9 @@ class ExplainedOp:
         return self.efficiency is not None and self.efficiency > ABOVE_ROOF
 
     def measured_class(self, hardware: Hardware) -> str:
-        name = self.measured.name.split(".")[0]
-        if not self.measured.is_async and name.endswith("-done"):
-            return "async wait"      # blocked until an async copy or collective finished
-        if not self.measured.is_async and name.endswith("-start"):
-            return "async issue"     # the transfer itself is the async record
+        role = _async_role(self.measured)
+        if role is not None:
+            return role
         if self.placement is None:
             return "unknown (no cost)"
         launches = max(self.cost.kernels, 1) if self.cost else 1
@@ -185,7 +183,7 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
         cost = _find_cost(loaded.costs, measured)
         executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
         placement = None
-        if cost is not None and _is_async_part(measured, loaded.run):
+        if cost is not None and _async_role(measured) is not None:
             cost = None  # the issue or the wait of an async op: its transfer is timed apart
         if cost is not None and not cost.free:
             matched.add((measured.module, cost.name))
@@ -201,12 +199,18 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
     return Explanation(loaded, hardware, overlap, tuple(ops), missing)
 
 
-def _is_async_part(measured: MeasuredOp, run: MeasuredRun) -> bool:
-    """The synchronous issue (``X-start``) or wait (``X-done``) of an async op."""
+def _async_role(measured: MeasuredOp) -> str | None:
+    """``async issue`` for the synchronous start of an async op (``X-start``: its transfer
+    is the async record), ``async wait`` for its ``X-done`` (blocked until it finished),
+    None for any other op."""
     if measured.is_async:
-        return False
+        return None
     name = measured.name.split(".")[0]
-    return name.endswith(("-start", "-done"))
+    if name.endswith("-done"):
+        return "async wait"
+    if name.endswith("-start"):
+        return "async issue"
+    return None
 
 
 def _find_cost(costs: dict[str, ModuleCosts], measured: MeasuredOp) -> OpCost | None:

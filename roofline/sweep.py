@@ -275,7 +275,7 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
     todo = [t for t in tasks if t.key not in done_keys]
     if limit is not None:
         todo = todo[:limit]
-    skipped = len(tasks) - len(todo) if limit is None else len(done_keys & {t.key for t in tasks})
+    skipped = len(done_keys & {t.key for t in tasks})
     started = time.perf_counter()
     done = skipped
     statuses: dict[str, int] = {}
