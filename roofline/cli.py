@@ -288,6 +288,100 @@ def _regress(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ops_for(args: argparse.Namespace) -> tuple[list, Any, dict[str, float] | None, int | None]:
+    """The ops of INPUT (a SPEC compiled for --target, or a measured run directory), the
+    hardware at the right scope, measured seconds per op (for runs) and the batch size."""
+    from pathlib import Path
+
+    from roofline.analysis import device_hardware
+    from roofline.whatif import placeable
+
+    hardware = load_hardware(args.hardware, args.hardware_dir)
+    if Path(args.input).is_dir():
+        from roofline.explain import load_run
+
+        loaded = load_run(args.input)
+        measured: dict[str, float] = {}
+        ops = []
+        for op in loaded.run.ops:
+            costs = loaded.costs.get(op.module)
+            cost = next((c for c in costs.ops if c.name == op.name), None) if costs else None
+            if cost is None or op.is_async:
+                continue
+            ops.append(cost)
+            measured[cost.name] = op.self_s / max(loaded.run.module_runs.get(op.module, 1), 1)
+        return placeable(tuple(ops), hardware), hardware, measured, None
+    from roofline.compile import compile_program
+    from roofline.workloads import parse_spec
+
+    workload = parse_spec(args.input)
+    program = compile_program(workload.fn, workload.args, args.target,
+                              batch_argnums=workload.batch_argnums)
+    hardware = device_hardware(program, hardware)
+    return placeable(program.costs.ops, hardware), hardware, None, workload.batch
+
+
+def _scale_factor(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise RooflineError(f"scale factor {text!r} is not a number") from None
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from roofline.model import Overlap
+    from roofline.whatif import energy_per_sample, whatif_costs
+
+    factors = _key_values(args.scale, _scale_factor, "--scale")
+    ops, hardware, measured, batch = _ops_for(args)
+    result = whatif_costs(ops, hardware, factors, Overlap(args.overlap), measured)
+    classes = [{"bound class": c.bound, "share of old time": c.share, "speedup": c.speedup}
+               for c in result.by_class()]
+    changed = [{"op": op.name, "old bound": op.old_bound, "new bound": op.new_bound,
+                "speedup": op.speedup} for op in result.changed_class()]
+    doc: dict[str, Any] = {
+        "schema": "roofline/whatif/1", "input": args.input,
+        "basis": "measured, constant efficiency" if result.measured else "roofline",
+        "hardware": result.before.ref, "scaled": result.after.label,
+        "factors": factors, "old_s": result.old_s, "new_s": result.new_s,
+        "speedup": result.speedup, "amdahl_speedup": result.amdahl_speedup(),
+        "by_class": classes, "changed_class": changed,
+        "ops": [{"op": op.name, "category": op.category, "old_s": op.old_s, "new_s": op.new_s,
+                 "old_bound": op.old_bound, "new_bound": op.new_bound} for op in result.ops],
+    }
+    if batch and (args.power or hardware.tdp.value):
+        doc["energy_per_sample_j"] = {
+            "old": energy_per_sample(result.old_s, result.before, batch, args.power),
+            "new": energy_per_sample(result.new_s, result.after, batch, args.power)}
+    q = format_quantity
+    text = (f"{args.input} on {result.before.label} -> {result.after.label} "
+            f"({doc['basis']})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
+            f"speedup {result.speedup:.3g}x (by Amdahl over classes {result.amdahl_speedup():.3g}x)"
+            + (f"; energy per sample {doc['energy_per_sample_j']['old']:.3g} J -> "
+               f"{doc['energy_per_sample_j']['new']:.3g} J" if "energy_per_sample_j" in doc
+               else "")
+            + "\n\n" + report.format_table(classes, title="speedup by old bound class")
+            + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
+               if changed else "\n\nno op changes bound class") + "\n")
+    _emit(args, text=text, document=doc, rows=doc["ops"])
+    return 0
+
+
+def _sensitivity(args: argparse.Namespace) -> int:
+    from roofline.model import Overlap
+    from roofline.whatif import sensitivity
+
+    ops, hardware, _, _ = _ops_for(args)
+    ranked = sensitivity(ops, hardware, Overlap(args.overlap))
+    rows = [{"parameter": e.parameter, "elasticity": e.elasticity} for e in ranked]
+    title = (f"{args.input} on {hardware.label}: d log(time) / d log(parameter), most "
+             "influential first (-1: doubling the parameter halves the time)")
+    _emit(args, text=report.format_table(rows, title=title),
+          document={"schema": "roofline/sensitivity/1", "input": args.input,
+                    "hardware": hardware.ref, "elasticities": rows}, rows=rows)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
@@ -420,6 +514,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="for speedup: the hardware it is measured against")
     p.add_argument("--target")
     p.set_defaults(handler=_regress)
+
+    for name, handler, help_text in (
+            ("whatif", _whatif, "the same program on hardware with scaled parameters"),
+            ("sensitivity", _sensitivity, "which hardware parameter buys the most time")):
+        p = commands.add_parser(name, parents=[common, formatted], help=help_text)
+        p.add_argument("input", metavar="INPUT",
+                       help="a SPEC (compiled for --target) or a measured run directory")
+        p.add_argument("--hardware", required=True, metavar="ID")
+        p.add_argument("--target", default="host")
+        p.add_argument("--overlap", choices=("max", "sum"), default="max")
+        if name == "whatif":
+            p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
+                           help="e.g. memory_bandwidth=1.5, flops=2, flops.matrix.bf16=2, "
+                                "memory_capacity=2, link_bandwidth=2, overhead=0.5")
+            p.add_argument("--power", type=float, metavar="W",
+                           help="power for energy per sample (default: the spec's TDP)")
+        p.set_defaults(handler=handler)
     return parser
 
 

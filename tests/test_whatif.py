@@ -1,0 +1,102 @@
+"""What-if, sensitivity and energy on real compiled programs."""
+
+import json
+
+import pytest
+
+from roofline.analysis import device_hardware
+from roofline.cli import main
+from roofline.compile import compile_program
+from roofline.errors import RooflineError
+from roofline.hardware import load_hardware
+from roofline.whatif import energy_per_sample, placeable, sensitivity, whatif_costs
+from roofline.workloads import parse_spec
+
+
+def _ops(spec, target):
+    workload = parse_spec(spec)
+    program = compile_program(workload.fn, workload.args, target)
+    hardware = device_hardware(program, load_hardware(target))
+    return placeable(program.costs.ops, hardware), hardware
+
+
+@pytest.fixture(scope="module")
+def memory_bound():
+    # A narrow bf16 FC step at batch 64 on a TPU v2 core: every matmul has intensity far
+    # below the 75 FLOP/B ridge, so HBM bandwidth bounds nearly all of its time.
+    return _ops("fc:layers=4,nodes=1024,batch=64,dtype=bf16", "tpu-v2")
+
+
+@pytest.fixture(scope="module")
+def compute_bound():
+    # A 4096^3 bf16 matmul: 2 x 4096^3 FLOPs over 3 x 32 MiB, intensity 1365 FLOP/B.
+    return _ops("matmul:m=4096,n=4096,k=4096,dtype=bf16", "tpu-v3")
+
+
+def test_bandwidth_x1_5_speeds_up_a_memory_bound_program_about_1_5x(memory_bound):
+    ops, hardware = memory_bound
+    result = whatif_costs(ops, hardware, {"memory_bandwidth": 1.5})
+    # Memory-bound ops get exactly 1.5x; the few overhead-bound ones stay: just under 1.5x.
+    assert 1.4 <= result.speedup <= 1.5
+    memory = next(c for c in result.by_class() if c.bound == "memory (HBM)")
+    assert memory.share > 0.9 and memory.speedup == pytest.approx(1.5)
+    assert result.amdahl_speedup() == pytest.approx(result.speedup)
+    assert result.before is hardware and hardware.main_memory.bytes_per_s == 300e9  # per core
+
+
+def test_bandwidth_does_nothing_for_a_compute_bound_program(compute_bound):
+    ops, hardware = compute_bound
+    result = whatif_costs(ops, hardware, {"memory_bandwidth": 1.5})
+    assert result.speedup == pytest.approx(1.0)
+    faster = whatif_costs(ops, hardware, {"flops": 2})
+    assert faster.speedup == pytest.approx(2.0)
+
+
+def test_boundary_ops_change_class():
+    # A bf16 128x4096 @ 4096x4096 matmul: 2 x 128 x 4096^2 = 4.29e9 FLOPs over
+    # (2 x 128 x 4096 + 4096^2) x 2 B = 35.7 MB, intensity 120 FLOP/B: between the v2 ridge
+    # (75) and twice it (150), so compute-bound, then memory-bound once FLOP/s double.
+    ops, hardware = _ops("matmul:m=128,n=4096,k=4096,dtype=bf16", "tpu-v2")
+    result = whatif_costs(ops, hardware, {"flops": 2})
+    moved = result.changed_class()
+    assert moved and moved[0].old_bound.startswith("compute")
+    assert moved[0].new_bound.startswith("memory")
+    assert 1 < result.speedup < 2
+
+
+def test_sensitivity_ranks_the_bottleneck_first(memory_bound, compute_bound):
+    top = sensitivity(*memory_bound)[0]
+    assert top.parameter in ("memory_bandwidth", "bandwidth.HBM")
+    assert top.elasticity == pytest.approx(-0.95, abs=0.05)
+    top = sensitivity(*compute_bound)[0]
+    assert top.parameter.startswith("flops") and top.elasticity == pytest.approx(-1, abs=0.01)
+
+
+def test_energy_per_sample():
+    # HKBU's definition: power x step time / samples; 300 W x 1 ms / 10 samples = 0.03 J.
+    v100 = load_hardware("v100-sxm2")
+    assert energy_per_sample(1e-3, v100, 10) == pytest.approx(0.03)
+    assert energy_per_sample(1e-3, v100, 10, power_w=150) == pytest.approx(0.015)
+    with pytest.raises(RooflineError, match="publishes no TDP"):
+        energy_per_sample(1e-3, load_hardware("tpu-v5e"), 10)
+
+
+@pytest.mark.parametrize("scale, message", [
+    ("memory_bandwidth=0", "must be a positive number, got 0.0"),
+    ("memory_bandwith=1.5", "no parameter 'memory_bandwith' to scale"),
+    ("memory_bandwidth=fast", "scale factor 'fast' is not a number"),
+])
+def test_whatif_bad_input_exits_2(capsys, scale, message):
+    code = main(["whatif", "matmul:m=64,n=64,k=64", "--hardware", "xeon-8163",
+                 "--scale", scale])
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_whatif_cli_json(capsys):
+    assert main(["whatif", "fc:layers=4,nodes=1024,batch=64,dtype=bf16", "--target", "tpu-v2",
+                 "--hardware", "v100-sxm2", "--scale", "memory_bandwidth=1.5",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "roofline/whatif/1" and doc["speedup"] > 1
+    # 300 W V100 TDP over a batch of 64 samples.
+    assert doc["energy_per_sample_j"]["old"] == pytest.approx(300 * doc["old_s"] / 64)
