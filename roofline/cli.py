@@ -367,6 +367,52 @@ def _whatif(args: argparse.Namespace) -> int:
     return 0
 
 
+def _predict(args: argparse.Namespace) -> int:
+    from roofline.analysis import device_hardware
+    from roofline.model import Overlap
+    from roofline.whatif import compare_costs, placeable
+
+    args.hardware = args.source
+    ops, source, measured, batch = _ops_for(args)
+    destination = load_hardware(args.dest, args.hardware_dir)
+    if source.kind == destination.kind == "tpu":
+        destination = destination.at_scope(source.scope) if source.scope in dict(
+            destination.scopes) else destination
+    result = compare_costs(placeable(tuple(ops), destination), source, destination,
+                           Overlap(args.overlap), measured)
+    mode = ("transfer: measured times carried at constant efficiency" if measured is not None
+            else "analytical: both rooflines")
+    classes = [{"bound class on source": c.bound, "share of source time": c.share,
+                "speedup": c.speedup} for c in result.by_class()]
+    changed = [{"op": op.name, "source bound": op.old_bound, "target bound": op.new_bound,
+                "speedup": op.speedup} for op in result.changed_class()]
+    doc = {"schema": "roofline/prediction/1", "input": args.input, "mode": mode,
+           "source": source.ref, "target": destination.ref, "source_s": result.old_s,
+           "target_s": result.new_s, "speedup": result.speedup, "by_class": classes,
+           "changed_class": changed,
+           "ops": [{"op": op.name, "category": op.category, "source_s": op.old_s,
+                    "target_s": op.new_s, "source_bound": op.old_bound,
+                    "target_bound": op.new_bound} for op in result.ops]}
+    q = format_quantity
+    text = (f"{args.input}: {source.label} -> {destination.label} ({mode})\n"
+            f"{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: speedup "
+            f"{result.speedup:.3g}x\n\n" + report.format_table(classes, title="by bound class")
+            + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
+               if changed else "") + "\n")
+    _emit(args, text=text, document=doc, rows=doc["ops"])
+    return 0
+
+
+def _predict_with_target(args: argparse.Namespace) -> int:
+    from roofline.compile import TARGETS
+
+    if args.target is None:
+        args.target = args.source.split("@")[0].split(":")[0]
+        if args.target not in TARGETS:
+            args.target = "host"
+    return _predict(args)
+
+
 def _sensitivity(args: argparse.Namespace) -> int:
     from roofline.model import Overlap
     from roofline.whatif import sensitivity
@@ -531,6 +577,17 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--power", type=float, metavar="W",
                            help="power for energy per sample (default: the spec's TDP)")
         p.set_defaults(handler=handler)
+
+    p = commands.add_parser(
+        "predict", parents=[common, formatted],
+        help="predict a program's time on another device, class by class")
+    p.add_argument("input", metavar="INPUT",
+                   help="a SPEC (compiled for --target) or a measured run directory (transfer)")
+    p.add_argument("--from", dest="source", required=True, metavar="ID")
+    p.add_argument("--to", dest="dest", required=True, metavar="ID")
+    p.add_argument("--target", help="compile target (default: the --from TPU, else host)")
+    p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    p.set_defaults(handler=_predict_with_target)
     return parser
 
 

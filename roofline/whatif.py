@@ -109,7 +109,18 @@ def whatif_costs(ops: list[OpCost], hardware: Hardware, factors: Mapping[str, fl
     if not factors:
         raise RooflineError("name at least one parameter to scale, e.g. "
                             "--scale memory_bandwidth=1.5")
-    after = hardware.scaled(dict(factors))
+    return compare_costs(ops, hardware, hardware.scaled(dict(factors)), overlap, measured_s)
+
+
+def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
+                  overlap: Overlap = Overlap.MAX,
+                  measured_s: Mapping[str, float] | None = None) -> WhatIf:
+    """The ops on ``hardware`` and on ``after`` (a scaled record, or another device).
+
+    With ``measured_s``, old times are measured and new times keep each op's efficiency
+    against its roof (transfer); the fixed per-op overhead is one of the roofline terms,
+    so small ops move with the overhead of each device, not with its FLOP/s.
+    """
     old = _predicted(ops, hardware, overlap)
     new = _predicted(ops, after, overlap)
     changes = []

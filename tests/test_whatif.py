@@ -100,3 +100,30 @@ def test_whatif_cli_json(capsys):
     assert doc["schema"] == "roofline/whatif/1" and doc["speedup"] > 1
     # 300 W V100 TDP over a batch of 64 samples.
     assert doc["energy_per_sample_j"]["old"] == pytest.approx(300 * doc["old_s"] / 64)
+
+
+def test_predict_tpu_v2_to_v3_reproduces_paradnn_classes(capsys):
+    # ParaDnn Sec. 4.5: compute-bound ops speed up by the FLOP/s ratio 420/180 = 2.33x,
+    # memory-bound ops by the bandwidth ratio 3600/2400 = 1.5x (board figures; the same
+    # ratios per core).
+    assert main(["predict", "fc:layers=8,nodes=8192,batch=512,dtype=bf16", "--from", "tpu-v2",
+                 "--to", "tpu-v3", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    classes = {c["bound class on source"]: c for c in doc["by_class"]}
+    assert classes["compute (bf16 matrix)"]["speedup"] == pytest.approx(420 / 180, rel=0.05)
+    assert classes["memory (HBM)"]["speedup"] == pytest.approx(1.5, rel=0.05)
+    assert doc["mode"].startswith("analytical") and 1.5 < doc["speedup"] < 2.34
+
+
+def test_predict_transfer_keeps_measured_efficiency(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["profile", "tests.user_models:small_mlp", "--out", str(run), "--steps", "2",
+                 "--warmup", "1"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(run), "--from", "xeon-8163", "--to", "skylake-n1-32",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mode"].startswith("transfer")
+    for op in doc["ops"]:
+        # Each op keeps its efficiency: measured x (target bound / source bound) > 0.
+        assert op["target_s"] > 0 and op["source_s"] > 0
