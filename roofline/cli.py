@@ -393,14 +393,51 @@ def _predict(args: argparse.Namespace) -> int:
            "ops": [{"op": op.name, "category": op.category, "source_s": op.old_s,
                     "target_s": op.new_s, "source_bound": op.old_bound,
                     "target_bound": op.new_bound} for op in result.ops]}
+    if args.max_batch:
+        doc["capacity"] = _capacity(args)
     q = format_quantity
     text = (f"{args.input}: {source.label} -> {destination.label} ({mode})\n"
             f"{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: speedup "
             f"{result.speedup:.3g}x\n\n" + report.format_table(classes, title="by bound class")
             + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
                if changed else "") + "\n")
+    if "capacity" in doc:
+        c = doc["capacity"]
+        text += (f"\nat the largest batch that fits each device: {c['source_batch']} -> "
+                 f"{c['target_batch']} samples, {c['source_samples_per_s']:.4g} -> "
+                 f"{c['target_samples_per_s']:.4g} samples/s: throughput speedup "
+                 f"{c['throughput_speedup']:.3g}x (step-time speedup {result.speedup:.3g}x)\n")
     _emit(args, text=text, document=doc, rows=doc["ops"])
     return 0
+
+
+def _capacity(args: argparse.Namespace) -> dict[str, Any]:
+    """Throughput at each device's largest batch (compiled for each TPU target)."""
+    from roofline.analysis import throughput_at_capacity
+    from roofline.compile import TARGETS
+    from roofline.workloads import FAMILIES, parse_spec
+
+    workload = parse_spec(args.input)
+    family = FAMILIES.get(args.input.split(":")[0])
+    if family is None or "batch" not in workload.params:
+        raise RooflineError("--max-batch needs a workload SPEC with a batch parameter")
+
+    def build(batch: int) -> Any:
+        return family.make(**{**workload.params, "batch": batch})
+    results = {}
+    for side, ref in (("source", args.source), ("target", args.dest)):
+        target = ref.split("@")[0].split(":")[0]
+        if target not in TARGETS or target == "host":
+            raise RooflineError(f"--max-batch compiles for each device: {ref} is not a TPU "
+                                "target")
+        results[side] = throughput_at_capacity(build, target,
+                                               load_hardware(ref, args.hardware_dir),
+                                               start=workload.params["batch"])
+    return {"source_batch": results["source"].batch, "target_batch": results["target"].batch,
+            "source_samples_per_s": results["source"].samples_per_s,
+            "target_samples_per_s": results["target"].samples_per_s,
+            "throughput_speedup": results["target"].samples_per_s
+            / results["source"].samples_per_s}
 
 
 def _predict_with_target(args: argparse.Namespace) -> int:
@@ -587,6 +624,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host)")
     p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    p.add_argument("--max-batch", action="store_true",
+                   help="also predict throughput at the largest batch that fits each device "
+                        "(compiles for both TPU targets)")
     p.set_defaults(handler=_predict_with_target)
     return parser
 

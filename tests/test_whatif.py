@@ -127,3 +127,16 @@ def test_predict_transfer_keeps_measured_efficiency(tmp_path, capsys):
     for op in doc["ops"]:
         # Each op keeps its efficiency: measured x (target bound / source bound) > 0.
         assert op["target_s"] > 0 and op["source_s"] > 0
+
+
+@pytest.mark.slow
+def test_capacity_to_batch_throughput(capsys):
+    # TPU v3 has twice a v2 core's HBM: the largest batch about doubles, and throughput at
+    # capacity gains at least the bandwidth ratio (1.5x) and at most 2 x 1.5 = 3x
+    # (ParaDnn Sec. 4.5's memory-bound matmuls with doubled batch).
+    assert main(["predict", "fc:layers=4,nodes=4096,input=2000,output=200,batch=2048,"
+                 "dtype=bf16", "--from", "tpu-v2", "--to", "tpu-v3", "--max-batch",
+                 "--format", "json"]) == 0
+    capacity = json.loads(capsys.readouterr().out)["capacity"]
+    assert 1.8 <= capacity["target_batch"] / capacity["source_batch"] <= 2.4
+    assert 1.5 <= capacity["throughput_speedup"] <= 3.0
