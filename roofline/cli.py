@@ -76,9 +76,7 @@ def _hardware_check(args: argparse.Namespace) -> int:
             f"{len(hw.compute)} compute roofs, {len(hw.memory)} memory levels, "
             f"{len(hw.links)} links, scope {hw.scope}, variants checked: "
             f"{', '.join(variants) or 'none'}\n"
-            + report.format_table([{"dtype": r["dtype"], "unit": r["unit"],
-                                    "level": r["level"],
-                                    "ridge FLOP/B": r["flop_per_byte"]} for r in ridges]))
+            + report.format_table(report.ridge_table(hw)))
     _emit(args, text=text,
           document={"schema": "roofline/hardware-check/1", "path": str(args.file),
                     "valid": True, "id": hw.id, "variants": variants,
@@ -298,19 +296,13 @@ def _ops_for(args: argparse.Namespace) -> tuple[list, Any, dict[str, float] | No
 
     hardware = load_hardware(args.hardware, args.hardware_dir)
     if Path(args.input).is_dir():
-        from roofline.explain import load_run
+        from roofline.explain import explain, load_run
 
-        loaded = load_run(args.input)
-        measured: dict[str, float] = {}
-        ops = []
-        for op in loaded.run.ops:
-            costs = loaded.costs.get(op.module)
-            cost = next((c for c in costs.ops if c.name == op.name), None) if costs else None
-            if cost is None or op.is_async:
-                continue
-            ops.append(cost)
-            measured[cost.name] = op.self_s / max(loaded.run.module_runs.get(op.module, 1), 1)
-        return placeable(tuple(ops), hardware), hardware, measured, None
+        # explain's join: measured seconds per execution for every op it could place.
+        joined = [op for op in explain(load_run(args.input), hardware).ops if op.placement]
+        measured = {op.cost.name: op.seconds for op in joined}  # type: ignore[union-attr]
+        ops = tuple(op.cost for op in joined)
+        return placeable(ops, hardware), hardware, measured, None  # type: ignore[arg-type]
     from roofline.compile import compile_program
     from roofline.workloads import parse_spec
 
@@ -368,7 +360,6 @@ def _whatif(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from roofline.analysis import device_hardware
     from roofline.model import Overlap
     from roofline.whatif import compare_costs, placeable
 

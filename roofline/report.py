@@ -89,6 +89,12 @@ def ridge_rows(hw: Hardware) -> list[dict[str, Any]]:
              "flop_per_byte": r.flop_per_byte} for r in ridge_points(hw)]
 
 
+def ridge_table(hw: Hardware) -> list[dict[str, Any]]:
+    """Ridge points for people: dtype, unit, memory level and FLOP/B."""
+    return [{"dtype": r["dtype"], "unit": r["unit"], "level": r["level"],
+             "ridge FLOP/B": r["flop_per_byte"]} for r in ridge_rows(hw)]
+
+
 def hardware_document(hw: Hardware) -> dict[str, Any]:
     """Everything known about a device, in SI units, with sources: ``hardware show``."""
     def sourced(value: float | None, sources: tuple[str, ...], note: str) -> dict[str, Any]:
@@ -154,10 +160,7 @@ def hardware_text(hw: Hardware) -> str:
             [{"link": x.name, "count": x.count,
               "bandwidth/direction": q(x.bytes_per_s, Kind.BANDWIDTH), "sources": x.sources}
              for x in hw.links], title="links"))
-    parts.append(format_table(
-        [{"dtype": r["dtype"], "unit": r["unit"], "level": r["level"],
-          "ridge FLOP/B": r["flop_per_byte"]} for r in ridge_rows(hw)],
-        title="ridge points"))
+    parts.append(format_table(ridge_table(hw), title="ridge points"))
     parts.append("sources\n" + "\n".join(f"  {k}: {v}" for k, v in hw.sources))
     return "\n\n".join(parts) + "\n"
 
