@@ -1,8 +1,12 @@
 """roofline: roofline and analytical performance modeling for JAX/XLA programs.
 
 The public surface is re-exported here; modules whose names start with an underscore
-and anything not listed in ``__all__`` are internal.
+and anything not listed in ``__all__`` are internal. The question-answering functions
+(``whatif``, ``predict``, ``sensitivity``) load on first use, so ``import roofline`` stays
+light and does not import JAX.
 """
+
+from typing import Any
 
 from roofline.errors import RooflineError, ScaleError, SpecError, UnitError, UnknownHardwareError
 from roofline.hardware import (
@@ -32,5 +36,15 @@ __all__ = [
     "Overlap", "Placement", "RooflineError", "ScaleError", "SpecError", "UnitError",
     "UnknownHardwareError", "Work", "attainable_flop_per_s", "format_quantity",
     "list_hardware", "load_hardware", "load_spec_file", "parse_quantity", "place",
-    "ridge_point", "ridge_points",
+    "ridge_point", "ridge_points", "whatif", "predict", "sensitivity",
 ]
+
+_LAZY = {"whatif", "predict", "sensitivity"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from roofline import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'roofline' has no attribute {name!r}")

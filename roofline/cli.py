@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -286,33 +287,6 @@ def _regress(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ops_for(args: argparse.Namespace) -> tuple[list, Any, dict[str, float] | None, int | None]:
-    """The ops of INPUT (a SPEC compiled for --target, or a measured run directory), the
-    hardware at the right scope, measured seconds per op (for runs) and the batch size."""
-    from pathlib import Path
-
-    from roofline.analysis import device_hardware
-    from roofline.whatif import placeable
-
-    hardware = load_hardware(args.hardware, args.hardware_dir)
-    if Path(args.input).is_dir():
-        from roofline.explain import explain, load_run
-
-        # explain's join: measured seconds per execution for every op it could place.
-        joined = [op for op in explain(load_run(args.input), hardware).ops if op.placement]
-        measured = {op.cost.name: op.seconds for op in joined}  # type: ignore[union-attr]
-        ops = tuple(op.cost for op in joined)
-        return placeable(ops, hardware), hardware, measured, None  # type: ignore[arg-type]
-    from roofline.compile import compile_program
-    from roofline.workloads import parse_spec
-
-    workload = parse_spec(args.input)
-    program = compile_program(workload.fn, workload.args, args.target,
-                              batch_argnums=workload.batch_argnums)
-    hardware = device_hardware(program, hardware)
-    return placeable(program.costs.ops, hardware), hardware, None, workload.batch
-
-
 def _scale_factor(text: str) -> float:
     try:
         return float(text)
@@ -320,139 +294,111 @@ def _scale_factor(text: str) -> float:
         raise RooflineError(f"scale factor {text!r} is not a number") from None
 
 
+def _comparison_parts(comparison: Any, before: str, after: str
+                      ) -> tuple[list[dict], list[dict], list[dict]]:
+    """Rows by class, rows of ops that change class, and per-op rows of a comparison."""
+    classes = [{"bound": c.bound, "share": c.share, f"{before}_s": c.old_s,
+                f"{after}_s": c.new_s, "speedup": c.speedup} for c in comparison.by_class()]
+    changed = [{"op": op.name, f"{before}_bound": op.old_bound, f"{after}_bound": op.new_bound,
+                "speedup": op.speedup} for op in comparison.changed_class()]
+    ops = [{"op": op.name, "category": op.category, f"{before}_s": op.old_s,
+            f"{after}_s": op.new_s, f"{before}_bound": op.old_bound,
+            f"{after}_bound": op.new_bound} for op in comparison.ops]
+    return classes, changed, ops
+
+
+def _comparison_text(classes: list[dict], changed: list[dict], class_title: str) -> str:
+    return (report.format_table(classes, title=class_title)
+            + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
+               if changed else "\n\nno op changes bound class") + "\n")
+
+
 def _whatif(args: argparse.Namespace) -> int:
-    from roofline.model import Overlap
-    from roofline.whatif import energy_per_sample, whatif_costs
+    from roofline.api import whatif
+    from roofline.comparison import energy_per_sample
 
     factors = _key_values(args.scale, _scale_factor, "--scale")
-    ops, hardware, measured, batch = _ops_for(args)
-    result = whatif_costs(ops, hardware, factors, Overlap(args.overlap), measured)
-    classes = [{"bound class": c.bound, "share of old time": c.share, "speedup": c.speedup}
-               for c in result.by_class()]
-    changed = [{"op": op.name, "old bound": op.old_bound, "new bound": op.new_bound,
-                "speedup": op.speedup} for op in result.changed_class()]
+    result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
+                    target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency)
+    classes, changed, ops = _comparison_parts(result, "old", "new")
     doc: dict[str, Any] = {
-        "schema": "roofline/whatif/1", "input": args.input,
-        "basis": "measured, constant efficiency" if result.measured else "roofline",
+        "schema": "roofline/whatif/1", "input": args.input, "basis": result.basis,
         "hardware": result.before.ref, "scaled": result.after.label,
         "factors": factors, "old_s": result.old_s, "new_s": result.new_s,
         "speedup": result.speedup, "amdahl_speedup": result.amdahl_speedup(),
-        "by_class": classes, "changed_class": changed,
-        "ops": [{"op": op.name, "category": op.category, "old_s": op.old_s, "new_s": op.new_s,
-                 "old_bound": op.old_bound, "new_bound": op.new_bound} for op in result.ops],
+        "by_class": classes, "changed_class": changed, "ops": ops,
     }
-    if batch and (args.power or hardware.tdp.value):
+    batch = None if Path(args.input).is_dir() else _batch_of(args.input)
+    if batch and (args.power or result.before.tdp.value):
         doc["energy_per_sample_j"] = {
             "old": energy_per_sample(result.old_s, result.before, batch, args.power),
             "new": energy_per_sample(result.new_s, result.after, batch, args.power)}
     q = format_quantity
     text = (f"{args.input} on {result.before.label} -> {result.after.label} "
-            f"({doc['basis']})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
+            f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
             f"speedup {result.speedup:.3g}x (by Amdahl over classes {result.amdahl_speedup():.3g}x)"
             + (f"; energy per sample {doc['energy_per_sample_j']['old']:.3g} J -> "
                f"{doc['energy_per_sample_j']['new']:.3g} J" if "energy_per_sample_j" in doc
                else "")
-            + "\n\n" + report.format_table(classes, title="speedup by old bound class")
-            + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
-               if changed else "\n\nno op changes bound class") + "\n")
-    _emit(args, text=text, document=doc, rows=doc["ops"])
+            + "\n\n" + _comparison_text(classes, changed, "speedup by old bound class"))
+    _emit(args, text=text, document=doc, rows=ops)
     return 0
+
+
+def _batch_of(spec: str) -> int | None:
+    from roofline.workloads import parse_spec
+
+    return parse_spec(spec).batch
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from roofline.model import Overlap
-    from roofline.whatif import compare_costs, placeable
+    from roofline.api import predict
 
-    args.hardware = args.source
-    ops, source, measured, batch = _ops_for(args)
-    destination = load_hardware(args.dest, args.hardware_dir)
-    if source.kind == destination.kind == "tpu":
-        destination = destination.at_scope(source.scope) if source.scope in dict(
-            destination.scopes) else destination
-    result = compare_costs(placeable(tuple(ops), destination), source, destination,
-                           Overlap(args.overlap), measured)
-    mode = ("transfer: measured times carried at constant efficiency" if measured is not None
-            else "analytical: both rooflines")
-    classes = [{"bound class on source": c.bound, "share of source time": c.share,
-                "speedup": c.speedup} for c in result.by_class()]
-    changed = [{"op": op.name, "source bound": op.old_bound, "target bound": op.new_bound,
-                "speedup": op.speedup} for op in result.changed_class()]
-    doc = {"schema": "roofline/prediction/1", "input": args.input, "mode": mode,
-           "source": source.ref, "target": destination.ref, "source_s": result.old_s,
-           "target_s": result.new_s, "speedup": result.speedup, "by_class": classes,
-           "changed_class": changed,
-           "ops": [{"op": op.name, "category": op.category, "source_s": op.old_s,
-                    "target_s": op.new_s, "source_bound": op.old_bound,
-                    "target_bound": op.new_bound} for op in result.ops]}
-    if args.max_batch:
-        doc["capacity"] = _capacity(args)
+    result = predict(args.input, load_hardware(args.source, args.hardware_dir),
+                     load_hardware(args.dest, args.hardware_dir), target=args.target,
+                     to_program=args.to_program, max_batch=args.max_batch,
+                     overlap=args.overlap, clamp=args.clamp_efficiency)
+    comparison = result.comparison
+    classes, changed, ops = _comparison_parts(comparison, "source", "target")
+    mode = f"{result.mode}: {comparison.basis}"
+    doc: dict[str, Any] = {
+        "schema": "roofline/prediction/1", "input": args.input, "mode": mode,
+        "source": result.source.ref, "target": result.destination.ref,
+        "source_s": comparison.old_s, "target_s": comparison.new_s,
+        "speedup": result.speedup, "by_class": classes, "changed_class": changed, "ops": ops}
     q = format_quantity
-    text = (f"{args.input}: {source.label} -> {destination.label} ({mode})\n"
-            f"{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: speedup "
-            f"{result.speedup:.3g}x\n\n" + report.format_table(classes, title="by bound class")
-            + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
-               if changed else "") + "\n")
-    if "capacity" in doc:
-        c = doc["capacity"]
-        text += (f"\nat the largest batch that fits each device: {c['source_batch']} -> "
-                 f"{c['target_batch']} samples, {c['source_samples_per_s']:.4g} -> "
-                 f"{c['target_samples_per_s']:.4g} samples/s: throughput speedup "
-                 f"{c['throughput_speedup']:.3g}x (step-time speedup {result.speedup:.3g}x)\n")
-    _emit(args, text=text, document=doc, rows=doc["ops"])
+    text = (f"{args.input}: {result.source.label} -> {result.destination.label} ({mode})\n"
+            f"{q(comparison.old_s, Kind.TIME)} -> {q(comparison.new_s, Kind.TIME)}: speedup "
+            f"{result.speedup:.3g}x\n\n"
+            + _comparison_text(classes, changed, "by bound class on the source"))
+    if result.capacity is not None:
+        source, target = result.capacity
+        doc["capacity"] = {
+            "source_batch": source.batch, "target_batch": target.batch,
+            "source_samples_per_s": source.samples_per_s,
+            "target_samples_per_s": target.samples_per_s,
+            "throughput_speedup": result.throughput_speedup}
+        text += (f"\nat the largest batch that fits each device: {source.batch} -> "
+                 f"{target.batch} samples, {source.samples_per_s:.4g} -> "
+                 f"{target.samples_per_s:.4g} samples/s: throughput speedup "
+                 f"{result.throughput_speedup:.3g}x (step-time speedup "
+                 f"{result.speedup:.3g}x)\n")
+    _emit(args, text=text, document=doc, rows=ops)
     return 0
 
 
-def _capacity(args: argparse.Namespace) -> dict[str, Any]:
-    """Throughput at each device's largest batch (compiled for each TPU target)."""
-    from roofline.analysis import throughput_at_capacity
-    from roofline.compile import TARGETS
-    from roofline.workloads import FAMILIES, parse_spec
-
-    workload = parse_spec(args.input)
-    family = FAMILIES.get(args.input.split(":")[0])
-    if family is None or "batch" not in workload.params:
-        raise RooflineError("--max-batch needs a workload SPEC with a batch parameter")
-
-    def build(batch: int) -> Any:
-        return family.make(**{**workload.params, "batch": batch})
-    results = {}
-    for side, ref in (("source", args.source), ("target", args.dest)):
-        target = ref.split("@")[0].split(":")[0]
-        if target not in TARGETS or target == "host":
-            raise RooflineError(f"--max-batch compiles for each device: {ref} is not a TPU "
-                                "target")
-        results[side] = throughput_at_capacity(build, target,
-                                               load_hardware(ref, args.hardware_dir),
-                                               start=workload.params["batch"])
-    return {"source_batch": results["source"].batch, "target_batch": results["target"].batch,
-            "source_samples_per_s": results["source"].samples_per_s,
-            "target_samples_per_s": results["target"].samples_per_s,
-            "throughput_speedup": results["target"].samples_per_s
-            / results["source"].samples_per_s}
-
-
-def _predict_with_target(args: argparse.Namespace) -> int:
-    from roofline.compile import TARGETS
-
-    if args.target is None:
-        args.target = args.source.split("@")[0].split(":")[0]
-        if args.target not in TARGETS:
-            args.target = "host"
-    return _predict(args)
-
-
 def _sensitivity(args: argparse.Namespace) -> int:
-    from roofline.model import Overlap
-    from roofline.whatif import sensitivity
+    from roofline.api import sensitivity
 
-    ops, hardware, _, _ = _ops_for(args)
-    ranked = sensitivity(ops, hardware, Overlap(args.overlap))
-    rows = [{"parameter": e.parameter, "elasticity": e.elasticity} for e in ranked]
-    title = (f"{args.input} on {hardware.label}: d log(time) / d log(parameter), most "
+    result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
+                         target=args.target, overlap=args.overlap)
+    rows = [{"parameter": e.parameter, "elasticity": e.elasticity}
+            for e in result.elasticities]
+    title = (f"{args.input} on {result.hardware.label}: d log(time) / d log(parameter), most "
              "influential first (-1: doubling the parameter halves the time)")
     _emit(args, text=report.format_table(rows, title=title),
           document={"schema": "roofline/sensitivity/1", "input": args.input,
-                    "hardware": hardware.ref, "elasticities": rows}, rows=rows)
+                    "hardware": result.hardware.ref, "elasticities": rows}, rows=rows)
     return 0
 
 
@@ -596,9 +542,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("input", metavar="INPUT",
                        help="a SPEC (compiled for --target) or a measured run directory")
         p.add_argument("--hardware", required=True, metavar="ID")
-        p.add_argument("--target", default="host")
+        p.add_argument("--target", help="compile target (default: the hardware's own, "
+                                        "e.g. tpu-v3, else host)")
         p.add_argument("--overlap", choices=("max", "sum"), default="max")
         if name == "whatif":
+            p.add_argument("--clamp-efficiency", action="store_true",
+                           help="runs: cap measured efficiency at 100%% instead of refusing "
+                                "ops faster than the spec allows")
             p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
                            help="e.g. memory_bandwidth=1.5, flops=2, flops.matrix.bf16=2, "
                                 "memory_capacity=2, link_bandwidth=2, overhead=0.5")
@@ -614,11 +564,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="source", required=True, metavar="ID")
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host)")
+    p.add_argument("--to-program", metavar="SPEC",
+                   help="predict this SPEC on the target instead (e.g. the bf16 version of "
+                        "a measured f32 run)")
     p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    p.add_argument("--clamp-efficiency", action="store_true",
+                   help="runs: cap measured efficiency at 100%% instead of refusing ops "
+                        "faster than the spec allows")
     p.add_argument("--max-batch", action="store_true",
                    help="also predict throughput at the largest batch that fits each device "
                         "(compiles for both TPU targets)")
-    p.set_defaults(handler=_predict_with_target)
+    p.set_defaults(handler=_predict)
     return parser
 
 

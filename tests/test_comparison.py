@@ -9,7 +9,7 @@ from roofline.cli import main
 from roofline.compile import compile_program
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.whatif import energy_per_sample, placeable, sensitivity, whatif_costs
+from roofline.comparison import energy_per_sample, placeable, sensitivity_of, whatif_costs
 from roofline.workloads import parse_spec
 
 
@@ -65,10 +65,10 @@ def test_boundary_ops_change_class():
 
 
 def test_sensitivity_ranks_the_bottleneck_first(memory_bound, compute_bound):
-    top = sensitivity(*memory_bound)[0]
+    top = sensitivity_of(*memory_bound).elasticities[0]
     assert top.parameter in ("memory_bandwidth", "bandwidth.HBM")
     assert top.elasticity == pytest.approx(-0.95, abs=0.05)
-    top = sensitivity(*compute_bound)[0]
+    top = sensitivity_of(*compute_bound).elasticities[0]
     assert top.parameter.startswith("flops") and top.elasticity == pytest.approx(-1, abs=0.01)
 
 
@@ -109,7 +109,7 @@ def test_predict_tpu_v2_to_v3_reproduces_paradnn_classes(capsys):
     assert main(["predict", "fc:layers=8,nodes=8192,batch=512,dtype=bf16", "--from", "tpu-v2",
                  "--to", "tpu-v3", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    classes = {c["bound class on source"]: c for c in doc["by_class"]}
+    classes = {c["bound"]: c for c in doc["by_class"]}
     assert classes["compute (bf16 matrix)"]["speedup"] == pytest.approx(420 / 180, rel=0.05)
     assert classes["memory (HBM)"]["speedup"] == pytest.approx(1.5, rel=0.05)
     assert doc["mode"].startswith("analytical") and 1.5 < doc["speedup"] < 2.34

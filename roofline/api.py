@@ -1,0 +1,216 @@
+"""The question-answering API: what-if, predict, sensitivity. The CLI is a thin layer over it.
+
+Every function takes an INPUT that is either a workload SPEC (``"fc:layers=8,batch=512"``,
+``"pkg.module:function"``), compiled for ``target`` (default: the hardware's own compile
+target when it has one, else this host), or a run directory from ``roofline profile``,
+whose measured per-op times are used. Results are typed records with ``to_dataframe()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roofline.comparison import Comparison, Sensitivity, compare_costs, placeable, sensitivity_of
+from roofline.errors import RooflineError
+from roofline.hardware import load_hardware
+from roofline.hardware.records import Hardware
+from roofline.hlo.costs import OpCost
+from roofline.model import Overlap
+from roofline.transfer import transfer
+
+if TYPE_CHECKING:
+    import pandas
+
+    from roofline.analysis import CapacityThroughput
+
+HardwareRef = str | Hardware
+MeasuredTimes = Mapping[str, float] | Any   # op name -> seconds, or a DataFrame (op, seconds)
+
+
+@dataclass(frozen=True)
+class ProgramOps:
+    """The placeable ops of an INPUT on one device, with measured seconds for a run."""
+
+    label: str
+    ops: list[OpCost]
+    hardware: Hardware
+    measured_s: dict[str, float] | None
+    batch: int | None
+    target: str | None         # the compile target, for a SPEC
+
+
+def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
+    return ref if isinstance(ref, Hardware) else load_hardware(ref, hardware_dir)
+
+
+def compile_target_of(hardware: Hardware) -> str:
+    """The compile target named by a hardware id (``tpu-v3`` -> ``tpu-v3``), else ``host``."""
+    from roofline.compile import TARGETS
+
+    return hardware.id if hardware.id in TARGETS else "host"
+
+
+def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
+                hardware_dir: str | Path | None = None) -> ProgramOps:
+    """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on)."""
+    hw = _hardware(hardware, hardware_dir)
+    if Path(input).is_dir():
+        from roofline.explain import explain, load_run
+
+        joined = [op for op in explain(load_run(input), hw).ops
+                  if op.placement is not None and op.cost is not None]
+        measured = {op.cost.name: op.seconds for op in joined}  # type: ignore[union-attr]
+        ops = placeable([op.cost for op in joined], hw)  # type: ignore[misc]
+        return ProgramOps(str(input), ops, hw, measured, None, None)
+    from roofline.analysis import device_hardware
+    from roofline.compile import compile_program
+    from roofline.workloads import parse_spec
+
+    workload = parse_spec(str(input))
+    target = target or compile_target_of(hw)
+    program = compile_program(workload.fn, workload.args, target,
+                              batch_argnums=workload.batch_argnums)
+    hw = device_hardware(program, hw)
+    return ProgramOps(str(input), placeable(program.costs.ops, hw), hw, None, workload.batch,
+                      target)
+
+
+def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
+    if isinstance(measured, Mapping):
+        return {str(k): float(v) for k, v in measured.items()}
+    columns = getattr(measured, "columns", None)
+    if columns is None or not {"op", "seconds"} <= set(columns):
+        raise RooflineError("measured times must be a mapping op name -> seconds or a "
+                            "DataFrame with columns 'op' and 'seconds'")
+    return {str(k): float(v) for k, v in zip(measured["op"], measured["seconds"])}
+
+
+def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float], *,
+           target: str | None = None, overlap: Overlap | str = Overlap.MAX,
+           clamp: bool = False, hardware_dir: str | Path | None = None) -> Comparison:
+    """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
+    ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
+
+    A measured run is carried to the scaled hardware at constant efficiency, overhead apart.
+    """
+    if not scale:
+        raise RooflineError("name at least one parameter to scale, e.g. "
+                            "--scale memory_bandwidth=1.5")
+    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir)
+    after = program.hardware.scaled(dict(scale))
+    if program.measured_s is not None:
+        return transfer(program.ops, program.measured_s, program.hardware, after,
+                        Overlap(overlap), clamp=clamp)
+    return compare_costs(program.ops, program.hardware, after, Overlap(overlap))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A program's time on a source and a destination device, and how it was obtained."""
+
+    input: str
+    mode: str                                   # "analytical" or "transfer"
+    comparison: Comparison
+    batch: int | None
+    capacity: tuple[CapacityThroughput, CapacityThroughput] | None = None
+
+    @property
+    def source(self) -> Hardware:
+        return self.comparison.before
+
+    @property
+    def destination(self) -> Hardware:
+        return self.comparison.after
+
+    @property
+    def speedup(self) -> float:
+        return self.comparison.speedup
+
+    @property
+    def throughput_speedup(self) -> float | None:
+        """Samples/s at the destination's largest batch over the source's (``max_batch``)."""
+        if self.capacity is None:
+            return None
+        return self.capacity[1].samples_per_s / self.capacity[0].samples_per_s
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        return self.comparison.to_dataframe()
+
+    def classes_dataframe(self) -> pandas.DataFrame:
+        return self.comparison.classes_dataframe()
+
+
+def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
+            target: str | None = None, to_program: str | None = None,
+            measured: MeasuredTimes | None = None, max_batch: bool = False,
+            overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
+            hardware_dir: str | Path | None = None) -> Prediction:
+    """INPUT's time on ``destination`` predicted from ``source``.
+
+    Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
+    device that is a compile target (TPU v2..v6e). Transfer mode (a run directory, or a
+    SPEC with ``measured`` per-op seconds on the source): measured times are carried at
+    constant efficiency, overhead apart (:mod:`roofline.transfer`). ``to_program`` names a
+    different SPEC to predict on the destination (e.g. the bfloat16 version of a float32
+    run); its ops without a measured counterpart take the efficiency of measured ops of
+    their category and size. ``max_batch`` also predicts throughput at the largest batch
+    that fits each device.
+    """
+    program = program_ops(input, source, target=target, hardware_dir=hardware_dir)
+    source_hw = program.hardware
+    dest = _hardware(destination, hardware_dir)
+    if source_hw.kind == dest.kind == "tpu" and source_hw.scope in dict(dest.scopes):
+        dest = dest.at_scope(source_hw.scope)
+    after_ops = None
+    after_input = to_program or (None if program.target is None else str(input))
+    if after_input is not None:
+        dest_target = compile_target_of(dest)
+        if to_program or (dest_target != "host" and dest_target != program.target):
+            after_ops = program_ops(after_input, dest, target=dest_target).ops
+    measured_s = program.measured_s
+    if measured is not None:
+        measured_s = _measured_table(measured)
+    if measured_s is not None:
+        comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
+                              target_ops=after_ops, clamp=clamp)
+        mode = "transfer"
+    else:
+        comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
+                                   after_ops=after_ops)
+        mode = "analytical"
+    capacity = (_capacity(str(input), _hardware(source, hardware_dir),
+                          _hardware(destination, hardware_dir)) if max_batch else None)
+    return Prediction(str(input), mode, comparison, program.batch, capacity)
+
+
+def _capacity(spec: str, source: Hardware, dest: Hardware
+              ) -> tuple[CapacityThroughput, CapacityThroughput]:
+    from roofline.analysis import throughput_at_capacity
+    from roofline.workloads import FAMILIES, parse_spec
+
+    workload = parse_spec(spec)
+    family = FAMILIES.get(spec.split(":")[0])
+    if family is None or "batch" not in workload.params:
+        raise RooflineError("max_batch (--max-batch) needs a workload SPEC with a batch "
+                            "parameter")
+    results = []
+    for hw in (source, dest):
+        target = compile_target_of(hw)
+        if target == "host":
+            raise RooflineError(f"max_batch (--max-batch) compiles for each device: "
+                                f"{hw.ref} is not a TPU compile target")
+        results.append(throughput_at_capacity(
+            lambda batch: family.make(**{**workload.params, "batch": batch}), target, hw,
+            start=workload.params["batch"]))
+    return results[0], results[1]
+
+
+def sensitivity(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
+                overlap: Overlap | str = Overlap.MAX,
+                hardware_dir: str | Path | None = None) -> Sensitivity:
+    """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked."""
+    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir)
+    return sensitivity_of(program.ops, program.hardware, Overlap(overlap))

@@ -1,0 +1,155 @@
+"""Transfer: carry measured per-op times from one device (or program) to another.
+
+An op measured at ``m`` seconds on the source is modelled as its fixed per-op overhead
+plus its work done at an efficiency ``e`` of its roofline:
+
+    m = o_src + w_src / e            target:  o_dst + w_dst / e
+
+``w`` is the op's roofline time without the overhead term (the slowest of compute, memory
+levels and link under the ``max`` overlap, their sum under ``sum``) and ``o`` is the spec's
+per-op overhead times the op's kernel launches. So a small op keeps its fixed cost and
+moves with each device's overhead, while a large op moves with the roofs: a pure roofline
+ratio would wrongly speed up a 2 us op as much as a 20 ms GEMM. An op whose measured time
+is all overhead (``m <= o_src``) scales by ``o_dst / o_src``.
+
+Efficiency depends on op size, so an op of the target program with no measured counterpart
+(a different compile, e.g. bfloat16 instead of float32) takes the median efficiency of the
+measured ops of its category nearest to it in roofline work time (``NEIGHBOURS`` of them,
+on a log scale), or of all measured ops when its category was not measured.
+
+A measured time below the op's physical lower bound on the source (its roofline time) means
+the spec understates the device: carrying an efficiency above 100% would predict a target
+time below the target's physical lower bound, so it is refused unless ``clamp`` caps it.
+Times within ``NOISE`` of the bound are capped silently.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from roofline.comparison import (
+    ONLY_AFTER,
+    ONLY_BEFORE,
+    Comparison,
+    OpChange,
+    op_key,
+    pair_ops,
+    placements,
+)
+from roofline.errors import RooflineError
+from roofline.hardware.records import Hardware
+from roofline.hlo.costs import OpCost
+from roofline.model import Overlap, Placement
+from roofline.units import Kind, format_quantity
+
+NEIGHBOURS = 3
+NOISE = 0.05
+
+
+class BelowPhysicalBoundError(RooflineError):
+    """Measured times faster than the source spec allows."""
+
+
+def work_seconds(placement: Placement) -> float:
+    """The roofline time without the fixed per-op overhead."""
+    terms = [placement.compute_s, *(t for _, t in placement.memory_s), placement.link_s]
+    return max(terms) if placement.overlap is Overlap.MAX else sum(terms)
+
+
+@dataclass(frozen=True)
+class MeasuredEfficiency:
+    """One measured op split into overhead and work done at ``efficiency`` of its roofline
+    (None: the measured time is all overhead)."""
+
+    op: OpCost
+    measured_s: float
+    overhead_s: float
+    work_s: float
+    efficiency: float | None
+    bound: str
+
+
+def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
+                 overlap: Overlap = Overlap.MAX, clamp: bool = False
+                 ) -> list[MeasuredEfficiency]:
+    """Each measured op's efficiency against ``hardware``; refuses times below the bound."""
+    result, too_fast = [], []
+    for op, placement in placements([op for op in ops if op.name in measured_s], hardware,
+                                    overlap):
+        measured = measured_s[op.name]
+        work = work_seconds(placement)
+        if measured < placement.seconds * (1 - NOISE):
+            too_fast.append((op, measured, placement))
+        residual = measured - placement.overhead_s
+        if residual <= 0 or work <= 0:
+            efficiency = None
+        else:
+            efficiency = min(1.0, work / residual)
+        result.append(MeasuredEfficiency(op, measured, placement.overhead_s, work,
+                                         efficiency, str(placement.bound)))
+    if too_fast and not clamp:
+        q = format_quantity
+        lines = [f"  {op.name}: measured {q(m, Kind.TIME)}, lower bound "
+                 f"{q(p.seconds, Kind.TIME)} ({p.bound})" for op, m, p in too_fast[:5]]
+        more = f"\n  ... and {len(too_fast) - 5} more" if len(too_fast) > 5 else ""
+        raise BelowPhysicalBoundError(
+            f"{len(too_fast)} measured ops ran faster than their physical lower bound on "
+            f"{hardware.label}, so the prediction would fall below the target's bound:\n"
+            + "\n".join(lines) + more + "\nfix: describe the source device by its measured "
+            "ceilings (roofline hardware measure), or cap efficiency at 100% with "
+            "--clamp-efficiency (clamp=True)")
+    return result
+
+
+def _curve_efficiency(work_s: float, category: str,
+                      measured: list[MeasuredEfficiency]) -> float:
+    known = [m for m in measured if m.efficiency is not None]
+    same = [m for m in known if m.op.category == category] or known
+    if not same:
+        raise RooflineError("no measured op did work beyond its overhead: there is no "
+                            "efficiency to carry to the target")
+    nearest = sorted(same, key=lambda m: abs(math.log(max(m.work_s, 1e-15))
+                                             - math.log(max(work_s, 1e-15))))[:NEIGHBOURS]
+    return statistics.median(m.efficiency for m in nearest)  # type: ignore[misc]
+
+
+def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardware,
+             target: Hardware, overlap: Overlap = Overlap.MAX,
+             target_ops: list[OpCost] | None = None, clamp: bool = False) -> Comparison:
+    """Measured times of ``ops`` on ``source`` carried to ``target_ops`` (default: the same
+    ops) on ``target``, per the model in this module's docstring."""
+    measured = efficiencies(ops, measured_s, source, overlap, clamp)
+    by_key = {op_key(m.op): m for m in measured}
+    after_ops = ops if target_ops is None else target_ops
+    after = {op_key(op): p for op, p in placements(after_ops, target, overlap)}
+    changes = []
+    for first, second in pair_ops([m.op for m in measured], after_ops):
+        op = first or second
+        assert op is not None
+        source_op = by_key.get(op_key(first)) if first else None
+        p_new = after[op_key(second)] if second else None
+        if p_new is None:
+            assert source_op is not None
+            changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
+                                    source_op.bound, ONLY_BEFORE))
+            continue
+        if source_op is None:
+            efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
+            new_s = p_new.overhead_s + work_seconds(p_new) / efficiency
+            changes.append(OpChange(op.name, op.category, 0.0, new_s, ONLY_AFTER,
+                                    str(p_new.bound)))
+            continue
+        if source_op.efficiency is None:
+            ratio = p_new.overhead_s / source_op.overhead_s if source_op.overhead_s else 1.0
+            new_s = source_op.measured_s * ratio
+        else:
+            new_s = p_new.overhead_s + work_seconds(p_new) / source_op.efficiency
+        changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
+                                source_op.bound, str(p_new.bound)))
+    return Comparison(source, target, tuple(changes),
+                      "transfer: measured times carried at constant efficiency, overhead "
+                      "apart")
+
