@@ -43,7 +43,9 @@ class ProgramOps:
 
 
 def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
-    return ref if isinstance(ref, Hardware) else load_hardware(ref, hardware_dir)
+    if isinstance(ref, Hardware):
+        return ref
+    return load_hardware(ref, [hardware_dir] if hardware_dir else ())
 
 
 def compile_target_of(hardware: Hardware) -> str:

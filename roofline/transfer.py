@@ -13,9 +13,10 @@ ratio would wrongly speed up a 2 us op as much as a 20 ms GEMM. An op whose meas
 is all overhead (``m <= o_src``) scales by ``o_dst / o_src``.
 
 Efficiency depends on op size, so an op of the target program with no measured counterpart
-(a different compile, e.g. bfloat16 instead of float32) takes the median efficiency of the
-measured ops of its category nearest to it in roofline work time (``NEIGHBOURS`` of them,
-on a log scale), or of all measured ops when its category was not measured.
+(a different compile, e.g. bfloat16 instead of float32) reads its efficiency off a curve
+of the measured ops of its category (of all measured ops when its category was not
+measured): efficiency against log roofline work time, smoothed by a running median of
+three and interpolated linearly, flat beyond the smallest and largest measured op.
 
 A measured time below the op's physical lower bound on the source (its roofline time) means
 the spec understates the device: carrying an efficiency above 100% would predict a target
@@ -45,7 +46,6 @@ from roofline.hlo.costs import OpCost
 from roofline.model import Overlap, Placement
 from roofline.units import Kind, format_quantity
 
-NEIGHBOURS = 3
 NOISE = 0.05
 
 
@@ -106,14 +106,23 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
 
 def _curve_efficiency(work_s: float, category: str,
                       measured: list[MeasuredEfficiency]) -> float:
-    known = [m for m in measured if m.efficiency is not None]
+    known = [m for m in measured if m.efficiency is not None and m.work_s > 0]
     same = [m for m in known if m.op.category == category] or known
     if not same:
         raise RooflineError("no measured op did work beyond its overhead: there is no "
                             "efficiency to carry to the target")
-    nearest = sorted(same, key=lambda m: abs(math.log(max(m.work_s, 1e-15))
-                                             - math.log(max(work_s, 1e-15))))[:NEIGHBOURS]
-    return statistics.median(m.efficiency for m in nearest)  # type: ignore[misc]
+    same.sort(key=lambda m: m.work_s)
+    sizes = [math.log(m.work_s) for m in same]
+    raw = [m.efficiency for m in same]
+    smooth = [raw[i] if i in (0, len(raw) - 1) else statistics.median(raw[i - 1:i + 2])
+              for i in range(len(raw))]
+    x = math.log(max(work_s, 1e-300))
+    if x <= sizes[0]:
+        return smooth[0]  # type: ignore[return-value]
+    for (x0, y0), (x1, y1) in zip(zip(sizes, smooth), zip(sizes[1:], smooth[1:])):
+        if x <= x1:
+            return y0 + (y1 - y0) * ((x - x0) / (x1 - x0) if x1 > x0 else 1.0)  # type: ignore
+    return smooth[-1]  # type: ignore[return-value]
 
 
 def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardware,

@@ -163,3 +163,43 @@ def test_multi_chip_gap_shrinks_with_batch():
         one = _fc_step_seconds(batch // 8, data_parallel=False)
         gaps.append(eight / one)
     assert gaps[0] > gaps[1] > 1.0
+
+
+def test_python_api_answers_with_typed_results_and_dataframes():
+    import roofline
+
+    spec = "fc:layers=4,nodes=1024,batch=64,dtype=bf16"
+    prediction = roofline.predict(spec, "tpu-v2", "tpu-v3")
+    assert prediction.mode == "analytical" and prediction.batch == 64
+    ops = prediction.to_dataframe()
+    assert list(ops.columns) == ["op", "category", "old_s", "new_s", "speedup", "old_bound",
+                                 "new_bound"]
+    assert ops["new_s"].sum() == pytest.approx(prediction.comparison.new_s)
+    classes = prediction.classes_dataframe()
+    assert classes["share"].sum() == pytest.approx(1.0)
+    whatif = roofline.whatif(spec, "tpu-v2", {"memory_bandwidth": 1.5})
+    assert 1.4 <= whatif.speedup <= 1.5
+    ranked = roofline.sensitivity(spec, "tpu-v2").to_dataframe()
+    assert ranked["parameter"].iloc[0] in ("memory_bandwidth", "bandwidth.HBM")
+
+
+def test_python_api_transfers_a_table_of_measured_times():
+    import pandas
+
+    import roofline
+    from roofline.api import program_ops
+
+    # Every op measured at twice its roofline time on tpu-v2 keeps its efficiency (overhead
+    # apart) on tpu-v3: the old time doubles, and the speedup lies between 1x and the
+    # analytical one, because the fixed overhead inside the measured time does not shrink.
+    spec = "fc:layers=4,nodes=1024,batch=64,dtype=bf16"
+    program = program_ops(spec, "tpu-v2")
+    analytical = roofline.predict(spec, "tpu-v2", "tpu-v3")
+    bounds = {op.name: op.old_s for op in analytical.comparison.ops}
+    table = pandas.DataFrame({"op": list(bounds), "seconds": [2 * s for s in bounds.values()]})
+    carried = roofline.predict(spec, "tpu-v2", "tpu-v3", measured=table)
+    assert carried.mode == "transfer" and len(carried.comparison.ops) == len(program.ops)
+    assert carried.comparison.old_s == pytest.approx(2 * analytical.comparison.old_s)
+    assert 1.0 < carried.speedup <= analytical.speedup * 1.001
+    with pytest.raises(roofline.RooflineError, match="columns 'op' and 'seconds'"):
+        roofline.predict(spec, "tpu-v2", "tpu-v3", measured=pandas.DataFrame({"x": [1]}))
