@@ -18,19 +18,24 @@ of the measured ops of its category (of all measured ops when its category was n
 measured): efficiency against log roofline work time, smoothed by a running median of
 three and interpolated linearly, flat beyond the smallest and largest measured op.
 
-A measured time below the op's physical lower bound on the source (its roofline time) means
-the spec understates the device: carrying an efficiency above 100% would predict a target
-time below the target's physical lower bound, so it is refused unless ``clamp`` caps it.
-Times within ``NOISE`` of the bound are capped silently.
+An op measured faster than main memory allows was served by a nearer level (a CPU cache
+holding its arrays): its bytes are charged to the farthest level whose bandwidth explains
+the measured time, on the source and on the target alike. A measured time below the op's
+physical lower bound even then means the spec understates the device: carrying an
+efficiency above 100% would predict a target time below the target's physical lower
+bound, so it is refused unless ``clamp`` caps it. Times within ``NOISE`` of the bound are
+capped silently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from roofline.analysis import onchip_level_of, work_of
 from roofline.comparison import (
     ONLY_AFTER,
     ONLY_BEFORE,
@@ -43,7 +48,7 @@ from roofline.comparison import (
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
-from roofline.model import Overlap, Placement
+from roofline.model import Overlap, Placement, place
 from roofline.units import Kind, format_quantity
 
 NOISE = 0.05
@@ -70,6 +75,33 @@ class MeasuredEfficiency:
     work_s: float
     efficiency: float | None
     bound: str
+    served_by: str | None = None     # the nearer level that served main-memory bytes
+
+
+def place_served(op: OpCost, hardware: Hardware, overlap: Overlap,
+                 served_by: str | None = None) -> Placement:
+    """The op's placement, with its main-memory bytes charged to ``served_by`` if given
+    (and if ``hardware`` has that level with a bandwidth)."""
+    work = work_of(op, hardware, onchip_level_of(hardware))
+    if served_by is not None and any(level.name == served_by and level.bytes_per_s
+                                     for level in hardware.memory):
+        work = dataclasses.replace(work, bytes=0.0,
+                                   near_bytes=(*work.near_bytes, (served_by, work.bytes)))
+    return place(work, hardware, overlap)
+
+
+def _serving_level(op: OpCost, measured: float, placement: Placement, hardware: Hardware,
+                   overlap: Overlap) -> tuple[str | None, Placement]:
+    """The farthest memory level whose bandwidth explains a time that beats main memory."""
+    if measured >= placement.seconds * (1 - NOISE) or not op.bytes:
+        return None, placement
+    for level in hardware.memory[1:]:
+        if level.bytes_per_s is None:
+            continue
+        nearer = place_served(op, hardware, overlap, level.name)
+        if measured >= nearer.seconds * (1 - NOISE):
+            return level.name, nearer
+    return None, placement
 
 
 def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
@@ -80,6 +112,7 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
     for op, placement in placements([op for op in ops if op.name in measured_s], hardware,
                                     overlap):
         measured = measured_s[op.name]
+        served_by, placement = _serving_level(op, measured, placement, hardware, overlap)
         work = work_seconds(placement)
         if measured < placement.seconds * (1 - NOISE):
             too_fast.append((op, measured, placement))
@@ -89,7 +122,7 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
         else:
             efficiency = min(1.0, work / residual)
         result.append(MeasuredEfficiency(op, measured, placement.overhead_s, work,
-                                         efficiency, str(placement.bound)))
+                                         efficiency, str(placement.bound), served_by))
     if too_fast and not clamp:
         q = format_quantity
         lines = [f"  {op.name}: measured {q(m, Kind.TIME)}, lower bound "
@@ -133,7 +166,11 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     measured = efficiencies(ops, measured_s, source, overlap, clamp)
     by_key = {op_key(m.op): m for m in measured}
     after_ops = ops if target_ops is None else target_ops
-    after = {op_key(op): p for op, p in placements(after_ops, target, overlap)}
+    after = {}
+    for op in after_ops:
+        known = by_key.get(op_key(op))
+        after[op_key(op)] = place_served(op, target, overlap,
+                                         known.served_by if known else None)
     changes = []
     for first, second in pair_ops([m.op for m in measured], after_ops):
         op = first or second
