@@ -2,7 +2,7 @@
 
 The public surface is re-exported here; modules whose names start with an underscore
 and anything not listed in ``__all__`` are internal. The question-answering functions
-(``whatif``, ``predict``, ``sensitivity``) load on first use, so ``import roofline`` stays
+(``whatif``, ``predict``, ``sensitivity``, ``validate``) load on first use, so ``import roofline`` stays
 light and does not import JAX.
 """
 
@@ -36,15 +36,16 @@ __all__ = [
     "Overlap", "Placement", "RooflineError", "ScaleError", "SpecError", "UnitError",
     "UnknownHardwareError", "Work", "attainable_flop_per_s", "format_quantity",
     "list_hardware", "load_hardware", "load_spec_file", "parse_quantity", "place",
-    "ridge_point", "ridge_points", "whatif", "predict", "sensitivity",
+    "ridge_point", "ridge_points", "whatif", "predict", "sensitivity", "validate",
 ]
 
-_LAZY = {"whatif", "predict", "sensitivity"}
+_LAZY = {"whatif": "roofline.api", "predict": "roofline.api",
+         "sensitivity": "roofline.api", "validate": "roofline.validation"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from roofline import api
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'roofline' has no attribute {name!r}")

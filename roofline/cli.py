@@ -402,6 +402,29 @@ def _sensitivity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _validate(args: argparse.Namespace) -> int:
+    from roofline.validation import SUITES, validate
+
+    result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
+                      workdir=args.keep, progress=lambda m: print(m, file=sys.stderr,
+                                                                  flush=True))
+    rows = [c.row() for c in result.cases]
+    medians = {suite: result.median_abs_error(suite) for suite in SUITES
+               if result.median_abs_error(suite) is not None}
+    shown = [{"case": f"{r['suite']}: {r['case']}", "predicted": r["predicted"],
+              "reference": "bound holds" if r["reference"] is None and r["error"] == 0
+              else r["reference"], "error": f"{r['error']:+.1%}", "ops": r["ops"],
+              "per-op error": "" if r["op_error"] is None else f"{r['op_error']:.1%}"}
+             for r in rows]
+    text = (report.format_table(shown, title="predicted against reference (host: step "
+                                "seconds; paradnn: TPU v3 / v2 speedup)")
+            + "\n\n" + "\n".join(f"median |error| {suite}: {value:.1%}"
+                                   for suite, value in medians.items()) + "\n")
+    _emit(args, text=text, document={"schema": "roofline/validation/1", "quick": args.quick,
+                                     "cases": rows, "median_abs_error": medians}, rows=rows)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
@@ -575,6 +598,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also predict throughput at the largest batch that fits each device "
                         "(compiles for both TPU targets)")
     p.set_defaults(handler=_predict)
+
+    p = commands.add_parser(
+        "validate", parents=[formatted],
+        help="predictions against measurements on this host and ParaDnn's TPU v2 -> v3 "
+             "figures: the error table")
+    p.add_argument("--suite", choices=("all", "paradnn", "host"), default="all")
+    p.add_argument("--quick", action="store_true",
+                   help="the small sizes (about 3 minutes on 2 cores; CI runs these)")
+    p.add_argument("--host-spec", metavar="FILE.toml",
+                   help="this host's measured spec (default: measure it first)")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep the host suite's runs in DIR (default: a temporary directory)")
+    p.set_defaults(handler=_validate)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Single-op workloads: a matmul and a 2-D convolution (HKBU Table 4's operators)."""
+"""Single-op and single-kind workloads: a matmul and a 2-D convolution (HKBU Table 4's
+operators), and an element-wise program with no matmul at all."""
 
 from __future__ import annotations
 
@@ -40,3 +41,24 @@ register(Family(
      Param("stride", int, 1), Param("padding", str, "VALID", choices=("VALID", "SAME")),
      dtype_param()),
     _conv2d))
+
+
+def _norm_gelu(spec: str, p: dict[str, Any]) -> Workload:
+    dt = jnp_dtype(p["dtype"])
+    x = jax.ShapeDtypeStruct((p["rows"], p["cols"]), dt)
+
+    def stack(x):
+        for _ in range(p["layers"]):
+            mean = x.mean(axis=-1, keepdims=True)
+            var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+            x = x + jax.nn.gelu((x - mean) * jax.lax.rsqrt(var + 1e-5))
+        return x
+    return Workload(spec, stack, (x,), batch_argnums=(0,), batch=p["rows"], params=p)
+
+
+register(Family(
+    "norm_gelu", "element-wise and reduction work only: layers x (layer norm, GELU, residual "
+                 "add) over a (rows, cols) array",
+    (Param("rows", int, 4096), Param("cols", int, 1024), Param("layers", int, 4),
+     dtype_param()),
+    _norm_gelu))
