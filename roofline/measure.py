@@ -59,7 +59,9 @@ def _worker(quick: bool) -> dict[str, Any]:
     for spec_dtype, name in DTYPES:
         dtype = getattr(jnp, name)
         best = 0.0
-        for n in sizes:
+        # Sizes are swept twice, apart in time: on a shared machine a neighbour's burst
+        # can slow every repetition of one sweep, and the best is the ceiling.
+        for n in (*sizes, *sizes):
             a = jnp.ones((n, n), dtype)
             seconds = _best(jax.jit(lambda x, y: x @ y), a, a, reps=reps)
             best = max(best, 2 * n**3 / seconds)

@@ -1,6 +1,7 @@
 """What-if, sensitivity and energy on real compiled programs."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.comparison import energy_per_sample, placeable, sensitivity_of, whatif_costs
 from roofline.workloads import parse_spec
+
+DATA = Path(__file__).parent / "data"
 
 
 def _ops(spec, target):
@@ -115,7 +118,7 @@ def test_predict_tpu_v2_to_v3_reproduces_paradnn_classes(capsys):
     assert doc["mode"].startswith("analytical") and 1.5 < doc["speedup"] < 2.34
 
 
-def test_predict_transfer_keeps_measured_efficiency(tmp_path, capsys):
+def test_predict_transfer_from_a_measured_run(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["profile", "tests.user_models:small_mlp", "--out", str(run), "--steps", "2",
                  "--warmup", "1"]) == 0
@@ -124,9 +127,19 @@ def test_predict_transfer_keeps_measured_efficiency(tmp_path, capsys):
                  "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["mode"].startswith("transfer")
+    assert doc["source_s"] == pytest.approx(sum(op["source_s"] for op in doc["ops"]))
     for op in doc["ops"]:
-        # Each op keeps its efficiency: measured x (target bound / source bound) > 0.
+        # Each op: the target's overhead plus its work at the measured efficiency, never
+        # below the target's roofline bound.
         assert op["target_s"] > 0 and op["source_s"] > 0
+    # Measured times a thousand times faster than a spec allows: the spec is wrong.
+    slow = str(DATA / "specs" / "slowcpu.toml")
+    assert main(["predict", str(run), "--from", slow, "--to", "xeon-8163"]) == 2
+    err = capsys.readouterr().err
+    assert "ran faster than their physical lower bound on" in err and "Traceback" not in err
+    assert "--clamp-efficiency" in err
+    assert main(["predict", str(run), "--from", slow, "--to", "xeon-8163",
+                 "--clamp-efficiency"]) == 0
 
 
 @pytest.mark.slow
