@@ -2,8 +2,8 @@
 
 The public surface is re-exported here; modules whose names start with an underscore
 and anything not listed in ``__all__`` are internal. The question-answering functions
-(``whatif``, ``predict``, ``sensitivity``, ``validate``) load on first use, so ``import roofline`` stays
-light and does not import JAX.
+(``whatif``, ``predict``, ``sensitivity``, ``validate``) load on first use, so
+``import roofline`` stays light and does not import JAX.
 """
 
 from typing import Any

@@ -19,7 +19,6 @@ from roofline.errors import RooflineError
 from roofline.hardware import builtin_dir, list_hardware, load_hardware, load_spec_file
 from roofline.outputs import write_text_atomic
 from roofline.units import Kind, format_quantity
-from roofline.plot import build_hardware_rooflines, save_figure
 
 EXIT_BAD_INPUT = 2
 
@@ -88,7 +87,9 @@ def _hardware_check(args: argparse.Namespace) -> int:
 
 def _hardware_plot(args: argparse.Namespace) -> int:
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.refs]
-    fig = build_hardware_rooflines(
+    from roofline.plot import build_roofline, save_figure
+
+    fig = build_roofline(
         devices,
         dtypes=args.dtypes.split(",") if args.dtypes else None,
         units=args.units.split(",") if args.units else None,
@@ -128,6 +129,14 @@ def _analyze(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     else:
         sys.stdout.write(text)
+    if args.plot:
+        from roofline.plot import build_roofline, predicted_points
+
+        if placement is None:
+            raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
+        _save_plot(build_roofline([placement.hardware], predicted_points(placement),
+                                  title=f"{workload.spec} on {placement.hardware.label}"),
+                   args.plot)
     return 0
 
 
@@ -163,6 +172,12 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"wrote {args.annotate}", file=sys.stderr)
     _emit(args, text=report.explanation_text(doc, args.top), document=doc,
           rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
+    if args.plot:
+        from roofline.plot import build_roofline
+
+        points, device, title = _roofline_points(args.run_dir, hardware, None)
+        _save_plot(build_roofline([device], points, title=f"{title} on {device.label}"),
+                   args.plot)
     return 0
 
 
@@ -253,6 +268,21 @@ def _sweep(args: argparse.Namespace) -> int:
           f"{result['tasks']} in the sweep; "
           + (f"wrote {result['files'][0]} and {result['files'][1]}" if result["complete"]
              else "not complete: run the same command again to finish"))
+    if args.plot:
+        from roofline.plot import build_heatmap, heatmap_slice
+
+        if not result["complete"]:
+            raise RooflineError("--plot needs the whole sweep: run the same command again "
+                                "to finish it")
+        axes = [name for name, values in grid.items() if len(values) > 1]
+        if len(axes) < 2:
+            raise RooflineError("--plot draws a heat map over two grid axes; this sweep "
+                                f"varies {axes or 'none'}")
+        models = heatmap_slice(_sweep_models(args.out, hardware[0], targets[0]), axes[0],
+                               axes[1])
+        _save_plot(build_heatmap(models, axes[0], axes[1], "utilization",
+                                 title=f"utilization on {hardware[0]} ({targets[0]})"),
+                   args.plot)
     return 0
 
 
@@ -336,12 +366,19 @@ def _whatif(args: argparse.Namespace) -> int:
     q = format_quantity
     text = (f"{args.input} on {result.before.label} -> {result.after.label} "
             f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
-            f"speedup {result.speedup:.3g}x (by Amdahl over classes {result.amdahl_speedup():.3g}x)"
+            f"speedup {result.speedup:.3g}x (by Amdahl over classes "
+            f"{result.amdahl_speedup():.3g}x)"
             + (f"; energy per sample {doc['energy_per_sample_j']['old']:.3g} J -> "
                f"{doc['energy_per_sample_j']['new']:.3g} J" if "energy_per_sample_j" in doc
                else "")
             + "\n\n" + _comparison_text(classes, changed, "speedup by old bound class"))
     _emit(args, text=text, document=doc, rows=ops)
+    if args.plot:
+        from roofline.plot import build_breakdown, time_breakdown
+
+        _save_plot(build_breakdown(time_breakdown(result, labels=("before", ", ".join(
+            f"{k} x{v:g}" for k, v in factors.items()))), title=f"{args.input} on "
+            f"{result.before.label}: time by bound class"), args.plot)
     return 0
 
 
@@ -384,6 +421,10 @@ def _predict(args: argparse.Namespace) -> int:
                  f"{result.throughput_speedup:.3g}x (step-time speedup "
                  f"{result.speedup:.3g}x)\n")
     _emit(args, text=text, document=doc, rows=ops)
+    if args.plot:
+        from roofline.plot import build_speedup
+
+        _save_plot(build_speedup(comparison), args.plot)
     return 0
 
 
@@ -422,6 +463,136 @@ def _validate(args: argparse.Namespace) -> int:
                                    for suite, value in medians.items()) + "\n")
     _emit(args, text=text, document={"schema": "roofline/validation/1", "quick": args.quick,
                                      "cases": rows, "median_abs_error": medians}, rows=rows)
+    return 0
+
+
+def _save_plot(fig: Any, path: str) -> None:
+    from roofline.plot import save_figure
+
+    print(f"wrote {save_figure(fig, path)}", file=sys.stderr)
+
+
+def _roofline_points(input: str, hardware: Any, target: str | None
+                     ) -> tuple[list, Any, str]:
+    """Ops of INPUT as points on ``hardware``: measured and predicted for a run, predicted
+    for a SPEC; the hardware at the scope the ops ran at (a TPU core); and a title."""
+    from roofline.plot import OpPoint, measured_points
+
+    if Path(input).is_dir():
+        from roofline.explain import explain, load_run
+
+        explanation = explain(load_run(input), hardware)
+        bounds = [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
+                          op.cost.flops / op.placement.seconds, op.placement.seconds, False)
+                  for op in explanation.ops
+                  if op.cost is not None and op.placement is not None and op.cost.flops > 0
+                  and op.cost.bytes > 0 and op.placement.seconds > 0]
+        return (measured_points(explanation) + bounds, hardware,
+                f"{input}: measured and bound")
+    from roofline.analysis import place_program
+    from roofline.api import compile_target_of
+    from roofline.compile import compile_program
+    from roofline.plot import predicted_points
+    from roofline.workloads import parse_spec
+
+    workload = parse_spec(input)
+    program = compile_program(workload.fn, workload.args, target or compile_target_of(hardware),
+                              batch_argnums=workload.batch_argnums)
+    placement = place_program(program, hardware)
+    return predicted_points(placement), placement.hardware, f"{input}: predicted"
+
+
+def _plot_roofline(args: argparse.Namespace) -> int:
+    from roofline.plot import build_roofline
+
+    devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
+    points, device, title = _roofline_points(args.input, devices[0], args.target)
+    # Every device at the scope the ops were placed at (one TPU core), where it has it.
+    devices = [device] + [hw.at_scope(device.scope) if device.scope in dict(hw.scopes)
+                          else hw for hw in devices[1:]]
+    _save_plot(build_roofline(devices, points, title=f"{title} on {device.label}",
+                              label_top=args.label_top), args.out)
+    return 0
+
+
+def _plot_speedup(args: argparse.Namespace) -> int:
+    from roofline.api import predict
+    from roofline.plot import build_speedup
+
+    result = predict(args.input, load_hardware(args.source, args.hardware_dir),
+                     load_hardware(args.dest, args.hardware_dir), target=args.target)
+    _save_plot(build_speedup(result.comparison), args.out)
+    return 0
+
+
+def _plot_breakdown(args: argparse.Namespace) -> int:
+    from roofline.api import predict, whatif
+    from roofline.plot import build_breakdown, scenario_bars
+
+    devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
+    base = devices[0].id
+    scenarios = [(hw.id, predict(args.input, devices[0], hw, target=args.target).comparison)
+                 for hw in devices[1:]]
+    for item in args.scale:
+        factors = _key_values([item], _scale_factor, "--scale")
+        scenarios.append((item, whatif(args.input, devices[0], factors, target=args.target)))
+    if not scenarios:
+        raise RooflineError("name a second --hardware or a --scale to compare with")
+    bars = scenario_bars(scenarios, base)
+    if args.by == "category":
+        from roofline.plot import time_breakdown
+
+        bars = {base: time_breakdown(scenarios[0][1], "category", (base, "_"))[base],
+                **{label: time_breakdown(c, "category", ("_", label))[label]
+                   for label, c in scenarios}}
+    _save_plot(build_breakdown(bars, title=f"{args.input}: time by {args.by}"), args.out)
+    return 0
+
+
+def _plot_heatmap(args: argparse.Namespace) -> int:
+    from roofline.plot import build_heatmap, heatmap_slice
+
+    models = heatmap_slice(_sweep_models(args.sweep_dir, args.hardware, args.target),
+                           args.x, args.y, _key_values(args.where, str, "--where"))
+    _save_plot(build_heatmap(models, args.x, args.y, args.metric,
+                             title=f"{args.metric} on {models['hardware'].iloc[0]} "
+                                   f"({models['target'].iloc[0]})"),
+               args.out)
+    return 0
+
+
+def _sweep_models(sweep_dir: str, hardware: str | None, target: str | None) -> Any:
+    import pandas
+
+    from roofline.sweep import MODELS_FILE
+
+    path = Path(sweep_dir) / MODELS_FILE
+    if not path.is_file():
+        raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out "
+                            f"{sweep_dir}' to completion first")
+    models = pandas.read_parquet(path)
+    for column, value in (("hardware", hardware), ("target", target)):
+        if value is not None:
+            models = models[models[column] == value]
+    if models.empty:
+        raise RooflineError(f"{path} has no models for hardware {hardware!r} and target "
+                            f"{target!r}")
+    for column in ("hardware", "target"):
+        if models[column].nunique() > 1:
+            raise RooflineError(f"{path} holds several {column}s "
+                                f"({', '.join(sorted(models[column].unique()))}): choose one "
+                                f"with --{column}")
+    return models
+
+
+def _plot_sensitivity(args: argparse.Namespace) -> int:
+    from roofline.api import sensitivity
+    from roofline.plot import build_sensitivity
+
+    result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
+                         target=args.target)
+    _save_plot(build_sensitivity(result, title=f"{args.input} on {result.hardware.label}"),
+               args.out)
     return 0
 
 
@@ -494,6 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=25,
                    help="ops shown in the table format (0: all)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw the ops on the roofline to FILE")
     p.set_defaults(handler=_analyze)
 
     p = commands.add_parser(
@@ -518,6 +691,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=25, help="ops shown in the table (0: all)")
     p.add_argument("--annotate", metavar="FILE.trace.json.gz",
                    help="also write a Perfetto/Chrome trace annotated with the analysis")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw measured and bound points on the roofline to FILE")
     p.set_defaults(handler=_explain)
 
     workloads = commands.add_parser("workloads", help="the built-in workloads")
@@ -546,6 +721,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", metavar="DIR", help="compiled-program cache (default DIR/cache)")
     p.add_argument("--data-parallel", action="store_true")
     p.add_argument("--limit", type=int, help="run at most this many unfinished tasks")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw utilization over the first two grid axes to FILE")
     p.set_defaults(handler=_sweep)
 
     p = commands.add_parser(
@@ -577,6 +754,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "memory_capacity=2, link_bandwidth=2, overhead=0.5")
             p.add_argument("--power", type=float, metavar="W",
                            help="power for energy per sample (default: the spec's TDP)")
+            p.add_argument("--plot", metavar="FILE",
+                           help="also draw the time by bound class before and after")
         p.set_defaults(handler=handler)
 
     p = commands.add_parser(
@@ -594,10 +773,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clamp-efficiency", action="store_true",
                    help="runs: cap measured efficiency at 100%% instead of refusing ops "
                         "faster than the spec allows")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw the per-op speedup against intensity")
     p.add_argument("--max-batch", action="store_true",
                    help="also predict throughput at the largest batch that fits each device "
                         "(compiles for both TPU targets)")
     p.set_defaults(handler=_predict)
+
+    plot = commands.add_parser("plot", help="figures: roofline, speedup, breakdown, heatmap, "
+                                            "sensitivity")
+    plots = plot.add_subparsers(dest="plot_command", required=True, metavar="FIGURE")
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("--out", required=True, metavar="FILE",
+                     help="the figure; .png, .svg or .pdf")
+    spec_input = argparse.ArgumentParser(add_help=False)
+    spec_input.add_argument("input", metavar="INPUT",
+                            help="a SPEC (compiled for --target) or a measured run directory")
+    spec_input.add_argument("--target", help="compile target (default: the hardware's own, "
+                                             "else host)")
+    p = plots.add_parser("roofline", parents=[common, out, spec_input],
+                         help="the ops of INPUT on the rooflines of one or more devices")
+    p.add_argument("--hardware", action="append", required=True, metavar="ID",
+                   help="the device the ops are placed on; repeat to overlay more roofs")
+    p.add_argument("--label-top", type=int, default=5, help="name this many ops (default 5)")
+    p.set_defaults(handler=_plot_roofline)
+    p = plots.add_parser("speedup", parents=[common, out, spec_input],
+                         help="per-op speedup against intensity between two devices")
+    p.add_argument("--from", dest="source", required=True, metavar="ID")
+    p.add_argument("--to", dest="dest", required=True, metavar="ID")
+    p.set_defaults(handler=_plot_speedup)
+    p = plots.add_parser("breakdown", parents=[common, out, spec_input],
+                         help="time by bound class (or category) across devices and what-ifs")
+    p.add_argument("--hardware", action="append", required=True, metavar="ID",
+                   help="the first is the baseline; repeat to add devices")
+    p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
+                   help="a what-if scenario of the baseline (repeatable)")
+    p.add_argument("--by", choices=("bound", "category"), default="bound")
+    p.set_defaults(handler=_plot_breakdown)
+    p = plots.add_parser("heatmap", parents=[out],
+                         help="a sweep metric over two parameters, out-of-memory cells marked")
+    p.add_argument("sweep_dir", metavar="DIR")
+    p.add_argument("--x", required=True, help="a grid parameter, e.g. batch")
+    p.add_argument("--y", required=True, help="a grid parameter, e.g. nodes")
+    p.add_argument("--metric", default="utilization",
+                   help="a models.parquet column (default: utilization)")
+    p.add_argument("--where", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix another varied parameter (default: its smallest value)")
+    p.add_argument("--hardware", help="the device, when the sweep has several")
+    p.add_argument("--target", help="the compile target, when the sweep has several")
+    p.set_defaults(handler=_plot_heatmap)
+    p = plots.add_parser("sensitivity", parents=[common, out, spec_input],
+                         help="a tornado chart of the elasticity of time to each parameter")
+    p.add_argument("--hardware", required=True, metavar="ID")
+    p.set_defaults(handler=_plot_sensitivity)
 
     p = commands.add_parser(
         "validate", parents=[formatted],

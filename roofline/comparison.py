@@ -43,6 +43,7 @@ class OpChange:
     new_s: float
     old_bound: str
     new_bound: str
+    intensity: float = math.nan    # FLOP per main-memory byte (of the op before, if any)
 
     @property
     def speedup(self) -> float:
@@ -107,14 +108,16 @@ class Comparison:
                 and ONLY_AFTER not in (op.old_bound, op.new_bound)]
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """One row per op: name, category, old_s, new_s, speedup, old_bound, new_bound."""
+        """One row per op: name, category, old_s, new_s, speedup, old_bound, new_bound,
+        intensity."""
         import pandas
 
         return pandas.DataFrame(
             [{"op": op.name, "category": op.category, "old_s": op.old_s, "new_s": op.new_s,
-              "speedup": op.speedup, "old_bound": op.old_bound, "new_bound": op.new_bound}
-             for op in self.ops],
-            columns=["op", "category", "old_s", "new_s", "speedup", "old_bound", "new_bound"])
+              "speedup": op.speedup, "old_bound": op.old_bound, "new_bound": op.new_bound,
+              "intensity": op.intensity} for op in self.ops],
+            columns=["op", "category", "old_s", "new_s", "speedup", "old_bound", "new_bound",
+                     "intensity"])
 
     def classes_dataframe(self) -> pandas.DataFrame:
         """One row per old bound class: old_s, new_s, share, speedup."""
@@ -166,7 +169,7 @@ def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
             op.name, op.category, p_old.seconds if p_old else 0.0,
             p_new.seconds if p_new else 0.0,
             str(p_old.bound) if p_old else ONLY_AFTER,
-            str(p_new.bound) if p_new else ONLY_BEFORE))
+            str(p_new.bound) if p_new else ONLY_BEFORE, op.intensity))
     return Comparison(hardware, after, tuple(changes), "roofline")
 
 

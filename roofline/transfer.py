@@ -180,13 +180,13 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         if p_new is None:
             assert source_op is not None
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
-                                    source_op.bound, ONLY_BEFORE))
+                                    source_op.bound, ONLY_BEFORE, op.intensity))
             continue
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = p_new.overhead_s + work_seconds(p_new) / efficiency
             changes.append(OpChange(op.name, op.category, 0.0, new_s, ONLY_AFTER,
-                                    str(p_new.bound)))
+                                    str(p_new.bound), op.intensity))
             continue
         if source_op.efficiency is None:
             ratio = p_new.overhead_s / source_op.overhead_s if source_op.overhead_s else 1.0
@@ -194,7 +194,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         else:
             new_s = p_new.overhead_s + work_seconds(p_new) / source_op.efficiency
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
-                                source_op.bound, str(p_new.bound)))
+                                source_op.bound, str(p_new.bound), op.intensity))
     return Comparison(source, target, tuple(changes),
                       "transfer: measured times carried at constant efficiency, overhead "
                       "apart")

@@ -12,9 +12,10 @@ The cases live in ``validation.toml`` beside this module, each with its source:
   measure``: the ``one-core`` variant for the source) and compared with the measured ones.
 
 End to end, a prediction is the source's best measured step wall time times the predicted
-speedup of its op time, compared with the target's best step; the error is predicted / measured - 1. Per op, it is the median
-absolute error over the ops both runs have. On several cores XLA:CPU runs independent ops
-concurrently, so per-op spans there are less meaningful than the step time.
+speedup of its op time, compared with the target's best step; the error is predicted /
+measured - 1. Per op, it is the median absolute error over the ops both runs have. On
+several cores XLA:CPU runs independent ops concurrently, so per-op spans there are less
+meaningful than the step time.
 """
 
 from __future__ import annotations

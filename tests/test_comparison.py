@@ -186,7 +186,7 @@ def test_python_api_answers_with_typed_results_and_dataframes():
     assert prediction.mode == "analytical" and prediction.batch == 64
     ops = prediction.to_dataframe()
     assert list(ops.columns) == ["op", "category", "old_s", "new_s", "speedup", "old_bound",
-                                 "new_bound"]
+                                 "new_bound", "intensity"]
     assert ops["new_s"].sum() == pytest.approx(prediction.comparison.new_s)
     classes = prediction.classes_dataframe()
     assert classes["share"].sum() == pytest.approx(1.0)

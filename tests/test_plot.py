@@ -3,7 +3,7 @@
 import pytest
 
 from roofline.hardware import load_hardware
-from roofline.plot import build_hardware_rooflines, merge_equal_roofs, save_figure
+from roofline.plot import build_roofline, merge_equal_roofs, save_figure
 
 
 @pytest.fixture(scope="module")
@@ -12,7 +12,7 @@ def devices():
 
 
 def test_figure_content(devices):
-    fig = build_hardware_rooflines(devices)
+    fig = build_roofline(devices)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert "FLOP/byte" in ax.get_xlabel()
@@ -31,7 +31,7 @@ def test_figure_content(devices):
 
 
 def test_dtype_filter(devices):
-    fig = build_hardware_rooflines(devices[1:], dtypes=["bf16"])
+    fig = build_roofline(devices[1:], dtypes=["bf16"])
     labels = {t.get_text() for t in fig.axes[0].texts}
     assert all("fp32" not in label for label in labels)
 
@@ -39,8 +39,8 @@ def test_dtype_filter(devices):
 @pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".svg", b"<?xml"),
                                            (".pdf", b"%PDF")])
 def test_formats_and_determinism(devices, tmp_path, suffix, magic):
-    fig = build_hardware_rooflines(devices)
+    fig = build_roofline(devices)
     first = save_figure(fig, tmp_path / f"a{suffix}").read_bytes()
-    second = save_figure(build_hardware_rooflines(devices), tmp_path / f"b{suffix}").read_bytes()
+    second = save_figure(build_roofline(devices), tmp_path / f"b{suffix}").read_bytes()
     assert first.startswith(magic)
     assert first == second

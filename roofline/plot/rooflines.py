@@ -1,41 +1,37 @@
-"""Figures. ``build_*`` functions are pure: results in, matplotlib Figure out; saving is
-separate, atomic, and picks the format from the file extension (PNG, SVG or PDF)."""
+"""Roofline figures: the roofs of one or several devices, with ops placed on them."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.transforms import blended_transform_factory
 
-matplotlib.use("Agg")  # headless: figures are files, never windows
+from roofline.errors import RooflineError
+from roofline.hardware.records import ComputeRoof, Hardware
+from roofline.model import ridge_points
+from roofline.plot.points import OpPoint, category_colors
+from roofline.units import Kind, format_quantity
 
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
-
-from roofline.errors import RooflineError  # noqa: E402
-from roofline.hardware.records import ComputeRoof, Hardware  # noqa: E402
-from roofline.model import ridge_points  # noqa: E402
-from roofline.outputs import write_atomic  # noqa: E402
-from roofline.units import Kind, format_quantity  # noqa: E402
-
-FIGURE_FORMATS = ("png", "svg", "pdf")
 _UNIT_STYLE = {"matrix": "-", "vector": "--"}
 _COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
            "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
 
 
-def build_hardware_rooflines(devices: Sequence[Hardware], *,
-                             dtypes: Sequence[str] | None = None,
-                             units: Sequence[str] | None = None,
-                             all_levels: bool = False) -> Figure:
-    """Rooflines of several devices on one log-log figure.
+def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), *,
+                   dtypes: Sequence[str] | None = None, units: Sequence[str] | None = None,
+                   all_levels: bool = False, label_top: int = 5,
+                   title: str | None = None) -> Figure:
+    """Rooflines of several devices on one log-log figure, with ops placed on them.
 
     One colour per device; matrix-unit roofs solid, vector-unit roofs dashed; the main
     memory's bandwidth roof is the slanted line (nearer levels dotted with
-    ``all_levels``); every ridge point is marked and labelled with its FLOP/B.
+    ``all_levels``); every ridge point is marked and labelled with its FLOP/B. Ops are
+    points coloured by category and sized by their share of time, filled when measured
+    and hollow when predicted; each set's whole program is a star; the ``label_top`` ops
+    with the most time are named.
     """
     if not devices:
         raise RooflineError("no hardware to plot: name at least one device id")
@@ -56,11 +52,16 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
             )
     ridges = [r.flop_per_byte for hw in devices for r in ridge_points(hw)
               if r.roof in selected[hw.ref] and (all_levels or r.level is hw.main_memory)]
-    x_lo = 10 ** math.floor(math.log10(min(ridges) / 20))
-    x_hi = 10 ** math.ceil(math.log10(max(ridges) * 30))
+    shown = [p for p in points if p.intensity > 0 and p.flop_per_s > 0
+             and math.isfinite(p.intensity)]
+    x_lo = 10 ** math.floor(math.log10(min([min(ridges) / 20]
+                                           + [p.intensity / 2 for p in shown])))
+    x_hi = 10 ** math.ceil(math.log10(max([max(ridges) * 30]
+                                          + [p.intensity * 2 for p in shown])))
     peaks = [r.flop_per_s for roofs in selected.values() for r in roofs]
     slowest = min(hw.main_memory.bytes_per_s for hw in devices)  # type: ignore[type-var]
-    y_lo = 10 ** math.floor(math.log10(x_lo * slowest / 1e12))
+    y_lo = 10 ** math.floor(math.log10(min([x_lo * slowest / 1e12]
+                                           + [p.flop_per_s / 2e12 for p in shown])))
     y_hi = 10 ** math.ceil(math.log10(max(peaks) * 2 / 1e12))
 
     device_handles = []
@@ -110,13 +111,14 @@ def build_hardware_rooflines(devices: Sequence[Hardware], *,
                             label=f"{u} unit roof") for u in ("matrix", "vector")]
     style_handles.append(Line2D([], [], color="black", marker="o", linestyle="",
                                 label="ridge point (FLOP/B)"))
-    ax.legend(handles=device_handles + style_handles, loc="upper left", fontsize=8,
-              framealpha=0.9)
+    op_handles = _draw_points(ax, shown, label_top)
+    ax.legend(handles=device_handles + style_handles + op_handles, loc="upper left",
+              fontsize=7, framealpha=0.9)
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("Arithmetic intensity (FLOP/byte of main-memory traffic)")
     ax.set_ylabel("Attainable performance (TFLOP/s)")
-    ax.set_title("Rooflines: " + ", ".join(hw.label for hw in devices), fontsize=10)
+    ax.set_title(title or "Rooflines: " + ", ".join(hw.label for hw in devices), fontsize=10)
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
     ax.grid(True, which="minor", linewidth=0.3, alpha=0.25)
     return fig
@@ -142,20 +144,35 @@ def _spread(values: Sequence[float], min_ratio: float) -> list[float]:
     return out
 
 
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Save ``fig`` atomically; the format follows the extension (.png, .svg, .pdf).
-
-    Metadata that would change between runs (dates, random ids) is left out, so the same
-    figure gives the same file.
-    """
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in FIGURE_FORMATS:
-        raise RooflineError(
-            f"cannot write a figure to {path}: use a .png, .svg or .pdf file name"
-        )
-    metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
-                "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}[fmt]
-    with matplotlib.rc_context({"svg.hashsalt": "roofline", "pdf.compression": 6}):
-        return write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=150,
-                                                             metadata=metadata))
+def _draw_points(ax, points: Sequence[OpPoint], label_top: int) -> list[Line2D]:
+    """Ops as points, each set's program as a star; returns the legend handles."""
+    if not points:
+        return []
+    colors = category_colors(p.category for p in points)
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=category)
+               for category, c in colors.items()]
+    for measured in (True, False):
+        subset = [p for p in points if p.measured is measured]
+        if not subset:
+            continue
+        total = sum(p.seconds for p in subset) or 1.0
+        sizes = [12 + 400 * p.seconds / total for p in subset]
+        edges = [colors[p.category] for p in subset]
+        ax.scatter([p.intensity for p in subset], [p.flop_per_s / 1e12 for p in subset],
+                   s=sizes, facecolors=edges if measured else "none", edgecolors=edges,
+                   linewidths=1.0, alpha=0.75, zorder=3, gid="measured" if measured
+                   else "predicted")
+        flops = sum(p.flops for p in subset)
+        traffic = sum(p.flops / p.intensity for p in subset)
+        ax.scatter([flops / traffic], [flops / total / 1e12], marker="*", s=260,
+                   facecolors="gold" if measured else "white", edgecolors="black", zorder=4,
+                   gid="program")
+        handles.append(Line2D([], [], marker="o", linestyle="", color="gray",
+                              markerfacecolor="gray" if measured else "none",
+                              label="measured op" if measured else "predicted op"))
+        for p in sorted(subset, key=lambda p: -p.seconds)[:label_top]:
+            ax.annotate(p.name, (p.intensity, p.flop_per_s / 1e12), fontsize=6,
+                        textcoords="offset points", xytext=(5, 3), zorder=5)
+    handles.append(Line2D([], [], marker="*", linestyle="", color="black",
+                          markerfacecolor="gold", markersize=10, label="whole program"))
+    return handles

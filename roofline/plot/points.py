@@ -1,0 +1,54 @@
+"""Ops as points on a roofline: intensity against achieved (measured) or attainable
+(predicted) FLOP/s. Measured and predicted points stay distinct."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roofline.analysis import ProgramPlacement
+    from roofline.explain import Explanation
+
+# Categories keep their colour in every figure.
+_CATEGORY_PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
+                     "#a6761d", "#666666", "#1f78b4", "#b15928")
+
+
+@dataclass(frozen=True)
+class OpPoint:
+    """One op on a roofline figure (rates in FLOP/s, intensity in FLOP per main-memory
+    byte, time in seconds per execution of the program)."""
+
+    name: str
+    category: str
+    flops: float
+    intensity: float
+    flop_per_s: float
+    seconds: float
+    measured: bool
+
+
+def predicted_points(placement: ProgramPlacement) -> list[OpPoint]:
+    """Every op that does FLOPs at its roofline lower bound."""
+    return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
+                    op.cost.flops / op.placement.seconds, op.placement.seconds, False)
+            for op in placement.ops
+            if op.placement is not None and op.cost.flops > 0 and op.cost.bytes > 0
+            and op.placement.seconds > 0]
+
+
+def measured_points(explanation: Explanation) -> list[OpPoint]:
+    """Every costed op that does FLOPs at its measured time."""
+    return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
+                    op.cost.flops / op.seconds, op.seconds, True)
+            for op in explanation.ops
+            if op.cost is not None and op.placement is not None and op.cost.flops > 0
+            and op.cost.bytes > 0 and op.seconds > 0]
+
+
+def category_colors(categories: Iterable[str]) -> dict[str, str]:
+    """A stable colour per category, in sorted order."""
+    return {c: _CATEGORY_PALETTE[i % len(_CATEGORY_PALETTE)]
+            for i, c in enumerate(sorted(set(categories)))}
