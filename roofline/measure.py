@@ -258,6 +258,9 @@ def host_spec_toml(m: HostMeasurement, spec_id: str) -> str:
     far_to_near = ["DRAM"] + [lvl for lvl in ("L3", "L2", "L1") if lvl in caches]
     all_bw = _monotone(far_to_near, m.all_cores["bandwidth"])
     one_bw = _monotone(far_to_near, m.one_core["bandwidth"])
+    # A variant cannot remove a bandwidth: where the one-core figure is left out, the
+    # all-core one would stand in for it beside one-core neighbours, so leave both out.
+    all_bw = {level: None if one_bw[level] is None else bw for level, bw in all_bw.items()}
     method = ("Measured by 'roofline hardware measure' on " + m.date + " on " + facts.model
               + f" ({cores} cores visible): XLA:CPU kernels, best of several runs; GEMMs for "
               "matrix peaks, 64 chained FMAs per element for the vector peak, y = 0.999*y + x "
@@ -310,9 +313,10 @@ def host_spec_toml(m: HostMeasurement, spec_id: str) -> str:
             lines.append(f'bandwidth = "{_bandwidth(all_bw[level])}"')
         lines.append('source = ["measured", "cpuinfo"]')
         if all_bw[level] is None:
-            lines.append(f'note = "All-core bandwidth measured '
-                         f'{_bandwidth(m.all_cores["bandwidth"].get(level, 0))}, below a '
-                         'farther level: XLA did not spread this size over the cores."')
+            lines.append(f'note = "Bandwidth measured {_bandwidth(m.all_cores["bandwidth"].get(level, 0))}'
+                         f' on all cores and {_bandwidth(m.one_core["bandwidth"].get(level, 0))} on '
+                         'one, below a farther level on one of them (XLA did not spread this '
+                         'size over the cores, or the machine was busy): no roof is drawn."')
         one = (f'alternatives.one-core = {{ capacity = "{one_core_size // 1024} KiB", '
                'scope = "core", source = "measured"')
         if one_bw[level] is not None:

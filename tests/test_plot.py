@@ -44,3 +44,167 @@ def test_formats_and_determinism(devices, tmp_path, suffix, magic):
     second = save_figure(build_roofline(devices), tmp_path / f"b{suffix}").read_bytes()
     assert first.startswith(magic)
     assert first == second
+
+
+# --- Figures built from real analysis results ------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from roofline.analysis import place_program  # noqa: E402
+from roofline.api import predict, program_ops, whatif  # noqa: E402
+from roofline.cli import main  # noqa: E402
+from roofline.comparison import sensitivity_of  # noqa: E402
+from roofline.compile import compile_program  # noqa: E402
+from roofline.plot import (  # noqa: E402
+    build_breakdown,
+    build_heatmap,
+    build_sensitivity,
+    build_speedup,
+    heatmap_slice,
+    measured_points,
+    predicted_points,
+    scenario_bars,
+)
+from roofline.workloads import parse_spec  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+# Matmul intensities of this bf16 FC step (batch 256, 4096 nodes) straddle the TPU v2
+# ridge (75 FLOP/B): some ops are memory-bound on both TPUs, some compute-bound.
+FC = "fc:layers=2,nodes=4096,input=2000,output=1000,batch=256,dtype=bf16"
+
+
+@pytest.fixture(scope="module")
+def fc_placement():
+    workload = parse_spec(FC)
+    program = compile_program(workload.fn, workload.args, "tpu-v2")
+    return place_program(program, load_hardware("tpu-v2"))
+
+
+def _collection(ax, gid):
+    return [c for c in ax.collections if c.get_gid() == gid]
+
+
+def test_roofline_with_predicted_ops(fc_placement):
+    points = predicted_points(fc_placement)
+    core = fc_placement.hardware
+    fig = build_roofline([core, load_hardware("tpu-v3").at_scope("core")], points,
+                         label_top=3)
+    ax = fig.axes[0]
+    (predicted,) = _collection(ax, "predicted")
+    assert len(predicted.get_offsets()) == len(points) > 5
+    assert len(_collection(ax, "program")) == 1 and not _collection(ax, "measured")
+    # A v2 core: 22.5 TFLOP/s over 300 GB/s, the same 75 FLOP/B ridge as the board.
+    assert {"75", "117"} <= {t.get_text() for t in ax.texts}
+    top3 = sorted(points, key=lambda p: -p.seconds)[:3]
+    assert {p.name for p in top3} <= {t.get_text() for t in ax.texts}
+    # Every predicted point lies on or under the v2 core roof: min(22.5e12, 300e9 x I).
+    for p in points:
+        assert p.flop_per_s <= min(22.5e12, 300e9 * p.intensity) * (1 + 1e-9)
+
+
+def test_roofline_with_measured_ops(tmp_path, capsys):
+    from roofline.explain import explain, load_run
+
+    run = tmp_path / "run"
+    assert main(["profile", "tests.user_models:small_mlp", "--out", str(run), "--steps", "2",
+                 "--warmup", "1"]) == 0
+    xeon = load_hardware("xeon-8163")
+    points = measured_points(explain(load_run(run), xeon))
+    fig = build_roofline([xeon], points)
+    (measured,) = _collection(fig.axes[0], "measured")
+    assert len(measured.get_offsets()) == len(points) > 0
+    # Measured points are filled (an opaque face colour); predicted ones are hollow.
+    assert measured.get_facecolors()[0][3] > 0
+    # explain --plot draws both: measured times and the roofline bounds of the same ops.
+    assert main(["explain", str(run), "--hardware", "xeon-8163", "--plot",
+                 str(tmp_path / "e.png")]) == 0
+    assert (tmp_path / "e.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_speedup_figure_marks_both_ridges():
+    result = predict(FC, "tpu-v2", "tpu-v3")
+    fig = build_speedup(result.comparison)
+    ax = fig.axes[0]
+    plotted = sum(len(c.get_offsets()) for c in ax.collections)
+    assert plotted == sum(1 for op in result.comparison.ops if op.old_s and op.new_s)
+    ridges = sorted(line.get_xdata()[0] for line in ax.lines if line.get_gid() == "ridge")
+    # TPU v2 core 22.5 TFLOP/s / 300 GB/s = 75; v3 core 52.5 / 450 = 116.7 FLOP/B.
+    assert ridges == pytest.approx([75, 116.67], rel=1e-3)
+    speedups = [y for c in ax.collections for _, y in c.get_offsets()]
+    assert max(speedups) == pytest.approx(420 / 180, rel=1e-3)   # compute-bound matmuls
+    assert min(speedups) == pytest.approx(1.5, rel=0.01)         # memory-bound ops
+
+
+def test_breakdown_bars_add_up_to_each_scenario():
+    spec = "fc:layers=2,nodes=1024,input=1024,output=256,batch=64,dtype=bf16"
+    scenarios = [("x1.5 bandwidth", whatif(spec, "tpu-v2", {"memory_bandwidth": 1.5})),
+                 ("x2 FLOP/s", whatif(spec, "tpu-v2", {"flops": 2}))]
+    bars = scenario_bars(scenarios, "tpu-v2")
+    fig = build_breakdown(bars)
+    ax = fig.axes[0]
+    heights = [0.0] * 3
+    for patch in ax.patches:
+        heights[round(patch.get_x() + patch.get_width() / 2)] += patch.get_height()
+    expected = [scenarios[0][1].old_s, scenarios[0][1].new_s, scenarios[1][1].new_s]
+    assert heights == pytest.approx([s * 1e3 for s in expected])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["tpu-v2", "x1.5 bandwidth",
+                                                             "x2 FLOP/s"]
+
+
+def test_sensitivity_chart(fc_placement):
+    ops = [op.cost for op in fc_placement.ops if op.placement is not None]
+    result = sensitivity_of(ops, fc_placement.hardware)
+    fig = build_sensitivity(result, top=5)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 5
+    assert [t.get_text() for t in ax.get_yticklabels()][::-1] == [
+        e.parameter for e in result.elasticities[:5]]
+
+
+@pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    # tinyhbm: testchip with 48 MiB of HBM per core, so the 4096-node models do not fit.
+    assert main(["sweep", "fc", "--grid", "batch=64,1024", "--grid", "nodes=256,4096",
+                 "--set", "layers=2", "--set", "input=2000", "--set", "output=200",
+                 "--set", "dtype=bf16", "--target", "tpu-v2", "--hardware", "tinyhbm",
+                 "--hardware-dir", str(DATA / "specs"), "--out", str(out), "--workers", "1",
+                 "--plot", str(out / "heat.png")]) == 0
+    return out
+
+
+def test_heatmap_marks_models_that_do_not_fit(small_sweep):
+    import pandas
+
+    models = pandas.read_parquet(small_sweep / "models.parquet")
+    fig = build_heatmap(heatmap_slice(models, "batch", "nodes"), "batch", "nodes")
+    ax = fig.axes[0]
+    assert ax.images[0].get_array().shape == (2, 2)
+    marked = [t for t in ax.texts if t.get_gid() == "marked"]
+    assert len(marked) == (models["status"] == "does not fit").sum() > 0
+    assert {t.get_text() for t in marked} == {"OOM"}
+    assert (small_sweep / "heat.png").read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(Exception, match="share a"):
+        build_heatmap(models, "batch", "layers")
+
+
+def test_plot_cli(tmp_path, capsys, small_sweep):
+    spec = "fc:layers=2,nodes=512,input=512,output=128,batch=64,dtype=bf16"
+    for args in (["roofline", spec, "--hardware", "tpu-v2", "--hardware", "v100-sxm2"],
+                 ["speedup", spec, "--from", "tpu-v2", "--to", "tpu-v3"],
+                 ["breakdown", spec, "--hardware", "tpu-v2", "--hardware", "tpu-v3",
+                  "--scale", "memory_bandwidth=1.5", "--by", "category"],
+                 ["sensitivity", spec, "--hardware", "tpu-v3"],
+                 ["heatmap", str(small_sweep), "--x", "batch", "--y", "nodes"]):
+        out = tmp_path / f"{args[0]}.svg"
+        assert main(["plot", *args, "--out", str(out)]) == 0, args
+        assert out.read_bytes().startswith(b"<?xml")
+    assert main(["predict", spec, "--from", "tpu-v2", "--to", "tpu-v3", "--plot",
+                 str(tmp_path / "p.pdf")]) == 0
+    assert (tmp_path / "p.pdf").read_bytes().startswith(b"%PDF")
+    capsys.readouterr()
+    assert main(["analyze", spec, "--plot", str(tmp_path / "a.png")]) == 2
+    assert "give --hardware" in capsys.readouterr().err
+    assert main(["plot", "heatmap", str(small_sweep), "--x", "batch", "--y", "depth",
+                 "--out", str(tmp_path / "h.png")]) == 2
+    assert "no column 'depth'" in capsys.readouterr().err
