@@ -106,8 +106,12 @@ def _analyze(args: argparse.Namespace) -> int:
     from roofline.model import Overlap
     from roofline.workloads import parse_spec
 
-    get_target(args.target)  # an unknown target fails before any work
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
+    if args.target is None:
+        from roofline.api import compile_target_of
+
+        args.target = compile_target_of(hardware) if hardware is not None else "host"
+    get_target(args.target)  # an unknown target fails before any work
     workload = parse_spec(args.spec)
     program = compile_program(workload.fn, workload.args, args.target,
                               data_parallel=args.data_parallel,
@@ -654,9 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="matmul:m=..,n=..,k=..,dtype=.. | conv2d:batch=..,height=..,"
                         "width=..,in=..,out=..,kernel=..,stride=..,padding=VALID|SAME,dtype=.."
                         " | package.module:function returning (fn, args[, batch_argnums])")
-    p.add_argument("--target", default="host",
+    p.add_argument("--target",
                    help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p or tpu-v6e "
-                        "(default: host)")
+                        "(default: the --hardware's own, e.g. tpu-v3, else host)")
     p.add_argument("--hardware", metavar="ID", help="place the ops on this device's roofline")
     p.add_argument("--data-parallel", action="store_true",
                    help="TPU targets: split the batch over every device of a board")

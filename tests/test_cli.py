@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +148,36 @@ def test_analyze_bad_input_exits_2(capsys, argv, message):
     assert code == 2
     assert message in err
     assert "Traceback" not in err
+
+
+def test_analyze_compiles_for_the_hardware_own_target(capsys):
+    # --hardware tpu-v2 with no --target compiles for a TPU v2 core, placed at core scope.
+    code, out, _ = run(capsys, "analyze", "matmul:m=256,n=256,k=256,dtype=bf16",
+                       "--hardware", "tpu-v2", "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["target"] == "tpu-v2" and doc["hardware"]["ref"] == "tpu-v2:core"
+
+
+def test_own_model_in_the_current_directory(capsys, tmp_path, monkeypatch):
+    # README, "Your own JAX model": a file in the working directory, analyzed and drawn.
+    (tmp_path / "mymodel.py").write_text(
+        "import jax\nimport jax.numpy as jnp\n\n\ndef build():\n"
+        "    def mlp(w1, w2, x):\n        return jax.nn.relu(x @ w1) @ w2\n"
+        "    args = (jax.ShapeDtypeStruct((512, 2048), jnp.float32),\n"
+        "            jax.ShapeDtypeStruct((2048, 512), jnp.float32),\n"
+        "            jax.ShapeDtypeStruct((256, 512), jnp.float32))\n"
+        "    return mlp, args\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "analyze", "mymodel:build", "--hardware", "v100-sxm2",
+                       "--plot", "mymodel.png")
+    assert code == 0 and "predicted on v100-sxm2" in out
+    assert (tmp_path / "mymodel.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_readme_command_reference_is_current():
+    from roofline.cli_reference import replace_reference
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert replace_reference(readme) == readme, (
+        "README.md's command reference is stale: run python -m roofline.cli_reference README.md")

@@ -8,6 +8,8 @@ or ``package.module:function`` for the user's own model, where ``function()`` re
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,10 +108,16 @@ def parse_spec(spec: str) -> Workload:
 
 
 def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
+    # Like `python -m`, a model file in the current directory is found (the console
+    # script's own directory is first on sys.path instead); installed packages win.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise RooflineError(f"cannot import {module_name!r} from SPEC {spec!r}: {exc}") from None
+        raise RooflineError(f"cannot import {module_name!r} from SPEC {spec!r}: {exc}; run "
+                            "from the directory that holds it, or add that directory to "
+                            "PYTHONPATH") from None
     function = getattr(module, attribute, None)
     if not callable(function):
         raise RooflineError(f"{module_name} has no function {attribute!r} (SPEC {spec!r})")
