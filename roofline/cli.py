@@ -480,17 +480,13 @@ def _roofline_points(input: str, hardware: Any, target: str | None
                      ) -> tuple[list, Any, str]:
     """Ops of INPUT as points on ``hardware``: measured and predicted for a run, predicted
     for a SPEC; the hardware at the scope the ops ran at (a TPU core); and a title."""
-    from roofline.plot import OpPoint, measured_points
+    from roofline.plot import bound_points, measured_points
 
     if Path(input).is_dir():
         from roofline.explain import explain, load_run
 
         explanation = explain(load_run(input), hardware)
-        bounds = [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
-                          op.cost.flops / op.placement.seconds, op.placement.seconds, False)
-                  for op in explanation.ops
-                  if op.cost is not None and op.placement is not None and op.cost.flops > 0
-                  and op.cost.bytes > 0 and op.placement.seconds > 0]
+        bounds = bound_points(explanation)
         return (measured_points(explanation) + bounds, hardware,
                 f"{input}: measured and bound")
     from roofline.analysis import place_program
@@ -542,13 +538,7 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
         scenarios.append((item, whatif(args.input, devices[0], factors, target=args.target)))
     if not scenarios:
         raise RooflineError("name a second --hardware or a --scale to compare with")
-    bars = scenario_bars(scenarios, base)
-    if args.by == "category":
-        from roofline.plot import time_breakdown
-
-        bars = {base: time_breakdown(scenarios[0][1], "category", (base, "_"))[base],
-                **{label: time_breakdown(c, "category", ("_", label))[label]
-                   for label, c in scenarios}}
+    bars = scenario_bars(scenarios, base, args.by)
     _save_plot(build_breakdown(bars, title=f"{args.input}: time by {args.by}"), args.out)
     return 0
 

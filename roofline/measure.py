@@ -313,10 +313,11 @@ def host_spec_toml(m: HostMeasurement, spec_id: str) -> str:
             lines.append(f'bandwidth = "{_bandwidth(all_bw[level])}"')
         lines.append('source = ["measured", "cpuinfo"]')
         if all_bw[level] is None:
-            lines.append(f'note = "Bandwidth measured {_bandwidth(m.all_cores["bandwidth"].get(level, 0))}'
-                         f' on all cores and {_bandwidth(m.one_core["bandwidth"].get(level, 0))} on '
-                         'one, below a farther level on one of them (XLA did not spread this '
-                         'size over the cores, or the machine was busy): no roof is drawn."')
+            every = _bandwidth(m.all_cores["bandwidth"].get(level, 0))
+            one = _bandwidth(m.one_core["bandwidth"].get(level, 0))
+            lines.append(f'note = "Bandwidth measured {every} on all cores and {one} on one, '
+                         'below a farther level on one of them (XLA did not spread this size '
+                         'over the cores, or the machine was busy): no roof is drawn."')
         one = (f'alternatives.one-core = {{ capacity = "{one_core_size // 1024} KiB", '
                'scope = "core", source = "measured"')
         if one_bw[level] is not None:

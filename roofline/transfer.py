@@ -165,7 +165,8 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     ops) on ``target``, per the model in this module's docstring."""
     measured = efficiencies(ops, measured_s, source, overlap, clamp)
     by_key = {op_key(m.op): m for m in measured}
-    after_ops = ops if target_ops is None else target_ops
+    # By default the measured ops themselves: an op without a time has nothing to carry.
+    after_ops = [m.op for m in measured] if target_ops is None else target_ops
     after = {}
     for op in after_ops:
         known = by_key.get(op_key(op))

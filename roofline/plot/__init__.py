@@ -14,12 +14,18 @@ from roofline.plot.charts import (  # noqa: E402
     scenario_bars,
     time_breakdown,
 )
-from roofline.plot.points import OpPoint, measured_points, predicted_points  # noqa: E402
+from roofline.plot.points import (  # noqa: E402
+    OpPoint,
+    bound_points,
+    measured_points,
+    predicted_points,
+)
 from roofline.plot.rooflines import build_roofline, merge_equal_roofs  # noqa: E402
 from roofline.plot.save import FIGURE_FORMATS, save_figure  # noqa: E402
 
 __all__ = [
-    "FIGURE_FORMATS", "OpPoint", "build_breakdown", "build_heatmap", "build_roofline",
-    "build_sensitivity", "build_speedup", "heatmap_slice", "measured_points", "merge_equal_roofs",
-    "predicted_points", "save_figure", "scenario_bars", "time_breakdown",
+    "FIGURE_FORMATS", "OpPoint", "bound_points", "build_breakdown", "build_heatmap",
+    "build_roofline", "build_sensitivity", "build_speedup", "heatmap_slice",
+    "measured_points", "merge_equal_roofs", "predicted_points", "save_figure",
+    "scenario_bars", "time_breakdown",
 ]

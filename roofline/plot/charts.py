@@ -217,12 +217,12 @@ def build_sensitivity(result: Sensitivity, *, top: int = 12,
 
 
 def scenario_bars(comparisons: Sequence[tuple[str, Comparison]],
-                  base_label: str = "baseline") -> dict[str, dict[str, float]]:
+                  base_label: str = "baseline", by: str = "bound") -> dict[str, dict[str, float]]:
     """Bars for several what-ifs of one program: the common baseline, then each scenario's
-    time by its own bound class."""
+    time by its own bound class (or by category)."""
     if not comparisons:
         raise RooflineError("no scenario to compare")
-    bars = {base_label: time_breakdown(comparisons[0][1], labels=(base_label, "_"))[base_label]}
+    bars = {base_label: time_breakdown(comparisons[0][1], by, (base_label, "_"))[base_label]}
     for label, comparison in comparisons:
-        bars[label] = time_breakdown(comparison, labels=("_", label))[label]
+        bars[label] = time_breakdown(comparison, by, ("_", label))[label]
     return bars

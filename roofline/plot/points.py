@@ -48,6 +48,15 @@ def measured_points(explanation: Explanation) -> list[OpPoint]:
             and op.cost.bytes > 0 and op.seconds > 0]
 
 
+def bound_points(explanation: Explanation) -> list[OpPoint]:
+    """The same ops as :func:`measured_points`, at their roofline lower bounds."""
+    return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
+                    op.cost.flops / op.placement.seconds, op.placement.seconds, False)
+            for op in explanation.ops
+            if op.cost is not None and op.placement is not None and op.cost.flops > 0
+            and op.cost.bytes > 0 and op.placement.seconds > 0]
+
+
 def category_colors(categories: Iterable[str]) -> dict[str, str]:
     """A stable colour per category, in sorted order."""
     return {c: _CATEGORY_PALETTE[i % len(_CATEGORY_PALETTE)]
