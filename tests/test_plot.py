@@ -208,3 +208,12 @@ def test_plot_cli(tmp_path, capsys, small_sweep):
     assert main(["plot", "heatmap", str(small_sweep), "--x", "batch", "--y", "depth",
                  "--out", str(tmp_path / "h.png")]) == 2
     assert "no column 'depth'" in capsys.readouterr().err
+
+
+def test_figures_with_ops_are_deterministic(fc_placement, tmp_path):
+    points = predicted_points(fc_placement)
+    files = []
+    for name in ("a.svg", "b.svg"):
+        fig = build_roofline([fc_placement.hardware], points)
+        files.append(save_figure(fig, tmp_path / name).read_bytes())
+    assert files[0] == files[1]
