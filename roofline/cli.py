@@ -177,11 +177,11 @@ def _explain(args: argparse.Namespace) -> int:
     _emit(args, text=report.explanation_text(doc, args.top), document=doc,
           rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
     if args.plot:
-        from roofline.plot import build_roofline
+        from roofline.plot import bound_points, build_roofline, measured_points
 
-        points, device, title = _roofline_points(args.run_dir, hardware, None)
-        _save_plot(build_roofline([device], points, title=f"{title} on {device.label}"),
-                   args.plot)
+        points = measured_points(explanation) + bound_points(explanation)
+        _save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "
+                                  f"bound on {hardware.label}"), args.plot)
     return 0
 
 
@@ -291,17 +291,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    import pandas as pd
-
     from roofline.regress import metric_table, regression_weights
-    from roofline.sweep import MODELS_FILE
+    from roofline.sweep import read_models
 
-    path = Path(args.sweep_dir) / MODELS_FILE
-    if not path.exists():
-        raise RooflineError(f"{path} does not exist: finish the sweep first")
-    models = pd.read_parquet(path)
+    models = read_models(args.sweep_dir)
     family = str(models["family"].iloc[0])
     from roofline.workloads import FAMILIES
 
@@ -454,8 +447,8 @@ def _validate(args: argparse.Namespace) -> int:
                       workdir=args.keep, progress=lambda m: print(m, file=sys.stderr,
                                                                   flush=True))
     rows = [c.row() for c in result.cases]
-    medians = {suite: result.median_abs_error(suite) for suite in SUITES
-               if result.median_abs_error(suite) is not None}
+    medians = {suite: median for suite in SUITES
+               if (median := result.median_abs_error(suite)) is not None}
     shown = [{"case": f"{r['suite']}: {r['case']}", "predicted": r["predicted"],
               "reference": "bound holds" if r["reference"] is None and r["error"] == 0
               else r["reference"], "error": f"{r['error']:+.1%}", "ops": r["ops"],
@@ -556,15 +549,10 @@ def _plot_heatmap(args: argparse.Namespace) -> int:
 
 
 def _sweep_models(sweep_dir: str, hardware: str | None, target: str | None) -> Any:
-    import pandas
-
-    from roofline.sweep import MODELS_FILE
+    from roofline.sweep import MODELS_FILE, read_models
 
     path = Path(sweep_dir) / MODELS_FILE
-    if not path.is_file():
-        raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out "
-                            f"{sweep_dir}' to completion first")
-    models = pandas.read_parquet(path)
+    models = read_models(sweep_dir)
     for column, value in (("hardware", hardware), ("target", target)):
         if value is not None:
             models = models[models[column] == value]

@@ -237,6 +237,17 @@ def finished_keys(out: Path) -> set[str]:
     return {p.name.split(".")[0] for p in parts.glob("*.models.parquet")}
 
 
+def read_models(out: str | Path) -> Any:
+    """The gathered ``models.parquet`` of a finished sweep, as a DataFrame."""
+    import pandas
+
+    path = Path(out) / MODELS_FILE
+    if not path.is_file():
+        raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out {out}' "
+                            "to completion first")
+    return pandas.read_parquet(path)
+
+
 def gather(out: Path) -> tuple[Path, Path]:
     """Combine the parts into ``models.parquet`` and ``ops.parquet`` (atomically)."""
     import pyarrow as pa

@@ -88,24 +88,6 @@ def load_cases(path: Path = CASES_FILE) -> dict[str, Any]:
 
 # --- ParaDnn: TPU v2 -> v3 classes -------------------------------------------------------
 
-def _tpu_comparison(family: Any, params: dict[str, Any], after_params: dict[str, Any],
-                    source: str, target: str) -> Comparison:
-    from roofline.analysis import device_hardware
-    from roofline.comparison import compare_costs, placeable
-    from roofline.compile import compile_program
-    from roofline.hardware import load_hardware
-
-    def ops_on(p: dict[str, Any], device: str) -> tuple[list, Any]:
-        workload = family.make(**p)
-        program = compile_program(workload.fn, workload.args, device,
-                                  batch_argnums=workload.batch_argnums)
-        hardware = device_hardware(program, load_hardware(device))
-        return placeable(program.costs.ops, hardware), hardware
-    before, hw_before = ops_on(params, source)
-    after, hw_after = ops_on(after_params, target)
-    return compare_costs(before, hw_before, hw_after, after_ops=after)
-
-
 def _paradnn_class(select: str, op: Any) -> bool:
     old, new = op.old_bound, op.new_bound
     if select == "compute-bound on both":
@@ -121,6 +103,8 @@ def _paradnn_class(select: str, op: Any) -> bool:
 
 def paradnn_cases(config: dict[str, Any], quick: bool = False,
                   progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
+    from roofline.api import program_ops
+    from roofline.comparison import compare_costs
     from roofline.workloads import FAMILIES
 
     family = FAMILIES[config["family"]]
@@ -132,9 +116,16 @@ def paradnn_cases(config: dict[str, Any], quick: bool = False,
     for index, varied in enumerate(models, 1):
         params = {**config["fixed"], **varied}
         progress(f"paradnn {index}/{len(models)}: {family.name} {params}")
-        same = _tpu_comparison(family, params, params, config["source"], config["target"])
-        doubled = _tpu_comparison(family, params, {**params, "batch": 2 * params["batch"]},
-                                  config["source"], config["target"])
+        # The source program is compiled once; the target's at the same and at twice the
+        # batch.
+        before = program_ops(family.make(**params).spec, config["source"])
+        comparisons = {}
+        for name, batch in (("same", params["batch"]), ("doubled", 2 * params["batch"])):
+            after = program_ops(family.make(**{**params, "batch": batch}).spec,
+                                config["target"])
+            comparisons[name] = compare_costs(before.ops, before.hardware, after.hardware,
+                                              after_ops=after.ops)
+        same, doubled = comparisons["same"], comparisons["doubled"]
         for case in config["case"]:
             if case["select"] == doubled_select:
                 # Per sample: twice the samples in the v3 op's time.

@@ -142,6 +142,10 @@ def test_analyze_csv_has_one_row_per_op(capsys):
     (["analyze", "matmul:m=-4"], "m must be positive"),
     (["analyze", "resnet99"], "unknown workload 'resnet99'"),
     (["analyze", "matmul:m=64", "--data-parallel"], "data-parallel compilation needs a TPU"),
+    (["regress", "no-such-sweep", "--hardware", "tpu-v2"],
+     "no-such-sweep/models.parquet does not exist: run 'roofline sweep ... --out"),
+    (["plot", "heatmap", "no-such-sweep", "--x", "batch", "--y", "nodes", "--out", "h.png"],
+     "no-such-sweep/models.parquet does not exist"),
 ])
 def test_analyze_bad_input_exits_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)
