@@ -5,15 +5,20 @@ whether its memory footprint fits the device, and the largest batch that does.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from roofline.compile import CompiledProgram, compile_program
+from roofline.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
-from roofline.model import Overlap, Placement, Work, place
+from roofline.model import Bound, Overlap, Placement, Work, place
 from roofline.workloads.registry import Workload
+
+# A measured time within this fraction of a bound is taken to be at the bound (timer
+# resolution, clock drift): below it, the bound is wrong.
+NOISE = 0.05
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,17 @@ class ProgramPlacement:
     def seconds(self) -> float:
         return sum(op.seconds for op in self.ops)
 
-    def seconds_by_bound(self) -> dict[str, float]:
-        shares: dict[str, float] = defaultdict(float)
+    @property
+    def coverage(self) -> Coverage:
+        """The ops this placement could not cost or place, or placed by a substitute."""
+        return coverage(omissions_of(((op.cost, op.placement, op.seconds) for op in self.ops),
+                                     self.hardware))
+
+    def seconds_by_bound(self) -> dict[Bound, float]:
+        shares: dict[Bound, float] = defaultdict(float)
         for op in self.ops:
             if op.placement is not None:
-                shares[str(op.placement.bound)] += op.seconds
+                shares[op.placement.bound] += op.seconds
         return dict(shares)
 
     def seconds_by_category(self) -> dict[str, float]:
@@ -68,17 +79,36 @@ def device_hardware(program: CompiledProgram, hardware: Hardware) -> Hardware:
     return hardware
 
 
-def work_of(op: OpCost, hardware: Hardware, onchip_level: str | None) -> Work:
-    """What an op asks of ``hardware``. Collective bytes cross the primary interconnect;
-    bytes to or from host memory cross the PCIe link (when the spec lists one)."""
-    near = ((onchip_level, op.onchip_bytes),) if onchip_level and op.onchip_bytes else ()
+def placement_dtype(op: OpCost, hardware: Hardware) -> str:
+    """The dtype an op computes in on ``hardware``: as compiled on the kind of device it
+    was compiled for, as the program wrote it on any other (XLA:CPU widens bf16 matmuls to
+    f32; a GPU or TPU runs them in bf16)."""
+    if op.platform and op.platform == hardware.kind:
+        return op.dtype
+    return op.as_written_dtype
+
+
+def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Work:
+    """What an op asks of ``hardware``. On-chip bytes (arrays the compiler placed in
+    VMEM/SMEM) use its nearest level with a bandwidth; collective bytes cross the primary
+    interconnect; bytes to or from host memory cross the PCIe link (when the spec lists
+    one). ``served_by`` charges the op's main-memory bytes to that nearer level instead."""
+    onchip = onchip_level_of(hardware)
+    near = ((onchip, op.onchip_bytes),) if onchip and op.onchip_bytes else ()
+    main = op.bytes
+    if served_by is not None and _has_bandwidth(hardware, served_by):
+        near, main = (*near, (served_by, op.bytes)), 0.0
     link_bytes, link = (op.link_bytes if hardware.links else 0.0), None
     pcie = next((x.name for x in hardware.links if "pcie" in x.name.lower()), None)
     if op.host_bytes and pcie is not None:
         link_bytes, link = link_bytes + op.host_bytes, pcie
-    return Work(flops=op.flops, bytes=op.bytes, dtype=op.dtype, unit=op.unit,
-                near_bytes=near, link_bytes=link_bytes, link=link,
+    return Work(flops=op.flops, bytes=main, dtype=placement_dtype(op, hardware),
+                unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
                 launches=max(op.kernels, 1))
+
+
+def _has_bandwidth(hardware: Hardware, level: str) -> bool:
+    return any(m.name == level and m.bytes_per_s for m in hardware.memory)
 
 
 def onchip_level_of(hardware: Hardware) -> str | None:
@@ -90,18 +120,73 @@ def onchip_level_of(hardware: Hardware) -> str | None:
     return None
 
 
+def place_op(op: OpCost, hardware: Hardware, overlap: Overlap = Overlap.MAX,
+             served_by: str | None = None) -> Placement:
+    """One op on ``hardware``'s roofline (see :func:`work_of`)."""
+    return place(work_of(op, hardware, served_by), hardware, overlap)
+
+
+def place_measured(op: OpCost, measured_s: float, hardware: Hardware,
+                   overlap: Overlap = Overlap.MAX) -> tuple[Placement, str | None]:
+    """A measured op on ``hardware``, and the memory level that served it: an op faster
+    than main memory allows was served by a nearer level (a cache holding its arrays), so
+    its bytes are charged to the farthest level whose bandwidth explains the time (None:
+    main memory explains it, or no level does)."""
+    placement = place_op(op, hardware, overlap)
+    if measured_s >= placement.seconds * (1 - NOISE) or not op.bytes:
+        return placement, None
+    for level in hardware.memory[1:]:
+        if level.bytes_per_s is None:
+            continue
+        nearer = place_op(op, hardware, overlap, level.name)
+        if measured_s >= nearer.seconds * (1 - NOISE):
+            return nearer, level.name
+    return placement, None
+
+
+def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
+                 hardware: Hardware | None) -> list[Omission]:
+    """What placing these (op, placement, seconds) triples on ``hardware`` left out or
+    approximated (without hardware: what costing them left out); shares are of their
+    summed FLOPs and seconds."""
+    placed = [item for item in placed if not item[0].free and item[0].kernels]
+    flops = sum(op.flops for op, _, _ in placed)
+    seconds = sum(t for _, _, t in placed)
+    found = []
+
+    def add(gap: Gap, op: OpCost, detail: str, time_s: float) -> None:
+        found.append(Omission(gap, op.name, detail, share(op.flops, flops),
+                              share(time_s, seconds)))
+    for op, placement, time_s in placed:
+        if op.unknown:
+            add(Gap.NOT_COSTED, op, ", ".join(op.unknown), time_s)
+        if hardware is None:
+            continue
+        if op.link_bytes and not hardware.links:
+            add(Gap.NO_LINK, op, f"{hardware.id} lists no link: collective bytes not "
+                "placed", time_s)
+        if placement is None:
+            continue
+        dtype, unit = placement.wanted
+        if placement.compute_left_out:
+            add(Gap.NO_ROOF, op, f"{hardware.id} publishes no {dtype} {unit} roof: compute "
+                "time left out", time_s)
+        elif placement.substituted and placement.roof is not None:
+            add(Gap.SUBSTITUTE_ROOF, op, f"{dtype} {unit} work on {hardware.id}'s "
+                f"{placement.roof.label} roof (it has no {dtype} {unit} roof)", time_s)
+        if unit == "matrix" and dtype != op.dtype:
+            add(Gap.AS_WRITTEN, op, f"placed in {dtype} as the program stores it; the "
+                f"{op.platform or 'source'} compile computes it in {op.dtype}", time_s)
+    return found
+
+
 def place_program(program: CompiledProgram, hardware: Hardware,
                   overlap: Overlap = Overlap.MAX) -> ProgramPlacement:
     """Place every op of ``program`` on one device of ``hardware``."""
     device = device_hardware(program, hardware)
-    level = onchip_level_of(device)
-    ops = []
-    for op in program.costs.ops:
-        if op.free or op.kernels == 0:
-            ops.append(PlacedOp(op, None))
-        else:
-            ops.append(PlacedOp(op, place(work_of(op, device, level), device, overlap)))
-    return ProgramPlacement(device, overlap, tuple(ops), level)
+    ops = [PlacedOp(op, None if op.free or op.kernels == 0 else place_op(op, device, overlap))
+           for op in program.costs.ops]
+    return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from roofline.explain import Explanation
 from roofline.outputs import write_atomic
+from roofline.report import class_text
 
 
 def annotated_trace(ex: Explanation) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def annotated_trace(ex: Explanation) -> dict[str, Any]:
         op = by_key.get((event.module, event.op, event.is_async))
         args: dict[str, Any] = {"module": event.module}
         if op is not None:
-            args["measured_class"] = op.measured_class(ex.hardware)
+            args["measured_class"] = class_text(op.measured_class(ex.hardware))
             if op.cost is not None:
                 args.update(category=op.cost.category, flops=op.cost.flops,
                             bytes=op.cost.bytes, dtype=op.cost.dtype, unit=op.cost.unit)

@@ -8,12 +8,14 @@ whose measured per-op times are used. Results are typed records with ``to_datafr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.comparison import Comparison, Sensitivity, compare_costs, placeable, sensitivity_of
+from roofline.comparison import Comparison, Sensitivity, compare_costs, sensitivity_of, working_ops
+from roofline.coverage import Coverage, Gap, coverage
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.records import Hardware
@@ -32,7 +34,8 @@ MeasuredTimes = Mapping[str, float] | Any   # op name -> seconds, or a DataFrame
 
 @dataclass(frozen=True)
 class ProgramOps:
-    """The placeable ops of an INPUT on one device, with measured seconds for a run."""
+    """The ops of an INPUT that run a kernel, on one device, with measured seconds for a
+    run; ``coverage`` lists what the run timed without a cost, or costed without a time."""
 
     label: str
     ops: list[OpCost]
@@ -40,6 +43,7 @@ class ProgramOps:
     measured_s: dict[str, float] | None
     batch: int | None
     target: str | None         # the compile target, for a SPEC
+    coverage: Coverage = field(default_factory=Coverage)
 
 
 def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
@@ -56,17 +60,21 @@ def compile_target_of(hardware: Hardware) -> str:
 
 
 def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
-                hardware_dir: str | Path | None = None) -> ProgramOps:
-    """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on)."""
+                hardware_dir: str | Path | None = None,
+                cache_dir: str | Path | None = None) -> ProgramOps:
+    """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on).
+    ``cache_dir`` reuses programs compiled before (see :func:`compile_program`)."""
     hw = _hardware(hardware, hardware_dir)
     if Path(input).is_dir():
         from roofline.explain import explain, load_run
 
-        joined = [op for op in explain(load_run(input), hw).ops
-                  if op.placement is not None and op.cost is not None]
+        explanation = explain(load_run(input), hw)
+        joined = [op for op in explanation.ops if op.placement is not None]
         measured = {op.cost.name: op.seconds for op in joined}  # type: ignore[union-attr]
-        ops = placeable([op.cost for op in joined], hw)  # type: ignore[misc]
-        return ProgramOps(str(input), ops, hw, measured, None, None)
+        unmatched = coverage(o for o in explanation.coverage.omissions
+                             if o.gap in (Gap.NO_COST, Gap.NO_TIME))
+        return ProgramOps(str(input), working_ops([op.cost for op in joined]),  # type: ignore[misc]
+                          hw, measured, None, None, unmatched)
     from roofline.analysis import device_hardware
     from roofline.compile import compile_program
     from roofline.workloads import parse_spec
@@ -74,10 +82,9 @@ def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None 
     workload = parse_spec(str(input))
     target = target or compile_target_of(hw)
     program = compile_program(workload.fn, workload.args, target,
-                              batch_argnums=workload.batch_argnums)
-    hw = device_hardware(program, hw)
-    return ProgramOps(str(input), placeable(program.costs.ops, hw), hw, None, workload.batch,
-                      target)
+                              batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+    return ProgramOps(str(input), working_ops(program.costs.ops),
+                      device_hardware(program, hw), None, workload.batch, target)
 
 
 def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
@@ -104,9 +111,11 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
     program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir)
     after = program.hardware.scaled(dict(scale))
     if program.measured_s is not None:
-        return transfer(program.ops, program.measured_s, program.hardware, after,
-                        Overlap(overlap), clamp=clamp)
-    return compare_costs(program.ops, program.hardware, after, Overlap(overlap))
+        result = transfer(program.ops, program.measured_s, program.hardware, after,
+                          Overlap(overlap), clamp=clamp)
+    else:
+        result = compare_costs(program.ops, program.hardware, after, Overlap(overlap))
+    return dataclasses.replace(result, coverage=result.coverage + program.coverage)
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,8 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             target: str | None = None, to_program: str | None = None,
             measured: MeasuredTimes | None = None, max_batch: bool = False,
             overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
-            hardware_dir: str | Path | None = None) -> Prediction:
+            hardware_dir: str | Path | None = None,
+            cache_dir: str | Path | None = None) -> Prediction:
     """INPUT's time on ``destination`` predicted from ``source``.
 
     Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
@@ -159,9 +169,11 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     different SPEC to predict on the destination (e.g. the bfloat16 version of a float32
     run); its ops without a measured counterpart take the efficiency of measured ops of
     their category and size. ``max_batch`` also predicts throughput at the largest batch
-    that fits each device.
+    that fits each device. A program compiled for the destination is placed on one device
+    of that compile (a TPU v4 chip, a TPU v3 core).
     """
-    program = program_ops(input, source, target=target, hardware_dir=hardware_dir)
+    program = program_ops(input, source, target=target, hardware_dir=hardware_dir,
+                          cache_dir=cache_dir)
     source_hw = program.hardware
     dest = _hardware(destination, hardware_dir)
     if source_hw.kind == dest.kind == "tpu" and source_hw.scope in dict(dest.scopes):
@@ -170,8 +182,10 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     after_input = to_program or (None if program.target is None else str(input))
     if after_input is not None:
         dest_target = compile_target_of(dest)
-        if to_program or (dest_target != "host" and dest_target != program.target):
-            after_ops = program_ops(after_input, dest, target=dest_target).ops
+        same = dest_target == program.target and after_input == str(input)
+        if not same and (to_program or dest_target not in ("host", program.target)):
+            after = program_ops(after_input, dest, target=dest_target, cache_dir=cache_dir)
+            after_ops, dest = after.ops, after.hardware
     measured_s = program.measured_s
     if measured is not None:
         measured_s = _measured_table(measured)
@@ -185,6 +199,8 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
         mode = "analytical"
     capacity = (_capacity(str(input), _hardware(source, hardware_dir),
                           _hardware(destination, hardware_dir)) if max_batch else None)
+    comparison = dataclasses.replace(comparison,
+                                     coverage=comparison.coverage + program.coverage)
     return Prediction(str(input), mode, comparison, program.batch, capacity)
 
 

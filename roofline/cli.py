@@ -272,6 +272,8 @@ def _sweep(args: argparse.Namespace) -> int:
           f"{result['tasks']} in the sweep; "
           + (f"wrote {result['files'][0]} and {result['files'][1]}" if result["complete"]
              else "not complete: run the same command again to finish"))
+    if result["complete"]:
+        print(_sweep_coverage_line(out))
     if args.plot:
         from roofline.plot import build_heatmap, heatmap_slice
 
@@ -288,6 +290,23 @@ def _sweep(args: argparse.Namespace) -> int:
                                  title=f"utilization on {hardware[0]} ({targets[0]})"),
                    args.plot)
     return 0
+
+
+def _sweep_coverage_line(out: Path) -> str:
+    from roofline.coverage import HEADLINE_SHARE
+    from roofline.sweep import read_models
+
+    models = read_models(out)
+    if "left_out_flops_share" not in models:
+        return "coverage: no model was placed"
+    worst = models[["left_out_flops_share", "left_out_time_share"]].max(axis=1)
+    leaky = models[worst > HEADLINE_SHARE]
+    if leaky.empty:
+        return ("coverage: no model row leaves out more than 1% of its FLOPs or time (column "
+                "left_out)")
+    reasons = sorted({r for text in leaky["left_out"] for r in text.split("; ") if r})
+    return (f"LEFT OUT: {len(leaky)} of {len(models)} model rows leave out more than 1% of "
+            f"their FLOPs or time (columns left_out*): " + "; ".join(reasons[:5]))
 
 
 def _regress(args: argparse.Namespace) -> int:
@@ -321,25 +340,6 @@ def _scale_factor(text: str) -> float:
         raise RooflineError(f"scale factor {text!r} is not a number") from None
 
 
-def _comparison_parts(comparison: Any, before: str, after: str
-                      ) -> tuple[list[dict], list[dict], list[dict]]:
-    """Rows by class, rows of ops that change class, and per-op rows of a comparison."""
-    classes = [{"bound": c.bound, "share": c.share, f"{before}_s": c.old_s,
-                f"{after}_s": c.new_s, "speedup": c.speedup} for c in comparison.by_class()]
-    changed = [{"op": op.name, f"{before}_bound": op.old_bound, f"{after}_bound": op.new_bound,
-                "speedup": op.speedup} for op in comparison.changed_class()]
-    ops = [{"op": op.name, "category": op.category, f"{before}_s": op.old_s,
-            f"{after}_s": op.new_s, f"{before}_bound": op.old_bound,
-            f"{after}_bound": op.new_bound} for op in comparison.ops]
-    return classes, changed, ops
-
-
-def _comparison_text(classes: list[dict], changed: list[dict], class_title: str) -> str:
-    return (report.format_table(classes, title=class_title)
-            + ("\n\n" + report.format_table(changed, title=f"{len(changed)} ops change class")
-               if changed else "\n\nno op changes bound class") + "\n")
-
-
 def _whatif(args: argparse.Namespace) -> int:
     from roofline.api import whatif
     from roofline.comparison import energy_per_sample
@@ -347,13 +347,14 @@ def _whatif(args: argparse.Namespace) -> int:
     factors = _key_values(args.scale, _scale_factor, "--scale")
     result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
                     target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency)
-    classes, changed, ops = _comparison_parts(result, "old", "new")
+    classes, changed, ops = report.comparison_rows(result, "old", "new")
     doc: dict[str, Any] = {
         "schema": "roofline/whatif/1", "input": args.input, "basis": result.basis,
         "hardware": result.before.ref, "scaled": result.after.label,
         "factors": factors, "old_s": result.old_s, "new_s": result.new_s,
         "speedup": result.speedup, "amdahl_speedup": result.amdahl_speedup(),
-        "by_class": classes, "changed_class": changed, "ops": ops,
+        "by_class": classes, "changed_class": changed,
+        "coverage": report.coverage_document(result.coverage), "ops": ops,
     }
     batch = None if Path(args.input).is_dir() else _batch_of(args.input)
     if batch and (args.power or result.before.tdp.value):
@@ -368,8 +369,8 @@ def _whatif(args: argparse.Namespace) -> int:
             + (f"; energy per sample {doc['energy_per_sample_j']['old']:.3g} J -> "
                f"{doc['energy_per_sample_j']['new']:.3g} J" if "energy_per_sample_j" in doc
                else "")
-            + "\n\n" + _comparison_text(classes, changed, "speedup by old bound class"))
-    _emit(args, text=text, document=doc, rows=ops)
+            + "\n\n" + report.comparison_tables(classes, changed, "speedup by old bound class"))
+    _emit(args, text=report.with_coverage(text, doc["coverage"]), document=doc, rows=ops)
     if args.plot:
         from roofline.plot import build_breakdown, time_breakdown
 
@@ -393,18 +394,19 @@ def _predict(args: argparse.Namespace) -> int:
                      to_program=args.to_program, max_batch=args.max_batch,
                      overlap=args.overlap, clamp=args.clamp_efficiency)
     comparison = result.comparison
-    classes, changed, ops = _comparison_parts(comparison, "source", "target")
+    classes, changed, ops = report.comparison_rows(comparison, "source", "target")
     mode = f"{result.mode}: {comparison.basis}"
     doc: dict[str, Any] = {
         "schema": "roofline/prediction/1", "input": args.input, "mode": mode,
         "source": result.source.ref, "target": result.destination.ref,
         "source_s": comparison.old_s, "target_s": comparison.new_s,
-        "speedup": result.speedup, "by_class": classes, "changed_class": changed, "ops": ops}
+        "speedup": result.speedup, "by_class": classes, "changed_class": changed,
+        "coverage": report.coverage_document(comparison.coverage), "ops": ops}
     q = format_quantity
     text = (f"{args.input}: {result.source.label} -> {result.destination.label} ({mode})\n"
             f"{q(comparison.old_s, Kind.TIME)} -> {q(comparison.new_s, Kind.TIME)}: speedup "
             f"{result.speedup:.3g}x\n\n"
-            + _comparison_text(classes, changed, "by bound class on the source"))
+            + report.comparison_tables(classes, changed, "by bound class on the source"))
     if result.capacity is not None:
         source, target = result.capacity
         doc["capacity"] = {
@@ -417,7 +419,7 @@ def _predict(args: argparse.Namespace) -> int:
                  f"{target.samples_per_s:.4g} samples/s: throughput speedup "
                  f"{result.throughput_speedup:.3g}x (step-time speedup "
                  f"{result.speedup:.3g}x)\n")
-    _emit(args, text=text, document=doc, rows=ops)
+    _emit(args, text=report.with_coverage(text, doc["coverage"]), document=doc, rows=ops)
     if args.plot:
         from roofline.plot import build_speedup
 
@@ -434,45 +436,41 @@ def _sensitivity(args: argparse.Namespace) -> int:
             for e in result.elasticities]
     title = (f"{args.input} on {result.hardware.label}: d log(time) / d log(parameter), most "
              "influential first (-1: doubling the parameter halves the time)")
-    _emit(args, text=report.format_table(rows, title=title),
+    coverage = report.coverage_document(result.coverage)
+    _emit(args, text=report.with_coverage(report.format_table(rows, title=title), coverage),
           document={"schema": "roofline/sensitivity/1", "input": args.input,
-                    "hardware": result.hardware.ref, "elasticities": rows}, rows=rows)
+                    "hardware": result.hardware.ref, "elasticities": rows,
+                    "coverage": coverage}, rows=rows)
     return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from roofline.validation import SUITES, validate
+    from roofline.validation import validate
 
     result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
                       workdir=args.keep, progress=lambda m: print(m, file=sys.stderr,
                                                                   flush=True))
-    rows = [c.row() for c in result.cases]
-    medians = {suite: median for suite in SUITES
-               if (median := result.median_abs_error(suite)) is not None}
-    shown = [{"case": f"{r['suite']}: {r['case']}", "predicted": r["predicted"],
-              "reference": "bound holds" if r["reference"] is None and r["error"] == 0
-              else r["reference"], "error": f"{r['error']:+.1%}", "ops": r["ops"],
-              "per-op error": "" if r["op_error"] is None else f"{r['op_error']:.1%}"}
-             for r in rows]
-    text = (report.format_table(shown, title="predicted against reference (host: step "
-                                "seconds; paradnn: TPU v3 / v2 speedup)")
-            + "\n\n" + "\n".join(f"median |error| {suite}: {value:.1%}"
-                                   for suite, value in medians.items()) + "\n")
-    _emit(args, text=text, document={"schema": "roofline/validation/1", "quick": args.quick,
-                                     "cases": rows, "median_abs_error": medians}, rows=rows)
+    doc = report.validation_document(result, args.quick)
+    _emit(args, text=report.validation_text(doc), document=doc, rows=[
+        {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
     return 0
 
 
-def _save_plot(fig: Any, path: str) -> None:
+def _save_plot(fig: Any, path: str, coverage: Any = None) -> None:
+    """Save a figure; the gaps of the result it draws go to stderr first."""
     from roofline.plot import save_figure
 
+    if coverage is not None:
+        for line in report.coverage_headline(report.coverage_document(coverage)):
+            print(f"roofline: {line}", file=sys.stderr)
     print(f"wrote {save_figure(fig, path)}", file=sys.stderr)
 
 
 def _roofline_points(input: str, hardware: Any, target: str | None
-                     ) -> tuple[list, Any, str]:
+                     ) -> tuple[list, Any, str, Any]:
     """Ops of INPUT as points on ``hardware``: measured and predicted for a run, predicted
-    for a SPEC; the hardware at the scope the ops ran at (a TPU core); and a title."""
+    for a SPEC; the hardware at the scope the ops ran at (a TPU core); a title; and what
+    the points leave out."""
     from roofline.plot import bound_points, measured_points
 
     if Path(input).is_dir():
@@ -481,7 +479,7 @@ def _roofline_points(input: str, hardware: Any, target: str | None
         explanation = explain(load_run(input), hardware)
         bounds = bound_points(explanation)
         return (measured_points(explanation) + bounds, hardware,
-                f"{input}: measured and bound")
+                f"{input}: measured and bound", explanation.coverage)
     from roofline.analysis import place_program
     from roofline.api import compile_target_of
     from roofline.compile import compile_program
@@ -492,19 +490,20 @@ def _roofline_points(input: str, hardware: Any, target: str | None
     program = compile_program(workload.fn, workload.args, target or compile_target_of(hardware),
                               batch_argnums=workload.batch_argnums)
     placement = place_program(program, hardware)
-    return predicted_points(placement), placement.hardware, f"{input}: predicted"
+    return (predicted_points(placement), placement.hardware, f"{input}: predicted",
+            placement.coverage)
 
 
 def _plot_roofline(args: argparse.Namespace) -> int:
     from roofline.plot import build_roofline
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
-    points, device, title = _roofline_points(args.input, devices[0], args.target)
+    points, device, title, coverage = _roofline_points(args.input, devices[0], args.target)
     # Every device at the scope the ops were placed at (one TPU core), where it has it.
     devices = [device] + [hw.at_scope(device.scope) if device.scope in dict(hw.scopes)
                           else hw for hw in devices[1:]]
     _save_plot(build_roofline(devices, points, title=f"{title} on {device.label}",
-                              label_top=args.label_top), args.out)
+                              label_top=args.label_top), args.out, coverage)
     return 0
 
 
@@ -514,7 +513,7 @@ def _plot_speedup(args: argparse.Namespace) -> int:
 
     result = predict(args.input, load_hardware(args.source, args.hardware_dir),
                      load_hardware(args.dest, args.hardware_dir), target=args.target)
-    _save_plot(build_speedup(result.comparison), args.out)
+    _save_plot(build_speedup(result.comparison), args.out, result.comparison.coverage)
     return 0
 
 
@@ -532,7 +531,11 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
     if not scenarios:
         raise RooflineError("name a second --hardware or a --scale to compare with")
     bars = scenario_bars(scenarios, base, args.by)
-    _save_plot(build_breakdown(bars, title=f"{args.input}: time by {args.by}"), args.out)
+    covered = scenarios[0][1].coverage
+    for _, comparison in scenarios[1:]:
+        covered = covered + comparison.coverage
+    _save_plot(build_breakdown(bars, title=f"{args.input}: time by {args.by}"), args.out,
+               covered)
     return 0
 
 
@@ -574,7 +577,7 @@ def _plot_sensitivity(args: argparse.Namespace) -> int:
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
                          target=args.target)
     _save_plot(build_sensitivity(result, title=f"{args.input} on {result.hardware.label}"),
-               args.out)
+               args.out, result.coverage)
     return 0
 
 
@@ -811,15 +814,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser(
         "validate", parents=[formatted],
-        help="predictions against measurements on this host and ParaDnn's TPU v2 -> v3 "
-             "figures: the error table")
-    p.add_argument("--suite", choices=("all", "paradnn", "host"), default="all")
+        help="predictions against measurements the model does not read (published "
+             "cross-generation speedups, upgrades measured on this host): the error table")
+    p.add_argument("--suite", choices=("all", "published", "host", "consistency"),
+                   default="all",
+                   help="published: measured speedups of zoo models between accelerator "
+                        "generations; host: upgrades measured here; consistency: ParaDnn's "
+                        "TPU v2 -> v3 classes, a check of the model's own arithmetic")
     p.add_argument("--quick", action="store_true",
-                   help="the small sizes (about 3 minutes on 2 cores; CI runs these)")
+                   help="the small sizes, without the published suite (about 3 minutes "
+                        "on 2 cores; CI runs these)")
     p.add_argument("--host-spec", metavar="FILE.toml",
                    help="this host's measured spec (default: measure it first)")
     p.add_argument("--keep", metavar="DIR",
-                   help="keep the host suite's runs in DIR (default: a temporary directory)")
+                   help="keep the host suite's runs and the published suite's compile cache "
+                        "in DIR (default: a temporary directory)")
     p.set_defaults(handler=_validate)
     return parser
 

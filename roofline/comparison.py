@@ -14,47 +14,63 @@ d log(time) / d log(parameter), estimated with a small relative step.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from roofline.analysis import onchip_level_of, work_of
-from roofline.errors import RooflineError, UnknownHardwareError
+from roofline.analysis import omissions_of, place_op
+from roofline.coverage import Coverage, coverage
+from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
-from roofline.model import Overlap, Placement, place
+from roofline.model import Bound, Overlap, Placement
 
 if TYPE_CHECKING:
     import pandas
 
-ONLY_BEFORE = "only before"
-ONLY_AFTER = "only after"
+
+class Presence(enum.Enum):
+    """Whether an op exists on both sides of a comparison (two compiles can differ)."""
+
+    BOTH = "both"
+    ONLY_BEFORE = "only before"
+    ONLY_AFTER = "only after"
 
 
 @dataclass(frozen=True)
 class OpChange:
-    """One op before and after the change (times in seconds per execution)."""
+    """One op before and after the change (times in seconds per execution); a bound is
+    None on the side where the op does not exist."""
 
     name: str
     category: str
     old_s: float
     new_s: float
-    old_bound: str
-    new_bound: str
+    old_bound: Bound | None
+    new_bound: Bound | None
     intensity: float = math.nan    # FLOP per main-memory byte (of the op before, if any)
 
     @property
     def speedup(self) -> float:
         return self.old_s / self.new_s if self.new_s else math.inf
 
+    @property
+    def presence(self) -> Presence:
+        if self.old_bound is None:
+            return Presence.ONLY_AFTER
+        return Presence.BOTH if self.new_bound is not None else Presence.ONLY_BEFORE
+
 
 @dataclass(frozen=True)
 class ClassShare:
-    """The ops of one old bound class: their old and new time."""
+    """The ops of one class: those on both sides by their old bound, and those on one side
+    only apart (``bound`` None), with their old and new time."""
 
-    bound: str
+    bound: Bound | None
+    presence: Presence
     old_s: float
     new_s: float
     share: float          # of the total old time
@@ -72,6 +88,7 @@ class Comparison:
     after: Hardware
     ops: tuple[OpChange, ...]
     basis: str
+    coverage: Coverage = field(default_factory=Coverage)
 
     @property
     def old_s(self) -> float:
@@ -86,15 +103,19 @@ class Comparison:
         return self.old_s / self.new_s if self.new_s else math.inf
 
     def by_class(self) -> list[ClassShare]:
-        """Old time, new time and old-time share per old bound class, largest share first."""
-        old: dict[str, float] = defaultdict(float)
-        new: dict[str, float] = defaultdict(float)
+        """Old time, new time and old-time share per old bound class (ops on one side only
+        in classes of their own), largest share first."""
+        old: dict[tuple[Presence, Bound | None], float] = defaultdict(float)
+        new: dict[tuple[Presence, Bound | None], float] = defaultdict(float)
         for op in self.ops:
-            old[op.old_bound] += op.old_s
-            new[op.old_bound] += op.new_s
+            key = (op.presence, op.old_bound if op.presence is Presence.BOTH else None)
+            old[key] += op.old_s
+            new[key] += op.new_s
         total = self.old_s or 1.0
-        return sorted((ClassShare(b, old[b], new[b], old[b] / total) for b in old),
-                      key=lambda c: (-c.share, c.bound))
+        return sorted((ClassShare(bound, presence, old[(presence, bound)],
+                                  new[(presence, bound)], old[(presence, bound)] / total)
+                       for presence, bound in old),
+                      key=lambda c: (-c.share, -c.new_s, c.presence.value, str(c.bound)))
 
     def amdahl_speedup(self) -> float:
         """1 / sum over classes of share / speedup: equal to :attr:`speedup` by construction,
@@ -103,13 +124,12 @@ class Comparison:
         return total / sum(c.new_s for c in self.by_class()) if total else math.inf
 
     def changed_class(self) -> list[OpChange]:
-        return [op for op in self.ops if op.old_bound != op.new_bound
-                and ONLY_BEFORE not in (op.old_bound, op.new_bound)
-                and ONLY_AFTER not in (op.old_bound, op.new_bound)]
+        return [op for op in self.ops
+                if op.presence is Presence.BOTH and op.old_bound != op.new_bound]
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """One row per op: name, category, old_s, new_s, speedup, old_bound, new_bound,
-        intensity."""
+        """One row per op: name, category, old_s, new_s, speedup, old_bound, new_bound
+        (:class:`Bound` records, None where the op does not exist), intensity."""
         import pandas
 
         return pandas.DataFrame(
@@ -120,13 +140,15 @@ class Comparison:
                      "intensity"])
 
     def classes_dataframe(self) -> pandas.DataFrame:
-        """One row per old bound class: old_s, new_s, share, speedup."""
+        """One row per class: bound (None for ops on one side only), presence, old_s,
+        new_s, share, speedup."""
         import pandas
 
         return pandas.DataFrame(
-            [{"bound": c.bound, "old_s": c.old_s, "new_s": c.new_s, "share": c.share,
-              "speedup": c.speedup} for c in self.by_class()],
-            columns=["bound", "old_s", "new_s", "share", "speedup"])
+            [{"bound": c.bound, "presence": c.presence.value, "old_s": c.old_s,
+              "new_s": c.new_s, "share": c.share, "speedup": c.speedup}
+             for c in self.by_class()],
+            columns=["bound", "presence", "old_s", "new_s", "share", "speedup"])
 
 
 def op_key(op: OpCost) -> tuple[str, str]:
@@ -136,8 +158,7 @@ def op_key(op: OpCost) -> tuple[str, str]:
 
 def placements(ops: list[OpCost], hardware: Hardware, overlap: Overlap
                ) -> list[tuple[OpCost, Placement]]:
-    level = onchip_level_of(hardware)
-    return [(op, place(work_of(op, hardware, level), hardware, overlap)) for op in ops]
+    return [(op, place_op(op, hardware, overlap)) for op in ops]
 
 
 def pair_ops(before: list[OpCost], after: list[OpCost]
@@ -156,21 +177,24 @@ def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
                   after_ops: list[OpCost] | None = None) -> Comparison:
     """The roofline times of ``ops`` on ``hardware`` and of ``after_ops`` (default: the same
     ops) on ``after``, a scaled record or another device."""
-    old = {op_key(op): p for op, p in placements(ops, hardware, overlap)}
-    new = {op_key(op): p for op, p in placements(
-        ops if after_ops is None else after_ops, after, overlap)}
+    second_ops = ops if after_ops is None else after_ops
+    placed_old = placements(ops, hardware, overlap)
+    placed_new = placements(second_ops, after, overlap)
+    old = {op_key(op): p for op, p in placed_old}
+    new = {op_key(op): p for op, p in placed_new}
     changes = []
-    for first, second in pair_ops(ops, ops if after_ops is None else after_ops):
+    for first, second in pair_ops(ops, second_ops):
         op = first or second
         assert op is not None
         p_old = old[op_key(first)] if first else None
         p_new = new[op_key(second)] if second else None
         changes.append(OpChange(
             op.name, op.category, p_old.seconds if p_old else 0.0,
-            p_new.seconds if p_new else 0.0,
-            str(p_old.bound) if p_old else ONLY_AFTER,
-            str(p_new.bound) if p_new else ONLY_BEFORE, op.intensity))
-    return Comparison(hardware, after, tuple(changes), "roofline")
+            p_new.seconds if p_new else 0.0, p_old.bound if p_old else None,
+            p_new.bound if p_new else None, op.intensity))
+    found = (omissions_of(((op, p, p.seconds) for op, p in placed_old), hardware)
+             + omissions_of(((op, p, p.seconds) for op, p in placed_new), after))
+    return Comparison(hardware, after, tuple(changes), "roofline", coverage(found))
 
 
 def whatif_costs(ops: list[OpCost], hardware: Hardware, factors: Mapping[str, float],
@@ -182,19 +206,9 @@ def whatif_costs(ops: list[OpCost], hardware: Hardware, factors: Mapping[str, fl
     return compare_costs(ops, hardware, hardware.scaled(dict(factors)), overlap)
 
 
-def placeable(ops: tuple[OpCost, ...] | list[OpCost], hardware: Hardware) -> list[OpCost]:
-    """The ops that do work and that the hardware has a roof for."""
-    level = onchip_level_of(hardware)
-    kept = []
-    for op in ops:
-        if op.free or op.kernels == 0:
-            continue
-        try:
-            place(work_of(op, hardware, level), hardware)
-        except UnknownHardwareError:
-            continue
-        kept.append(op)
-    return kept
+def working_ops(ops: tuple[OpCost, ...] | list[OpCost]) -> list[OpCost]:
+    """The ops that run a kernel (not parameters, tuples, bitcasts, async completions)."""
+    return [op for op in ops if not op.free and op.kernels]
 
 
 @dataclass(frozen=True)
@@ -210,6 +224,7 @@ class Sensitivity:
     hardware: Hardware
     time_s: float
     elasticities: tuple[Elasticity, ...]
+    coverage: Coverage = field(default_factory=Coverage)
 
     def to_dataframe(self) -> pandas.DataFrame:
         import pandas
@@ -224,14 +239,16 @@ def sensitivity_of(ops: list[OpCost], hardware: Hardware, overlap: Overlap = Ove
     """Elasticity of the total time to every scalable parameter, most influential first."""
     def total(hw: Hardware) -> float:
         return sum(p.seconds for _, p in placements(ops, hw, overlap))
-    base = total(hardware)
+    placed = placements(ops, hardware, overlap)
+    base = sum(p.seconds for _, p in placed)
     if base <= 0:
         raise RooflineError("the program has no time to attribute: nothing to scale")
     result = [Elasticity(parameter, math.log(total(hardware.scaled({parameter: 1 + step}))
                                              / base) / math.log(1 + step))
               for parameter in hardware.scalable_parameters()]
     return Sensitivity(hardware, base, tuple(sorted(
-        result, key=lambda e: (-abs(e.elasticity), e.parameter))))
+        result, key=lambda e: (-abs(e.elasticity), e.parameter))), coverage(
+            omissions_of(((op, p, p.seconds) for op, p in placed), hardware)))
 
 
 def energy_per_sample(seconds: float, hardware: Hardware, samples: int,

@@ -158,7 +158,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     start = time.perf_counter()
     hlo_text = compiled.as_text()
     module = parse_hlo_text(hlo_text)
-    costs = analyze_module(module)
+    costs = analyze_module(module, platform=spec.platform)
     analysis_seconds = time.perf_counter() - start
     per_chip = len(devices) / spec.chips
     program = CompiledProgram(
@@ -207,7 +207,7 @@ def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> N
 def _from_cache(record: dict[str, Any], target: Target) -> CompiledProgram:
     start = time.perf_counter()
     module = parse_hlo_text(record["hlo_text"])
-    costs = analyze_module(module)
+    costs = analyze_module(module, platform=target.platform)
     raw = record["xla"]
     return CompiledProgram(
         target=target, devices=record["devices"], device_kind=record["device_kind"],

@@ -8,34 +8,54 @@ measured time. Its measured class says what held it back:
   ``NEAR_ROOF`` of that roof;
 - ``overhead`` when it took no longer than ``OVERHEAD_FACTOR`` times the spec's fixed
   per-op cost (launch or dispatch), whatever its roof said;
-- ``other`` when it stayed far below every roof for no reason the model knows.
+- ``other`` when it stayed far below every roof for no reason the model knows;
+- a :class:`Role` for what is no bound: the issue or the wait of an async op, or an op
+  without a cost.
 
-An op that ran faster than its lower bound is flagged: the spec's peaks or the op's costs
-are wrong. Ops with time but no cost, and costs with no time, are listed, never dropped.
+An op faster than main memory allows was served by a nearer level (a cache): it is placed
+against the farthest level whose bandwidth explains its time, and that level is reported.
+An op faster than its lower bound even then is flagged: the spec's peaks or the op's costs
+are wrong. Ops with time but no cost, and costs with no time, are listed in the
+explanation's coverage, never dropped. The time breakdowns divide the op time per step
+(synchronous ops); async spans overlap other work and are summed apart.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.analysis import onchip_level_of, work_of
-from roofline.errors import RooflineError, UnknownHardwareError
+from roofline.analysis import NOISE, omissions_of, place_measured
+from roofline.coverage import Coverage, Gap, Omission, coverage, share
+from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
 from roofline.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.hlo.costs import OpCost
 from roofline.hlo.standalone import costs_from_instruction_texts
-from roofline.model import Overlap, Placement, place
+from roofline.model import Bound, BoundKind, Overlap, Placement
 from roofline.trace.capture import HLO_DIR, MANIFEST
 from roofline.trace.reader import MeasuredOp, MeasuredRun, find_xplane, read_trace
 from roofline.trace.xprof_stats import XprofOp, hlo_stats
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
 OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
-ABOVE_ROOF = 1.05        # efficiency beyond this is faster than physics allows
+ABOVE_ROOF = 1 + NOISE   # efficiency beyond this is faster than physics allows
+
+
+class Role(enum.Enum):
+    """What a measured op was, when it was no work placed on a roof."""
+
+    ASYNC_ISSUE = "async issue"    # the synchronous start of an async op
+    ASYNC_WAIT = "async wait"      # its done: blocked until the transfer finished
+    NO_COST = "unknown (no cost)"  # an op the costs do not cover
+
+
+MeasuredClass = Bound | Role
 
 
 @dataclass(frozen=True)
@@ -71,7 +91,7 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         costs = {}
         for file in sorted(hlo_dir.glob("*.txt")):
             module = parse_hlo_text(file.read_text())
-            costs[module.name] = analyze_module(module)
+            costs[module.name] = analyze_module(module, platform=run.platform)
         return LoadedRun(run, costs, manifest, "optimized HLO saved with the run", xprof)
     if path.is_dir() and manifest is not None:
         raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
@@ -80,7 +100,8 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         texts: dict[str, list[str]] = defaultdict(list)
         for op in run.ops:
             texts[op.module].append(op.text)
-        return LoadedRun(run, {m: costs_from_instruction_texts(m, t) for m, t in texts.items()},
+        return LoadedRun(run, {m: costs_from_instruction_texts(m, t, run.platform)
+                               for m, t in texts.items()},
                          manifest, "HLO instruction text in the trace events", xprof)
     if run.platform == "cpu":
         raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
@@ -98,6 +119,7 @@ class ExplainedOp:
     placement: Placement | None
     seconds: float              # measured time per execution of its module
     executions: int
+    served_by: str | None = None   # the nearer memory level that served its bytes
 
     @property
     def lower_bound_s(self) -> float | None:
@@ -113,18 +135,18 @@ class ExplainedOp:
     def above_roof(self) -> bool:
         return self.efficiency is not None and self.efficiency > ABOVE_ROOF
 
-    def measured_class(self, hardware: Hardware) -> str:
+    def measured_class(self, hardware: Hardware) -> MeasuredClass:
         role = _async_role(self.measured)
         if role is not None:
             return role
         if self.placement is None:
-            return "unknown (no cost)"
+            return Role.NO_COST
         launches = max(self.cost.kernels, 1) if self.cost else 1
         if self.seconds <= OVERHEAD_FACTOR * hardware.overhead.value * launches:  # type: ignore[operator]
-            return "overhead"
+            return Bound(BoundKind.OVERHEAD, "")
         if self.efficiency is not None and self.efficiency >= NEAR_ROOF:
-            return str(self.placement.bound)
-        return "other"
+            return self.placement.bound
+        return Bound(BoundKind.OTHER, "")
 
     @property
     def lost_s(self) -> float:
@@ -144,18 +166,60 @@ class Explanation:
     def run(self) -> MeasuredRun:
         return self.loaded.run
 
-    def seconds_by(self, key: str) -> dict[str, float]:
-        """Measured time per step grouped by ``class`` or ``category``."""
-        groups: dict[str, float] = defaultdict(float)
+    def _per_step(self, op: ExplainedOp) -> float:
+        return op.measured.self_s / max(self.run.steps, 1)
+
+    def seconds_by_class(self) -> dict[MeasuredClass, float]:
+        """The op time per step (synchronous ops) divided by measured class: the parts sum
+        to ``run.op_seconds_per_step``."""
+        groups: dict[MeasuredClass, float] = defaultdict(float)
+        for op in self.ops:
+            if not op.measured.is_async:
+                groups[op.measured_class(self.hardware)] += self._per_step(op)
+        return dict(groups)
+
+    def seconds_by_category(self) -> dict[str | Role, float]:
+        """The same op time per step divided by category (an op without a cost by its
+        role): the parts sum to ``run.op_seconds_per_step``."""
+        groups: dict[str | Role, float] = defaultdict(float)
         for op in self.ops:
             if op.measured.is_async:
                 continue
-            measured_class = op.measured_class(self.hardware)
-            name = (measured_class if key == "class" or op.cost is None and
-                    measured_class.startswith("async") else
-                    (op.cost.category if op.cost else "unknown (no cost)"))
-            groups[name] += op.seconds
+            role = _async_role(op.measured)
+            key: str | Role = op.cost.category if op.cost is not None else (role or Role.NO_COST)
+            groups[key] += self._per_step(op)
         return dict(groups)
+
+    def async_seconds_by_category(self) -> dict[str, float]:
+        """Async spans (transfers that overlap other work) per step, by category."""
+        groups: dict[str, float] = defaultdict(float)
+        for op in self.ops:
+            if op.measured.is_async:
+                groups[op.cost.category if op.cost else "unknown"] += op.measured.total_s / max(
+                    self.run.steps, 1)
+        return dict(groups)
+
+    @property
+    def coverage(self) -> Coverage:
+        """Ops with time but no cost, costs with no time, and what placement left out."""
+        synchronous = [op for op in self.ops if not op.measured.is_async]
+        total_s = sum(op.measured.self_s for op in synchronous)   # the op time divided
+        timed = [op for op in synchronous if _async_role(op.measured) is None]
+        found = [Omission(Gap.NO_COST, f"{op.measured.module}/{op.measured.name}",
+                          "timed, but no cost: not placed", 0.0,
+                          share(op.measured.self_s, total_s))
+                 for op in timed if op.cost is None]
+        costed = [op for op in timed if op.cost is not None and op.placement is not None]
+        found += [dataclasses.replace(o, time_share=o.time_share * share(
+                      sum(op.measured.self_s for op in costed), total_s))
+                  for o in omissions_of(((op.cost, op.placement, op.measured.self_s)  # type: ignore[misc]
+                                         for op in costed), self.hardware)]
+        flops = sum(op.cost.flops for op in costed) + sum(
+            c.flops for _, c in self.costs_without_time)  # type: ignore[union-attr]
+        found += [Omission(Gap.NO_TIME, f"{module}/{c.name}", "costed, but the run never "
+                           "timed it", share(c.flops, flops), 0.0)
+                  for module, c in self.costs_without_time]
+        return coverage(found)
 
     def achieved(self) -> dict[str, float]:
         """FLOP/s and bytes/s achieved over the ops that have costs."""
@@ -176,40 +240,35 @@ class Explanation:
 def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MAX
             ) -> Explanation:
     """Join measured ops to their costs and place them on ``hardware``."""
-    level = onchip_level_of(hardware)
     ops = []
     matched: set[tuple[str, str]] = set()
     for measured in loaded.run.ops:
         cost = _find_cost(loaded.costs, measured)
         executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
-        placement = None
+        seconds = measured.self_s / executions
+        placement, served_by = None, None
         if cost is not None and _async_role(measured) is not None:
             cost = None  # the issue or the wait of an async op: its transfer is timed apart
         if cost is not None and not cost.free:
             matched.add((measured.module, cost.name))
-            try:
-                placement = place(work_of(cost, hardware, level), hardware, overlap)
-            except UnknownHardwareError:
-                placement = None  # no roof for its dtype on this device: listed, not placed
-        ops.append(ExplainedOp(measured, cost, placement, measured.self_s / executions,
-                               executions))
+            placement, served_by = place_measured(cost, seconds, hardware, overlap)
+        ops.append(ExplainedOp(measured, cost, placement, seconds, executions, served_by))
     missing = tuple((module, op) for module, costs in loaded.costs.items() for op in costs.ops
                     if not op.free and op.kernels and (module, op.name) not in matched
                     and module in loaded.run.module_runs)
     return Explanation(loaded, hardware, overlap, tuple(ops), missing)
 
 
-def _async_role(measured: MeasuredOp) -> str | None:
-    """``async issue`` for the synchronous start of an async op (``X-start``: its transfer
-    is the async record), ``async wait`` for its ``X-done`` (blocked until it finished),
-    None for any other op."""
+def _async_role(measured: MeasuredOp) -> Role | None:
+    """The issue of an async op (``X-start``: its transfer is the async record), or its
+    wait (``X-done``: blocked until it finished), None for any other op."""
     if measured.is_async:
         return None
     name = measured.name.split(".")[0]
     if name.endswith("-done"):
-        return "async wait"
+        return Role.ASYNC_WAIT
     if name.endswith("-start"):
-        return "async issue"
+        return Role.ASYNC_ISSUE
     return None
 
 

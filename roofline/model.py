@@ -32,6 +32,7 @@ class BoundKind(enum.Enum):
     MEMORY = "memory"
     LINK = "link"
     OVERHEAD = "overhead"
+    OTHER = "other"      # a measured op far below every roof, for no reason the model knows
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,13 @@ class Work:
 
 @dataclass(frozen=True)
 class Placement:
-    """One op on one roofline: its time terms (s), lower bound and bound class."""
+    """One op on one roofline: its time terms (s), lower bound and bound class.
+
+    ``wanted`` is the (dtype, unit) the op asked for; ``roof`` the roof it was placed on,
+    which differs from ``wanted`` after a documented fallback (:func:`choose_roof`) and is
+    None when the device publishes no roof for it: the compute term is then left out, so
+    the time is still a lower bound, and ``compute_left_out`` says so.
+    """
 
     compute_s: float
     memory_s: tuple[tuple[str, float], ...]
@@ -89,6 +96,17 @@ class Placement:
     bound: Bound
     overlap: Overlap
     roof: ComputeRoof | None
+    wanted: tuple[str, str] = ("fp32", "vector")
+    compute_left_out: bool = False
+
+    @property
+    def substituted(self) -> bool:
+        """A matmul placed in a wider dtype than it asked for (bf16 matmuls on a V100's
+        fp32 units): it loses its narrow-precision speed. A matmul on the vector units of a
+        device without a matrix unit for its dtype (any CPU, fp32 on a V100), or narrow
+        elementwise work widened on a vector unit, is how the device computes: not this."""
+        return (self.roof is not None and self.wanted[1] == "matrix"
+                and self.roof.dtype != self.wanted[0])
 
     def terms(self) -> dict[str, float]:
         return {"compute": self.compute_s,
@@ -99,13 +117,14 @@ class Placement:
 _WIDENED_ON_VECTOR_UNIT = ("bf16", "fp16", "fp8")
 
 
-def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
-    """The roof an op of ``dtype`` on ``unit`` runs at.
+def choose_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof | None:
+    """The roof an op of ``dtype`` on ``unit`` runs at, or None if the device has none.
 
     Fallbacks, in order: a matrix op on a device with no matrix unit for its dtype runs on
     the vector unit (fp16 matmuls on a P100); a narrow float the vector unit cannot compute
-    in is widened to fp32 (bf16 elementwise work on a TPU v2/v3 VPU, bf16 on a V100). Any
-    other missing dtype is an error that lists the roofs the device has.
+    in is widened to fp32 (bf16 elementwise work on a TPU v2/v3 VPU, bf16 matmuls on a
+    V100, whose tensor cores take fp16 only). Nothing else is substituted: an int8 matmul
+    on a TPU v3, or vector work on a TPU v6e (whose VPU rate is unpublished), has no roof.
     """
     candidates = [(dtype, unit)]
     if unit == "matrix":
@@ -115,7 +134,13 @@ def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
     for candidate_dtype, candidate_unit in candidates:
         if hw.has_roof(candidate_dtype, candidate_unit):
             return hw.roof(candidate_dtype, candidate_unit)
-    return hw.roof(dtype, unit)  # raises, listing the roofs the device has
+    return None
+
+
+def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
+    """:func:`choose_roof`, or an error that lists the roofs the device has."""
+    roof = choose_roof(hw, dtype, unit)
+    return roof if roof is not None else hw.roof(dtype, unit)
 
 
 def _bandwidth(hw: Hardware, level: MemoryLevel) -> float:
@@ -160,14 +185,10 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     """Place ``work`` on ``hw``: time terms, lower bound under ``overlap``, bound class.
 
     Ties go to the earlier term in the order compute, memory (far to near), link,
-    overhead: an op exactly at the ridge point is compute-bound.
+    overhead: an op exactly at the ridge point is compute-bound. Without a roof for the
+    op's dtype and unit, its compute term is left out (``compute_left_out``).
     """
-    try:
-        roof: ComputeRoof | None = compute_roof(hw, work.dtype, work.unit)
-    except UnknownHardwareError:
-        if work.flops:
-            raise
-        roof = None  # pure data movement needs no compute roof (TPU v6e publishes no VPU)
+    roof = choose_roof(hw, work.dtype, work.unit)
     compute_s = work.flops / roof.flop_per_s if roof else 0.0
     memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
     for name, nbytes in work.near_bytes:
@@ -188,7 +209,8 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     seconds = top if overlap is Overlap.MAX else sum(t for t, _ in candidates)
     return Placement(compute_s=compute_s, memory_s=tuple(memory_s), link_s=link_s,
                      overhead_s=overhead_s, seconds=seconds, bound=bound, overlap=overlap,
-                     roof=roof)
+                     roof=roof, wanted=(work.dtype, work.unit),
+                     compute_left_out=roof is None and work.flops > 0)
 
 
 def _link(hw: Hardware, name: str | None) -> Link:

@@ -14,10 +14,21 @@ if TYPE_CHECKING:
     from roofline.analysis import Fit, ProgramPlacement
     from roofline.compile import CompiledProgram
     from roofline.explain import Explanation
-from roofline.model import ridge_points
+from roofline.coverage import Coverage, coverage
+from roofline.model import Bound, ridge_points
 from roofline.units import Kind, format_quantity
 
 FORMATS = ("table", "json", "csv")
+
+
+def class_text(value: Any) -> str | None:
+    """A bound class, measured class or role as text: the one place they become words.
+    None (an op absent on one side of a comparison) stays None."""
+    if value is None:
+        return None
+    if isinstance(value, Bound):
+        return str(value)
+    return str(getattr(value, "value", value))
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
@@ -67,6 +78,129 @@ def to_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = No
         writer.writerow({c: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v
                          for c, v in row.items()})
     return buffer.getvalue()
+
+
+# --- what a result leaves out ----------------------------------------------------------
+
+def coverage_document(coverage: Coverage) -> dict[str, Any]:
+    """A result's coverage as JSON: the left-out shares and one entry per gap and detail,
+    largest share first; ``headline`` marks those over 1% of the time or FLOPs."""
+    flops, seconds = coverage.left_out_share()
+    return {
+        "left_out_flops_share": flops, "left_out_time_share": seconds,
+        "gaps": [{"gap": g.gap.value, "leaves_out": g.gap.leaves_out, "detail": g.detail,
+                  "headline": g.headline, "op_count": len(g.ops), "ops": list(g.ops[:50]),
+                  "flops_share": g.flops_share, "time_share": g.time_share}
+                 for g in coverage.summary()],
+    }
+
+
+def _gap_line(gap: dict[str, Any]) -> str:
+    verb = "LEFT OUT" if gap["leaves_out"] else "approximated"
+    count, ops = gap["op_count"], gap["ops"]
+    return (f"{verb} ({gap['gap']}): {count} op{'s' if count != 1 else ''}, "
+            f"{gap['flops_share']:.1%} of FLOPs, {gap['time_share']:.1%} of time: "
+            f"{gap['detail']} [{', '.join(ops[:3])}{', ...' if count > 3 else ''}]")
+
+
+def coverage_headline(document: dict[str, Any]) -> list[str]:
+    """The first lines of a report: every gap over 1% of the time or FLOPs."""
+    return [_gap_line(gap) for gap in document["gaps"] if gap["headline"]]
+
+
+def coverage_footer(document: dict[str, Any]) -> str:
+    """The closing lines: everything left out or approximated, or that nothing was."""
+    if not document["gaps"]:
+        return "coverage: every op was costed, timed where measured, and placed on its own roof"
+    return "\n".join(["what this result leaves out or approximates:",
+                      *(f"  {_gap_line(gap)}" for gap in document["gaps"])])
+
+
+def with_coverage(text: str, document: dict[str, Any]) -> str:
+    """``text`` with the coverage headline before it and the footer after it."""
+    head = coverage_headline(document)
+    body = text if text.endswith("\n") else text + "\n"
+    return ("\n".join(head) + "\n\n" if head else "") + body + "\n" + coverage_footer(
+        document) + "\n"
+
+
+# --- comparisons ------------------------------------------------------------------------
+
+def comparison_rows(comparison: Any, before: str, after: str
+                    ) -> tuple[list[dict], list[dict], list[dict]]:
+    """Rows by class, rows of ops that change class, and per-op rows of a comparison."""
+    classes = [{"bound": class_text(c.bound) or c.presence.value, "share": c.share,
+                f"{before}_s": c.old_s, f"{after}_s": c.new_s, "speedup": c.speedup}
+               for c in comparison.by_class()]
+    changed = [{"op": op.name, f"{before}_bound": class_text(op.old_bound),
+                f"{after}_bound": class_text(op.new_bound), "speedup": op.speedup}
+               for op in comparison.changed_class()]
+    ops = [{"op": op.name, "category": op.category, f"{before}_s": op.old_s,
+            f"{after}_s": op.new_s, f"{before}_bound": class_text(op.old_bound),
+            f"{after}_bound": class_text(op.new_bound)} for op in comparison.ops]
+    return classes, changed, ops
+
+
+def comparison_tables(classes: list[dict], changed: list[dict], class_title: str) -> str:
+    return (format_table(classes, title=class_title)
+            + ("\n\n" + format_table(changed, title=f"{len(changed)} ops change class")
+               if changed else "\n\nno op changes bound class") + "\n")
+
+
+# --- validation -----------------------------------------------------------------------
+
+def validation_document(result: Any, quick: bool) -> dict[str, Any]:
+    """``validate`` as JSON: schema ``roofline/validation/2``."""
+    from roofline.validation import INDEPENDENT
+
+    cases = []
+    for c in result.cases:
+        document = coverage_document(c.coverage)
+        cases.append({"suite": c.suite, "case": c.case, "independent": c.independent,
+                      "predicted": c.predicted, "reference": c.reference, "error": c.error,
+                      "ops": c.ops, "op_error": c.op_error, "source": c.source,
+                      "left_out_flops_share": document["left_out_flops_share"],
+                      "left_out_time_share": document["left_out_time_share"],
+                      "coverage": document})
+    medians = {suite: median for suite in INDEPENDENT
+               if (median := result.median_abs_error(suite)) is not None}
+    return {"schema": "roofline/validation/2", "quick": quick, "cases": cases,
+            "median_abs_error": medians, "median_over": {
+                suite: sum(1 for c in result.cases if c.suite == suite) for suite in medians},
+            "skipped": list(result.skipped)}
+
+
+def validation_text(doc: dict[str, Any]) -> str:
+    def rows(independent: bool) -> list[dict[str, Any]]:
+        return [{"case": f"{c['suite']}: {c['case']}", "predicted": c["predicted"],
+                 "reference": "bound holds" if c["reference"] is None and c["error"] == 0
+                 else c["reference"], "error": f"{c['error']:+.1%}", "ops": c["ops"],
+                 "per-op error": "" if c["op_error"] is None else f"{c['op_error']:.1%}",
+                 "left out": f"{max(c['left_out_flops_share'], c['left_out_time_share']):.1%}"}
+                for c in doc["cases"] if c["independent"] is independent]
+    parts = []
+    measured = rows(True)
+    if measured:
+        parts.append(format_table(measured, title="validation: predicted against measurements "
+                                  "the model does not read (published: speedup of "
+                                  "throughput; host: step seconds)"))
+        parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
+                               f"{doc['median_over'][suite]} cases"
+                               for suite, value in doc["median_abs_error"].items()))
+    consistency = rows(False)
+    if consistency:
+        parts.append(format_table(consistency, title="consistency of the model's arithmetic "
+                                  "(ParaDnn's classes are ratios of the spec numbers the "
+                                  "model reads: not validation, not in the medians)"))
+    parts += [f"skipped {reason}" for reason in doc["skipped"]]
+    gaps = [f"{c['suite']}: {c['case']}: " + "; ".join(
+                f"{g['gap']} {g['detail']} ({g['op_count']} ops)"
+                for g in c["coverage"]["gaps"] if g["headline"])
+            for c in doc["cases"] if any(g["headline"] for g in c["coverage"]["gaps"])]
+    if gaps:
+        parts.append("cases that leave out or approximate more than 1% of their work:\n  "
+                     + "\n  ".join(gaps))
+    return "\n\n".join(parts) + "\n"
 
 
 # --- hardware ---------------------------------------------------------------------------
@@ -190,7 +324,7 @@ def op_rows(program: CompiledProgram, placement: ProgramPlacement | None) -> lis
                 "link_s": p.link_s if p else 0.0,
                 "overhead_s": p.overhead_s if p else 0.0,
                 "seconds": p.seconds if p else 0.0,
-                "bound": str(p.bound) if p else None,
+                "bound": class_text(p.bound) if p else None,
                 "roof": p.roof.label if p and p.roof else None,
             })
         rows.append(row)
@@ -200,6 +334,8 @@ def op_rows(program: CompiledProgram, placement: ProgramPlacement | None) -> lis
 def analysis_document(spec: str, program: CompiledProgram,
                       placement: ProgramPlacement | None, fit: Fit | None) -> dict[str, Any]:
     """``analyze`` as JSON: schema ``roofline/analysis/1``."""
+    from roofline.analysis import omissions_of
+
     costs = program.costs
     doc: dict[str, Any] = {
         "schema": "roofline/analysis/1",
@@ -232,6 +368,9 @@ def analysis_document(spec: str, program: CompiledProgram,
             "peak_bytes": program.memory.peak_bytes,
         },
         "unknown_opcodes": costs.unknown_opcodes,
+        "coverage": coverage_document(placement.coverage if placement is not None else
+                                      coverage(omissions_of(((op, None, 0.0) for op in
+                                                             costs.ops), None))),
         "ops": op_rows(program, placement),
     }
     if placement is not None:
@@ -240,7 +379,8 @@ def analysis_document(spec: str, program: CompiledProgram,
                            "onchip_level": placement.onchip_level}
         doc["predicted"] = {
             "seconds": placement.seconds,
-            "seconds_by_bound": placement.seconds_by_bound(),
+            "seconds_by_bound": {class_text(b): s
+                                 for b, s in placement.seconds_by_bound().items()},
             "seconds_by_category": placement.seconds_by_category(),
         }
     if fit is not None:
@@ -269,9 +409,6 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
         f = doc["fit"]
         lines[-1] += (f" of {q(f['capacity_bytes'], Kind.BYTES)} ({f['scope']}): "
                       + ("fits" if f["fits"] else "DOES NOT FIT"))
-    if doc["unknown_opcodes"]:
-        lines.append("unknown ops (no cost formula, FLOPs not counted): "
-                     + ", ".join(f"{k} x{v}" for k, v in doc["unknown_opcodes"].items()))
     if "predicted" in doc:
         p = doc["predicted"]
         lines.append(f"predicted on {doc['hardware']['label']} (overlap "
@@ -291,7 +428,8 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     columns = list(OP_COLUMNS) + (list(PLACED_COLUMNS) if "predicted" in doc else [])
     title = (f"top {len(shown)} of {len(ops)} ops by {key}" if len(shown) < len(ops)
              else f"{len(ops)} ops")
-    return "\n".join(lines) + "\n\n" + format_table(rows, columns, title=title) + "\n"
+    return with_coverage("\n".join(lines) + "\n\n" + format_table(rows, columns, title=title),
+                         doc["coverage"])
 
 
 def analysis_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -321,8 +459,9 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
             "flops": op.cost.flops if op.cost else None,
             "bytes": op.cost.bytes if op.cost else None,
             "lower_bound_s": op.lower_bound_s, "efficiency": op.efficiency,
-            "predicted_bound": str(p.bound) if p else None,
-            "measured_class": op.measured_class(hw),
+            "predicted_bound": class_text(p.bound) if p else None,
+            "measured_class": class_text(op.measured_class(hw)),
+            "served_by": op.served_by,
             "above_roof": op.above_roof,
             "unknown": list(op.cost.unknown) if op.cost else [],
             "xprof": _xprof_row(ex.loaded.xprof.get(op.measured.name)),
@@ -345,17 +484,17 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
         "manifest_wall_seconds_per_step": (ex.loaded.manifest or {}).get(
             "wall_seconds_per_step"),
         "module_runs": run.module_runs,
-        "seconds_by_class": ex.seconds_by("class"),
-        "seconds_by_category": ex.seconds_by("category"),
+        "seconds_by_class": {class_text(k): v for k, v in ex.seconds_by_class().items()},
+        "seconds_by_category": {class_text(k): v
+                                for k, v in ex.seconds_by_category().items()},
+        "async_seconds_by_category": ex.async_seconds_by_category(),
         "achieved": ex.achieved(),
         "device_peaks": {k: {"trace": v, "spec": spec_numbers.get(k)}
                          for k, v in peaks.items()},
         "above_roof": [f"{o['module']}/{o['name']}" for o in ops if o["above_roof"]],
-        "time_without_cost": [f"{o['module']}/{o['name']}" for o in ops
-                              if o["flops"] is None
-                              and not o["measured_class"].startswith("async")],
-        "cost_without_time": [f"{m}/{c.name}" for m, c in ex.costs_without_time],
+        "served_by_cache": [f"{o['module']}/{o['name']}" for o in ops if o["served_by"]],
         "top_losses": [f"{o.measured.module}/{o.measured.name}" for o in ex.losers()],
+        "coverage": coverage_document(ex.coverage),
         "ops": ops,
     }
 
@@ -393,13 +532,18 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
                  f"{q(a['bytes_per_s'], Kind.BANDWIDTH)} over costed ops; roofline lower bound "
                  f"{q(a['lower_bound_s'], Kind.TIME)} of {q(a['seconds'], Kind.TIME)} measured "
                  f"(efficiency {a['efficiency']:.1%})")
-    total = sum(doc["seconds_by_class"].values()) or 1.0
-    lines.append("time per step by measured class:")
-    for name, seconds in sorted(doc["seconds_by_class"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / total:7.1%}")
-    lines.append("time per step by category:")
-    for name, seconds in sorted(doc["seconds_by_category"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / total:7.1%}")
+    total = doc["op_seconds_per_step"] or 1.0
+    for key, title in (("seconds_by_class", "measured class"),
+                       ("seconds_by_category", "category")):
+        lines.append(f"op time per step ({q(doc['op_seconds_per_step'], Kind.TIME)}) by "
+                     f"{title}:")
+        for name, seconds in sorted(doc[key].items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / total:7.1%}")
+    if doc["async_seconds_by_category"]:
+        lines.append("async spans per step (overlap the ops above; not in their sums): "
+                     + ", ".join(f"{name} {q(seconds, Kind.TIME)}" for name, seconds in
+                                 sorted(doc["async_seconds_by_category"].items(),
+                                        key=lambda kv: -kv[1])))
     for key, pair in doc["device_peaks"].items():
         spec = pair["spec"]
         lines.append(f"trace records {key} = {pair['trace']:.4g}"
@@ -414,7 +558,7 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
     if both:
         lines.append(f"xprof hlo_stats: our bytes agree within 1% on {agree} of {both} ops "
                      "that both sides cost")
-    for label in ("above_roof", "time_without_cost", "cost_without_time"):
+    for label in ("served_by_cache", "above_roof"):
         if doc[label]:
             shown = doc[label][:8]
             more = f" and {len(doc[label]) - 8} more" if len(doc[label]) > 8 else ""
@@ -428,6 +572,7 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
              "efficiency": o["efficiency"], "predicted": o["predicted_bound"],
              "measured class": o["measured_class"] + (" ABOVE ROOF" if o["above_roof"] else "")}
             for o in shown_ops]
-    title = (f"top {len(shown_ops)} of {len(ops)} ops by measured time per step (async spans "
-             "overlap other work and are left out of the sums above)")
-    return "\n".join(lines) + "\n\n" + format_table(rows, title=title) + "\n"
+    title = (f"top {len(shown_ops)} of {len(ops)} ops by measured time per execution of "
+             "their module (bounds against the memory level that served them)")
+    return with_coverage("\n".join(lines) + "\n\n" + format_table(rows, title=title),
+                         doc["coverage"])

@@ -141,6 +141,8 @@ def run_task(task: Task) -> dict[str, Any]:
     from roofline.analysis import fit, place_program
     from roofline.compile import compile_program
     from roofline.hardware import load_hardware
+    from roofline.model import BoundKind
+    from roofline.report import class_text
     from roofline.workloads import FAMILIES
 
     base = {"key": task.key, "spec": task.spec, "family": task.family, **task.params,
@@ -170,9 +172,12 @@ def run_task(task: Task) -> dict[str, Any]:
             program_fit = fit(program, hardware)
             by_bound = placement.seconds_by_bound()
             total = placement.seconds or 1.0
-            shares = {f"share_{kind}": sum(v for k, v in by_bound.items()
-                                           if k.startswith(kind)) / total
-                      for kind in ("compute", "memory", "link", "overhead")}
+            shares = {f"share_{kind.value}": sum(v for k, v in by_bound.items()
+                                                 if k.kind is kind) / total
+                      for kind in (BoundKind.COMPUTE, BoundKind.MEMORY, BoundKind.LINK,
+                                   BoundKind.OVERHEAD)}
+            covered = placement.coverage
+            left_flops, left_time = covered.left_out_share()
             used = [op.placement.roof.flop_per_s for op in placement.ops
                     if op.placement is not None and op.placement.roof is not None
                     and op.cost.flops]
@@ -193,6 +198,9 @@ def run_task(task: Task) -> dict[str, Any]:
                 "capacity_bytes": program_fit.capacity_bytes, "fits": program_fit.fits,
                 "parameters": parameters, "compile_s": program.compile_seconds,
                 "cached": program.cached,
+                "left_out_flops_share": left_flops, "left_out_time_share": left_time,
+                "left_out": "; ".join(f"{g.gap.value}: {g.detail} ({len(g.ops)} ops)"
+                                      for g in covered.summary()),
             })
             for op in placement.ops:
                 if op.placement is None:
@@ -202,7 +210,7 @@ def run_task(task: Task) -> dict[str, Any]:
                                 "category": op.cost.category, "dtype": op.cost.dtype,
                                 "unit": op.cost.unit, "flops": op.cost.flops,
                                 "bytes": op.cost.bytes, "seconds": op.seconds,
-                                "bound": str(op.placement.bound)})
+                                "bound": class_text(op.placement.bound)})
     parts = Path(task.out) / PARTS
     parts.mkdir(parents=True, exist_ok=True)
     if op_rows:

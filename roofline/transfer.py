@@ -20,38 +20,28 @@ three and interpolated linearly, flat beyond the smallest and largest measured o
 
 An op measured faster than main memory allows was served by a nearer level (a CPU cache
 holding its arrays): its bytes are charged to the farthest level whose bandwidth explains
-the measured time, on the source and on the target alike. A measured time below the op's
-physical lower bound even then means the spec understates the device: carrying an
-efficiency above 100% would predict a target time below the target's physical lower
-bound, so it is refused unless ``clamp`` caps it. Times within ``NOISE`` of the bound are
-capped silently.
+the measured time, on the source and on the target alike. The model's floor for an op is
+``o + w`` (efficiency 1): a measured time below it, even then, means the spec understates
+the device, and carrying an efficiency above 100% would predict a target time below the
+target's floor, so it is refused unless ``clamp`` caps it (the result then lists the
+capped ops). Times within ``NOISE`` of the floor are taken to be at it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from roofline.analysis import onchip_level_of, work_of
-from roofline.comparison import (
-    ONLY_AFTER,
-    ONLY_BEFORE,
-    Comparison,
-    OpChange,
-    op_key,
-    pair_ops,
-    placements,
-)
+from roofline.analysis import NOISE, omissions_of, place_measured, place_op
+from roofline.comparison import Comparison, OpChange, op_key, pair_ops
+from roofline.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
-from roofline.model import Overlap, Placement, place
+from roofline.model import Bound, Overlap, Placement
 from roofline.units import Kind, format_quantity
-
-NOISE = 0.05
 
 
 class BelowPhysicalBoundError(RooflineError):
@@ -74,66 +64,47 @@ class MeasuredEfficiency:
     overhead_s: float
     work_s: float
     efficiency: float | None
-    bound: str
+    bound: Bound
     served_by: str | None = None     # the nearer level that served main-memory bytes
+    clamped: bool = False            # measured below the floor, efficiency capped at 1
 
-
-def place_served(op: OpCost, hardware: Hardware, overlap: Overlap,
-                 served_by: str | None = None) -> Placement:
-    """The op's placement, with its main-memory bytes charged to ``served_by`` if given
-    (and if ``hardware`` has that level with a bandwidth)."""
-    work = work_of(op, hardware, onchip_level_of(hardware))
-    if served_by is not None and any(level.name == served_by and level.bytes_per_s
-                                     for level in hardware.memory):
-        work = dataclasses.replace(work, bytes=0.0,
-                                   near_bytes=(*work.near_bytes, (served_by, work.bytes)))
-    return place(work, hardware, overlap)
-
-
-def _serving_level(op: OpCost, measured: float, placement: Placement, hardware: Hardware,
-                   overlap: Overlap) -> tuple[str | None, Placement]:
-    """The farthest memory level whose bandwidth explains a time that beats main memory."""
-    if measured >= placement.seconds * (1 - NOISE) or not op.bytes:
-        return None, placement
-    for level in hardware.memory[1:]:
-        if level.bytes_per_s is None:
-            continue
-        nearer = place_served(op, hardware, overlap, level.name)
-        if measured >= nearer.seconds * (1 - NOISE):
-            return level.name, nearer
-    return None, placement
+    @property
+    def floor_s(self) -> float:
+        """The model's fastest time for the op: overhead plus work at efficiency 1."""
+        return self.overhead_s + self.work_s
 
 
 def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
                  overlap: Overlap = Overlap.MAX, clamp: bool = False
                  ) -> list[MeasuredEfficiency]:
-    """Each measured op's efficiency against ``hardware``; refuses times below the bound."""
-    result, too_fast = [], []
-    for op, placement in placements([op for op in ops if op.name in measured_s], hardware,
-                                    overlap):
+    """Each measured op's efficiency against ``hardware``; refuses times below the floor."""
+    result = []
+    for op in ops:
+        if op.name not in measured_s:
+            continue
         measured = measured_s[op.name]
-        served_by, placement = _serving_level(op, measured, placement, hardware, overlap)
+        placement, served_by = place_measured(op, measured, hardware, overlap)
         work = work_seconds(placement)
-        if measured < placement.seconds * (1 - NOISE):
-            too_fast.append((op, measured, placement))
+        floor = placement.overhead_s + work
         residual = measured - placement.overhead_s
-        if residual <= 0 or work <= 0:
-            efficiency = None
-        else:
-            efficiency = min(1.0, work / residual)
-        result.append(MeasuredEfficiency(op, measured, placement.overhead_s, work,
-                                         efficiency, str(placement.bound), served_by))
+        efficiency = None if residual <= 0 or work <= 0 else min(1.0, work / residual)
+        result.append(MeasuredEfficiency(op, measured, placement.overhead_s, work, efficiency,
+                                         placement.bound, served_by,
+                                         clamped=measured < floor * (1 - NOISE)))
+    too_fast = [m for m in result if m.clamped]
     if too_fast and not clamp:
         q = format_quantity
-        lines = [f"  {op.name}: measured {q(m, Kind.TIME)}, lower bound "
-                 f"{q(p.seconds, Kind.TIME)} ({p.bound})" for op, m, p in too_fast[:5]]
+        lines = [f"  {m.op.name}: measured {q(m.measured_s, Kind.TIME)}, floor "
+                 f"{q(m.floor_s, Kind.TIME)} (overhead {q(m.overhead_s, Kind.TIME)} + work "
+                 f"{q(m.work_s, Kind.TIME)}, {m.bound})" for m in too_fast[:5]]
         more = f"\n  ... and {len(too_fast) - 5} more" if len(too_fast) > 5 else ""
         raise BelowPhysicalBoundError(
             f"{len(too_fast)} measured ops ran faster than their physical lower bound on "
-            f"{hardware.label}, so the prediction would fall below the target's bound:\n"
-            + "\n".join(lines) + more + "\nfix: describe the source device by its measured "
-            "ceilings (roofline hardware measure), or cap efficiency at 100% with "
-            "--clamp-efficiency (clamp=True)")
+            f"{hardware.label} (per-op overhead plus work at 100% efficiency), so the "
+            "prediction would fall below the target's bound:\n" + "\n".join(lines) + more
+            + "\nfix: describe the source device by its measured ceilings (roofline "
+            "hardware measure), or cap efficiency at 100% with --clamp-efficiency "
+            "(clamp=True)")
     return result
 
 
@@ -167,11 +138,10 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     by_key = {op_key(m.op): m for m in measured}
     # By default the measured ops themselves: an op without a time has nothing to carry.
     after_ops = [m.op for m in measured] if target_ops is None else target_ops
-    after = {}
-    for op in after_ops:
-        known = by_key.get(op_key(op))
-        after[op_key(op)] = place_served(op, target, overlap,
-                                         known.served_by if known else None)
+    after = {op_key(op): place_op(op, target, overlap,
+                                  by_key[op_key(op)].served_by if op_key(op) in by_key
+                                  else None)
+             for op in after_ops}
     changes = []
     for first, second in pair_ops([m.op for m in measured], after_ops):
         op = first or second
@@ -181,13 +151,13 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         if p_new is None:
             assert source_op is not None
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
-                                    source_op.bound, ONLY_BEFORE, op.intensity))
+                                    source_op.bound, None, op.intensity))
             continue
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = p_new.overhead_s + work_seconds(p_new) / efficiency
-            changes.append(OpChange(op.name, op.category, 0.0, new_s, ONLY_AFTER,
-                                    str(p_new.bound), op.intensity))
+            changes.append(OpChange(op.name, op.category, 0.0, new_s, None, p_new.bound,
+                                    op.intensity))
             continue
         if source_op.efficiency is None:
             ratio = p_new.overhead_s / source_op.overhead_s if source_op.overhead_s else 1.0
@@ -195,8 +165,32 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         else:
             new_s = p_new.overhead_s + work_seconds(p_new) / source_op.efficiency
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
-                                source_op.bound, str(p_new.bound), op.intensity))
+                                source_op.bound, p_new.bound, op.intensity))
     return Comparison(source, target, tuple(changes),
                       "transfer: measured times carried at constant efficiency, overhead "
-                      "apart")
+                      "apart", _transfer_coverage(ops, measured, source, target, overlap,
+                                                  after_ops, after, changes))
 
+
+def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
+                       source: Hardware, target: Hardware, overlap: Overlap,
+                       after_ops: list[OpCost],
+                       after: dict[tuple[str, str], Placement], changes: list[OpChange]
+                       ) -> Coverage:
+    """Unmeasured ops, capped efficiencies, and what either placement left out."""
+    timed = {m.op.name for m in measured}
+    working = [op for op in ops if not op.free and op.kernels]
+    flops = sum(op.flops for op in working)
+    old_s = sum(c.old_s for c in changes)
+    found = [Omission(Gap.NO_TIME, op.name, "no measured time: not carried to the target",
+                      share(op.flops, flops), 0.0)
+             for op in working if op.name not in timed]
+    found += [Omission(Gap.CLAMPED, m.op.name, f"measured below the floor on {source.id}: "
+                       "efficiency capped at 100%", share(m.op.flops, flops),
+                       share(m.measured_s, old_s)) for m in measured if m.clamped]
+    found += omissions_of(((m.op, place_op(m.op, source, overlap, m.served_by), m.measured_s)
+                           for m in measured), source)
+    new = {c.name: c.new_s for c in changes}
+    found += omissions_of(((op, after[op_key(op)], new.get(op.name, 0.0))
+                           for op in after_ops), target)
+    return coverage(found)

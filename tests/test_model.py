@@ -123,7 +123,17 @@ def test_matrix_work_without_matrix_roof_falls_back_to_vector(v100, tpu_v2):
     assert compute_roof(v100, "bf16", "matrix").label == "fp32 vector"
     assert compute_roof(tpu_v2, "bf16", "vector").label == "fp32 vector"
     with pytest.raises(UnknownHardwareError, match="has no int8 matrix roof; it has: fp16 matrix"):
-        place(Work(flops=1, bytes=1, dtype="int8", unit="matrix"), v100)
+        compute_roof(v100, "int8", "matrix")
+
+
+def test_work_without_any_roof_is_placed_with_its_compute_left_out(v100):
+    # No int8 roof on Volta and no documented fallback: the op keeps its memory term
+    # (0.9 GB / 900 GB/s = 1 ms), its compute term is left out and the placement says so,
+    # so the time is still a lower bound.
+    p = place(Work(flops=1e12, bytes=0.9e9, dtype="int8", unit="matrix"), v100)
+    assert p.compute_left_out and p.roof is None and p.compute_s == 0
+    assert p.seconds == pytest.approx(1e-3) and p.bound.kind is BoundKind.MEMORY
+    assert p.wanted == ("int8", "matrix")
 
 
 def test_what_if_bandwidth_moves_ridge(tpu_v2):

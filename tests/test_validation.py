@@ -9,23 +9,25 @@ from roofline.cli import main
 from roofline.validation import load_cases, validate
 
 
-def test_paradnn_classes_are_reproduced_within_5_percent(capsys):
+def test_paradnn_classes_are_a_consistency_check_outside_the_medians(capsys):
     # ParaDnn Sec. 4.5 (MLSys 2020): TPU v3 over v2 is 420/180 = 2.33x for compute-bound
     # ops, 3600/2400 = 1.5x for memory-bound ops, about 3x per sample for memory-bound
-    # MatMuls at twice the batch, and under 2.33x for MatMuls between the two ridges.
-    assert main(["validate", "--suite", "paradnn", "--quick", "--format", "json"]) == 0
+    # MatMuls at twice the batch, and under 2.33x for MatMuls between the two ridges. The
+    # first two are ratios of the spec numbers the model reads: the model's arithmetic must
+    # reproduce them, and they are no evidence of accuracy, so no median includes them.
+    assert main(["validate", "--suite", "consistency", "--quick", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "roofline/validation/1" and doc["quick"] is True
+    assert doc["schema"] == "roofline/validation/2" and doc["quick"] is True
     cases = {c["case"]: c for c in doc["cases"]}
-    expected = {case["name"]: case for case in load_cases()["paradnn"]["case"]}
+    expected = {case["name"]: case for case in load_cases()["consistency"]["case"]}
     assert cases.keys() == expected.keys()
     for name, case in cases.items():
-        assert case["ops"] > 0
+        assert case["ops"] > 0 and case["independent"] is False
         if "below" in expected[name]:
             assert case["reference"] is None and 1.5 < case["predicted"] < 2.3334
         else:
             assert abs(case["error"]) <= 0.05, (name, case)
-    assert doc["median_abs_error"]["paradnn"] <= 0.05
+    assert doc["median_abs_error"] == {}
 
 
 def test_host_upgrades_are_predicted_and_measured(tmp_path):

@@ -1,14 +1,18 @@
 """Per-op costs of an HLO module: FLOPs, bytes that cross memory, link bytes, category.
 
 A top-level op of a computation is what runs as one kernel (a fusion, a copy, a
-collective). Its FLOPs come from the registry in :mod:`roofline.hlo.formulas`, summed over
-a fusion's body. Its bytes are what crosses the memory boundary: operands read and results
-written, at their laid-out (tiled) size, with two refinements XLA also makes: a fusion
-operand used only through slices reads only the slices, and an in-place
-dynamic-update-slice reads and writes only the update. Arrays placed in a non-default
-memory space (TPU VMEM/SMEM, ``S(n)`` in the layout) count as on-chip bytes, not main
-memory traffic. Loops run their body ``trip count`` times (XLA's own totals count the body
-once; :func:`analyze_module` can do either).
+collective). How each opcode is costed is one rule of :mod:`roofline.hlo.rules`; this
+module applies the rules to a module. Bytes are what crosses the memory boundary: operands
+read and results written, at their laid-out (tiled) size, with the refinements the rules
+name (slices and gathers read only what they take, in-place updates touch only the update).
+Arrays placed in a non-default memory space (TPU VMEM/SMEM, ``S(n)`` in the layout) count
+as on-chip bytes, host memory (``S(5)``) as host bytes, not main memory traffic. Loops run
+their body ``trip count`` times (XLA's own totals count the body once;
+:func:`analyze_module` can do either).
+
+A matmul or convolution records the dtype it computes in as compiled and the dtype its
+operands are stored in (``written_dtype``): XLA:CPU has no bf16 matmul, so a bf16 program
+compiled for the host multiplies widened f32 copies of bf16 arrays.
 """
 
 from __future__ import annotations
@@ -18,33 +22,29 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from roofline.hlo.formulas import (
-    ASYNC_DONE,
-    COLLECTIVES,
-    DATA_MOVEMENT,
-    ELEMENTWISE,
-    FORMULAS,
-    FREE,
-    TRANSCENDENTAL,
-    Flops,
-    select_and_scatter_computations,
-    first_array,
-)
+from roofline.hlo.formulas import Flops, first_array, select_and_scatter_computations
 from roofline.hlo.loops import trip_count
 from roofline.hlo.parser import Computation, HloModule, Instruction
-from roofline.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, TupleShape, arrays
+from roofline.hlo.rules import (
+    CATEGORIES,
+    Half,
+    LinkPattern,
+    Resolved,
+    Traffic,
+    lookup,
+    unknown_label,
+    wrapped_result,
+)
+from roofline.hlo.shapes import ELEMENT_BITS, SPEC_DTYPE, ArrayShape, Shape, TupleShape, arrays
 
-CATEGORIES = ("matmul", "convolution", "elementwise", "reduction", "data movement",
-              "collective", "control", "other")
-_REDUCTIONS = ("reduce", "reduce-window", "select-and-scatter", "scatter", "sort")
-_CONTROL = ("while", "conditional", "call")
+__all__ = ["CATEGORIES", "MISSING_BODY", "ModuleCosts", "OpCost", "analyze_module"]
+
 MISSING_BODY = "fusion body not in the HLO"
-_SLICES = ("slice", "dynamic-slice")
-# Custom calls known to do no work of their own (buffer bookkeeping on TPU, sharding marks).
-_FREE_CUSTOM_CALLS = ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
-                      "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "PadToStatic",
-                      "SliceToDynamic", "annotate_device_placement", "LayoutConstraint",
-                      "AssumeGatherIndicesInBound")
+UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
+_SLICING = ("slice", "dynamic-slice", "gather")
+# Ops that move data without arithmetic: a value keeps the dtype of what they move.
+_VIEWS = ("bitcast", "reshape", "copy", "transpose", "broadcast", "reverse", "slice", "pad",
+          "dynamic-slice")
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,9 @@ class OpCost:
     trip_count: int = 1
     kernels: int = 1
     host_bytes: float = 0.0
+    written_dtype: str = ""      # matrix ops: the dtype the operands are stored in
+    platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
+    notes: tuple[str, ...] = ()  # assumptions made in costing it
 
     @property
     def bytes(self) -> float:
@@ -78,6 +81,10 @@ class OpCost:
     @property
     def intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else (math.inf if self.flops else 0.0)
+
+    @property
+    def as_written_dtype(self) -> str:
+        return self.written_dtype or self.dtype
 
 
 @dataclass(frozen=True)
@@ -106,27 +113,52 @@ class ModuleCosts:
         return sum(op.link_bytes for op in self.ops)
 
 
-def analyze_module(module: HloModule, *, count_loop_trips: bool = True) -> ModuleCosts:
+def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
+                   platform: str = "") -> ModuleCosts:
     """Costs of every top-level op of the entry computation.
 
     With ``count_loop_trips=False`` a loop body counts once, as in XLA's
     ``cost_analysis()``; use it to reconcile with XLA, and the default for real work.
+    ``platform`` records what the module was compiled for (``cpu``, ``tpu``, ``gpu``).
     """
-    analyzer = _Analyzer(module, count_loop_trips)
+    analyzer = _Analyzer(module, count_loop_trips, platform)
     ops = tuple(analyzer.op_cost(i, module.entry) for i in module.entry.instructions)
     return ModuleCosts(module.name, ops, dict(analyzer.unknown),
                        loops_counted_once=not count_loop_trips)
 
 
+@dataclass(frozen=True)
+class _Traffic:
+    read: float = 0.0
+    written: float = 0.0
+    onchip: float = 0.0
+    host: float = 0.0
+    link: float = 0.0
+    kernels: int = 0
+
+    def __add__(self, other: _Traffic) -> _Traffic:
+        return _Traffic(self.read + other.read, self.written + other.written,
+                        self.onchip + other.onchip, self.host + other.host,
+                        self.link + other.link, self.kernels + other.kernels)
+
+    def __mul__(self, trips: int) -> _Traffic:
+        return _Traffic(self.read * trips, self.written * trips, self.onchip * trips,
+                        self.host * trips, self.link * trips, self.kernels * trips)
+
+
 class _Analyzer:
-    def __init__(self, module: HloModule, count_loop_trips: bool):
+    def __init__(self, module: HloModule, count_loop_trips: bool, platform: str):
         self.module = module
         self.count_loop_trips = count_loop_trips
+        self.platform = platform
         self.unknown: Counter[str] = Counter()
         self._flops: dict[str, Flops] = {}
         self._owner: dict[str, Computation] = {}
+        self._trips: dict[str, int | None] = {}
+        self._branches: dict[str, str] = {}
+        self._bodies: dict[str, _Traffic] = {}
 
-    # --- FLOPs (Env protocol for the formulas) -----------------------------------------
+    # --- the Env protocol of the formulas ----------------------------------------------
     def computation_flops(self, name: str) -> Flops:
         if name not in self.module.computations:
             # A trace names an op but does not ship the fusion body it calls.
@@ -140,91 +172,123 @@ class _Analyzer:
             self._flops[name] = total
         return self._flops[name]
 
-    def instruction_flops(self, instruction: Instruction, computation: Computation) -> Flops:
-        self._owner[instruction.name] = computation
-        if instruction.opcode in ("while",):
-            return self._while_flops(instruction)
-        if instruction.opcode == "conditional":
-            branches = [self.computation_flops(n) for n in instruction.called]
-            return max(branches, key=lambda f: f.flops, default=Flops())
-        if instruction.opcode == "custom-call":
-            return self._custom_call_flops(instruction, computation)
-        formula = FORMULAS.get(instruction.opcode)
-        if formula is None:
-            self.unknown[instruction.opcode] += 1
-            return Flops()
-        return formula(instruction, self)
-
     def operand_shape(self, instruction: Instruction, index: int) -> Shape:
         # HLO instruction names are unique in a module; instruction_flops recorded where
         # this one lives before its formula asked.
         computation = self._owner[instruction.name]
         return computation.by_name[instruction.operands[index]].shape
 
-    def _while_flops(self, instruction: Instruction) -> Flops:
-        body = self.module.computations[instruction.attributes["body"].lstrip("%")]
-        condition = self.module.computations[instruction.attributes["condition"].lstrip("%")]
-        once = self.computation_flops(body.name) + self.computation_flops(condition.name)
-        return once * (self.trip_count(instruction) if self.count_loop_trips else 1)
-
-    def _custom_call_flops(self, instruction: Instruction, computation: Computation) -> Flops:
-        target = custom_call_target(instruction)
-        if target in _FREE_CUSTOM_CALLS:
-            return Flops()
-        self.unknown[f"custom-call:{target}"] += 1
-        return Flops()
-
-    def trip_count(self, instruction: Instruction) -> int:
-        count = trip_count(instruction, self._owner[instruction.name], self.module)
-        if count is None:
-            self.unknown["while (unknown trip count, counted once)"] += 1
+    def trips(self, loop: Instruction) -> int:
+        if not self.count_loop_trips:
             return 1
-        return count
+        if loop.name not in self._trips:
+            count = trip_count(loop, self._owner[loop.name], self.module)
+            self._trips[loop.name] = count
+            if count is None:
+                self.unknown[UNKNOWN_TRIPS] += 1
+        return self._trips[loop.name] or 1
 
-    # --- one top-level op --------------------------------------------------------------
+    def branch(self, conditional: Instruction) -> str:
+        """The branch a conditional is costed by: the heaviest, by FLOPs then bytes."""
+        if conditional.name not in self._branches:
+            names = [n for n in conditional.called if n in self.module.computations]
+            self._branches[conditional.name] = max(
+                names, key=lambda n: (self.computation_flops(n).flops,
+                                      self._body(n).read + self._body(n).written),
+                default=conditional.called[0] if conditional.called else "")
+        return self._branches[conditional.name]
+
+    # --- FLOPs -------------------------------------------------------------------------
+    def instruction_flops(self, instruction: Instruction, computation: Computation) -> Flops:
+        self._owner[instruction.name] = computation
+        resolved = lookup(instruction)
+        if resolved is None:
+            self.unknown[unknown_label(instruction)] += 1
+            return Flops()
+        if resolved.free:
+            return Flops()
+        if resolved.half is Half.START:
+            instruction = self._as_wrapped(instruction, computation, resolved)
+        return resolved.rule.flops(instruction, self)
+
+    def _as_wrapped(self, start: Instruction, computation: Computation,
+                    resolved: Resolved) -> Instruction:
+        """``X-start`` as the ``X`` it starts: same operands, the start's result shape."""
+        shapes = [computation.by_name[n].shape for n in start.operands
+                  if n in computation.by_name]
+        return Instruction(name=start.name, opcode=resolved.base,
+                           shape=wrapped_result(start, shapes),  # type: ignore[arg-type]
+                           operands=start.operands, attribute_text=start.attribute_text,
+                           is_root=start.is_root)
+
+    # --- one op ------------------------------------------------------------------------
     def op_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
         flops = self.instruction_flops(instruction, computation)
-        unknown = self._unknown_inside(instruction)
-        opcode = instruction.opcode
-        free = opcode in FREE or opcode == "bitcast" or (
-            opcode == "custom-call" and custom_call_target(instruction) in _FREE_CUSTOM_CALLS)
-        read = written = onchip = link = host = 0.0
-        trips = 1
-        kernels = 0 if free or opcode in ASYNC_DONE else 1
-        if opcode in _CONTROL:
-            read, written, onchip, host, link, trips, kernels = self._control_bytes(
-                instruction)
-        elif not free and opcode not in ASYNC_DONE:
-            read, written, onchip, host = self._memory_bytes(instruction, computation)
-            if opcode in COLLECTIVES:
-                link = self._link_bytes(instruction, computation)
-        category, unit, dtype = self._classify(instruction, computation)
+        resolved = lookup(instruction)
+        if resolved is not None and resolved.base == "async-start" and not resolved.free:
+            return self._generic_async(instruction, computation, flops)
+        effective = instruction
+        if resolved is not None and resolved.half is Half.START:
+            effective = self._as_wrapped(instruction, computation, resolved)
+        free = resolved is not None and resolved.free
+        trips, notes = 1, ()
+        if free:
+            traffic = _Traffic()
+        elif resolved is not None and resolved.rule.traffic is Traffic.BODY:
+            traffic, trips, notes = self._control(effective)
+        else:
+            traffic = self._memory(effective, computation, resolved)
+            link = resolved.rule.link if resolved is not None else None
+            if link is not None:
+                traffic = traffic + _Traffic(link=self._link_bytes(effective, computation,
+                                                                    link))
+        category, unit, dtype, written = self._classify(effective, computation, resolved)
         return OpCost(
-            name=instruction.name, opcode=opcode, category=category, dtype=dtype, unit=unit,
-            flops=flops.flops, transcendentals=flops.transcendentals, bytes_read=read,
-            bytes_written=written, onchip_bytes=onchip, link_bytes=link,
-            op_name=instruction.op_name, operands=instruction.operands, unknown=unknown,
-            free=free, trip_count=trips, kernels=kernels, host_bytes=host,
+            name=instruction.name, opcode=instruction.opcode, category=category, dtype=dtype,
+            unit=unit, flops=flops.flops, transcendentals=flops.transcendentals,
+            bytes_read=traffic.read, bytes_written=traffic.written,
+            onchip_bytes=traffic.onchip, link_bytes=traffic.link,
+            op_name=instruction.op_name, operands=instruction.operands,
+            unknown=self._unknown_inside(instruction), free=free, trip_count=trips,
+            kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
+            platform=self.platform, notes=notes,
         )
 
+    def _generic_async(self, start: Instruction, computation: Computation,
+                       flops: Flops) -> OpCost:
+        """``async-start(...), calls=%c``: the instruction ``c`` wraps, as this op."""
+        body = self.module.computations.get(start.called[0]) if start.called else None
+        if body is None:
+            return OpCost(start.name, start.opcode, "other", "fp32", "vector", flops.flops,
+                          flops.transcendentals, 0.0, 0.0, 0.0, 0.0, start.op_name,
+                          start.operands, unknown=(MISSING_BODY,), platform=self.platform)
+        inner = self.op_cost(body.root, body)
+        return OpCost(
+            name=start.name, opcode=start.opcode, category=inner.category, dtype=inner.dtype,
+            unit=inner.unit, flops=flops.flops, transcendentals=flops.transcendentals,
+            bytes_read=inner.bytes_read, bytes_written=inner.bytes_written,
+            onchip_bytes=inner.onchip_bytes, link_bytes=inner.link_bytes,
+            op_name=start.op_name or inner.op_name, operands=start.operands,
+            unknown=self._unknown_inside(start), kernels=max(inner.kernels, 1),
+            host_bytes=inner.host_bytes, written_dtype=inner.written_dtype,
+            platform=self.platform, notes=inner.notes)
+
     def _unknown_inside(self, instruction: Instruction) -> tuple[str, ...]:
+        """What the cost of ``instruction`` leaves out: unknown opcodes (itself or inside
+        what it calls), bodies the HLO does not carry, loops of unknown trip count."""
         found = set()
-        if instruction.opcode not in FORMULAS and instruction.opcode not in (
-                "while", "conditional", "custom-call"):
-            found.add(instruction.opcode)
-        if instruction.opcode == "custom-call" and (
-                custom_call_target(instruction) not in _FREE_CUSTOM_CALLS):
-            found.add(f"custom-call:{custom_call_target(instruction)}")
+        if lookup(instruction) is None:
+            found.add(unknown_label(instruction))
         if any(name not in self.module.computations for name in _all_called(instruction)):
             found.add(MISSING_BODY)
+        if instruction.opcode == "while" and self._trips.get(instruction.name, 0) is None:
+            found.add(UNKNOWN_TRIPS)
         for name in self._called_recursively(instruction):
             for inner in self.module.computations[name].instructions:
-                if inner.opcode == "custom-call":
-                    if custom_call_target(inner) not in _FREE_CUSTOM_CALLS:
-                        found.add(f"custom-call:{custom_call_target(inner)}")
-                elif inner.opcode not in FORMULAS and inner.opcode not in (
-                        "while", "conditional"):
-                    found.add(inner.opcode)
+                if lookup(inner) is None:
+                    found.add(unknown_label(inner))
+                elif inner.opcode == "while" and self._trips.get(inner.name, 0) is None:
+                    found.add(UNKNOWN_TRIPS)
         return tuple(sorted(found))
 
     def _called_recursively(self, instruction: Instruction) -> list[str]:
@@ -239,39 +303,61 @@ class _Analyzer:
         return names
 
     # --- bytes -------------------------------------------------------------------------
-    def _memory_bytes(self, instruction: Instruction, computation: Computation
-                      ) -> tuple[float, float, float, float]:
-        """(main-memory bytes read, written, on-chip bytes, host bytes) of one kernel."""
-        operand_shapes = [computation.by_name[n].shape for n in instruction.operands]
-        read_parts: list[tuple[Shape, float | None]] = [(s, None) for s in operand_shapes]
-        written_shape: list[tuple[Shape, float | None]] = [(instruction.shape, None)]
-        if instruction.opcode == "fusion" and instruction.called[0] in self.module.computations:
-            body = self.module.computations[instruction.called[0]]
-            read_parts = self._fusion_reads(body, operand_shapes)
-            outputs = _fusion_outputs(body)
-            written_shape = []
-            for output, shape in zip(outputs, _output_shapes(instruction.shape, len(outputs))):
-                in_place = _in_place_update(body, output)
-                if in_place is None:
-                    written_shape.append((shape, None))
-                    continue
-                buffer_param, update_bytes = in_place
-                read_parts[buffer_param] = (operand_shapes[buffer_param], 0.0)
-                written_shape.append((shape, update_bytes))
-        elif instruction.opcode.endswith("-start") and isinstance(instruction.shape, TupleShape):
-            # An async op returns (operand alias, result, context...): only the result is
-            # written (copy-start puts its destination first).
-            result = 0 if instruction.opcode == "copy-start" else 1
-            written_shape = [(instruction.shape.elements[result], None)]
-        elif instruction.opcode == "dynamic-update-slice":
-            update = operand_shapes[1]
-            read_parts[0] = (operand_shapes[0], 0.0)
-            written_shape = [(instruction.shape, update.bytes)]
-        read, onchip_read, host_read = _split_by_space(read_parts)
-        written, onchip_written, host_written = _split_by_space(written_shape)
-        return read, written, onchip_read + onchip_written, host_read + host_written
+    def _memory(self, instruction: Instruction, computation: Computation,
+                resolved: Resolved | None) -> _Traffic:
+        """Main-memory, on-chip and host bytes of one kernel."""
+        shapes = [computation.by_name[n].shape for n in instruction.operands
+                  if n in computation.by_name]
+        reads: list[tuple[Shape, float | None]] = [(s, None) for s in shapes]
+        writes: list[tuple[Shape, float | None]] = [(instruction.shape, None)]
+        traffic = resolved.rule.traffic if resolved is not None else Traffic.OPERANDS
+        host = 0.0
+        if traffic is Traffic.FUSION:
+            reads, writes = self._fusion_traffic(instruction, shapes)
+        elif traffic in (Traffic.SLICE, Traffic.GATHER) and shapes:
+            # Only the rows the op takes are read from its first operand (a slice of 8
+            # rows of a 4 MiB array reads 8 rows), plus any index operands.
+            reads[0] = (shapes[0], _array_bytes(instruction.shape))
+        elif traffic is Traffic.UPDATE and len(shapes) >= 2:
+            reads[0] = (shapes[0], 0.0)
+            writes = [(instruction.shape, _array_bytes(shapes[1]))]
+        elif traffic is Traffic.SCATTER and len(shapes) >= 3:
+            count = (len(shapes) - 1) // 2       # operands..., indices, updates...
+            updated = sum(_array_bytes(s) for s in shapes[count + 1:])
+            reads = [(s, 0.0) for s in shapes[:count]] + [(s, None) for s in shapes[count:]]
+            reads.append((shapes[0], updated))   # the rows updated, read by the combiner
+            writes = [(instruction.shape, updated)]
+        elif traffic is Traffic.HOST_IN:
+            host = _array_bytes(instruction.shape)
+        elif traffic is Traffic.HOST_OUT:
+            host, writes = sum(_array_bytes(s) for s in shapes), []
+        read, onchip_read, host_read = _split_by_space(reads)
+        written, onchip_written, host_written = _split_by_space(writes)
+        return _Traffic(read, written, onchip_read + onchip_written,
+                        host + host_read + host_written, kernels=1)
 
-    def _fusion_reads(self, body: Computation, operand_shapes: list[Shape]
+    def _fusion_traffic(self, fusion: Instruction, shapes: list[Shape]
+                        ) -> tuple[list[tuple[Shape, float | None]],
+                                   list[tuple[Shape, float | None]]]:
+        reads: list[tuple[Shape, float | None]] = [(s, None) for s in shapes]
+        writes: list[tuple[Shape, float | None]] = [(fusion.shape, None)]
+        if not fusion.called or fusion.called[0] not in self.module.computations:
+            return reads, writes
+        body = self.module.computations[fusion.called[0]]
+        reads = self._fusion_reads(body, shapes)
+        outputs = _fusion_outputs(body)
+        writes = []
+        for output, shape in zip(outputs, _output_shapes(fusion.shape, len(outputs))):
+            in_place = _in_place_update(body, output)
+            if in_place is None:
+                writes.append((shape, None))
+                continue
+            buffer_param, update_bytes = in_place
+            reads[buffer_param] = (shapes[buffer_param], 0.0)
+            writes.append((shape, update_bytes))
+        return reads, writes
+
+    def _fusion_reads(self, body: Computation, shapes: list[Shape]
                       ) -> list[tuple[Shape, float | None]]:
         users: dict[str, list[Instruction]] = {}
         for inner in body.instructions:
@@ -279,104 +365,103 @@ class _Analyzer:
                 users.setdefault(operand, []).append(inner)
         parts: list[tuple[Shape, float | None]] = []
         params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
-        for index, shape in enumerate(operand_shapes):
+        for index, shape in enumerate(shapes):
             param = params.get(index)
             consumers = _users_through_views(param, users) if param is not None else []
-            if consumers and all(c.opcode in _SLICES and i == 0 for c, i in consumers):
-                parts.append((shape, float(sum(c.shape.bytes for c, _ in consumers))))
+            if consumers and all(c.opcode in _SLICING and i == 0 for c, i in consumers):
+                parts.append((shape, float(sum(_array_bytes(c.shape) for c, _ in consumers))))
             else:
                 parts.append((shape, None))
         return parts
 
-    def _control_bytes(self, instruction: Instruction
-                       ) -> tuple[float, float, float, float, float, int, int]:
-        """Bytes and kernel launches of a loop, call or conditional: its body's kernels,
-        times the trips."""
+    def _body(self, name: str) -> _Traffic:
+        """The kernels of one computation, summed (memoized)."""
+        if name not in self._bodies:
+            body = self.module.computations[name]
+            total = _Traffic()
+            for inner in body.instructions:
+                cost = self.op_cost(inner, body)
+                total = total + _Traffic(cost.bytes_read, cost.bytes_written,
+                                         cost.onchip_bytes, cost.host_bytes, cost.link_bytes,
+                                         cost.kernels)
+            self._bodies[name] = total
+        return self._bodies[name]
+
+    def _control(self, instruction: Instruction) -> tuple[_Traffic, int, tuple[str, ...]]:
+        """A loop, call or conditional: its body's kernels, times the trips."""
+        notes: tuple[str, ...] = ()
         if instruction.opcode == "while":
             bodies = [instruction.attributes["body"].lstrip("%"),
                       instruction.attributes["condition"].lstrip("%")]
-            trips = self.trip_count(instruction) if self.count_loop_trips else 1
+            trips = self.trips(instruction)
         elif instruction.opcode == "conditional":
-            bodies = list(instruction.called[:1])  # one branch runs; take the first
-            trips = 1
+            chosen = self.branch(instruction)
+            bodies, trips = [chosen], 1
+            if len(instruction.called) > 1:
+                notes = (f"costed as its heaviest branch, {chosen} (of "
+                         f"{len(instruction.called)}): which runs is known only at run time",)
         else:
             bodies, trips = list(instruction.called), 1
-        read = written = onchip = host = link = 0.0
-        kernels = 0
+        total = _Traffic()
         for name in bodies:
-            body = self.module.computations[name]
-            for inner in body.instructions:
-                cost = self.op_cost(inner, body)
-                read += cost.bytes_read
-                written += cost.bytes_written
-                onchip += cost.onchip_bytes
-                host += cost.host_bytes
-                link += cost.link_bytes
-                kernels += cost.kernels
-        return (read * trips, written * trips, onchip * trips, host * trips, link * trips,
-                trips, kernels * trips)
+            if name in self.module.computations:
+                total = total + self._body(name)
+        return total * trips, trips, notes
 
-    def _link_bytes(self, instruction: Instruction, computation: Computation) -> float:
-        """Bytes one device sends over its links for a collective (ring algorithms)."""
+    def _link_bytes(self, instruction: Instruction, computation: Computation,
+                    pattern: LinkPattern) -> float:
+        """Bytes one device sends over its links for a collective."""
         n = self.group_size(instruction)
-        if n <= 1:
-            return 0.0
-        operand = sum(computation.by_name[o].shape.bytes for o in instruction.operands)
-        opcode = instruction.opcode.removesuffix("-start")
-        if opcode == "all-reduce":
-            return 2.0 * (n - 1) / n * operand       # reduce-scatter then all-gather
-        if opcode == "all-gather":
-            return (n - 1) * operand                  # receive every other shard
-        if opcode in ("reduce-scatter", "all-to-all", "ragged-all-to-all"):
-            return (n - 1) / n * operand
-        return operand                                # permute / broadcast: one hop
+        if instruction.opcode == "recv":   # what arrives, not the token it is given
+            moved = _array_bytes(instruction.shape)
+        else:
+            moved = sum(computation.by_name[o].shape.bytes for o in instruction.operands
+                        if o in computation.by_name)
+        return pattern.factor(n) * moved
 
     def group_size(self, instruction: Instruction) -> int:
         return replica_group_size(instruction.attributes.get("replica_groups", ""),
                                   self.module.num_partitions * self.module.replica_count)
 
     # --- classification ----------------------------------------------------------------
-    def _classify(self, instruction: Instruction, computation: Computation
-                  ) -> tuple[str, str, str]:
+    def _classify(self, instruction: Instruction, computation: Computation,
+                  resolved: Resolved | None) -> tuple[str, str, str, str]:
+        """(category, unit, dtype as compiled, dtype as written) of one op."""
         inner = self._heaviest_inner(instruction, computation)
-        opcode = inner.opcode if inner is not None else instruction.opcode
-        if inner is None and instruction.opcode == "fusion":
-            named = self._opcodes_inside(instruction)
-            if named & {"convolution", "dot"}:
-                dtype = SPEC_DTYPE.get(_output_dtype(instruction.shape), "fp32")
-                return ("matmul" if "dot" in named else "convolution"), "matrix", dtype
-        if inner is not None and opcode in ("dot", "convolution"):
+        if inner is not None:
             owner = self._owner.get(inner.name, computation)
-            lhs = first_array(owner.by_name[inner.operands[0]].shape)
-            dtype = SPEC_DTYPE.get(lhs.dtype, "fp32")
-            if opcode == "convolution" and _is_spatial(inner):
-                return "convolution", "matrix", dtype
-            return "matmul", "matrix", dtype
+            lhs = owner.by_name.get(inner.operands[0]) if inner.operands else None
+            compiled = _output_dtype(lhs.shape if lhs is not None else inner.shape)
+            caller = (instruction, computation) if inner is not instruction else None
+            written = self._written_dtype(inner, owner, caller) or compiled
+            category = ("convolution" if inner.opcode == "convolution" and _is_spatial(inner)
+                        else "matmul")
+            return (category, "matrix", SPEC_DTYPE.get(compiled, "fp32"),
+                    SPEC_DTYPE.get(written, "fp32"))
         dtype = SPEC_DTYPE.get(_output_dtype(instruction.shape), "fp32")
-        base = instruction.opcode.removesuffix("-start").removesuffix("-done")
-        if base in COLLECTIVES:
-            return "collective", "vector", dtype
-        if instruction.opcode in _CONTROL:
-            return "control", "vector", dtype
-        kinds = self._opcodes_inside(instruction)
-        if kinds & set(_REDUCTIONS):
-            return "reduction", "vector", dtype
-        if kinds & (set(ELEMENTWISE) | set(TRANSCENDENTAL)):
-            return "elementwise", "vector", dtype
-        if kinds & set(DATA_MOVEMENT):
-            return "data movement", "vector", dtype
-        return "other", "vector", dtype
+        category = resolved.rule.category if resolved is not None else "other"
+        if category is None:  # a fusion: what it fused decides
+            named = self._opcodes_inside(instruction)
+            if instruction.opcode == "fusion" and named & {"convolution", "dot"}:
+                # A trace's fusion without its body, named after what it fused.
+                category = "matmul" if "dot" in named else "convolution"
+                return category, "matrix", dtype, dtype
+            categories = {rule.rule.category for kind in named
+                          if (rule := _lookup_opcode(kind)) is not None}
+            category = next((c for c in ("reduction", "elementwise", "data movement")
+                             if c in categories), "other")
+        unit = resolved.rule.unit if resolved is not None else "vector"
+        return category, unit, dtype, dtype
 
     def _opcodes_inside(self, instruction: Instruction) -> set[str]:
         kinds = {instruction.opcode}
-        if instruction.opcode == "fusion":
-            bodies = self._called_recursively(instruction)
-            for name in bodies:
-                kinds |= {i.opcode for i in self.module.computations[name].instructions}
-            if not bodies:
-                # Without its body (a trace names only the fusion), XLA's fusion name still
-                # lists the ops it fused: "broadcast_add_fusion", "convolution_add_fusion".
-                kinds |= set(instruction.name.split(".")[0].split("_"))
+        bodies = self._called_recursively(instruction)
+        for name in bodies:
+            kinds |= {i.opcode for i in self.module.computations[name].instructions}
+        if instruction.opcode == "fusion" and not bodies:
+            # Without its body (a trace names only the fusion), XLA's fusion name still
+            # lists the ops it fused: "broadcast_add_fusion", "convolution_add_fusion".
+            kinds |= set(instruction.name.split(".")[0].split("_"))
         return kinds
 
     def _heaviest_inner(self, instruction: Instruction, computation: Computation
@@ -397,9 +482,54 @@ class _Analyzer:
                         best, best_flops = inner, flops
         return best
 
+    def _written_dtype(self, matrix_op: Instruction, owner: Computation,
+                       caller: tuple[Instruction, Computation] | None) -> str:
+        """The narrow float both operands of a matmul are stored in, when the compiler
+        widened them to compute ("" when it did not)."""
+        stored = {self._stored_dtype(name, owner, caller) for name in matrix_op.operands[:2]}
+        if len(stored) == 1:
+            dtype = stored.pop()
+            if _is_narrow_float(dtype):
+                return dtype
+        return ""
 
-def custom_call_target(instruction: Instruction) -> str:
-    return instruction.attributes.get("custom_call_target", '""').strip('"')
+    def _stored_dtype(self, name: str, computation: Computation,
+                      caller: tuple[Instruction, Computation] | None, depth: int = 0) -> str:
+        instruction = computation.by_name.get(name)
+        if instruction is None:
+            return ""
+        while instruction.opcode in _VIEWS and instruction.operands:
+            instruction = computation.by_name[instruction.operands[0]]
+        dtype = _output_dtype(instruction.shape)
+        if instruction.opcode == "convert":
+            source = _output_dtype(computation.by_name[instruction.operands[0]].shape)
+            return source if _is_narrow_float(source) and _bits(source) < _bits(dtype) else dtype
+        if depth >= 4:
+            return dtype
+        if instruction.opcode == "parameter" and caller is not None:
+            fusion, parent = caller
+            if instruction.parameter_number < len(fusion.operands):
+                return self._stored_dtype(fusion.operands[instruction.parameter_number],
+                                          parent, None, depth + 1)
+        if instruction.opcode == "fusion" and instruction.called and (
+                instruction.called[0] in self.module.computations):
+            body = self.module.computations[instruction.called[0]]
+            return self._stored_dtype(body.root.name, body, (instruction, computation),
+                                      depth + 1)
+        return dtype
+
+
+def _lookup_opcode(opcode: str) -> Resolved | None:
+    return lookup(Instruction(name="", opcode=opcode, shape=ArrayShape("f32", ()),
+                              operands=(), attribute_text=""))
+
+
+def _is_narrow_float(dtype: str) -> bool:
+    return dtype in ("bf16", "f16") or dtype.startswith("f8") or dtype.startswith("f4")
+
+
+def _bits(dtype: str) -> int:
+    return ELEMENT_BITS.get(dtype, 32)
 
 
 def replica_group_size(text: str, all_devices: int) -> int:
@@ -434,6 +564,10 @@ def _is_spatial(instruction: Instruction) -> bool:
 
 def _output_dtype(shape: Shape) -> str:
     return first_array(shape).dtype if arrays(shape) else "f32"
+
+
+def _array_bytes(shape: Shape) -> float:
+    return float(sum(a.bytes for a in arrays(shape)))
 
 
 # XLA's memory spaces (the S(n) of a layout): 0 is device main memory, 5 is host memory
@@ -481,8 +615,8 @@ def _fusion_outputs(body: Computation) -> list[Instruction]:
 
 
 def _output_shapes(shape: Shape, count: int) -> list[Shape]:
-    if count > 1 and not isinstance(shape, ArrayShape):
-        return list(shape.elements)  # type: ignore[union-attr]
+    if count > 1 and isinstance(shape, TupleShape):
+        return list(shape.elements)
     return [shape]
 
 

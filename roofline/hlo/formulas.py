@@ -1,11 +1,11 @@
-"""The FLOP registry: one small pure formula per HLO opcode family.
+"""What FLOP formulas share: the FLOP pair, what a formula may ask of its surroundings,
+and the attributes they read (windows, convolution dimensions).
 
+The formulas themselves, one per opcode family, are in :mod:`roofline.hlo.rules`.
 Conventions follow XLA's HloCostAnalysis, so per-module sums reconcile with
 ``compiled.cost_analysis()``: a fused multiply-add is 2 FLOPs; an elementwise op is one
 FLOP per output element, except transcendental ops, counted apart; a reduction applies its
 reducer (input - output) times; a window op applies it (window - 1) times per output.
-Opcodes without a formula are reported by the caller as unknown, never counted as zero
-silently.
 """
 
 from __future__ import annotations
@@ -39,160 +39,25 @@ class Env(Protocol):
 
     def computation_flops(self, name: str) -> Flops: ...
 
+    def trips(self, loop: Instruction) -> int: ...
+
+    def branch(self, conditional: Instruction) -> str: ...
+
 
 Formula = Callable[[Instruction, Env], Flops]
-FORMULAS: dict[str, Formula] = {}
-
-
-def formula(*opcodes: str) -> Callable[[Formula], Formula]:
-    def register(function: Formula) -> Formula:
-        for opcode in opcodes:
-            if opcode in FORMULAS:
-                raise ValueError(f"two formulas for {opcode!r}")
-            FORMULAS[opcode] = function
-        return function
-    return register
 
 
 def first_array(shape: Shape) -> ArrayShape:
     return arrays(shape)[0]
 
 
-def _elements(shape: Shape) -> int:
+def elements(shape: Shape) -> int:
     return first_array(shape).elements
-
-
-TRANSCENDENTAL = ("exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
-                  "power", "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine", "tan",
-                  "atan2", "erf")
-ELEMENTWISE = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
-               "compare", "select", "and", "or", "xor", "not", "negate", "abs", "sign",
-               "convert", "clamp", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
-               "shift-left", "shift-right-arithmetic", "shift-right-logical", "popcnt",
-               "count-leading-zeros", "is-finite", "real", "imag", "complex",
-               "stochastic-convert", "reduce-precision")
-# Ops that move or relabel data and compute nothing.
-DATA_MOVEMENT = ("copy", "transpose", "broadcast", "bitcast", "reshape", "concatenate", "pad",
-                 "slice", "dynamic-slice", "dynamic-update-slice", "reverse", "gather",
-                 "iota", "bitcast-convert", "copy-start", "dynamic-reshape")
-# Ops with no work of their own: graph plumbing and bookkeeping.
-FREE = ("parameter", "constant", "tuple", "get-tuple-element", "after-all", "partition-id",
-        "replica-id", "opt-barrier", "add-dependency", "domain", "get-dimension-size",
-        "set-dimension-size")
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-               "collective-permute", "collective-broadcast", "all-reduce-start",
-               "all-gather-start", "collective-permute-start", "ragged-all-to-all")
-# Completion of an async op: its traffic is counted at the matching start.
-ASYNC_DONE = ("all-reduce-done", "all-gather-done", "collective-permute-done",
-                   "copy-done", "async-done", "async-update")
-
-
-@formula(*ELEMENTWISE)
-def _elementwise(instruction: Instruction, env: Env) -> Flops:
-    # One FLOP per output element: add, compare, select, convert alike.
-    return Flops(flops=_elements(instruction.shape))
-
-
-@formula(*TRANSCENDENTAL)
-def _transcendental(instruction: Instruction, env: Env) -> Flops:
-    return Flops(transcendentals=_elements(instruction.shape))
-
-
-@formula(*DATA_MOVEMENT, *FREE, *ASYNC_DONE, "rng-get-and-update-state", "rng-bit-generator")
-def _no_flops(instruction: Instruction, env: Env) -> Flops:
-    return Flops()
-
-
-@formula("dot")
-def _dot(instruction: Instruction, env: Env) -> Flops:
-    # 2 x output elements x contracted size (each output is a dot product of that length).
-    lhs = first_array(env.operand_shape(instruction, 0))
-    contracted = math.prod(lhs.dims[d] for d in _int_list(
-        instruction.attributes.get("lhs_contracting_dims", "{}")))
-    return Flops(flops=2.0 * _elements(instruction.shape) * contracted)
-
-
-@formula("convolution")
-def _convolution(instruction: Instruction, env: Env) -> Flops:
-    # 2 x batch x out features x in features per group x valid (output, kernel) position
-    # pairs per spatial dimension: taps that land on padding are not counted (as XLA).
-    spec = ConvolutionSpec.of(instruction, env)
-    return Flops(flops=2.0 * spec.fma_count)
-
-
-@formula("reduce")
-def _reduce(instruction: Instruction, env: Env) -> Flops:
-    # The reducer runs (input elements - output elements) times; variadic reduces read
-    # several inputs in lockstep but apply one reducer.
-    inputs = _elements(env.operand_shape(instruction, 0))
-    outputs = _elements(instruction.shape)
-    return env.computation_flops(instruction.called[0]) * (inputs - outputs)
-
-
-@formula("reduce-window")
-def _reduce_window(instruction: Instruction, env: Env) -> Flops:
-    # (window elements - 1) reducer applications per output element; padding not excluded.
-    window = parse_window(instruction.attributes.get("window", ""))
-    size = math.prod(w.size for w in window) if window else 1
-    return env.computation_flops(instruction.called[0]) * (_elements(instruction.shape)
-                                                           * (size - 1))
-
-
-@formula("select-and-scatter")
-def _select_and_scatter(instruction: Instruction, env: Env) -> Flops:
-    # Per source element: (window - 1) selections, then one scatter (e.g. MaxPoolGrad).
-    select, scatter = select_and_scatter_computations(instruction)
-    source = _elements(env.operand_shape(instruction, 1))
-    window = parse_window(instruction.attributes.get("window", ""))
-    size = math.prod(w.size for w in window) if window else 1
-    return (env.computation_flops(select) * (source * (size - 1))
-            + env.computation_flops(scatter) * source)
-
-
-@formula("scatter")
-def _scatter(instruction: Instruction, env: Env) -> Flops:
-    # The update computation runs once per update element.
-    updates = _elements(env.operand_shape(instruction, len(instruction.operands) - 1))
-    return env.computation_flops(instruction.called[0]) * updates
-
-
-@formula("sort")
-def _sort(instruction: Instruction, env: Env) -> Flops:
-    # n log2 n comparator calls along the sorted dimension, per independent row.
-    shape = first_array(env.operand_shape(instruction, 0))
-    dims = _int_list(instruction.attributes.get("dimensions", "{0}"))
-    n = shape.dims[dims[0]] if shape.dims else 1
-    rows = shape.elements // max(n, 1)
-    calls = rows * n * math.log2(n) if n > 1 else 0
-    return env.computation_flops(instruction.called[0]) * calls
-
-
-@formula("map")
-def _map(instruction: Instruction, env: Env) -> Flops:
-    return env.computation_flops(instruction.called[0]) * _elements(instruction.shape)
-
-
-@formula("fusion", "call", "async-start")
-def _called(instruction: Instruction, env: Env) -> Flops:
-    total = Flops()
-    for name in instruction.called:
-        total = total + env.computation_flops(name)
-    return total
-
-
-@formula(*COLLECTIVES)
-def _collective(instruction: Instruction, env: Env) -> Flops:
-    # Reductions inside all-reduce / reduce-scatter run on the interconnect path; XLA
-    # counts one reducer application per element.
-    if instruction.opcode.startswith(("all-reduce", "reduce-scatter")) and instruction.called:
-        return env.computation_flops(instruction.called[0]) * _elements(
-            env.operand_shape(instruction, 0))
-    return Flops()
 
 
 # --- attribute parsing shared with the bytes model ---------------------------------------
 
-def _int_list(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
     return [int(v) for v in re.findall(r"-?\d+", text)]
 
 

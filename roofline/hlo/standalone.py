@@ -48,7 +48,8 @@ def _operands_with_shapes(text: str) -> list[Instruction]:
     return params
 
 
-def costs_from_instruction_texts(module: str, texts: Iterable[str]) -> ModuleCosts:
+def costs_from_instruction_texts(module: str, texts: Iterable[str],
+                                 platform: str = "") -> ModuleCosts:
     """Per-op costs for instructions given as text, each with its operands' shapes."""
     instructions: list[Instruction] = []
     seen: set[str] = set()
@@ -66,4 +67,4 @@ def costs_from_instruction_texts(module: str, texts: Iterable[str]) -> ModuleCos
             seen.add(op.name)
             instructions.append(op)
     entry = Computation("entry", instructions, is_entry=True)
-    return analyze_module(HloModule(module, {"entry": entry}, "entry"))
+    return analyze_module(HloModule(module, {"entry": entry}, "entry"), platform=platform)

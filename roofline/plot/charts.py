@@ -79,9 +79,9 @@ def time_breakdown(comparison: Comparison, by: str = "bound",
     bars: dict[str, dict[str, float]] = {first: defaultdict(float), second: defaultdict(float)}
     for op in comparison.ops:
         if op.old_s:
-            bars[first][op.old_bound if by == "bound" else op.category] += op.old_s
+            bars[first][str(op.old_bound) if by == "bound" else op.category] += op.old_s
         if op.new_s:
-            bars[second][op.new_bound if by == "bound" else op.category] += op.new_s
+            bars[second][str(op.new_bound) if by == "bound" else op.category] += op.new_s
     return {label: dict(parts) for label, parts in bars.items()}
 
 

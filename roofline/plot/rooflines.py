@@ -28,13 +28,15 @@ def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), 
 
     One colour per device; matrix-unit roofs solid, vector-unit roofs dashed; the main
     memory's bandwidth roof is the slanted line (nearer levels dotted with
-    ``all_levels``); every ridge point is marked and labelled with its FLOP/B. Ops are
+    ``all_levels``, and always when measured points are shown: an op served by a cache
+    sits above the main-memory roof); every ridge point is marked and labelled with its FLOP/B. Ops are
     points coloured by category and sized by their share of time, filled when measured
     and hollow when predicted; each set's whole program is a star; the ``label_top`` ops
     with the most time are named.
     """
     if not devices:
         raise RooflineError("no hardware to plot: name at least one device id")
+    all_levels = all_levels or any(point.measured for point in points)
     fig = Figure(figsize=(11, 6.5))
     # Fixed margins, not a layout engine: roof labels live in the right-hand margin.
     ax = fig.add_axes((0.08, 0.09, 0.72, 0.84))

@@ -12,6 +12,7 @@ Batch norm uses batch statistics, as in ``resnet``; dropout is left out.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -346,9 +347,16 @@ def transformer_forward(P: Params, source: Any, target: Any, d: int = 512, layer
     return y @ embedding.T
 
 
+# Vaswani et al. 2017, Table 3: "base" and "big".
+TRANSFORMER_SIZES = {"base": {"d": 512, "heads": 8, "d_ff": 2048},
+                     "big": {"d": 1024, "heads": 16, "d_ff": 4096}}
+
+
 def _transformer(spec: str, p: dict[str, Any]) -> Workload:
     tokens = jax.ShapeDtypeStruct((p["batch"], p["sequence"]), jnp.int32)
-    return _workload(spec, p, transformer_forward, (tokens, tokens), tokens)
+    size = TRANSFORMER_SIZES[p["size"]]
+    return _workload(spec, p, functools.partial(transformer_forward, **size), (tokens, tokens),
+                     tokens)
 
 
 # --- 2-layer LSTM language model (Zaremba et al. 2014, PTB "large") -------------------------
@@ -441,9 +449,12 @@ register(Family(
      MODE, dtype_param()),
     _inception_v3))
 register(Family(
-    "transformer", "Transformer base: 6+6 layers, d 512, 8 heads, d_ff 2048, shared "
-    "37000-token vocabulary; source and target of `sequence` tokens",
-    (Param("batch", int, 8), Param("sequence", int, 512), MODE, dtype_param()),
+    "transformer", "Transformer: 6+6 layers, base (d 512, 8 heads, d_ff 2048) or big "
+    "(d 1024, 16 heads, d_ff 4096), shared 37000-token vocabulary; source and target of "
+    "`sequence` tokens",
+    (Param("batch", int, 8), Param("sequence", int, 512),
+     Param("size", str, "base", "base or big (Vaswani et al. 2017, Table 3)",
+           ("base", "big")), MODE, dtype_param()),
     _transformer))
 register(Family(
     "lstm_lm", "2-layer LSTM language model, hidden 1500, vocabulary 10000 (PTB large)",
