@@ -44,7 +44,7 @@ from roofline.trace.xprof_stats import XprofOp, hlo_stats
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
 OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
-ABOVE_ROOF = 1 + NOISE   # efficiency beyond this is faster than physics allows
+ABOVE_ROOF = 1 / (1 - NOISE)   # efficiency beyond this is faster than physics allows
 
 
 class Role(enum.Enum):

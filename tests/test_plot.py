@@ -115,6 +115,10 @@ def test_roofline_with_measured_ops(tmp_path, capsys):
     assert len(measured.get_offsets()) == len(points) > 0
     # Measured points are filled (an opaque face colour); predicted ones are hollow.
     assert measured.get_facecolors()[0][3] > 0
+    # Measured points bring the cache roofs: an op served by a cache sits above the DRAM
+    # roof, under its own level's (the Xeon 8163 spec publishes L2 and L1d bandwidths).
+    labels = {text.get_text().split()[0] for text in fig.axes[0].texts}
+    assert {"L2", "L1d"} <= labels
     # explain --plot draws both: measured times and the roofline bounds of the same ops.
     assert main(["explain", str(run), "--hardware", "xeon-8163", "--plot",
                  str(tmp_path / "e.png")]) == 0

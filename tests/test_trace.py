@@ -84,6 +84,21 @@ def test_tpu_trace_peaks_and_costs_against_xprof():
     assert copy["predicted_bound"].startswith("link (PCIe")
 
 
+def test_tpu_time_breakdowns_add_up_to_the_op_time_per_step():
+    # 105 module executions (100 of jit_f, 3 of jit__psum, one each of two others): the
+    # breakdowns divide the summed op self time by those 105 steps, 750.3 ms, within the
+    # 750.6 ms of wall time per step. Summing each op's time per run of its own module
+    # instead gave 910 ms: jit__psum's all-reduce counted 122 ms per run of jit__psum.
+    doc = explanation_document(explain(load_run(TRACES / "tpu_v6e_inference.xplane.pb"),
+                                       load_hardware("tpu-v6e")))
+    assert doc["op_seconds_per_step"] == pytest.approx(0.7503, abs=5e-4)
+    for key in ("seconds_by_class", "seconds_by_category"):
+        assert sum(doc[key].values()) == pytest.approx(doc["op_seconds_per_step"])
+    assert doc["op_seconds_per_step"] <= doc["wall_seconds_per_step"]
+    # The async copy spans overlap the ops: reported apart, 1.88 s per step of PCIe copies.
+    assert doc["async_seconds_by_category"] == {"data movement": pytest.approx(1.882, rel=1e-3)}
+
+
 def _training_step() -> Workload:
     fn, args, batch_argnums = mlp_step()
     return Workload("tests.programs:mlp_step", fn, args, batch_argnums)
@@ -121,7 +136,10 @@ def test_explain_joins_every_op_of_a_host_run(captured, tmp_path):
     doc = explanation_document(ex)
     assert doc["coverage"]["gaps"] == []   # every op timed and costed, every cost timed
     assert all(o["lower_bound_s"] and 0 < o["efficiency"] for o in doc["ops"])
+    # Both breakdowns divide the same op time per step, exactly.
     assert sum(doc["seconds_by_class"].values()) == pytest.approx(doc["op_seconds_per_step"])
+    assert sum(doc["seconds_by_category"].values()) == pytest.approx(
+        doc["op_seconds_per_step"])
     out = write_annotated_trace(ex, tmp_path / "run.trace.json.gz")
     trace = json.loads(gzip.decompress(out.read_bytes()))
     op_events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
@@ -219,3 +237,19 @@ def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkey
     assert {o["measured_class"] for o in doc["ops"]} <= {
         "overhead", "other", "compute (fp32 matrix)", "compute (fp32 vector)",
         "memory (DRAM)", "memory (L3)", "memory (L2)", "memory (L1)"}
+    # An op faster than DRAM allows was served by a cache: it is placed against the
+    # farthest level whose bandwidth explains its time, and is above its roof only when
+    # even the nearest level does not.
+    from roofline.analysis import NOISE, place_op
+
+    host = ex.hardware
+    for op in ex.ops:
+        dram = place_op(op.cost, host).seconds
+        if op.seconds >= dram * (1 - NOISE):
+            assert op.served_by is None
+        elif op.served_by is not None:
+            assert not op.above_roof
+            assert op.seconds >= place_op(op.cost, host, served_by=op.served_by).seconds * (
+                1 - NOISE)
+        else:
+            assert op.above_roof

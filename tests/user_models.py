@@ -22,3 +22,12 @@ def too_big():
 
 def not_a_model():
     return 42
+
+
+def with_solve():
+    """An MLP layer followed by a linear solve: on the host the solve is a LAPACK
+    custom-call, which no cost rule covers."""
+    a = jax.ShapeDtypeStruct((64, 64), jnp.float32)
+    w = jax.ShapeDtypeStruct((64, 64), jnp.float32)
+    x = jax.ShapeDtypeStruct((64, 8), jnp.float32)
+    return (lambda a, w, x: jnp.linalg.solve(a, jnp.tanh(w @ x))), (a, w, x), (2,)

@@ -413,7 +413,10 @@ class _Analyzer:
         """Bytes one device sends over its links for a collective."""
         n = self.group_size(instruction)
         if instruction.opcode == "recv":   # what arrives, not the token it is given
-            moved = _array_bytes(instruction.shape)
+            moved = _array_bytes(first_array(instruction.shape))
+        elif instruction.opcode == "ragged-all-to-all" and instruction.operands:
+            # Operands: input, output buffer, offsets and sizes: only the input is sent.
+            moved = computation.by_name[instruction.operands[0]].shape.bytes
         else:
             moved = sum(computation.by_name[o].shape.bytes for o in instruction.operands
                         if o in computation.by_name)

@@ -121,7 +121,8 @@ class ConvolutionSpec:
         labels = instruction.attributes.get("dim_labels", "")
         lhs_labels, rhs_out = labels.split("_", 1)
         rhs_labels, _out_labels = rhs_out.split("->")
-        spatial = [c for c in lhs_labels if c.isdigit()]
+        # Spatial labels name window dimensions by number, in any order (2b01f): sort them.
+        spatial = sorted((c for c in lhs_labels if c.isdigit()), key=int)
         window = parse_window(instruction.attributes.get("window", "")) or [
             WindowDim() for _ in spatial]
         valid = []
