@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from roofline.compile import CompiledProgram, compile_program
 from roofline.coverage import Coverage, Gap, Omission, coverage, share
@@ -213,20 +214,25 @@ def fit(program: CompiledProgram, hardware: Hardware) -> Fit:
 
 @dataclass(frozen=True)
 class MaxBatch:
+    """The largest batch found; ``at_limit``: the search stopped at its batch limit, so
+    a larger batch may fit too."""
+
     batch: int
     footprint_bytes: float
     capacity_bytes: float
     compiles: int
+    at_limit: bool = False
 
 
 def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware, *,
               start: int = 1, limit: int = 1 << 20, data_parallel: bool = False,
-              resolution: float = 0.0) -> MaxBatch:
+              resolution: float = 0.0, cache_dir: str | Path | None = None) -> MaxBatch:
     """The largest batch whose compiled footprint fits one device of ``hardware``.
 
     Doubles the batch until it no longer fits, then bisects until the fitting and failing
     batches are within ``resolution`` (a fraction; 0 means exact); every probe is a real
-    compilation for ``target``. Raises if even ``start`` does not fit.
+    compilation for ``target`` (reused from ``cache_dir`` if compiled there before). Raises
+    if even ``start`` does not fit.
     """
     compiles = 0
     device_capacity = hardware.main_memory.capacity_bytes
@@ -238,7 +244,8 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
         try:
             program = compile_program(workload.fn, workload.args, target,
                                       data_parallel=data_parallel,
-                                      batch_argnums=workload.batch_argnums)
+                                      batch_argnums=workload.batch_argnums,
+                                      cache_dir=cache_dir)
         except DoesNotFitError:  # the compiler itself refused: more than the device has
             return Fit(float("inf"), device_capacity, "compiler")
         return fit(program, hardware)
@@ -253,7 +260,8 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
     while bad is None:
         candidate = good * 2
         if candidate > limit:
-            return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles)
+            return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles,
+                            at_limit=True)
         result = probe(candidate)
         if result.fits:
             good, good_fit = candidate, result
@@ -276,6 +284,7 @@ class CapacityThroughput:
     batch: int
     seconds: float
     footprint_bytes: float
+    at_limit: bool = False      # the batch search stopped at its limit, not at the memory
 
     @property
     def samples_per_s(self) -> float:
@@ -283,15 +292,18 @@ class CapacityThroughput:
 
 
 def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardware: Hardware,
-                           *, start: int = 1, resolution: float = 0.05) -> CapacityThroughput:
+                           *, start: int = 1, resolution: float = 0.05,
+                           cache_dir: str | Path | None = None) -> CapacityThroughput:
     """Compile at the largest batch that fits ``hardware`` and predict its step time.
 
     This is how ParaDnn's 3x for memory-bound matmuls on TPU v3 arises: twice the memory
     holds twice the batch, which doubles the intensity of weight-bound layers.
     """
-    largest = max_batch(build, target, hardware, start=start, resolution=resolution)
+    largest = max_batch(build, target, hardware, start=start, resolution=resolution,
+                        cache_dir=cache_dir)
     workload = build(largest.batch)
     program = compile_program(workload.fn, workload.args, target,
-                              batch_argnums=workload.batch_argnums)
+                              batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
     placement = place_program(program, hardware)
-    return CapacityThroughput(largest.batch, placement.seconds, largest.footprint_bytes)
+    return CapacityThroughput(largest.batch, placement.seconds, largest.footprint_bytes,
+                              largest.at_limit)

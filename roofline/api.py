@@ -99,16 +99,19 @@ def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
 
 def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float], *,
            target: str | None = None, overlap: Overlap | str = Overlap.MAX,
-           clamp: bool = False, hardware_dir: str | Path | None = None) -> Comparison:
+           clamp: bool = False, hardware_dir: str | Path | None = None,
+           cache_dir: str | Path | None = None) -> Comparison:
     """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
     ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
+    ``cache_dir`` reuses programs compiled before (see :func:`program_ops`).
 
     A measured run is carried to the scaled hardware at constant efficiency, overhead apart.
     """
     if not scale:
         raise RooflineError("name at least one parameter to scale, e.g. "
                             "--scale memory_bandwidth=1.5")
-    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir)
+    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
+                          cache_dir=cache_dir)
     after = program.hardware.scaled(dict(scale))
     if program.measured_s is not None:
         result = transfer(program.ops, program.measured_s, program.hardware, after,
@@ -228,7 +231,9 @@ def _capacity(spec: str, source: Hardware, dest: Hardware
 
 def sensitivity(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
                 overlap: Overlap | str = Overlap.MAX,
-                hardware_dir: str | Path | None = None) -> Sensitivity:
+                hardware_dir: str | Path | None = None,
+                cache_dir: str | Path | None = None) -> Sensitivity:
     """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked."""
-    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir)
+    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
+                          cache_dir=cache_dir)
     return sensitivity_of(program.ops, program.hardware, Overlap(overlap))

@@ -413,12 +413,17 @@ def _predict(args: argparse.Namespace) -> int:
             "source_batch": source.batch, "target_batch": target.batch,
             "source_samples_per_s": source.samples_per_s,
             "target_samples_per_s": target.samples_per_s,
-            "throughput_speedup": result.throughput_speedup}
+            "throughput_speedup": result.throughput_speedup,
+            "source_at_limit": source.at_limit, "target_at_limit": target.at_limit}
         text += (f"\nat the largest batch that fits each device: {source.batch} -> "
                  f"{target.batch} samples, {source.samples_per_s:.4g} -> "
                  f"{target.samples_per_s:.4g} samples/s: throughput speedup "
                  f"{result.throughput_speedup:.3g}x (step-time speedup "
                  f"{result.speedup:.3g}x)\n")
+        for side, found in (("source", source), ("target", target)):
+            if found.at_limit:
+                text += (f"the {side}'s batch is the search's limit, not its memory's: "
+                         "a larger batch fits too\n")
     _emit(args, text=report.with_coverage(text, doc["coverage"]), document=doc, rows=ops)
     if args.plot:
         from roofline.plot import build_speedup

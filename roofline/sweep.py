@@ -34,6 +34,8 @@ from roofline.outputs import write_atomic
 PARTS = "parts"
 MODELS_FILE = "models.parquet"
 OPS_FILE = "ops.parquet"
+# How long to keep trying a Dask scheduler before reporting it unreachable.
+SCHEDULER_TIMEOUT_S = 10
 
 
 def parse_values(text: str) -> list[Any]:
@@ -320,7 +322,7 @@ def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
         from distributed import as_completed as dask_completed
 
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
         except OSError as exc:
             raise RooflineError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         with client:

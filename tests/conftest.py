@@ -9,6 +9,18 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.fixture(scope="session")
+def measured_host(tmp_path_factory) -> Path:
+    """This host's ceilings, measured once per session (`hardware measure`, about 15 s:
+    the quick measure's roofs moved by up to 40% between runs here, too much to validate
+    predictions against)."""
+    from roofline.cli import main
+
+    out = tmp_path_factory.mktemp("host") / "host.toml"
+    assert main(["hardware", "measure", "--out", str(out)]) == 0
+    return out
+
+
 @pytest.fixture
 def testchip_path() -> Path:
     return DATA / "specs" / "testchip.toml"

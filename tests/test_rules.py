@@ -250,6 +250,8 @@ def test_unknown_is_decided_by_the_table_alone():
     assert lookup(_instruction("frobnicate")) is None
     assert lookup(_instruction("custom-call", 'custom_call_target="lapack_sgetrf_ffi"')) is None
     assert lookup(_instruction("custom-call", 'custom_call_target="Sharding"')).free
+    joined = lookup(_instruction("custom-call", 'custom_call_target="ConcatBitcast"'))
+    assert joined.rule.category == "data movement" and not joined.free
     started = lookup(_instruction("all-gather-start"))
     assert started.base == "all-gather" and started.half is Half.START
     assert lookup(_instruction("copy-done")).free

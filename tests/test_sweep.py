@@ -103,7 +103,8 @@ def test_dask_cluster_runs_the_same_sweep(tmp_path):
     assert list(dask_rows["flops"]) == list(local_rows["flops"])
 
 
-def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
+def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("roofline.sweep.SCHEDULER_TIMEOUT_S", 1)
     assert main(["sweep", "fc", "--grid", "layers=4", "--grid", "nodes=32", "--grid",
                  "batch=64", "--grid", "input=2000", "--grid", "output=200", "--target",
                  "tpu-v2", "--hardware", "tpu-v2", "--out", str(tmp_path / "x"),

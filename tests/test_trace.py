@@ -191,13 +191,6 @@ def test_cli_profile_then_explain(tmp_path, capsys):
     assert main(["profile", "tests.user_models:small_mlp", "--out", str(run_dir)]) == 2
 
 
-@pytest.fixture(scope="module")
-def measured_host(tmp_path_factory):
-    out = tmp_path_factory.mktemp("host") / "host.toml"
-    assert main(["hardware", "measure", "--out", str(out), "--quick"]) == 0
-    return out
-
-
 def test_measured_host_spec_is_plausible_and_ordered(measured_host):
     from roofline.hardware import load_spec_file
     from roofline.measure import cpu_facts

@@ -1,12 +1,12 @@
 """roofline validate: the ParaDnn TPU v2 -> v3 classes and the host upgrades (quick sizes)."""
 
 import json
-import math
+import os
 
 import pytest
 
 from roofline.cli import main
-from roofline.validation import load_cases, validate
+from roofline.validation import host_cases, load_cases, validate
 
 
 def test_paradnn_classes_are_a_consistency_check_outside_the_medians(capsys):
@@ -30,26 +30,68 @@ def test_paradnn_classes_are_a_consistency_check_outside_the_medians(capsys):
     assert doc["median_abs_error"] == {}
 
 
-def test_host_upgrades_are_predicted_and_measured(tmp_path):
-    # Every host program gets a 1 -> N cores case (on machines with more than one core)
-    # and an f32 -> bf16 case; each compares a predicted step time with a measured one.
-    # The errors themselves are reported, not bounded: the README states them.
-    result = validate("host", quick=True, workdir=tmp_path)
-    programs = load_cases()["host"]["program"]
-    upgrades = 2 if len(__import__("os").sched_getaffinity(0)) > 1 else 1
-    assert len(result.cases) == upgrades * len(programs)
-    for case in result.cases:
-        assert case.predicted > 0 and case.reference > 0
+def _check_host_cases(cases, programs):
+    upgrades = 2 if len(os.sched_getaffinity(0)) > 1 else 1
+    assert len(cases) == upgrades * programs
+    for case in cases:
+        assert case.predicted > 0 and case.reference > 0 and case.ops > 0
         assert case.error == pytest.approx(case.predicted / case.reference - 1)
-        assert case.ops > 0 and math.isfinite(case.error)
+        assert case.independent and case.source == "measured on this host"
+
+
+def test_host_upgrades_of_a_gemm_program_are_predicted_within_35_percent(
+        tmp_path, measured_host):
+    # The GEMM-heavy MLP (quick size), profiled on one core in f32, predicted on all cores
+    # and in bf16, and profiled there. In 4 runs on the 2-vCPU machine this was written on,
+    # 1 -> 2 cores missed by -21%, -3%, -19%, +9% and f32 -> bf16 by -5%, -4%, -19%, -10%.
+    # 35% leaves room for a noisy shared machine and still fails a model that ignores the
+    # cores (it would predict the one-core time, 1.6-1.9x the measured one).
+    config = {**load_cases()["host"], "program": load_cases()["host"]["program"][:1]}
+    cases = host_cases(config, tmp_path, quick=True, host_spec=measured_host)
+    _check_host_cases(cases, 1)
+    for case in cases:
+        assert abs(case.error) <= 0.35, case
+    # The runs are kept in the working directory.
+    assert (tmp_path / "program0" / "f32-one-core" / "manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_host_suite_median_error(tmp_path):
+    # Every program of validation.toml at full size. The median over the cases was 9.5%
+    # and 17.2% in two runs (README); 30% fails a systematic error, not noise.
+    result = validate("host", workdir=tmp_path)
+    _check_host_cases(result.cases, len(load_cases()["host"]["program"]))
     frame = result.to_dataframe()
     assert list(frame["suite"].unique()) == ["host"]
     assert result.median_abs_error("host") == pytest.approx(frame["error"].abs().median())
-    # The runs are kept in the working directory, with the host's measured spec.
-    assert (tmp_path / "host.toml").is_file() and (tmp_path / "program0").is_dir()
+    assert result.median_abs_error("host") <= 0.30
+    assert (tmp_path / "host.toml").is_file()
 
 
 def test_unknown_suite_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["validate", "--suite", "gpu"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_published_cases_are_well_formed_and_cited():
+    # The published suite compiles full-size models (slow); its inputs are checked here:
+    # every device loads, every SPEC parses with a batch, every reference is a measured
+    # ratio with a source that names where the figures are.
+    from roofline.hardware import load_hardware
+    from roofline.validation import _samples
+
+    cases = load_cases()["published"]["case"]
+    assert len(cases) >= 5
+    for case in cases:
+        load_hardware(case["source_hardware"])
+        load_hardware(case["target_hardware"])
+        assert _samples(case["source_spec"]) > 0
+        assert _samples(case.get("target_spec", case["source_spec"])) > 0
+        assert case["measured"] > 1.0   # each is a newer generation's speedup
+        assert len(case["source"]) > 80 and case["source_hardware"] != case["target_hardware"]
+
+
+def test_quick_validation_skips_the_published_suite_and_says_so():
+    result = validate("published", quick=True)
+    assert result.cases == () and "published" in result.skipped[0]

@@ -280,6 +280,10 @@ _add(CUSTOM_CALLS, ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
                     "SliceToDynamic", "annotate_device_placement", "LayoutConstraint",
                     "AssumeGatherIndicesInBound"),
      Rule("other", no_flops, Traffic.NONE, free=True))
+# TPU: joins the slices an async copy brought into VMEM into one buffer. No arithmetic; the
+# operands are charged as read and the result as written (an upper bound if XLA lays the
+# pieces out contiguously and the join is a view).
+_add(CUSTOM_CALLS, ("ConcatBitcast",), Rule("data movement", no_flops))
 
 
 class Half(enum.Enum):
