@@ -6,7 +6,9 @@ The cases live in ``validation.toml`` beside this module, each with its source. 
   by others (MLPerf training logs, NVIDIA's published throughputs, vendor reference
   guides), against ``roofline predict`` on the zoo model compiled for each device (TPU
   targets) or for the host and placed in the dtype it was written in (GPUs). The measured
-  figure comes from the run, never from the spec numbers the prediction reads.
+  figure comes from the run, never from the spec numbers the prediction reads. A case's
+  ``per`` (``chip``, ``board``) compares throughput per that unit: a compiled program runs
+  on one device (a TPU core), and the unit holds as many of them as its spec's scopes say.
 - ``host``: upgrades that can be measured here. Each program is profiled pinned to one
   core in float32 (the source), on all cores, and on one core in bfloat16. The all-core
   and bfloat16 times are predicted from the source run by transfer (measured efficiency
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     import pandas
 
     from roofline.comparison import Comparison, OpChange
+    from roofline.hardware.records import Hardware
 
 CASES_FILE = Path(__file__).with_name("validation.toml")
 SUITES = ("published", "host", "consistency")
@@ -115,6 +118,18 @@ def _samples(spec: str) -> int:
     return batch
 
 
+def _devices(device: Hardware, per: str | None) -> float:
+    """How many of the program's devices (``device``: the hardware at the scope one
+    compiled program runs on, e.g. a TPU core) make up one ``per`` unit (a chip)."""
+    if per is None:
+        return 1.0
+    scopes = dict(device.scopes)
+    if per not in scopes:
+        raise RooflineError(f"{CASES_FILE}: per = {per!r}: {device.id} has the scopes "
+                            f"{', '.join(scopes)}")
+    return scopes[per] / scopes[device.scope]
+
+
 def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                     progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     """Each case: the throughput ratio of the compared units (a board, a chip, a GPU),
@@ -129,9 +144,10 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                              case["target_hardware"], to_program=target_spec,
                              cache_dir=cache_dir)
         comparison = prediction.comparison
-        source_rate = case.get("source_devices", 1) * _samples(case["source_spec"]) / (
+        per = case.get("per")
+        source_rate = _devices(comparison.before, per) * _samples(case["source_spec"]) / (
             comparison.old_s)
-        target_rate = case.get("target_devices", 1) * _samples(target_spec) / comparison.new_s
+        target_rate = _devices(comparison.after, per) * _samples(target_spec) / comparison.new_s
         predicted = target_rate / source_rate
         results.append(CaseResult("published", case["name"], predicted, case["measured"],
                                   predicted / case["measured"] - 1, len(comparison.ops),
