@@ -414,7 +414,8 @@ class _Analyzer:
         n = self.group_size(instruction)
         if instruction.opcode == "recv":   # what arrives, not the token it is given
             moved = _array_bytes(first_array(instruction.shape))
-        elif instruction.opcode == "ragged-all-to-all" and instruction.operands:
+        elif (instruction.opcode == "ragged-all-to-all" and instruction.operands
+              and instruction.operands[0] in computation.by_name):
             # Operands: input, output buffer, offsets and sizes: only the input is sent.
             moved = computation.by_name[instruction.operands[0]].shape.bytes
         else:
