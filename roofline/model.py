@@ -96,8 +96,8 @@ class Placement:
     bound: Bound
     overlap: Overlap
     roof: ComputeRoof | None
-    wanted: tuple[str, str] = ("fp32", "vector")
-    compute_left_out: bool = False
+    wanted: tuple[str, str]
+    compute_left_out: bool
 
     @property
     def substituted(self) -> bool:

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from roofline.analysis import NOISE, omissions_of, place_measured, place_op
-from roofline.comparison import Comparison, OpChange, op_key, pair_ops
+from roofline.comparison import Comparison, OpChange, op_key, pair_ops, working_ops
 from roofline.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
@@ -61,12 +61,22 @@ class MeasuredEfficiency:
 
     op: OpCost
     measured_s: float
-    overhead_s: float
-    work_s: float
+    placement: Placement             # on the source, bytes charged to ``served_by``
     efficiency: float | None
-    bound: Bound
     served_by: str | None = None     # the nearer level that served main-memory bytes
     clamped: bool = False            # measured below the floor, efficiency capped at 1
+
+    @property
+    def overhead_s(self) -> float:
+        return self.placement.overhead_s
+
+    @property
+    def work_s(self) -> float:
+        return work_seconds(self.placement)
+
+    @property
+    def bound(self) -> Bound:
+        return self.placement.bound
 
     @property
     def floor_s(self) -> float:
@@ -88,8 +98,7 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
         floor = placement.overhead_s + work
         residual = measured - placement.overhead_s
         efficiency = None if residual <= 0 or work <= 0 else min(1.0, work / residual)
-        result.append(MeasuredEfficiency(op, measured, placement.overhead_s, work, efficiency,
-                                         placement.bound, served_by,
+        result.append(MeasuredEfficiency(op, measured, placement, efficiency, served_by,
                                          clamped=measured < floor * (1 - NOISE)))
     too_fast = [m for m in result if m.clamped]
     if too_fast and not clamp:
@@ -168,18 +177,17 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
                                 source_op.bound, p_new.bound, op.intensity))
     return Comparison(source, target, tuple(changes),
                       "transfer: measured times carried at constant efficiency, overhead "
-                      "apart", _transfer_coverage(ops, measured, source, target, overlap,
-                                                  after_ops, after, changes))
+                      "apart", _transfer_coverage(ops, measured, source, target, after_ops,
+                                                  after, changes))
 
 
 def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
-                       source: Hardware, target: Hardware, overlap: Overlap,
-                       after_ops: list[OpCost],
+                       source: Hardware, target: Hardware, after_ops: list[OpCost],
                        after: dict[tuple[str, str], Placement], changes: list[OpChange]
                        ) -> Coverage:
     """Unmeasured ops, capped efficiencies, and what either placement left out."""
     timed = {m.op.name for m in measured}
-    working = [op for op in ops if not op.free and op.kernels]
+    working = working_ops(ops)
     flops = sum(op.flops for op in working)
     old_s = sum(c.old_s for c in changes)
     found = [Omission(Gap.NO_TIME, op.name, "no measured time: not carried to the target",
@@ -188,8 +196,7 @@ def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
     found += [Omission(Gap.CLAMPED, m.op.name, f"measured below the floor on {source.id}: "
                        "efficiency capped at 100%", share(m.op.flops, flops),
                        share(m.measured_s, old_s)) for m in measured if m.clamped]
-    found += omissions_of(((m.op, place_op(m.op, source, overlap, m.served_by), m.measured_s)
-                           for m in measured), source)
+    found += omissions_of(((m.op, m.placement, m.measured_s) for m in measured), source)
     new = {c.name: c.new_s for c in changes}
     found += omissions_of(((op, after[op_key(op)], new.get(op.name, 0.0))
                            for op in after_ops), target)
