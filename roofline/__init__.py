@@ -2,7 +2,8 @@
 
 The public surface is re-exported here; modules whose names start with an underscore
 and anything not listed in ``__all__`` are internal. The question-answering functions
-(``whatif``, ``predict``, ``sensitivity``, ``validate``) load on first use, so
+(``whatif``, ``predict``, ``predict_ops``, ``sensitivity``, ``validate``) and the ops
+table reader (``read_ops_table``) load on first use, so
 ``import roofline`` stays light and does not import JAX.
 """
 
@@ -36,10 +37,12 @@ __all__ = [
     "Overlap", "Placement", "RooflineError", "ScaleError", "SpecError", "UnitError",
     "UnknownHardwareError", "Work", "attainable_flop_per_s", "format_quantity",
     "list_hardware", "load_hardware", "load_spec_file", "parse_quantity", "place",
-    "ridge_point", "ridge_points", "whatif", "predict", "sensitivity", "validate",
+    "ridge_point", "ridge_points", "whatif", "predict", "predict_ops", "read_ops_table",
+    "sensitivity", "validate",
 ]
 
-_LAZY = {"whatif": "roofline.api", "predict": "roofline.api",
+_LAZY = {"whatif": "roofline.api", "predict": "roofline.api", "predict_ops": "roofline.api",
+         "read_ops_table": "roofline.ops_table",
          "sensitivity": "roofline.api", "validate": "roofline.validation"}
 
 

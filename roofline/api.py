@@ -20,8 +20,9 @@ from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
+from roofline.floor import given_floor
 from roofline.model import Overlap
-from roofline.transfer import transfer
+from roofline.transfer import run_floor, transfer
 
 if TYPE_CHECKING:
     import pandas
@@ -99,13 +100,16 @@ def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
 
 def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float], *,
            target: str | None = None, overlap: Overlap | str = Overlap.MAX,
-           clamp: bool = False, hardware_dir: str | Path | None = None,
+           clamp: bool = False, ceilings: str = "achievable",
+           hardware_dir: str | Path | None = None,
            cache_dir: str | Path | None = None) -> Comparison:
     """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
     ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
     ``cache_dir`` reuses programs compiled before (see :func:`program_ops`).
 
-    A measured run is carried to the scaled hardware at constant efficiency, overhead apart.
+    A measured run is carried to the scaled hardware by :mod:`roofline.transfer` at the
+    device's ``ceilings`` (``achievable`` or ``peak``); scaling ``overhead`` scales the
+    run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's peaks.
     """
     if not scale:
         raise RooflineError("name at least one parameter to scale, e.g. "
@@ -114,8 +118,11 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
                           cache_dir=cache_dir)
     after = program.hardware.scaled(dict(scale))
     if program.measured_s is not None:
-        result = transfer(program.ops, program.measured_s, program.hardware, after,
-                          Overlap(overlap), clamp=clamp)
+        before = program.hardware.at_ceilings(ceilings)
+        after = before.scaled(dict(scale))
+        floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))
+        result = transfer(program.ops, program.measured_s, before, after, Overlap(overlap),
+                          clamp=clamp, target_floor=floor.scaled(scale.get("overhead", 1.0)))
     else:
         result = compare_costs(program.ops, program.hardware, after, Overlap(overlap))
     return dataclasses.replace(result, coverage=result.coverage + program.coverage)
@@ -161,9 +168,15 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             target: str | None = None, to_program: str | None = None,
             measured: MeasuredTimes | None = None, max_batch: bool = False,
             overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
+            ceilings: str = "achievable", target_floor: float | None = None,
             hardware_dir: str | Path | None = None,
             cache_dir: str | Path | None = None) -> Prediction:
     """INPUT's time on ``destination`` predicted from ``source``.
+
+    Both devices are placed at their ``ceilings``: ``achievable`` (measured rates cited in
+    the spec files, peaks where none is cited; :meth:`Hardware.at_ceilings`) or ``peak``.
+    ``target_floor`` (seconds) overrides the fixed per-op cost a transfer assumes on the
+    destination (default: the floor fitted from the measured run).
 
     Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
     device that is a compile target (TPU v2..v6e). Transfer mode (a run directory, or a
@@ -189,12 +202,15 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
         if not same and (to_program or dest_target not in ("host", program.target)):
             after = program_ops(after_input, dest, target=dest_target, cache_dir=cache_dir)
             after_ops, dest = after.ops, after.hardware
+    source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     measured_s = program.measured_s
     if measured is not None:
         measured_s = _measured_table(measured)
     if measured_s is not None:
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
-                              target_ops=after_ops, clamp=clamp)
+                              target_ops=after_ops, clamp=clamp,
+                              target_floor=None if target_floor is None
+                              else given_floor(target_floor))
         mode = "transfer"
     else:
         comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
@@ -205,6 +221,29 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     comparison = dataclasses.replace(comparison,
                                      coverage=comparison.coverage + program.coverage)
     return Prediction(str(input), mode, comparison, program.batch, capacity)
+
+
+def predict_ops(table: str | Path | Any, source: HardwareRef, destination: HardwareRef, *,
+                to_dtype: str | None = None, overlap: Overlap | str = Overlap.MAX,
+                clamp: bool = False, ceilings: str = "achievable",
+                target_floor: float | None = None,
+                hardware_dir: str | Path | None = None) -> Prediction:
+    """Per-op times measured on ``source``, given as a table of op kind, shapes, dtype and
+    time (a CSV path, a DataFrame or an :class:`OpsTable`; see :mod:`roofline.ops_table`),
+    carried to ``destination`` by :mod:`roofline.transfer`, with no compile. ``to_dtype``
+    predicts the same ops in another dtype (``bf16``). ``ceilings`` and ``target_floor`` as
+    for :func:`predict`."""
+    from roofline.ops_table import OpsTable, read_ops_table
+
+    ops = table if isinstance(table, OpsTable) else read_ops_table(table)
+    source_hw = _hardware(source, hardware_dir).at_ceilings(ceilings)
+    dest = _hardware(destination, hardware_dir).at_ceilings(ceilings)
+    after_ops = list(ops.with_dtype(to_dtype).ops) if to_dtype else None
+    comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
+                          target_ops=after_ops, clamp=clamp,
+                          target_floor=None if target_floor is None
+                          else given_floor(target_floor))
+    return Prediction(ops.source, "transfer", comparison, None)
 
 
 def _capacity(spec: str, source: Hardware, dest: Hardware

@@ -387,23 +387,42 @@ def _batch_of(spec: str) -> int | None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from roofline.api import predict
+    from roofline.api import predict, predict_ops
 
-    result = predict(args.input, load_hardware(args.source, args.hardware_dir),
-                     load_hardware(args.dest, args.hardware_dir), target=args.target,
-                     to_program=args.to_program, max_batch=args.max_batch,
-                     overlap=args.overlap, clamp=args.clamp_efficiency)
+    if (args.input is None) == (args.ops is None):
+        raise RooflineError("give either INPUT (a SPEC or a run directory) or --ops FILE "
+                            "(a table of measured ops), not both")
+    floor = None if args.target_floor is None else parse_quantity(args.target_floor,
+                                                                  Kind.TIME)
+    source = load_hardware(args.source, args.hardware_dir)
+    dest = load_hardware(args.dest, args.hardware_dir)
+    if args.ops is not None:
+        for flag in ("to_program", "target", "max_batch"):
+            if getattr(args, flag):
+                raise RooflineError(f"--{flag.replace('_', '-')} needs INPUT, not --ops")
+        result = predict_ops(args.ops, source, dest, to_dtype=args.to_dtype,
+                             overlap=args.overlap, clamp=args.clamp_efficiency,
+                             ceilings=args.ceilings, target_floor=floor)
+    else:
+        if args.to_dtype:
+            raise RooflineError("--to-dtype needs --ops; for a SPEC give --to-program with "
+                                "the other dtype")
+        result = predict(args.input, source, dest, target=args.target,
+                         to_program=args.to_program, max_batch=args.max_batch,
+                         overlap=args.overlap, clamp=args.clamp_efficiency,
+                         ceilings=args.ceilings, target_floor=floor)
+    label = args.input or args.ops
     comparison = result.comparison
     classes, changed, ops = report.comparison_rows(comparison, "source", "target")
     mode = f"{result.mode}: {comparison.basis}"
     doc: dict[str, Any] = {
-        "schema": "roofline/prediction/1", "input": args.input, "mode": mode,
+        "schema": "roofline/prediction/1", "input": label, "mode": mode,
         "source": result.source.ref, "target": result.destination.ref,
         "source_s": comparison.old_s, "target_s": comparison.new_s,
         "speedup": result.speedup, "by_class": classes, "changed_class": changed,
         "coverage": report.coverage_document(comparison.coverage), "ops": ops}
     q = format_quantity
-    text = (f"{args.input}: {result.source.label} -> {result.destination.label} ({mode})\n"
+    text = (f"{label}: {result.source.label} -> {result.destination.label} ({mode})\n"
             f"{q(comparison.old_s, Kind.TIME)} -> {q(comparison.new_s, Kind.TIME)}: speedup "
             f"{result.speedup:.3g}x\n\n"
             + report.comparison_tables(classes, changed, "by bound class on the source"))
@@ -751,8 +770,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser(
         "predict", parents=[common, formatted],
         help="predict a program's time on another device, class by class")
-    p.add_argument("input", metavar="INPUT",
+    p.add_argument("input", metavar="INPUT", nargs="?",
                    help="a SPEC (compiled for --target) or a measured run directory (transfer)")
+    p.add_argument("--ops", metavar="FILE",
+                   help="instead of INPUT: a CSV of measured ops (kind, shapes, dtype, time; "
+                        "see the README), carried to --to without compiling")
+    p.add_argument("--to-dtype", metavar="DTYPE",
+                   help="with --ops: predict the same ops in this dtype (bf16, f16, f32)")
+    p.add_argument("--ceilings", choices=("achievable", "peak"), default="achievable",
+                   help="place both devices at the measured rates their spec files cite "
+                        "(peaks where none is cited), or at the datasheet peaks")
+    p.add_argument("--target-floor", metavar="TIME",
+                   help="transfer: the fixed cost per op on the target, e.g. '5 us' "
+                        "(default: the floor fitted from the measured run carries over)")
     p.add_argument("--from", dest="source", required=True, metavar="ID")
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host)")

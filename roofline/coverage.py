@@ -15,7 +15,10 @@ Which gaps leave work out (the total undercounts it) and which only approximate 
   never timed), ``NO_COST`` (a timed op without a cost);
 - approximated: ``SUBSTITUTE_ROOF`` (placed on a fallback roof, e.g. bf16 matmuls on a
   V100's fp32 units), ``AS_WRITTEN`` (a matmul placed in the dtype the program stores, not
-  the one the host compiler computes in), ``CLAMPED`` (a measured efficiency capped at 1).
+  the one the host compiler computes in), ``CLAMPED`` (a measured efficiency capped at 1),
+  ``FASTER_ALGORITHM`` (a convolution measured faster than its direct-algorithm roof,
+  carried at its measured ratio), ``ESTIMATED_BANDWIDTH`` (cache-served bytes on a target
+  level without a published bandwidth, or without that level).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class Gap(enum.Enum):
     SUBSTITUTE_ROOF = "substitute roof"
     AS_WRITTEN = "placed as written"
     CLAMPED = "efficiency capped"
+    FASTER_ALGORITHM = "faster algorithm"
+    ESTIMATED_BANDWIDTH = "estimated bandwidth"
 
     @property
     def leaves_out(self) -> bool:

@@ -276,18 +276,29 @@ def hardware_text(hw: Hardware) -> str:
     def maybe(value: float | None, kind: Kind) -> str:
         return "not published" if value is None else q(value, kind)
 
-    head.append(f"clock {maybe(hw.clock.value, Kind.FREQUENCY)}, "
+    sustained = hw.sustained_clock
+    clock = maybe(hw.clock.value, Kind.FREQUENCY) + (
+        f" (sustained {q(sustained.value, Kind.FREQUENCY)} under load ["
+        + ", ".join(sustained.sources) + "])" if sustained and sustained.value else "")
+    head.append(f"clock {clock}, "
                 f"TDP {maybe(hw.tdp.value, Kind.POWER)}, "
                 f"per-op overhead {q(hw.overhead.value, Kind.TIME)}; "  # type: ignore[arg-type]
                 + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
+    basis = dict(hw.ceiling_basis())
+    achievable = hw.at_ceilings("achievable") if hw.ceilings == "peak" else hw
     compute = format_table(
         [{"unit": r.unit, "dtype": r.dtype, "peak": r.peak_text,
-          "sources": r.sources} for r in hw.compute], title="compute roofs")
+          "achievable": a.peak_text, "achievable from": basis.get(r.label),
+          "sources": r.sources} for r, a in zip(hw.compute, achievable.compute)],
+        title="compute roofs (peak: datasheet; achievable: what predict uses)")
     memory = format_table(
         [{"level": m.name, "capacity": q(m.capacity_bytes, Kind.BYTES),
           "bandwidth": q(m.bytes_per_s, Kind.BANDWIDTH) if m.bytes_per_s else None,
-          "sources": m.sources} for m in hw.memory], title="memory, far to near")
+          "achievable": q(a.bytes_per_s, Kind.BANDWIDTH) if a.bytes_per_s else None,
+          "achievable from": basis.get(m.name),
+          "sources": m.sources} for m, a in zip(hw.memory, achievable.memory)],
+        title="memory, far to near")
     parts = ["\n".join(head), compute, memory]
     if hw.links:
         parts.append(format_table(

@@ -1,34 +1,45 @@
 """Transfer: carry measured per-op times from one device (or program) to another.
 
-An op measured at ``m`` seconds on the source is modelled as its fixed per-op overhead
-plus its work done at an efficiency ``e`` of its roofline:
+Each measured op is modelled in two named parts, each estimated from evidence:
 
-    m = o_src + w_src / e            target:  o_dst + w_dst / e
+    measured  m = F + w_src / e          predicted  F' + w_dst / e
 
-``w`` is the op's roofline time without the overhead term (the slowest of compute, memory
-levels and link under the ``max`` overlap, their sum under ``sum``) and ``o`` is the spec's
-per-op overhead times the op's kernel launches. So a small op keeps its fixed cost and
-moves with each device's overhead, while a large op moves with the roofs: a pure roofline
-ratio would wrongly speed up a 2 us op as much as a 20 ms GEMM. An op whose measured time
-is all overhead (``m <= o_src``) scales by ``o_dst / o_src``.
+- ``F``, the floor: the fixed cost of one op, fitted from the measured run itself
+  (:mod:`roofline.floor`); the spec's per-op overhead when the run shows none. The
+  target's floor ``F'`` is ``F``: the same framework on the same host pays the same fixed
+  cost per op on the other device. A caller who knows better gives ``target_floor``. (A
+  floor from the specs moves with the specs: ``F'`` is then the target's overhead.)
+- ``w``, the work: the op's roofline time without the overhead term (the slowest of
+  compute, memory levels and link under the ``max`` overlap, their sum under ``sum``), at
+  the ceilings of the hardware records given (achievable ones by default in the API, see
+  :meth:`Hardware.at_ceilings`).
+- ``e``, the efficiency ``w_src / (m - F)``, carried unchanged: the part of the time above
+  the floor scales by ``w_dst / w_src``. An op that is all floor (``m <= F``) scales by
+  ``F' / F``. Carried this way, a transfer to the same device returns the measured times.
 
-Efficiency depends on op size, so an op of the target program with no measured counterpart
-(a different compile, e.g. bfloat16 instead of float32) reads its efficiency off a curve
-of the measured ops of its category (of all measured ops when its category was not
-measured): efficiency against log roofline work time, smoothed by a running median of
-three and interpolated linearly, flat beyond the smallest and largest measured op.
-
-An op measured faster than main memory allows was served by a nearer level (a CPU cache
+An op measured faster than main memory allows was served by a nearer level (a cache
 holding its arrays): its bytes are charged to the farthest level whose bandwidth explains
-the measured time, on the source and on the target alike. The model's floor for an op is
-``o + w`` (efficiency 1): a measured time below it, even then, means the spec understates
-the device, and carrying an efficiency above 100% would predict a target time below the
-target's floor, so it is refused unless ``clamp`` caps it (the result then lists the
-capped ops). Times within ``NOISE`` of the floor are taken to be at it.
+the measured time, on the source and on the target alike. A target that has that level
+without a published bandwidth gets one estimated as its main-memory bandwidth times the
+source's ratio of the two (listed as an estimate); a target without the level charges the
+bytes to main memory (listed).
+
+An op measured faster than its work alone allows (``m < w_src``, beyond ``NOISE``) beat
+the roof it was placed on. A convolution that does so ran a faster algorithm than the
+direct one the FLOPs count (Winograd, FFT): it is carried at its measured ratio and listed.
+Any other such op means the spec understates the device: refused, unless ``clamp`` caps
+its efficiency at 1 (the result lists the capped ops).
+
+An op of the target program with no measured counterpart (a different compile, e.g.
+bfloat16 instead of float32) reads its efficiency off a curve of the measured ops of its
+category (of all measured ops when its category was not measured): efficiency against log
+work time, smoothed by a running median of three and interpolated linearly, flat beyond
+the smallest and largest measured op.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping
@@ -38,9 +49,10 @@ from roofline.analysis import NOISE, omissions_of, place_measured, place_op
 from roofline.comparison import Comparison, OpChange, op_key, pair_ops, working_ops
 from roofline.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
+from roofline.floor import Floor, FloorSample, fit_floor, target_floor as carried_floor
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
-from roofline.model import Bound, Overlap, Placement
+from roofline.model import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
 
 
@@ -56,19 +68,17 @@ def work_seconds(placement: Placement) -> float:
 
 @dataclass(frozen=True)
 class MeasuredEfficiency:
-    """One measured op split into overhead and work done at ``efficiency`` of its roofline
-    (None: the measured time is all overhead)."""
+    """One measured op split into its floor and work done at ``efficiency`` of its
+    roofline (None: the measured time is all floor)."""
 
     op: OpCost
     measured_s: float
     placement: Placement             # on the source, bytes charged to ``served_by``
+    floor_s: float                   # the op's fixed cost (the run's floor x launches)
     efficiency: float | None
     served_by: str | None = None     # the nearer level that served main-memory bytes
-    clamped: bool = False            # measured below the floor, efficiency capped at 1
-
-    @property
-    def overhead_s(self) -> float:
-        return self.placement.overhead_s
+    clamped: bool = False            # faster than its work allows, efficiency capped at 1
+    faster_algorithm: bool = False   # a convolution faster than its direct-algorithm roof
 
     @property
     def work_s(self) -> float:
@@ -78,39 +88,54 @@ class MeasuredEfficiency:
     def bound(self) -> Bound:
         return self.placement.bound
 
-    @property
-    def floor_s(self) -> float:
-        """The model's fastest time for the op: overhead plus work at efficiency 1."""
-        return self.overhead_s + self.work_s
+
+def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
+            overlap: Overlap) -> list[tuple[OpCost, float, Placement, str | None]]:
+    placed = []
+    for op in ops:
+        if op.name in measured_s:
+            placement, served_by = place_measured(op, measured_s[op.name], hardware, overlap)
+            placed.append((op, measured_s[op.name], placement, served_by))
+    return placed
+
+
+def run_floor(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
+              overlap: Overlap = Overlap.MAX) -> Floor:
+    """The floor of a measured run on ``hardware`` (:func:`roofline.floor.fit_floor`)."""
+    return fit_floor((FloorSample(op.category, work_seconds(p), m)
+                      for op, m, p, _ in _placed(ops, measured_s, hardware, overlap)
+                      if op.kernels <= 1), hardware)
 
 
 def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
-                 overlap: Overlap = Overlap.MAX, clamp: bool = False
-                 ) -> list[MeasuredEfficiency]:
-    """Each measured op's efficiency against ``hardware``; refuses times below the floor."""
+                 overlap: Overlap = Overlap.MAX, clamp: bool = False,
+                 floor: Floor | None = None) -> list[MeasuredEfficiency]:
+    """Each measured op's floor and efficiency on ``hardware`` (``floor``: fitted from the
+    run when not given); refuses non-convolutions faster than their work alone."""
+    floor = floor or run_floor(ops, measured_s, hardware, overlap)
     result = []
-    for op in ops:
-        if op.name not in measured_s:
-            continue
-        measured = measured_s[op.name]
-        placement, served_by = place_measured(op, measured, hardware, overlap)
+    for op, measured, placement, served_by in _placed(ops, measured_s, hardware, overlap):
         work = work_seconds(placement)
-        floor = placement.overhead_s + work
-        residual = measured - placement.overhead_s
-        efficiency = None if residual <= 0 or work <= 0 else min(1.0, work / residual)
-        result.append(MeasuredEfficiency(op, measured, placement, efficiency, served_by,
-                                         clamped=measured < floor * (1 - NOISE)))
+        fixed = floor.seconds(op.category, op.kernels)
+        residual = measured - fixed
+        too_fast = measured < work * (1 - NOISE)
+        faster = too_fast and op.category == "convolution"
+        efficiency = None if residual <= 0 or work <= 0 else work / residual
+        if too_fast and not faster and efficiency is not None:
+            efficiency = min(efficiency, 1.0)
+        result.append(MeasuredEfficiency(op, measured, placement, fixed, efficiency,
+                                         served_by, clamped=too_fast and not faster,
+                                         faster_algorithm=faster))
     too_fast = [m for m in result if m.clamped]
     if too_fast and not clamp:
         q = format_quantity
-        lines = [f"  {m.op.name}: measured {q(m.measured_s, Kind.TIME)}, floor "
-                 f"{q(m.floor_s, Kind.TIME)} (overhead {q(m.overhead_s, Kind.TIME)} + work "
-                 f"{q(m.work_s, Kind.TIME)}, {m.bound})" for m in too_fast[:5]]
+        lines = [f"  {m.op.name}: measured {q(m.measured_s, Kind.TIME)}, its work alone "
+                 f"takes {q(m.work_s, Kind.TIME)} ({m.bound})" for m in too_fast[:5]]
         more = f"\n  ... and {len(too_fast) - 5} more" if len(too_fast) > 5 else ""
         raise BelowPhysicalBoundError(
-            f"{len(too_fast)} measured ops ran faster than their physical lower bound on "
-            f"{hardware.label} (per-op overhead plus work at 100% efficiency), so the "
-            "prediction would fall below the target's bound:\n" + "\n".join(lines) + more
+            f"{len(too_fast)} measured ops ran faster than their work allows at "
+            f"{hardware.label}'s ceilings ({hardware.ceilings}), so the prediction would "
+            "fall below the target's bound:\n" + "\n".join(lines) + more
             + "\nfix: describe the source device by its measured ceilings (roofline "
             "hardware measure), or cap efficiency at 100% with --clamp-efficiency "
             "(clamp=True)")
@@ -122,7 +147,7 @@ def _curve_efficiency(work_s: float, category: str,
     known = [m for m in measured if m.efficiency is not None and m.work_s > 0]
     same = [m for m in known if m.op.category == category] or known
     if not same:
-        raise RooflineError("no measured op did work beyond its overhead: there is no "
+        raise RooflineError("no measured op did work beyond its floor: there is no "
                             "efficiency to carry to the target")
     same.sort(key=lambda m: m.work_s)
     sizes = [math.log(m.work_s) for m in same]
@@ -138,19 +163,87 @@ def _curve_efficiency(work_s: float, category: str,
     return smooth[-1]  # type: ignore[return-value]
 
 
+def _work_bound(placement: Placement) -> tuple[BoundKind, str]:
+    """The term that dominates an op's work (its overhead apart)."""
+    terms = [(placement.compute_s, (BoundKind.COMPUTE, "")),
+             *((t, (BoundKind.MEMORY, name)) for name, t in placement.memory_s),
+             (placement.link_s, (BoundKind.LINK, ""))]
+    return max(terms, key=lambda item: item[0])[1]
+
+
+def _carried_work(source_op: MeasuredEfficiency, target: Placement, source: Hardware,
+                  after: Hardware) -> float:
+    """The target's work time: the term of the resource that bound the source op at the
+    measured efficiency, the others at the ceilings (or at the measured efficiency where it
+    exceeds 1, so a transfer to the same device returns the measured time). An op whose
+    bound moves to another resource (a memory-bound float32 op that is compute-bound in
+    bfloat16) is not slowed by an efficiency measured on a resource it no longer waits on.
+    Under the ``sum`` overlap every term takes the measured efficiency."""
+    e = source_op.efficiency
+    assert e is not None
+    if target.overlap is Overlap.SUM:
+        return work_seconds(target) / e
+    kind, resource = _work_bound(source_op.placement)
+    on_main = resource == source.main_memory.name
+
+    def efficiency(term_kind: BoundKind, name: str = "") -> float:
+        same = term_kind is kind and (
+            kind is not BoundKind.MEMORY or name == resource
+            or (on_main and name == after.main_memory.name))
+        return e if same else max(e, 1.0)
+    times = [target.compute_s / efficiency(BoundKind.COMPUTE),
+             *(t / efficiency(BoundKind.MEMORY, name) for name, t in target.memory_s),
+             target.link_s / efficiency(BoundKind.LINK)]
+    return max(times)
+
+
+@dataclass(frozen=True)
+class _Served:
+    """How the target serves bytes that a nearer level served on the source."""
+
+    hardware: Hardware
+    level: str | None            # None: the target has no such level (main memory)
+    estimate: str = ""           # how its bandwidth was estimated, when it was
+
+
+def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
+    match = next((m for m in target.memory[1:] if m.name.lower() == level.lower()), None)
+    if match is None:
+        return _Served(target, None)
+    if match.bytes_per_s is not None:
+        return _Served(target, match.name)
+    ratio = source.level(level).bytes_per_s / source.main_memory.bytes_per_s  # type: ignore[operator]
+    estimate = target.main_memory.bytes_per_s * ratio  # type: ignore[operator]
+    memory = tuple(dataclasses.replace(m, bytes_per_s=estimate) if m is match else m
+                   for m in target.memory)
+    q = format_quantity
+    return _Served(dataclasses.replace(target, memory=memory), match.name,
+                   f"{target.id} publishes no {match.name} bandwidth: taken as "
+                   f"{q(estimate, Kind.BANDWIDTH)}, its {target.main_memory.name} bandwidth "
+                   f"x {ratio:.2f} ({source.id}'s {level} / {source.main_memory.name})")
+
+
 def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardware,
              target: Hardware, overlap: Overlap = Overlap.MAX,
-             target_ops: list[OpCost] | None = None, clamp: bool = False) -> Comparison:
+             target_ops: list[OpCost] | None = None, clamp: bool = False,
+             target_floor: Floor | None = None) -> Comparison:
     """Measured times of ``ops`` on ``source`` carried to ``target_ops`` (default: the same
     ops) on ``target``, per the model in this module's docstring."""
-    measured = efficiencies(ops, measured_s, source, overlap, clamp)
+    floor = run_floor(ops, measured_s, source, overlap)
+    measured = efficiencies(ops, measured_s, source, overlap, clamp, floor)
+    if target_floor is None:
+        target_floor = carried_floor(floor, target)
     by_key = {op_key(m.op): m for m in measured}
     # By default the measured ops themselves: an op without a time has nothing to carry.
     after_ops = [m.op for m in measured] if target_ops is None else target_ops
-    after = {op_key(op): place_op(op, target, overlap,
-                                  by_key[op_key(op)].served_by if op_key(op) in by_key
-                                  else None)
-             for op in after_ops}
+    served = {m.served_by: _serving(m.served_by, source, target)
+              for m in measured if m.served_by is not None}
+    after: dict[tuple[str, str], Placement] = {}
+    for op in after_ops:
+        source_op = by_key.get(op_key(op))
+        route = served.get(source_op.served_by) if source_op else None
+        after[op_key(op)] = (place_op(op, route.hardware, overlap, route.level) if route
+                             else place_op(op, target, overlap))
     changes = []
     for first, second in pair_ops([m.op for m in measured], after_ops):
         op = first or second
@@ -162,30 +255,35 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
                                     source_op.bound, None, op.intensity))
             continue
+        fixed = target_floor.seconds(op.category, op.kernels)
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
-            new_s = p_new.overhead_s + work_seconds(p_new) / efficiency
+            new_s = fixed + work_seconds(p_new) / efficiency
             changes.append(OpChange(op.name, op.category, 0.0, new_s, None, p_new.bound,
                                     op.intensity))
             continue
         if source_op.efficiency is None:
-            ratio = p_new.overhead_s / source_op.overhead_s if source_op.overhead_s else 1.0
+            ratio = fixed / source_op.floor_s if source_op.floor_s else 1.0
             new_s = source_op.measured_s * ratio
         else:
-            new_s = p_new.overhead_s + work_seconds(p_new) / source_op.efficiency
+            new_s = fixed + _carried_work(source_op, p_new, source, target)
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
                                 source_op.bound, p_new.bound, op.intensity))
-    return Comparison(source, target, tuple(changes),
-                      "transfer: measured times carried at constant efficiency, overhead "
-                      "apart", _transfer_coverage(ops, measured, source, target, after_ops,
-                                                  after, changes))
+    method = ("per-op floor + work at the measured efficiency; floor "
+              + floor.detail + ("" if target_floor is floor else
+                                f"; target floor {target_floor.detail}")
+              + f"; ceilings {source.ceilings_summary()}, {target.ceilings_summary()}")
+    return Comparison(source, target, tuple(changes), method,
+                      _transfer_coverage(ops, measured, source, target, after_ops, after,
+                                         changes, served))
 
 
 def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
                        source: Hardware, target: Hardware, after_ops: list[OpCost],
-                       after: dict[tuple[str, str], Placement], changes: list[OpChange]
-                       ) -> Coverage:
-    """Unmeasured ops, capped efficiencies, and what either placement left out."""
+                       after: dict[tuple[str, str], Placement], changes: list[OpChange],
+                       served: dict[str, _Served]) -> Coverage:
+    """Unmeasured ops, capped efficiencies, faster algorithms, estimated levels, and what
+    either placement left out."""
     timed = {m.op.name for m in measured}
     working = working_ops(ops)
     flops = sum(op.flops for op in working)
@@ -193,9 +291,25 @@ def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
     found = [Omission(Gap.NO_TIME, op.name, "no measured time: not carried to the target",
                       share(op.flops, flops), 0.0)
              for op in working if op.name not in timed]
-    found += [Omission(Gap.CLAMPED, m.op.name, f"measured below the floor on {source.id}: "
-                       "efficiency capped at 100%", share(m.op.flops, flops),
-                       share(m.measured_s, old_s)) for m in measured if m.clamped]
+    for m in measured:
+        shares = share(m.op.flops, flops), share(m.measured_s, old_s)
+        if m.clamped:
+            found.append(Omission(Gap.CLAMPED, m.op.name, f"measured faster than its work "
+                                  f"allows on {source.id}: efficiency capped at 100%",
+                                  *shares))
+        if m.faster_algorithm:
+            found.append(Omission(Gap.FASTER_ALGORITHM, m.op.name, "ran faster than the "
+                                  f"direct-convolution roof on {source.id} (Winograd or "
+                                  "FFT): carried at its measured ratio", *shares))
+        route = served.get(m.served_by) if m.served_by else None
+        if route is not None and route.estimate:
+            found.append(Omission(Gap.ESTIMATED_BANDWIDTH, m.op.name, route.estimate,
+                                  *shares))
+        elif route is not None and route.level is None:
+            found.append(Omission(Gap.ESTIMATED_BANDWIDTH, m.op.name,
+                                  f"served by {m.served_by} on {source.id}; {target.id} "
+                                  f"has no {m.served_by}: charged to its "
+                                  f"{target.main_memory.name}", *shares))
     found += omissions_of(((m.op, m.placement, m.measured_s) for m in measured), source)
     new = {c.name: c.new_s for c in changes}
     found += omissions_of(((op, after[op_key(op)], new.get(op.name, 0.0))

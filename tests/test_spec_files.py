@@ -77,6 +77,8 @@ def test_scaled_rejects_bad_factors(testchip_path, factors, message):
 
 
 # A table of realistic mistakes: (edit of the valid testchip.toml, key named, message).
+_FP32 = 'peak = "2 TFLOP/s"\nscope = "core"\nsource = "sheet"'
+
 MALFORMED = [
     ("typo in a key", ('bandwidth = "250 GB/s"', 'bandwith = "250 GB/s"'),
      "memory[0].bandwith", "unknown key 'bandwith'; did you mean 'bandwidth'?"),
@@ -143,6 +145,14 @@ MALFORMED = [
      "overhead.per_op", "write a number and a unit"),
     ("time where power belongs", ('tdp = "100 W"', 'tdp = "100 ms"'),
      "power.tdp", "is a time, but a power belongs here"),
+    ("achieved above the peak", (_FP32, _FP32 + '\nachieved = "3 TFLOP/s"\nachieved_source = "sheet"'),
+     "compute[1].achieved", "exceeds the peak beside it"),
+    ("achieved without its source", (_FP32, _FP32 + '\nachieved = "1.5 TFLOP/s"'),
+     "compute[1].achieved_source", "a measured figure needs its own source"),
+    ("achieved in the wrong unit", (_FP32, _FP32 + '\nachieved = "1.5 GB/s"\nachieved_source = "sheet"'),
+     "compute[1].achieved", "is a bandwidth, but a compute rate belongs here"),
+    ("sustained clock above boost", ('base = "800 MHz"', 'base = "800 MHz"\nsustained = "2 GHz"\nsustained_source = "sheet"'),
+     "clock.sustained", "exceeds the peak beside it"),
 ]
 
 
@@ -200,3 +210,55 @@ def test_user_directory_overrides_and_extends(tmp_path, testchip_path, monkeypat
 
 def test_path_reference_loads_file(testchip_path):
     assert load_hardware(str(testchip_path)).id == "testchip"
+
+
+def test_achievable_ceilings_replace_peaks_where_cited(tmp_path, testchip_path):
+    # The vector fp32 roof gets a measured 1.5 TFLOP/s per core; HBM a measured 200 GB/s per
+    # core; the clock sustains 600 of its 1000 MHz boost under load.
+    text = testchip_path.read_text()
+    text = text.replace(_FP32, _FP32 + '\nachieved = "1.5 TFLOP/s"\nachieved_source = "sheet"')
+    text = text.replace('bandwidth = "250 GB/s"', 'bandwidth = "250 GB/s"\n'
+                        'achieved = "200 GB/s"\nachieved_source = "sheet"')
+    text = text.replace('base = "800 MHz"', 'base = "800 MHz"\nsustained = "600 MHz"\n'
+                        'sustained_source = "sheet"')
+    path = tmp_path / "testchip.toml"
+    path.write_text(text)
+    peak = load_spec_file(path, scope="core")
+    achievable = peak.at_ceilings("achievable")
+    # Cited figures as they are; the uncited bf16 matrix roof at 20 x 600 / 1000 = 12
+    # TFLOP/s; the VMEM bandwidth (nothing cited, a bandwidth is not clocked) unchanged.
+    assert achievable.roof("fp32", "vector").flop_per_s == pytest.approx(1.5e12)
+    assert achievable.roof("bf16", "matrix").flop_per_s == pytest.approx(12e12)
+    assert achievable.main_memory.bytes_per_s == pytest.approx(200e9)
+    assert achievable.level("VMEM").bytes_per_s == peak.level("VMEM").bytes_per_s
+    assert peak.roof("fp32", "vector").flop_per_s == pytest.approx(2e12)
+    # Achieved figures scale with the scope like the peaks: a board is 8 cores.
+    board = load_spec_file(path).at_ceilings("achievable")
+    assert board.roof("fp32", "vector").flop_per_s == pytest.approx(8 * 1.5e12)
+    # A what-if on bandwidth scales the measured figure too: 1.5 x 200 GB/s.
+    assert peak.scaled({"memory_bandwidth": 1.5}).at_ceilings("achievable") \
+        .main_memory.bytes_per_s == pytest.approx(300e9)
+    assert dict(peak.ceiling_basis())["bf16 matrix"].startswith("peak x sustained/boost")
+    assert "achievable ceilings" in achievable.ceilings_summary()
+    with pytest.raises(UnknownHardwareError, match="unknown ceilings"):
+        peak.at_ceilings("typical")
+
+
+def test_every_gpu_spec_cites_its_achievable_ceilings_or_says_none_is_found():
+    # The GPU library's measured figures (hardware_specs/*.toml): each a cited measurement,
+    # below its peak. TITAN X (Pascal) has none published that we could find.
+    from roofline.hardware import list_hardware
+
+    without = []
+    for entry in list_hardware():
+        hw = entry.hardware
+        assert hw is not None, entry.error
+        if hw.kind != "gpu":
+            continue
+        achieved = [r.achieved for r in hw.compute if r.achieved] + \
+            [m.achieved for m in hw.memory if m.achieved]
+        if not achieved:
+            without.append(hw.id)
+        for figure in achieved:
+            assert figure.sources and all(k in dict(hw.sources) for k in figure.sources)
+    assert without == ["titan-x-pascal"]

@@ -22,14 +22,29 @@ KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
 
 
 @dataclass(frozen=True)
+class Scalar:
+    """A single sourced number (clock in Hz, TDP in W, overhead in s); ``value`` is None
+    where no source publishes it, and ``note`` then says so."""
+
+    value: float | None
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+CEILINGS: tuple[str, ...] = ("achievable", "peak")
+
+
+@dataclass(frozen=True)
 class ComputeRoof:
-    """Peak rate of one execution unit for one dtype (dense; an FMA is 2 FLOPs)."""
+    """Peak rate of one execution unit for one dtype (dense; an FMA is 2 FLOPs), and the
+    rate kernels were measured to reach (``achieved``, from a cited microbenchmark)."""
 
     unit: str
     dtype: str
     flop_per_s: float
     sources: tuple[str, ...]
     note: str = ""
+    achieved: Scalar | None = None
 
     @property
     def label(self) -> str:
@@ -51,6 +66,7 @@ class MemoryLevel:
     bytes_per_s: float | None
     sources: tuple[str, ...]
     note: str = ""
+    achieved: Scalar | None = None   # a measured copy/stream bandwidth
 
 
 @dataclass(frozen=True)
@@ -65,14 +81,10 @@ class Link:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Scalar:
-    """A single sourced number (clock in Hz, TDP in W, overhead in s); ``value`` is None
-    where no source publishes it, and ``note`` then says so."""
-
-    value: float | None
-    sources: tuple[str, ...]
-    note: str = ""
+def _times(scalar: Scalar | None, factor: float) -> Scalar | None:
+    if scalar is None or scalar.value is None:
+        return scalar
+    return dataclasses.replace(scalar, value=scalar.value * factor)
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,8 @@ class Hardware:
     notes: str = ""
     path: str | None = None
     modifications: tuple[tuple[str, float], ...] = ()
+    sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
+    ceilings: str = "peak"                  # what the rates are: "peak" or "achievable"
 
     # --- naming -------------------------------------------------------------------
     @property
@@ -168,13 +182,16 @@ class Hardware:
             self,
             scope=scope,
             compute=tuple(
-                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor) for r in self.compute
+                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor,
+                                    achieved=_times(r.achieved, factor))
+                for r in self.compute
             ),
             memory=tuple(
                 dataclasses.replace(
                     m,
                     capacity_bytes=m.capacity_bytes * factor,
                     bytes_per_s=None if m.bytes_per_s is None else m.bytes_per_s * factor,
+                    achieved=_times(m.achieved, factor),
                 )
                 for m in self.memory
             ),
@@ -188,6 +205,78 @@ class Hardware:
                 self.tdp, value=None if self.tdp.value is None else self.tdp.value * factor),
             counts=tuple((name, n * factor) for name, n in self.counts),
         )
+
+    # --- ceilings -----------------------------------------------------------------
+    @property
+    def clock_ratio(self) -> float | None:
+        """Sustained over boost clock, where the spec cites a sustained clock."""
+        if (self.sustained_clock is None or self.sustained_clock.value is None
+                or self.clock.value is None):
+            return None
+        return min(1.0, self.sustained_clock.value / self.clock.value)
+
+    def at_ceilings(self, ceilings: str) -> Hardware:
+        """The device at its datasheet ``"peak"`` rates or its ``"achievable"`` ones.
+
+        Achievable: each roof and bandwidth at its measured figure (``achieved``) where the
+        spec cites one; a compute roof without one at its peak times the sustained over the
+        boost clock where a sustained clock is cited; the peak otherwise
+        (:meth:`ceiling_basis` says which). A measured spec's peaks are achieved rates.
+        """
+        if ceilings not in CEILINGS:
+            raise UnknownHardwareError(f"unknown ceilings {ceilings!r}: choose "
+                                       f"{' or '.join(CEILINGS)}")
+        if ceilings == self.ceilings:
+            return self
+        if self.ceilings == "achievable":
+            raise UnknownHardwareError(f"{self.ref} is already at its achievable ceilings; "
+                                       "load the spec again for its peaks")
+        ratio = self.clock_ratio or 1.0
+        compute = tuple(dataclasses.replace(
+            r, flop_per_s=r.achieved.value if r.achieved and r.achieved.value
+            else r.flop_per_s * ratio) for r in self.compute)
+        memory = tuple(dataclasses.replace(
+            m, bytes_per_s=m.achieved.value if m.achieved and m.achieved.value
+            else m.bytes_per_s) for m in self.memory)
+        return dataclasses.replace(self, compute=compute, memory=memory,
+                                   ceilings="achievable")
+
+    def ceiling_basis(self) -> list[tuple[str, str]]:
+        """(roof or level, where its achievable ceiling comes from), in spec order."""
+        if self.measured:
+            return [(r.label, "measured on this host") for r in self.compute]
+        ratio = self.clock_ratio
+        basis = []
+        for roof in self.compute:
+            if roof.achieved is not None:
+                how = "achieved [" + ", ".join(roof.achieved.sources) + "]"
+            elif ratio is not None:
+                how = (f"peak x sustained/boost clock {ratio:.2f} ["
+                       + ", ".join(self.sustained_clock.sources) + "]")  # type: ignore[union-attr]
+            else:
+                how = "peak (no achieved figure)"
+            basis.append((roof.label, how))
+        for level in self.memory:
+            if level.achieved is not None:
+                basis.append((level.name, "achieved [" + ", ".join(level.achieved.sources)
+                               + "]"))
+            elif level.bytes_per_s is not None:
+                basis.append((level.name, "peak (no achieved figure)"))
+        return basis
+
+    def ceilings_summary(self) -> str:
+        """One line for a result's method: what its rates are."""
+        if self.ceilings == "peak":
+            return f"{self.id}: datasheet peaks"
+        if self.measured:
+            return f"{self.id}: measured ceilings"
+        near = {level.name for level in self.memory[1:]}
+        peaks = [name for name, how in self.ceiling_basis()
+                 if how.startswith("peak (") and name not in near]
+        text = f"{self.id}: achievable ceilings"
+        if peaks:
+            text += " (peak where none is cited: " + ", ".join(peaks) + ")"
+        return text
 
     def scalable_parameters(self) -> tuple[str, ...]:
         """Every name :meth:`scaled` accepts for this device."""
@@ -237,18 +326,22 @@ class Hardware:
         if head == "flops":
             parts = rest.split(".") if rest else []
             changes["compute"] = tuple(
-                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor)
+                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor,
+                                    achieved=_times(r.achieved, factor))
                 if all(p in (r.unit, r.dtype) for p in parts) else r
                 for r in self.compute
             )
         elif head in ("memory_bandwidth", "memory_capacity", "bandwidth", "capacity"):
             target = self.main_memory.name if head.startswith("memory_") else rest
             field = "bytes_per_s" if "bandwidth" in head else "capacity_bytes"
-            changes["memory"] = tuple(
-                dataclasses.replace(m, **{field: getattr(m, field) * factor})
-                if m.name.lower() == target.lower() else m
-                for m in self.memory
-            )
+            changed: dict[str, object] = {}
+            for m in self.memory:
+                if m.name.lower() == target.lower():
+                    changed[m.name] = dataclasses.replace(
+                        m, **{field: getattr(m, field) * factor},
+                        **({"achieved": _times(m.achieved, factor)}
+                           if field == "bytes_per_s" else {}))
+            changes["memory"] = tuple(changed.get(m.name, m) for m in self.memory)
         elif head == "link_bandwidth":
             changes["links"] = tuple(
                 dataclasses.replace(link, bytes_per_s=link.bytes_per_s * factor)

@@ -160,6 +160,34 @@ def _with_variant(reader: _Reader, key: str, table: Mapping[str, Any], fields: s
     return base
 
 
+_ACHIEVED = {"achieved", "achieved_source", "achieved_note"}
+
+
+def _achieved(reader: _Reader, key: str, entry: Mapping[str, Any], kind: Kind, factor: float,
+              peak: float | None, field: str = "achieved") -> Scalar | None:
+    """A measured ceiling beside a peak (``achieved = "97 TFLOP/s"``), with its own
+    source: a published microbenchmark, not the datasheet."""
+    if field not in entry:
+        for extra in (f"{field}_source", f"{field}_note"):
+            if extra in entry:
+                raise reader.error(f"{key}.{extra}", f"{extra!r} without {field!r}")
+        return None
+    value = reader.quantity(f"{key}.{field}", entry[field], kind) * factor
+    if f"{field}_source" not in entry:
+        raise reader.error(f"{key}.{field}_source", f"missing required key "
+                           f"'{field}_source': a measured figure needs its own source (a "
+                           "key of [sources])")
+    sources = reader.source_keys(f"{key}.{field}_source",
+                                 {"source": entry[f"{field}_source"]})
+    if peak is not None and value > peak * (1 + 1e-9):
+        raise reader.error(f"{key}.{field}", f"{entry[field]!r} exceeds the peak beside it; "
+                           "a measured ceiling cannot beat the peak: check the unit, the "
+                           "scope and the peak")
+    note = reader.string(f"{key}.{field}_note", entry[f"{field}_note"]) \
+        if f"{field}_note" in entry else ""
+    return Scalar(value, sources, note)
+
+
 def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
              ) -> tuple[ComputeRoof, ...]:
     entries = doc["compute"]
@@ -170,7 +198,7 @@ def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
     for i, raw in enumerate(entries):
         key = f"compute[{i}]"
         entry = reader.table(key, raw)
-        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"},
+        reader.check_keys(entry, key, fields | _COMMON | _ACHIEVED | {"alternatives"},
                           ("unit", "dtype", "peak"))
         entry = _with_variant(reader, key, entry, {"peak"}, variant)
         unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
@@ -178,10 +206,12 @@ def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
         if any(r.unit == unit and r.dtype == dtype for r in roofs):
             raise reader.error(key, f"a second {dtype} {unit} roof; each unit and dtype "
                                "pair appears once (keep other figures as alternatives)")
-        peak = reader.quantity(f"{key}.peak", entry["peak"], Kind.FLOP_RATE)
+        factor = reader.scope_factor(key, entry)
+        peak = reader.quantity(f"{key}.peak", entry["peak"], Kind.FLOP_RATE) * factor
         roofs.append(ComputeRoof(
-            unit=unit, dtype=dtype, flop_per_s=peak * reader.scope_factor(key, entry),
+            unit=unit, dtype=dtype, flop_per_s=peak,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
+            achieved=_achieved(reader, key, entry, Kind.FLOP_RATE, factor, peak),
         ))
     return tuple(roofs)
 
@@ -197,7 +227,8 @@ def _memory(reader: _Reader, doc: Mapping[str, Any], variant: str | None
         key = f"memory[{i}]"
         entry = reader.table(key, raw)
         required = ("name", "capacity", "bandwidth") if i == 0 else ("name", "capacity")
-        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"}, required)
+        reader.check_keys(entry, key, fields | _COMMON | _ACHIEVED | {"alternatives"},
+                          required)
         entry = _with_variant(reader, key, entry, {"capacity", "bandwidth"}, variant)
         name = reader.string(f"{key}.name", entry["name"])
         if any(m.name.lower() == name.lower() for m in levels):
@@ -213,6 +244,7 @@ def _memory(reader: _Reader, doc: Mapping[str, Any], variant: str | None
         levels.append(MemoryLevel(
             name=name, capacity_bytes=capacity, bytes_per_s=bandwidth,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
+            achieved=_achieved(reader, key, entry, Kind.BANDWIDTH, factor, bandwidth),
         ))
     return tuple(levels)
 
@@ -268,6 +300,7 @@ def _links(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> tupl
 
 
 _SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"}, "overhead": {"per_op"}}
+_SUSTAINED = {"sustained", "sustained_source", "sustained_note"}
 
 
 def _scalar(reader: _Reader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
@@ -371,13 +404,18 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
     for table_key, fields in _SCALAR_FIELDS.items():
         if table_key in doc:
             reader.check_keys(reader.table(table_key, doc[table_key]), table_key,
-                              fields | {"alternatives"} | _COMMON)
+                              fields | {"alternatives"} | _COMMON
+                              | (_SUSTAINED if table_key == "clock" else set()))
     clock = _scalar(reader, doc, "clock", "boost", Kind.FREQUENCY, variant, extensive=False)
     base_clock = _scalar(reader, doc, "clock", "base", Kind.FREQUENCY, variant,
                          extensive=False, optional=True)
     if (base_clock is not None and clock is not None and clock.value is not None
             and base_clock.value > clock.value):  # type: ignore[operator]
         raise reader.error("clock.base", "the base clock cannot exceed the boost clock")
+    sustained = None
+    if "clock" in doc:
+        sustained = _achieved(reader, "clock", doc["clock"], Kind.FREQUENCY, 1.0,
+                              clock.value if clock is not None else None, "sustained")
     counts, counts_sources = _counts(reader, doc)
     hardware = Hardware(
         id=hw_id,
@@ -403,6 +441,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         measured=measured,
         notes=reader.string("notes", doc["notes"]) if "notes" in doc else "",
         path=str(path) if path is not None else None,
+        sustained_clock=sustained,
     )
     return hardware.at_scope(scope) if scope is not None else hardware
 

@@ -1,0 +1,115 @@
+"""The floor: the fixed cost of one op, however little work it does.
+
+When a framework runs ops one at a time, each pays a fixed cost on top of its work: the
+dispatch on the host, the kernel launch, the thunk of XLA:CPU. That cost is a property of
+the framework and the host more than of the device, and it is tens of microseconds for an
+op timed from Python, far above a spec's launch overhead. So it is measured, not read from
+the spec: :func:`fit_floor` fits it from the run itself.
+
+Per category, a robust line (Theil-Sen, :func:`scipy.stats.theilslopes`) through measured
+time against roofline work time, over the category's smaller half of ops (at least
+``MIN_FIT``); its intercept is the category's floor, clipped to [0, the fastest op]. The
+intercept is trusted only where the run has ops on the floor (their work is below the
+fitted floor, for at least ``ON_FLOOR`` ops); otherwise it would be an
+extrapolation, and the category takes
+the floor fitted over all the run's ops the same way. A run with fewer than ``MIN_FIT``
+ops, or none on its floor, falls back to the spec's per-op overhead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from roofline.hardware.records import Hardware
+from roofline.units import Kind, format_quantity
+
+MIN_FIT = 4
+ON_FLOOR = 2      # ops whose work is below the fitted floor, for it not to be extrapolated
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Seconds of fixed cost per op (per kernel launch), by op category.
+
+    ``basis`` is ``fitted`` (from measured ops), ``spec`` (the spec's per-op overhead) or
+    ``given`` (by the caller); ``detail`` says how, for a result's method line.
+    """
+
+    default_s: float
+    basis: str
+    detail: str
+    by_category: tuple[tuple[str, float], ...] = ()
+
+    def seconds(self, category: str, launches: int = 1) -> float:
+        return dict(self.by_category).get(category, self.default_s) * max(launches, 1)
+
+    def scaled(self, factor: float, why: str = "") -> Floor:
+        """Every category's floor times ``factor`` (``why``: for the detail line)."""
+        if factor == 1:
+            return self
+        return Floor(self.default_s * factor, self.basis,
+                     f"{self.detail}, x{factor:.3g}" + (f" ({why})" if why else ""),
+                     tuple((c, s * factor) for c, s in self.by_category))
+
+
+@dataclass(frozen=True)
+class FloorSample:
+    """One measured single-kernel op: its category, roofline work and measured seconds."""
+
+    category: str
+    work_s: float
+    measured_s: float
+
+
+def target_floor(floor: Floor, target: Hardware) -> Floor:
+    """The floor ``target`` is taken to pay: a fitted one carries over (the same
+    framework on the same host pays the same fixed cost per op); a floor from the specs is
+    the target's own spec overhead."""
+    return spec_floor(target) if floor.basis == "spec" else floor
+
+
+def spec_floor(hardware: Hardware) -> Floor:
+    overhead = hardware.overhead.value or 0.0
+    return Floor(overhead, "spec", f"{hardware.id}'s per-op overhead "
+                 f"{format_quantity(overhead, Kind.TIME)} (spec)")
+
+
+def given_floor(seconds: float) -> Floor:
+    if not seconds >= 0:
+        raise ValueError(f"a floor cannot be negative: {seconds}")
+    return Floor(seconds, "given", f"{format_quantity(seconds, Kind.TIME)} per op (given)")
+
+
+def _intercept(samples: list[FloorSample]) -> float | None:
+    """The robust floor of these samples, or None if they show no floor."""
+    from scipy.stats import theilslopes
+
+    if len(samples) < MIN_FIT:
+        return None
+    ordered = sorted(samples, key=lambda s: s.work_s)
+    small = ordered[:max(MIN_FIT, len(ordered) // 2)]
+    fit = theilslopes([s.measured_s for s in small], [s.work_s for s in small])
+    floor = min(max(float(fit.intercept), 0.0), min(s.measured_s for s in small))
+    on_floor = sum(1 for s in small if s.work_s <= floor)
+    return floor if floor > 0 and on_floor >= ON_FLOOR else None
+
+
+def fit_floor(samples: Iterable[FloorSample], fallback: Hardware) -> Floor:
+    """The floor of a measured run (module docstring); ``fallback``'s spec overhead where
+    the run shows none."""
+    samples = list(samples)
+    overall = _intercept(samples)
+    if overall is None:
+        return spec_floor(fallback)
+    groups: dict[str, list[FloorSample]] = defaultdict(list)
+    for sample in samples:
+        groups[sample.category].append(sample)
+    fitted = {category: value for category, items in sorted(groups.items())
+              if (value := _intercept(items)) is not None}
+    q = format_quantity
+    parts = [f"{category} {q(value, Kind.TIME)}" for category, value in fitted.items()]
+    detail = (f"fitted from {len(samples)} measured ops (Theil-Sen over the smaller half): "
+              + ", ".join(parts + [f"other {q(overall, Kind.TIME)}"]))
+    return Floor(overall, "fitted", detail, tuple(fitted.items()))

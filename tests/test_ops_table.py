@@ -1,0 +1,138 @@
+"""Ops given as a table (kind, shapes, dtype, time): costed by the HLO rule registry without
+compiling, and carried to another device by `roofline predict --ops` (hand arithmetic)."""
+
+import json
+from pathlib import Path
+
+import pandas
+import pytest
+
+from roofline.api import predict_ops
+from roofline.cli import main
+from roofline.ops_table import OpsTableError, read_ops_table
+
+SPECS = Path(__file__).parent / "data" / "specs"
+HOST_RUN = Path(__file__).parent / "data" / "ops" / "host_one_core_f32.csv"
+
+
+def _table(*rows: str, header: str = "name,kind,shapes,dtype,time") -> pandas.DataFrame:
+    from io import StringIO
+
+    return pandas.read_csv(StringIO("\n".join([header, *rows])), dtype=str,
+                           keep_default_na=False)
+
+
+def test_every_kind_is_costed_by_the_registry_conventions():
+    table = read_ops_table(_table(
+        "mm,matmul,512x1024;1024x256,f32,1 ms",
+        "bmm,bmm,8x64x32;8x32x16,bf16,20 us",
+        "lin,linear,4x128x64;256x64,float32,30 us",
+        "conv,conv2d,8x3x32x32;16x3x3x3,f32,100 us",
+        "add,add,1024x1024;1024,f32,200 us",
+        "gelu,gelu,1024x1024,f32,150 us",
+        "sm,softmax,128x1000,f32,50 us",
+        "sum,sum,128x1000,f32,20 us",
+    ).assign(padding=["", "", "", "0", "", "", "", ""]))
+    ops = {op.name: op for op in table.ops}
+    # matmul: 2 M K N = 2 x 512 x 1024 x 256; reads (512x1024 + 1024x256) x 4 B, writes
+    # 512 x 256 x 4 B.
+    assert ops["mm"].flops == 2 * 512 * 1024 * 256
+    assert ops["mm"].bytes_read == (512 * 1024 + 1024 * 256) * 4
+    assert ops["mm"].bytes_written == 512 * 256 * 4
+    # bmm: 8 batches of 2 x 64 x 32 x 16, in bf16 (2 B) on the matrix unit.
+    assert ops["bmm"].flops == 8 * 2 * 64 * 32 * 16
+    assert (ops["bmm"].dtype, ops["bmm"].unit) == ("bf16", "matrix")
+    # linear: X [4, 128, 64] folds to 512 rows against W [256, 64]: 2 x 512 x 64 x 256.
+    assert ops["lin"].flops == 2 * 512 * 64 * 256
+    # conv2d: 3x3 over 32x32 without padding gives 30x30; 2 x N x K x 900 x C R S.
+    assert ops["conv"].flops == 2 * 8 * 16 * 30 * 30 * 3 * 3 * 3
+    assert ops["conv"].category == "convolution"
+    # add with a broadcast row: one FLOP per output element; both inputs read once.
+    assert ops["add"].flops == 1024 * 1024
+    assert ops["add"].bytes_read == (1024 * 1024 + 1024) * 4
+    # gelu (tanh form): 8 multiplies or adds per element and one tanh.
+    assert ops["gelu"].flops == 8 * 1024 * 1024
+    assert ops["gelu"].transcendentals == 1024 * 1024
+    # softmax over 1000: max (999 per row), subtract, exp, sum (999), divide per row of
+    # 128: 128 x (999 + 1000 + 999 + 1000) FLOPs and 128 x 1000 exponentials.
+    assert ops["sm"].flops == 128 * (999 + 1000 + 999 + 1000)
+    assert ops["sm"].transcendentals == 128 * 1000
+    assert ops["sum"].flops == 128 * 999
+    assert all(not op.unknown for op in table.ops)
+    assert table.measured_s["mm"] == pytest.approx(1e-3)
+    # The same ops in bfloat16: half the bytes.
+    assert table.with_dtype("bf16").ops[0].bytes_read == ops["mm"].bytes_read / 2
+
+
+@pytest.mark.parametrize("row, header, column, message", [
+    ("a,matmull,4x4;4x4,f32,1 us", None, "kind", "unknown op kind 'matmull'"),
+    ("a,matmul,4x4;5x4,f32,1 us", None, "shapes", "must equal B's second to last"),
+    ("a,matmul,4x4;4x4,float8,1 us", None, "dtype", "unknown dtype 'float8'"),
+    ("a,matmul,4x4;4x4,f32,1", None, "time", "write a number and a unit"),
+    ("a,matmul,4x4;4x4,f32,-3", "name,kind,shapes,dtype,time_us", "time_us",
+     "a time must be positive"),
+    ("a,conv2d,1x3x8x8;4x2x3x3,f32,1 us", None, "shapes", "do not match the weight"),
+    ("a,add,4x4;3x4,f32,1 us", None, "shapes", "do not broadcast"),
+])
+def test_bad_rows_name_the_row_and_column(row, header, column, message):
+    with pytest.raises(OpsTableError, match=f"row 1, column '{column}': .*{message}"):
+        read_ops_table(_table(row, header=header or "name,kind,shapes,dtype,time"))
+
+
+def test_a_table_without_a_time_column_is_refused():
+    with pytest.raises(OpsTableError, match="missing one time column"):
+        read_ops_table(_table("a,matmul,4x4;4x4,f32", header="name,kind,shapes,dtype"))
+
+
+def test_a_measured_host_run_is_costed_op_by_op():
+    # tests/data/ops: 55 single ops timed on one core of this project's CI-class host by
+    # benchmarks/transfer_accuracy.py (see SOURCES there).
+    table = read_ops_table(HOST_RUN)
+    assert len(table.ops) == 55 and all(not op.unknown for op in table.ops)
+    assert {op.category for op in table.ops} == {
+        "matmul", "convolution", "elementwise", "reduction"}
+
+
+# testchip: a core is 20 TFLOP/s bf16 matrix, 250 GB/s HBM, 2 us per op; a chip is 2 cores.
+# gemm: 2 x 2048^3 = 17.18 GFLOP = 0.859 ms of compute on a core; measured 2 us + 0.859 /
+# 0.5 ms = 1.720 ms (efficiency 0.5). Two ops show no floor of their own: the spec's 2 us.
+GEMM_S = 2e-6 + 2 * 2048**3 / 20e12 / 0.5
+CSV = f"name,kind,shapes,dtype,time_s\ngemm,matmul,2048x2048;2048x2048,bf16,{GEMM_S!r}\n" \
+      "tiny,add,8;8,bf16,3e-6\n"
+
+
+def test_predict_ops_in_python_and_at_the_cli(tmp_path, capsys):
+    path = tmp_path / "ops.csv"
+    path.write_text(CSV)
+    result = predict_ops(path, "testchip:core", "testchip:chip", ceilings="peak",
+                         hardware_dir=SPECS)
+    new = {op.name: op.new_s for op in result.comparison.ops}
+    # On a chip: 2 us + 0.4295 ms / 0.5 = 0.861 ms. tiny: the 1 us above the spec's floor
+    # counts as work (a run this small shows no floor of its own) and halves: 2.5 us.
+    assert new["gemm"] == pytest.approx(2e-6 + 2 * 2048**3 / 40e12 / 0.5)
+    assert new["tiny"] == pytest.approx(2.5e-6)
+    code = main(["predict", "--ops", str(path), "--from", "testchip:core", "--to",
+                 "testchip:chip", "--hardware-dir", str(SPECS), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert doc["target_s"] == pytest.approx(new["gemm"] + new["tiny"])
+    assert "floor testchip's per-op overhead 2 us (spec)" in doc["mode"]
+    # A bfloat16 table carried to float32 on a core: fp32 has only the 2 TFLOP/s vector
+    # roof, 10x slower: 2 us + 10 x 0.859 ms / 0.5.
+    code = main(["predict", "--ops", str(path), "--from", "testchip:core", "--to",
+                 "testchip:core", "--to-dtype", "f32", "--ceilings", "peak",
+                 "--hardware-dir", str(SPECS), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    gemm = next(op for op in doc["ops"] if op["op"] == "gemm")
+    assert gemm["target_s"] == pytest.approx(2e-6 + 2 * 2048**3 / 2e12 / 0.5)
+
+
+def test_predict_ops_errors_exit_2_without_traceback(tmp_path, capsys):
+    path = tmp_path / "ops.csv"
+    path.write_text("kind,shapes,dtype,time\nmatmul,4x4;5x4,f32,1 us\n")
+    assert main(["predict", "--ops", str(path), "--from", "v100-sxm2", "--to", "t4"]) == 2
+    err = capsys.readouterr().err
+    assert "row 1, column 'shapes'" in err and "Traceback" not in err
+    assert main(["predict", "resnet50", "--ops", str(path), "--from", "v100-sxm2",
+                 "--to", "t4"]) == 2
+    assert "not both" in capsys.readouterr().err
