@@ -9,9 +9,8 @@ the spec: :func:`fit_floor` fits it from the run itself.
 Per category, a robust line (Theil-Sen, :func:`scipy.stats.theilslopes`) through measured
 time against roofline work time, over the category's smaller half of ops (at least
 ``MIN_FIT``); its intercept is the category's floor, clipped to [0, the fastest op]. The
-intercept is trusted only where the run has ops on the floor (their work is below the
-fitted floor, for at least ``ON_FLOOR`` ops); otherwise it would be an
-extrapolation, and the category takes
+intercept is trusted only where the run has ops on the floor (at least ``ON_FLOOR`` ops
+whose work is below it); otherwise it would be an extrapolation, and the category takes
 the floor fitted over all the run's ops the same way. A run with fewer than ``MIN_FIT``
 ops, or none on its floor, falls back to the spec's per-op overhead.
 """
@@ -90,7 +89,10 @@ def _intercept(samples: list[FloorSample]) -> float | None:
         return None
     ordered = sorted(samples, key=lambda s: s.work_s)
     small = ordered[:max(MIN_FIT, len(ordered) // 2)]
-    fit = theilslopes([s.measured_s for s in small], [s.work_s for s in small])
+    import numpy
+
+    with numpy.errstate(invalid="ignore"):   # the slope's confidence interval, unused
+        fit = theilslopes([s.measured_s for s in small], [s.work_s for s in small])
     floor = min(max(float(fit.intercept), 0.0), min(s.measured_s for s in small))
     on_floor = sum(1 for s in small if s.work_s <= floor)
     return floor if floor > 0 and on_floor >= ON_FLOOR else None
