@@ -32,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -82,22 +81,13 @@ def _function(kind: str, dtype: str):  # noqa: ANN202 - jax callables
 
 
 def _time(fn, args, budget_s: float = 0.25) -> float:  # noqa: ANN001
-    import jax
+    """Best time per call, with repetitions sized to the op (about ``budget_s`` each)."""
+    from roofline.measure import best_seconds
 
-    jax.block_until_ready(fn(*args))
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    once = time.perf_counter() - start
+    once = best_seconds(fn, *args, reps=1)
     inner = max(1, min(200, int(0.01 / max(once, 1e-7))))
     reps = max(3, min(15, int(budget_s / max(once * inner, 1e-7))))
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(inner):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
+    return best_seconds(fn, *args, reps=reps, inner=inner)
 
 
 def worker(dtype_name: str, out: Path) -> None:

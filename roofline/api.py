@@ -116,15 +116,15 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
                             "--scale memory_bandwidth=1.5")
     program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
                           cache_dir=cache_dir)
-    after = program.hardware.scaled(dict(scale))
     if program.measured_s is not None:
         before = program.hardware.at_ceilings(ceilings)
-        after = before.scaled(dict(scale))
         floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))
-        result = transfer(program.ops, program.measured_s, before, after, Overlap(overlap),
-                          clamp=clamp, target_floor=floor.scaled(scale.get("overhead", 1.0)))
+        result = transfer(program.ops, program.measured_s, before, before.scaled(dict(scale)),
+                          Overlap(overlap), clamp=clamp, floor=floor,
+                          target_floor=floor.scaled(scale.get("overhead", 1.0)))
     else:
-        result = compare_costs(program.ops, program.hardware, after, Overlap(overlap))
+        result = compare_costs(program.ops, program.hardware,
+                               program.hardware.scaled(dict(scale)), Overlap(overlap))
     return dataclasses.replace(result, coverage=result.coverage + program.coverage)
 
 

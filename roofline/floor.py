@@ -44,12 +44,11 @@ class Floor:
     def seconds(self, category: str, launches: int = 1) -> float:
         return dict(self.by_category).get(category, self.default_s) * max(launches, 1)
 
-    def scaled(self, factor: float, why: str = "") -> Floor:
-        """Every category's floor times ``factor`` (``why``: for the detail line)."""
+    def scaled(self, factor: float) -> Floor:
+        """Every category's floor times ``factor`` (a what-if on the per-op overhead)."""
         if factor == 1:
             return self
-        return Floor(self.default_s * factor, self.basis,
-                     f"{self.detail}, x{factor:.3g}" + (f" ({why})" if why else ""),
+        return Floor(self.default_s * factor, self.basis, f"{self.detail}, x{factor:.3g}",
                      tuple((c, s * factor) for c, s in self.by_category))
 
 
@@ -83,14 +82,13 @@ def given_floor(seconds: float) -> Floor:
 
 def _intercept(samples: list[FloorSample]) -> float | None:
     """The robust floor of these samples, or None if they show no floor."""
+    import numpy
     from scipy.stats import theilslopes
 
     if len(samples) < MIN_FIT:
         return None
     ordered = sorted(samples, key=lambda s: s.work_s)
     small = ordered[:max(MIN_FIT, len(ordered) // 2)]
-    import numpy
-
     with numpy.errstate(invalid="ignore"):   # the slope's confidence interval, unused
         fit = theilslopes([s.measured_s for s in small], [s.work_s for s in small])
     floor = min(max(float(fit.intercept), 0.0), min(s.measured_s for s in small))

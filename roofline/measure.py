@@ -35,7 +35,9 @@ DTYPES = (("fp32", "float32"), ("bf16", "bfloat16"))
 VECTOR_DEPTHS = (4, 8, 16, 32, 64)
 
 
-def _best(fn: Any, *args: Any, reps: int, inner: int = 1) -> float:
+def best_seconds(fn: Any, *args: Any, reps: int, inner: int = 1) -> float:
+    """The best of ``reps`` timings of ``inner`` back-to-back calls, per call (after one
+    warm-up call): on a shared machine contention only ever slows a run down."""
     import jax
 
     jax.block_until_ready(fn(*args))
@@ -64,7 +66,7 @@ def _worker(quick: bool) -> dict[str, Any]:
         # can slow every repetition of one sweep, and the best is the ceiling.
         for n in (*sizes, *sizes):
             a = jnp.ones((n, n), dtype)
-            seconds = _best(jax.jit(lambda x, y: x @ y), a, a, reps=reps)
+            seconds = best_seconds(jax.jit(lambda x, y: x @ y), a, a, reps=reps)
             best = max(best, 2 * n**3 / seconds)
         results["matrix"][spec_dtype] = best
 
@@ -81,7 +83,7 @@ def _worker(quick: bool) -> dict[str, Any]:
         x = jnp.ones((elements,), getattr(jnp, name))
         a, b = x.dtype.type(1.0001), x.dtype.type(0.5)
         results[f"vector_{spec_dtype}"] = max(
-            2 * depth * elements / _best(jax.jit(chain, static_argnums=3), x, a, b, depth,
+            2 * depth * elements / best_seconds(jax.jit(chain, static_argnums=3), x, a, b, depth,
                                          reps=reps)
             for depth in VECTOR_DEPTHS)
 
@@ -90,8 +92,8 @@ def _worker(quick: bool) -> dict[str, Any]:
             x = (x @ x) * 0.5  # each 4x4 matmul is its own kernel; elementwise work fuses
         return x
     small = jnp.ones((4, 4), jnp.float32)
-    one = _best(jax.jit(lambda x: dots(x, 1)), small, reps=reps, inner=100)
-    many = _best(jax.jit(lambda x: dots(x, 65)), small, reps=reps, inner=100)
+    one = best_seconds(jax.jit(lambda x: dots(x, 1)), small, reps=reps, inner=100)
+    many = best_seconds(jax.jit(lambda x: dots(x, 65)), small, reps=reps, inner=100)
     results["overhead_s"] = max((many - one) / 64, 1e-9)
     results["dispatch_s"] = one
     tiny = jnp.ones((8,), jnp.float32)
@@ -100,12 +102,12 @@ def _worker(quick: bool) -> dict[str, Any]:
         return jax.lax.fori_loop(0, count, lambda i, v: v * 0.999 + x, y)
     loop = jax.jit(passes, static_argnums=2)
     base = tiny
-    loop_cost = _best(loop, base, base, 10000, reps=reps) / 10000
+    loop_cost = best_seconds(loop, base, base, 10000, reps=reps) / 10000
     for level, array_bytes in _level_sizes(quick).items():
         n = max(array_bytes // 4, 8)
         x = jnp.ones((n,), jnp.float32)
         count = int(min(20000, max(4, (2e8 if quick else 1e9) // (3 * array_bytes))))
-        per_pass = _best(loop, x, x, count, reps=reps) / count - loop_cost
+        per_pass = best_seconds(loop, x, x, count, reps=reps) / count - loop_cost
         results["bandwidth"][level] = 3 * n * 4 / max(per_pass, 1e-12)
     results["loop_cost_s"] = loop_cost
     return results

@@ -286,7 +286,7 @@ def hardware_text(hw: Hardware) -> str:
                 + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
     basis = dict(hw.ceiling_basis())
-    achievable = hw.at_ceilings("achievable") if hw.ceilings == "peak" else hw
+    achievable = hw.at_ceilings("achievable")
     compute = format_table(
         [{"unit": r.unit, "dtype": r.dtype, "peak": r.peak_text,
           "achievable": a.peak_text, "achievable from": basis.get(r.label),

@@ -89,8 +89,11 @@ class MeasuredEfficiency:
         return self.placement.bound
 
 
+_Placed = tuple[OpCost, float, Placement, str | None]   # op, measured s, placement, served by
+
+
 def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
-            overlap: Overlap) -> list[tuple[OpCost, float, Placement, str | None]]:
+            overlap: Overlap) -> list[_Placed]:
     placed = []
     for op in ops:
         if op.name in measured_s:
@@ -99,12 +102,15 @@ def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardwa
     return placed
 
 
+def _floor_of(placed: list[_Placed], hardware: Hardware) -> Floor:
+    return fit_floor((FloorSample(op.category, work_seconds(p), m)
+                      for op, m, p, _ in placed if op.kernels <= 1), hardware)
+
+
 def run_floor(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
               overlap: Overlap = Overlap.MAX) -> Floor:
     """The floor of a measured run on ``hardware`` (:func:`roofline.floor.fit_floor`)."""
-    return fit_floor((FloorSample(op.category, work_seconds(p), m)
-                      for op, m, p, _ in _placed(ops, measured_s, hardware, overlap)
-                      if op.kernels <= 1), hardware)
+    return _floor_of(_placed(ops, measured_s, hardware, overlap), hardware)
 
 
 def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
@@ -112,19 +118,24 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
                  floor: Floor | None = None) -> list[MeasuredEfficiency]:
     """Each measured op's floor and efficiency on ``hardware`` (``floor``: fitted from the
     run when not given); refuses non-convolutions faster than their work alone."""
-    floor = floor or run_floor(ops, measured_s, hardware, overlap)
+    placed = _placed(ops, measured_s, hardware, overlap)
+    return _efficiencies(placed, floor or _floor_of(placed, hardware), hardware, clamp)
+
+
+def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp: bool
+                  ) -> list[MeasuredEfficiency]:
     result = []
-    for op, measured, placement, served_by in _placed(ops, measured_s, hardware, overlap):
+    for op, measured, placement, served_by in placed:
         work = work_seconds(placement)
         fixed = floor.seconds(op.category, op.kernels)
         residual = measured - fixed
-        too_fast = measured < work * (1 - NOISE)
-        faster = too_fast and op.category == "convolution"
+        beats_work = measured < work * (1 - NOISE)
+        faster = beats_work and op.category == "convolution"
         efficiency = None if residual <= 0 or work <= 0 else work / residual
-        if too_fast and not faster and efficiency is not None:
+        if beats_work and not faster and efficiency is not None:
             efficiency = min(efficiency, 1.0)
         result.append(MeasuredEfficiency(op, measured, placement, fixed, efficiency,
-                                         served_by, clamped=too_fast and not faster,
+                                         served_by, clamped=beats_work and not faster,
                                          faster_algorithm=faster))
     too_fast = [m for m in result if m.clamped]
     if too_fast and not clamp:
@@ -226,11 +237,14 @@ def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
 def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardware,
              target: Hardware, overlap: Overlap = Overlap.MAX,
              target_ops: list[OpCost] | None = None, clamp: bool = False,
-             target_floor: Floor | None = None) -> Comparison:
+             floor: Floor | None = None, target_floor: Floor | None = None) -> Comparison:
     """Measured times of ``ops`` on ``source`` carried to ``target_ops`` (default: the same
-    ops) on ``target``, per the model in this module's docstring."""
-    floor = run_floor(ops, measured_s, source, overlap)
-    measured = efficiencies(ops, measured_s, source, overlap, clamp, floor)
+    ops) on ``target``, per the model in this module's docstring. ``floor``: the source's,
+    fitted from the run when not given; ``target_floor``: the target's, carried from it
+    when not given."""
+    placed = _placed(ops, measured_s, source, overlap)
+    floor = floor or _floor_of(placed, source)
+    measured = _efficiencies(placed, floor, source, clamp)
     if target_floor is None:
         target_floor = carried_floor(floor, target)
     by_key = {op_key(m.op): m for m in measured}

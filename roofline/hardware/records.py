@@ -334,14 +334,15 @@ class Hardware:
         elif head in ("memory_bandwidth", "memory_capacity", "bandwidth", "capacity"):
             target = self.main_memory.name if head.startswith("memory_") else rest
             field = "bytes_per_s" if "bandwidth" in head else "capacity_bytes"
-            changed: dict[str, object] = {}
-            for m in self.memory:
-                if m.name.lower() == target.lower():
-                    changed[m.name] = dataclasses.replace(
-                        m, **{field: getattr(m, field) * factor},
-                        **({"achieved": _times(m.achieved, factor)}
-                           if field == "bytes_per_s" else {}))
-            changes["memory"] = tuple(changed.get(m.name, m) for m in self.memory)
+            # A measured bandwidth moves with the peak it was measured against.
+            achieved = field == "bytes_per_s"
+            changes["memory"] = tuple(
+                dataclasses.replace(m, **{field: getattr(m, field) * factor},
+                                    achieved=_times(m.achieved, factor) if achieved
+                                    else m.achieved)
+                if m.name.lower() == target.lower() else m
+                for m in self.memory
+            )
         elif head == "link_bandwidth":
             changes["links"] = tuple(
                 dataclasses.replace(link, bytes_per_s=link.bytes_per_s * factor)

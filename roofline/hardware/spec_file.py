@@ -119,18 +119,20 @@ class _Reader:
             )
         return self.scopes[self.default_scope] / self.scopes[scope]
 
-    def source_keys(self, key: str, table: Mapping[str, Any]) -> tuple[str, ...]:
-        if "source" not in table:
-            raise self.error(f"{key}.source", "missing required key 'source': every number "
-                             "needs a source (a key of [sources])")
-        raw = table["source"]
+    def source_keys(self, key: str, table: Mapping[str, Any], field: str = "source"
+                    ) -> tuple[str, ...]:
+        """The keys of [sources] that ``table[field]`` names (one key or a list)."""
+        if field not in table:
+            raise self.error(f"{key}.{field}", f"missing required key {field!r}: every "
+                             "number needs a source (a key of [sources])")
+        raw = table[field]
         keys = [raw] if isinstance(raw, str) else raw
         if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-            raise self.error(f"{key}.source", f"expected a key of [sources] or a list of "
+            raise self.error(f"{key}.{field}", f"expected a key of [sources] or a list of "
                              f"them, got {raw!r}")
         for k in keys:
             if k not in self.sources:
-                raise self.error(f"{key}.source", f"{k!r} is not defined in [sources]"
+                raise self.error(f"{key}.{field}", f"{k!r} is not defined in [sources]"
                                  f"{_suggest(k, self.sources)}")
         return tuple(keys)
 
@@ -177,8 +179,7 @@ def _achieved(reader: _Reader, key: str, entry: Mapping[str, Any], kind: Kind, f
         raise reader.error(f"{key}.{field}_source", f"missing required key "
                            f"'{field}_source': a measured figure needs its own source (a "
                            "key of [sources])")
-    sources = reader.source_keys(f"{key}.{field}_source",
-                                 {"source": entry[f"{field}_source"]})
+    sources = reader.source_keys(key, entry, f"{field}_source")
     if peak is not None and value > peak * (1 + 1e-9):
         raise reader.error(f"{key}.{field}", f"{entry[field]!r} exceeds the peak beside it; "
                            "a measured ceiling cannot beat the peak: check the unit, the "
