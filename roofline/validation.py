@@ -244,6 +244,27 @@ def _profile(spec: str, out: Path, steps: int, cores: set[int]) -> Path:
     return out
 
 
+def _profile_best(conditions: dict[str, tuple[str, set[int]]], runs: Path, steps: int,
+                  rounds: int, progress: Callable[[str], None]) -> dict[str, Path]:
+    """Profile every condition ``rounds`` times, alternating, and keep each condition's run
+    with the fastest step as ``runs/<condition>``. A neighbour's burst on a shared machine
+    can slow every step of one run; alternating puts its rounds apart in time."""
+    for index in range(rounds):
+        for name, (spec, cores) in conditions.items():
+            progress(f"host: profiling {spec} on cores {sorted(cores)} "
+                     f"(round {index + 1}/{rounds})")
+            _profile(spec, runs / f"{name}.round{index}", steps, cores)
+    best = {}
+    for name in conditions:
+        tried = [runs / f"{name}.round{index}" for index in range(rounds)]
+        fastest = min(tried, key=_wall)
+        best[name] = fastest.rename(runs / name)
+        for run in tried:
+            if run != fastest:
+                shutil.rmtree(run)
+    return best
+
+
 def _wall(run: Path) -> float:
     """The best step: on a shared machine, contention only ever slows a step down."""
     import json
@@ -287,17 +308,20 @@ def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
     one = load_spec_file(host_spec, variant="one-core", scope="core")
     full = load_spec_file(host_spec)
     steps = config["quick_steps" if quick else "steps"]
+    rounds = config["quick_rounds" if quick else "rounds"]
     results = []
     for index, program in enumerate(config["program"]):
         spec = program["quick" if quick else "spec"]
         runs = workdir / f"program{index}"
         shutil.rmtree(runs, ignore_errors=True)
-        progress(f"host: profiling {spec} (one core, all {len(cores)} cores, bf16)")
-        source = _profile(_with_dtype(spec, "f32"), runs / "f32-one-core", steps, {cores[0]})
-        bf16 = _profile(_with_dtype(spec, "bf16"), runs / "bf16-one-core", steps, {cores[0]})
+        conditions = {"f32-one-core": (_with_dtype(spec, "f32"), {cores[0]}),
+                      "bf16-one-core": (_with_dtype(spec, "bf16"), {cores[0]})}
         if len(cores) > 1:
-            wide = _profile(_with_dtype(spec, "f32"), runs / "f32-all-cores", steps,
-                            set(cores))
+            conditions["f32-all-cores"] = (_with_dtype(spec, "f32"), set(cores))
+        best = _profile_best(conditions, runs, steps, rounds, progress)
+        source, bf16 = best["f32-one-core"], best["bf16-one-core"]
+        if len(cores) > 1:
+            wide = best["f32-all-cores"]
             prediction = predict(source, one, full, clamp=True)
             measured = program_ops(wide, full).measured_s or {}
             results.append(_host_case(f"{program['name']}: 1 -> {len(cores)} cores",
