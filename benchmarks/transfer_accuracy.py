@@ -14,7 +14,10 @@ op keeps its best time: on a shared machine a neighbour's burst only ever slows 
   devices (spec peaks and spec per-op overhead).
 
 and the error of each against the target's measured time is reported per op kind and
-size bucket: median and 90th percentile of |predicted / measured - 1|.
+size bucket: median and 90th percentile of |predicted / measured - 1|. Beside it, the
+repeatability of the source and target measurements: how far one round of a condition
+sits from the best of its other rounds, the order of the miss that measurement noise
+alone causes on this machine.
 
 The host spec is measured first (``roofline hardware measure``), in its own processes,
 so no number the model reads comes from the ops it predicts.
@@ -173,6 +176,20 @@ def report(name: str, errors: dict[str, dict[str, float]], table) -> None:  # no
           f"({base / model:.1f}x lower with the model)")
 
 
+def repeatability(out: Path, condition: str) -> str:
+    """How far one round of a condition sits from the best of its other rounds: the miss a
+    predictor without any error of its own would have against a single round."""
+    rounds = sorted(out.glob(f"{condition}.round*.csv"))
+    if len(rounds) < 2:
+        return f"repeatability of {condition}: needs 2 or more rounds"
+    times = [{row["name"]: float(row["time_us"]) for row in csv.DictReader(path.open())}
+             for path in rounds]
+    misses = [abs(min(other[name] for other in times if other is not held) / held[name] - 1)
+              for held in times for name in held]
+    return (f"repeatability of {condition} over {len(rounds)} rounds: the best of the other "
+            f"rounds misses each round by {statistics.median(misses) * 100:.1f}% (median)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("transfer-accuracy"))
@@ -217,6 +234,8 @@ def main() -> None:
                   for m, p in predicted.items()}
         report(f"one core f32 -> {condition}", errors, measured)
         print(prediction.comparison.basis)
+        print(repeatability(args.out, "one-core-f32"))
+        print(repeatability(args.out, condition))
 
 
 if __name__ == "__main__":
