@@ -39,6 +39,12 @@ from roofline.hlo.costs import OpCost
 from roofline.hlo.standalone import costs_from_instruction_texts
 from roofline.model import Bound, BoundKind, Overlap, Placement
 from roofline.trace.capture import HLO_DIR, MANIFEST
+from roofline.trace.hlo_protos import (
+    PROTO_SUFFIX,
+    modules_in_directory,
+    modules_in_xplane,
+    split_program,
+)
 from roofline.trace.reader import MeasuredOp, MeasuredRun, find_xplane, read_trace
 from roofline.trace.xprof_stats import XprofOp, hlo_stats
 
@@ -61,25 +67,35 @@ MeasuredClass = Bound | Role
 @dataclass(frozen=True)
 class LoadedRun:
     """A measured run with the costs of the HLO that ran (per module), and, for device
-    traces, xprof's own per-op statistics by op name."""
+    traces, xprof's own per-op statistics."""
 
     run: MeasuredRun
     costs: dict[str, ModuleCosts]
     manifest: dict[str, Any] | None
     cost_source: str
-    xprof: dict[str, XprofOp] = field(default_factory=dict)
+    xprof: tuple[XprofOp, ...] = ()
+
+    def xprof_for(self, measured: MeasuredOp) -> XprofOp | None:
+        """xprof's row for a measured op: by program id and name where the module name
+        carries its program id (GPU), else by name if only one program has it."""
+        _, program = split_program(measured.module)
+        rows = [row for row in self.xprof if row.name == measured.name
+                and (not program or row.program_id == program)]
+        return rows[0] if len(rows) == 1 else None
 
 
 def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
     """Read a run directory (from ``roofline profile``) or a trace file with its costs.
 
-    A run directory must hold the HLO of its modules. A bare TPU trace is costed from
-    the instruction text its events carry; a bare GPU trace has no costs to join.
+    A run directory from ``roofline profile`` must hold the HLO of its modules. A GPU
+    trace is costed from the ``*.hlo_proto.pb`` files of its profiler run directory, or
+    else from the HLO protos inside the trace; a bare TPU trace from the instruction text
+    its events carry.
     """
     path = Path(path)
     run = read_trace(path, device)
-    xprof = ({op.name: op for op in hlo_stats(find_xplane(path))}
-             if run.platform in ("tpu", "gpu") else {})
+    xprof = (tuple(hlo_stats(find_xplane(path)))
+             if run.platform in ("tpu", "gpu") else ())
     manifest = None
     if path.is_dir() and (path / MANIFEST).exists():
         try:
@@ -97,17 +113,46 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
                             "HLO of its modules; capture it again with 'roofline profile'")
     if run.platform == "tpu":
-        texts: dict[str, list[str]] = defaultdict(list)
-        for op in run.ops:
-            texts[op.module].append(op.text)
-        return LoadedRun(run, {m: costs_from_instruction_texts(m, t, run.platform)
-                               for m, t in texts.items()},
-                         manifest, "HLO instruction text in the trace events", xprof)
+        return _tpu_costs(path, run, manifest, xprof)
     if run.platform == "cpu":
         raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
                             "HLO; explain needs the run directory written by "
                             "'roofline profile' (with its hlo/)")
-    return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)", xprof)
+    texts = modules_in_directory(path) if path.is_dir() else {}
+    source = f"the *{PROTO_SUFFIX} files of the profiler run directory"
+    if not texts:
+        texts = modules_in_xplane(find_xplane(path))
+        source = "the HLO protos saved in the trace (xprof's source)"
+    if not texts:
+        return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)", xprof)
+    costs = {key: analyze_module(parse_hlo_text(text), platform=run.platform)
+             for key, text in texts.items() if key in run.module_runs}
+    return LoadedRun(run, costs, manifest, source, xprof)
+
+
+def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
+               xprof: tuple[XprofOp, ...]) -> LoadedRun:
+    """A TPU trace names modules without their program ids: each is costed from the
+    trace's HLO proto where exactly one proto has its name, else from the instruction
+    texts its events carry (no fusion bodies: those FLOPs are listed as unknown)."""
+    protos: dict[str, list[str]] = defaultdict(list)
+    for key, text in modules_in_xplane(find_xplane(path)).items():
+        protos[split_program(key)[0]].append(text)
+    texts: dict[str, list[str]] = defaultdict(list)
+    for op in run.ops:
+        texts[op.module].append(op.text)
+    costs = {}
+    for module, instructions in texts.items():
+        if len(protos.get(module, ())) == 1:
+            costs[module] = analyze_module(parse_hlo_text(protos[module][0]),
+                                           platform=run.platform)
+        else:
+            costs[module] = costs_from_instruction_texts(module, instructions, run.platform)
+    whole = sum(1 for module in texts if len(protos.get(module, ())) == 1)
+    source = (f"the HLO protos saved in the trace for {whole} of {len(texts)} modules; "
+              "the rest from the instruction text of their events") if whole < len(texts) \
+        else "the HLO protos saved in the trace (xprof's source)"
+    return LoadedRun(run, costs, manifest, source, xprof)
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,8 @@ class _Analyzer:
             reads = [(s, 0.0) for s in shapes[:count]] + [(s, None) for s in shapes[count:]]
             reads.append((shapes[0], updated))   # the rows updated, read by the combiner
             writes = [(instruction.shape, updated)]
+        elif traffic is Traffic.LIBRARY:
+            writes = [(first_array(instruction.shape), None)]
         elif traffic is Traffic.HOST_IN:
             host = _array_bytes(instruction.shape)
         elif traffic is Traffic.HOST_OUT:

@@ -61,6 +61,17 @@ def int_list(text: str) -> list[int]:
     return [int(v) for v in re.findall(r"-?\d+", text)]
 
 
+def backend_config(instruction: Instruction) -> dict:
+    """The JSON ``backend_config`` of an instruction ({} if absent or not JSON)."""
+    import json
+
+    try:
+        config = json.loads(instruction.attributes.get("backend_config", "{}"))
+    except json.JSONDecodeError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def select_and_scatter_computations(instruction: Instruction) -> tuple[str, str]:
     select = instruction.attributes.get("select", "").lstrip("%")
     scatter = instruction.attributes.get("scatter", "").lstrip("%")
@@ -116,27 +127,34 @@ class ConvolutionSpec:
 
     @classmethod
     def of(cls, instruction: Instruction, env: Env) -> ConvolutionSpec:
-        lhs = first_array(env.operand_shape(instruction, 0))
-        rhs = first_array(env.operand_shape(instruction, 1))
-        labels = instruction.attributes.get("dim_labels", "")
+        return cls.from_shapes(first_array(env.operand_shape(instruction, 0)),
+                               first_array(env.operand_shape(instruction, 1)),
+                               first_array(instruction.shape), instruction.attributes)
+
+    @classmethod
+    def from_shapes(cls, lhs: ArrayShape, rhs: ArrayShape, out: ArrayShape,
+                    attributes: dict[str, str]) -> ConvolutionSpec:
+        """The forward convolution of input ``lhs`` and kernel ``rhs`` into ``out``, laid
+        out as ``attributes`` (``dim_labels``, ``window``, group counts) say."""
+        labels = attributes.get("dim_labels", "")
         lhs_labels, rhs_out = labels.split("_", 1)
         rhs_labels, _out_labels = rhs_out.split("->")
         # Spatial labels name window dimensions by number, in any order (2b01f): sort them.
         spatial = sorted((c for c in lhs_labels if c.isdigit()), key=int)
-        window = parse_window(instruction.attributes.get("window", "")) or [
+        window = parse_window(attributes.get("window", "")) or [
             WindowDim() for _ in spatial]
         valid = []
         for axis, dim in zip(spatial, window):
             in_size = lhs.dims[lhs_labels.index(axis)]
             kernel = rhs.dims[rhs_labels.index(axis)]
-            out_size = first_array(instruction.shape).dims[_out_labels.index(axis)]
+            out_size = out.dims[_out_labels.index(axis)]
             valid.append(_valid_positions(in_size, kernel, out_size, dim))
         return cls(
             batch=lhs.dims[lhs_labels.index("b")],
             in_features=lhs.dims[lhs_labels.index("f")],
             out_features=rhs.dims[rhs_labels.index("o")],
-            feature_groups=int(instruction.attributes.get("feature_group_count", "1")),
-            batch_groups=int(instruction.attributes.get("batch_group_count", "1")),
+            feature_groups=int(attributes.get("feature_group_count", "1")),
+            batch_groups=int(attributes.get("batch_group_count", "1")),
             valid_positions=tuple(valid),
             spatial_dims=len(spatial),
         )

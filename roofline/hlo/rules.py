@@ -14,7 +14,10 @@ costed as zero silently. How composite ops are costed:
   form of a wrapped op) is costed as ``X`` producing the start's result; the generic
   ``async-start`` as the instruction its called computation wraps. ``X-update`` and
   ``X-done`` run no kernel: their traffic is counted at the start.
-- ``custom-call``: by target (:data:`CUSTOM_CALLS`); an unknown target is unknown.
+- ``custom-call``: by target (:data:`CUSTOM_CALLS`); an unknown target is unknown. GPU
+  library calls (cuBLAS/hipBLASLt GEMMs, cuDNN/MIOpen convolutions) return
+  ``(result, scratch)``: costed as the dot or convolution they run, the scratch workspace
+  neither read nor written as data.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from roofline.hlo.formulas import (
     ConvolutionSpec,
     Env,
     Flops,
     Formula,
+    backend_config,
     elements,
     first_array,
     int_list,
@@ -53,6 +58,7 @@ class Traffic(enum.Enum):
     BODY = "the kernels of the called computations (times the trips of a loop)"
     HOST_IN = "the result arrives from host memory"
     HOST_OUT = "the operand leaves for host memory"
+    LIBRARY = "every operand read, the result written (not the call's scratch workspace)"
 
 
 class LinkPattern(enum.Enum):
@@ -115,6 +121,32 @@ def dot(instruction: Instruction, env: Env) -> Flops:
     contracted = math.prod(lhs.dims[d] for d in int_list(
         instruction.attributes.get("lhs_contracting_dims", "{}")))
     return Flops(flops=2.0 * elements(instruction.shape) * contracted)
+
+
+def library_gemm(instruction: Instruction, env: Env) -> Flops:
+    # A GEMM library call: the dot its backend_config describes, 2 x result elements x
+    # contracted size (the result is the first element of (result, workspace)).
+    numbers = backend_config(instruction).get("gemm_backend_config", {}).get(
+        "dot_dimension_numbers", {})
+    lhs = first_array(env.operand_shape(instruction, 0))
+    contracted = math.prod(lhs.dims[int(d)]
+                           for d in numbers.get("lhs_contracting_dimensions", []))
+    return Flops(flops=2.0 * elements(instruction.shape) * contracted)
+
+
+def _library_convolution(input_at: int | None, kernel_at: int | None,
+                         output_at: int | None) -> Formula:
+    """A cuDNN/MIOpen convolution call: the FLOPs of the forward convolution its window
+    and dim_labels describe. Which of the operands (by index) or the result (None) is the
+    forward input, kernel and output depends on the pass: XLA's GPU convention."""
+    def flops(instruction: Instruction, env: Env) -> Flops:
+        def shape(index: int | None) -> Any:
+            return first_array(instruction.shape if index is None
+                               else env.operand_shape(instruction, index))
+        spec = ConvolutionSpec.from_shapes(shape(input_at), shape(kernel_at),
+                                           shape(output_at), instruction.attributes)
+        return Flops(flops=2.0 * spec.fma_count)
+    return flops
 
 
 def convolution(instruction: Instruction, env: Env) -> Flops:
@@ -284,6 +316,17 @@ _add(CUSTOM_CALLS, ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
 # operands are charged as read and the result as written (an upper bound if XLA lays the
 # pieces out contiguously and the join is a view).
 _add(CUSTOM_CALLS, ("ConcatBitcast",), Rule("data movement", no_flops))
+# GPU libraries (XLA's GPU custom-call targets; ROCm uses the same names for hipBLASLt and
+# MIOpen). Backward-input convolutions compute the forward input from (output gradient,
+# kernel); backward-filter ones the kernel from (input, output gradient).
+_add(CUSTOM_CALLS, ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"),
+     Rule("matmul", library_gemm, Traffic.LIBRARY, unit="matrix"))
+_add(CUSTOM_CALLS, ("__cudnn$convForward", "__cudnn$convBiasActivationForward"),
+     Rule("convolution", _library_convolution(0, 1, None), Traffic.LIBRARY, unit="matrix"))
+_add(CUSTOM_CALLS, ("__cudnn$convBackwardInput",),
+     Rule("convolution", _library_convolution(None, 1, 0), Traffic.LIBRARY, unit="matrix"))
+_add(CUSTOM_CALLS, ("__cudnn$convBackwardFilter",),
+     Rule("convolution", _library_convolution(0, None, 1), Traffic.LIBRARY, unit="matrix"))
 
 
 class Half(enum.Enum):

@@ -5,8 +5,9 @@ Three layouts are understood:
 - XLA:CPU: HLO ops are events with ``hlo_module`` and ``hlo_op`` stats on the worker
   thread lines of ``/host:CPU``; they run on several threads at once, so the sum of op
   times and the step's wall time are different numbers, and both are kept.
-- GPU: kernels on the ``Stream #N(Kernel)`` lines of ``/device:GPU:N`` carry ``hlo_op`` and
-  ``hlo_module``; an op launching several kernels gets their durations summed.
+- GPU: kernels on the ``Stream #N(Kernel)`` lines of ``/device:GPU:N`` carry ``hlo_op``,
+  ``hlo_module`` and ``program_id``; modules are named ``module(program_id)`` (the key of
+  the trace's HLO protos); an op launching several kernels gets their durations summed.
 - TPU: the ``XLA Ops`` line of ``/device:TPU:N`` names each event by its full HLO
   instruction text; ``XLA Modules`` gives the module executions that contain them.
 
@@ -198,9 +199,12 @@ def _self_times(events: list[OpEvent]) -> list[float]:
     return own
 
 
-def _tagged_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
+def _tagged_events(plane: Any, with_program: bool = False
+                   ) -> tuple[list[OpEvent], list[float], int]:
     """Events tagged with ``hlo_module``/``hlo_op`` stats (XLA:CPU ops, GPU kernels), the
-    durations of step annotations, and how many events were read."""
+    durations of step annotations, and how many events were read. ``with_program`` keys
+    modules ``module(program_id)``, as the trace's HLO protos are: two programs may share
+    a module name (``jit_add``)."""
     events: list[OpEvent] = []
     steps: list[float] = []
     count = 0
@@ -210,7 +214,10 @@ def _tagged_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
             stats = _stats(event)
             if "hlo_op" in stats and "hlo_module" in stats:
                 start = event.start_ns
-                events.append(OpEvent(str(stats["hlo_module"]), str(stats["hlo_op"]), start,
+                module = str(stats["hlo_module"])
+                if with_program and "program_id" in stats:
+                    module = f"{module}({stats['program_id']})"
+                events.append(OpEvent(module, str(stats["hlo_op"]), start,
                                       start + event.duration_ns, line_index,
                                       run=str(stats.get("run_id", ""))))
             elif "step_num" in stats:
@@ -266,7 +273,7 @@ def _read_device(path: Path, planes: dict[str, Any], names: list[str], device: i
 
 
 def _gpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
-    events, _, seen = _tagged_events(plane)
+    events, _, seen = _tagged_events(plane, with_program=True)
     runs = {module: 1 for module in {e.module for e in events}}
     return events, [], runs, seen
 

@@ -1,0 +1,123 @@
+"""GPU traces explained from the HLO the profiler saved with them (the MI300X fixtures of
+tests/data/traces, JAX 0.8 on 8 MI300X), checked against hand arithmetic and xprof."""
+
+import shutil
+
+import pytest
+
+from roofline.explain import explain, load_run
+from roofline.hardware import load_hardware
+from roofline.report import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL, explanation_document
+from tests.conftest import DATA
+
+TRACES = DATA / "traces"
+MI300X = ("gemm", "conv", "attention", "elementwise")
+
+
+@pytest.fixture(scope="module")
+def explained() -> dict:
+    mi300x = load_hardware("mi300x")
+    return {name: explanation_document(explain(
+        load_run(TRACES / f"mi300x_jax08_{name}.xplane.pb"), mi300x)) for name in MI300X}
+
+
+def _op(doc: dict, module: str, name: str) -> dict:
+    return next(o for o in doc["ops"] if (o["module"], o["name"]) == (module, name))
+
+
+@pytest.mark.parametrize("name", MI300X)
+def test_every_op_of_a_gpu_trace_gets_a_cost_a_bound_and_xprofs_view(explained, name):
+    doc = explained[name]
+    assert doc["cost_source"] == "the HLO protos saved in the trace (xprof's source)"
+    for op in doc["ops"]:
+        assert op["flops"] is not None and op["bytes"] > 0, op
+        assert op["lower_bound_s"] > 0 and op["measured_class"] != "unknown (no cost)"
+        assert op["xprof"] is not None, op
+    versus = doc["xprof_comparison"]
+    assert versus["compared"] == len(doc["ops"])
+    # Every difference beyond 5% has its reason; none is left unexplained.
+    assert [d for d in versus["differences"] if d["reason"] is None] == []
+
+
+def test_a_cublas_gemm_is_costed_as_its_dot_without_its_workspace(explained):
+    # jit_dot(49): bf16[8192,4096] @ bf16[4096,8192] by __cublas$gemm into
+    # (bf16[8192,8192], s8[79691776] workspace). FLOPs 2 x 8192 x 8192 x 4096 =
+    # 549755813888; bytes 2 x 8192 x 4096 x 2 (read) + 8192 x 8192 x 2 (written) =
+    # 268435456, the 76 MiB workspace not counted. xprof gives the call no cost at all.
+    gemm = _op(explained["gemm"], "jit_dot(49)", "custom-call.1")
+    assert (gemm["category"], gemm["flops"], gemm["bytes"]) == ("matmul", 549755813888,
+                                                                 268435456)
+    assert gemm["predicted_bound"] == "compute (bf16 matrix)"
+    reasons = {(d["op"], d["quantity"]): d["reason"]
+               for d in explained["gemm"]["xprof_comparison"]["differences"]}
+    assert reasons[("jit_dot(49)/custom-call.1", "flops")] == XPROF_LIBRARY_CALL
+
+
+def test_a_cudnn_convolution_matches_xprof(explained):
+    # cudnn-conv.1: input bf16[1,16,32,60,104] (bf012), kernel bf16[5120,16,1,2,2] (oi012),
+    # output bf16[1,5120,34,31,53]; window 1x2x2, stride 1x2x2, padding 1 on each side.
+    # Valid (output, tap) pairs per spatial dimension: 32 (1 tap over 32 inputs), 60 and 104
+    # (2 taps at stride 2 cover each of the 60 and 104 inputs once): FMAs 16 x 5120 x 32 x
+    # 60 x 104 = 16357785600, FLOPs 32715571200. Bytes 6389760 + 655360 read, 572026880
+    # written: 579072000. xprof: the same to 1e-6.
+    conv = _op(explained["conv"], "jit_forward_3d_conv(15)", "cudnn-conv.1")
+    assert (conv["category"], conv["flops"], conv["bytes"]) == ("convolution", 32715571200,
+                                                                579072000)
+    assert conv["xprof"]["flops_per_occurrence"] == pytest.approx(32715571200, rel=1e-6)
+    assert conv["xprof"]["bytes_per_occurrence"] == pytest.approx(579072000, rel=1e-6)
+
+
+def test_xprof_counts_gpu_elementwise_work_in_cycles(explained):
+    # jit_add(11): bf16[8192,8192] + bf16[8192,8192] in f32: convert, convert, add, convert
+    # per element, 4 x 67108864 = 268435456 FLOPs of ours; XLA's GPU cost analysis gives
+    # each of the four 3 "FLOPs" per element: 805306368. The bytes agree: 3 x 134217728.
+    add = _op(explained["elementwise"], "jit_add(11)", "loop_convert_fusion")
+    assert add["flops"] == 268435456 and add["bytes"] == 402653184
+    assert add["xprof"]["flops_per_occurrence"] == pytest.approx(3 * 268435456, rel=1e-6)
+    differences = [d for d in explained["elementwise"]["xprof_comparison"]["differences"]
+                   if d["op"] == "jit_add(11)/loop_convert_fusion"]
+    assert [(d["quantity"], d["reason"]) for d in differences] == [("flops", XPROF_GPU_CYCLES)]
+
+
+def _hlo_proto(hlo_text: str) -> bytes:
+    """A serialized xla.HloProto around a module: field 1, length-delimited."""
+    from jaxlib import _hlo
+
+    module = _hlo.hlo_module_from_text(hlo_text).as_serialized_hlo_module_proto()
+    size, length = len(module), b""
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        length += bytes([byte | (0x80 if size else 0)])
+        if not size:
+            return b"\x0a" + length + module
+
+
+CONV_ONLY = """HloModule jit_forward_3d_conv
+
+ENTRY main {
+  x = bf16[1,16,32,60,104]{4,3,2,1,0} parameter(0)
+  w = bf16[5120,16,1,2,2]{4,3,2,1,0} parameter(1)
+  cudnn-conv.1 = (bf16[1,5120,34,31,53]{4,3,2,1,0}, u8[0]{0}) custom-call(x, w), window={size=1x2x2 stride=1x2x2 pad=1_1x1_1x1_1}, dim_labels=bf012_oi012->bf012, custom_call_target="__cudnn$convForward"
+  ROOT out = bf16[1,5120,34,31,53]{4,3,2,1,0} get-tuple-element(cudnn-conv.1), index=0
+}
+"""
+
+
+def test_a_profiler_run_directory_is_costed_from_its_hlo_proto_files(tmp_path):
+    # xprof's layout: <logdir>/plugins/profile/<run>/ with the trace and one
+    # <module>(<program id>).hlo_proto.pb per module. The file here holds only the
+    # convolution of jit_forward_3d_conv(15): the run's ops are costed from it (the conv as
+    # above), the module's transposes are not in it and are listed as having no cost.
+    run = tmp_path / "plugins" / "profile" / "2026_11_23_10_00_00"
+    run.mkdir(parents=True)
+    shutil.copyfile(TRACES / "mi300x_jax08_conv.xplane.pb", run / "host.xplane.pb")
+    (run / "jit_forward_3d_conv(15).hlo_proto.pb").write_bytes(_hlo_proto(CONV_ONLY))
+    (run / "NO_MODULE.hlo_proto.pb").write_bytes(b"")
+    loaded = load_run(tmp_path)
+    assert loaded.cost_source == "the *.hlo_proto.pb files of the profiler run directory"
+    doc = explanation_document(explain(loaded, load_hardware("mi300x")))
+    conv = _op(doc, "jit_forward_3d_conv(15)", "cudnn-conv.1")
+    assert (conv["flops"], conv["bytes"]) == (32715571200, 579072000)
+    uncosted = {o["name"] for o in doc["ops"] if o["flops"] is None}
+    assert uncosted == {"input_transpose_fusion", "input_transpose_fusion.1",
+                        "loop_transpose_fusion"}
