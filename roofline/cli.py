@@ -158,7 +158,12 @@ def _explain(args: argparse.Namespace) -> int:
     from roofline.explain import default_hardware_ref, explain, load_run
     from roofline.model import Overlap
 
-    loaded = load_run(args.run_dir, args.device)
+    from roofline.trace import NoXlaOpsError
+
+    try:
+        loaded = load_run(args.run_dir, args.device)
+    except NoXlaOpsError as exc:
+        return _explain_kernels(args, exc)
     ref = args.hardware or default_hardware_ref(loaded.run)
     try:
         hardware = load_hardware(ref, args.hardware_dir)
@@ -182,6 +187,18 @@ def _explain(args: argparse.Namespace) -> int:
         points = measured_points(explanation) + bound_points(explanation)
         _save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "
                                   f"bound on {hardware.label}"), args.plot)
+    return 0
+
+
+def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
+    """A GPU trace of kernels without XLA ops: their times by name, with no costs."""
+    from roofline.trace.kernels import read_kernels
+
+    if args.annotate or args.plot:
+        raise RooflineError(f"{why}; --annotate and --plot need costed ops")
+    doc = report.kernel_document(read_kernels(args.run_dir, args.device))
+    print(f"roofline: {why}", file=sys.stderr)
+    _emit(args, text=report.kernel_text(doc, args.top), document=doc, rows=doc["kernels"])
     return 0
 
 

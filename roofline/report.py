@@ -512,6 +512,40 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
     return doc
 
 
+def kernel_document(run: Any) -> dict[str, Any]:
+    """A trace without XLA ops as JSON: schema ``roofline/kernels/1`` (no costs)."""
+    return {
+        "schema": "roofline/kernels/1", "run": run.path, "device": run.device,
+        "steps": run.steps,
+        "no_cost": "the kernels carry no HLO op: no FLOPs or bytes are known for any of "
+                   "them, so none is placed on a roofline",
+        "seconds_by_category": run.seconds_by_category(),
+        "kernels": [{"name": row.name, "category": row.category, "launches": row.launches,
+                     "total_s": row.total_s, "seconds_per_step": row.total_s / run.steps,
+                     "launches_per_step": row.launches / run.steps}
+                    for row in run.rows],
+    }
+
+
+def kernel_text(doc: dict[str, Any], top: int) -> str:
+    q = format_quantity
+    per_step = sum(doc["seconds_by_category"].values()) or 1.0
+    steps = (f"{doc['steps']} steps" if doc["steps"] > 1
+             else "no step annotations: times are for the whole trace")
+    lines = [f"{doc['run']} ({doc['device']}): kernels without XLA ops; {steps}",
+             f"NO COST: {doc['no_cost']}.",
+             f"kernel time per step {q(per_step, Kind.TIME)} by the category its name says:"]
+    for name, seconds in sorted(doc["seconds_by_category"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / per_step:7.1%}")
+    kernels = doc["kernels"] if top <= 0 else doc["kernels"][:top]
+    rows = [{"kernel": k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "...",
+             "category": k["category"], "launches/step": f"{k['launches_per_step']:.3g}",
+             "time/step": q(k["seconds_per_step"], Kind.TIME),
+             "share": f"{k['seconds_per_step'] / per_step:.1%}"} for k in kernels]
+    title = f"top {len(kernels)} of {len(doc['kernels'])} kernels by time"
+    return "\n".join(lines) + "\n\n" + format_table(rows, title=title)
+
+
 def _xprof_row(op: Any) -> dict[str, Any] | None:
     """xprof's view of an op, per occurrence (xprof sums over every device of a trace)."""
     if op is None or not op.occurrences:

@@ -121,3 +121,48 @@ def test_a_profiler_run_directory_is_costed_from_its_hlo_proto_files(tmp_path):
     uncosted = {o["name"] for o in doc["ops"] if o["flops"] is None}
     assert uncosted == {"input_transpose_fusion", "input_transpose_fusion.1",
                         "loop_transpose_fusion"}
+
+
+@pytest.fixture
+def kernels_only(tmp_path):
+    """The GEMM fixture as a framework without XLA would record it: the same kernels with
+    the same times, but no hlo_op / hlo_module stats. The names of those two stats are
+    overwritten in the trace's stat metadata (same length, so the file stays valid)."""
+    data = (TRACES / "mi300x_jax08_gemm.xplane.pb").read_bytes()
+    assert data.count(b"\x12\x06hlo_op") == data.count(b"\x12\x0ahlo_module") == 2
+    data = data.replace(b"\x12\x06hlo_op", b"\x12\x06tf_opx").replace(
+        b"\x12\x0ahlo_module", b"\x12\x0atf_modulex")
+    path = tmp_path / "kernels.xplane.pb"
+    path.write_bytes(data)
+    return path
+
+
+def test_a_trace_without_xla_ops_gives_a_kernel_table(kernels_only, capsys):
+    import json
+
+    from roofline.cli import main
+    from roofline.trace.kernels import read_kernels
+    from tests.test_trace import ProfileData
+
+    assert main(["explain", str(kernels_only), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "roofline/kernels/1" and doc["device"] == "/device:GPU:0"
+    # Independent count over the raw events of the kernel lines of /device:GPU:0.
+    plane = next(p for p in ProfileData.from_file(str(kernels_only)).planes
+                 if p.name == "/device:GPU:0")
+    launches = sum(len(list(line.events)) for line in plane.lines if "Kernel" in line.name)
+    assert sum(k["launches"] for k in doc["kernels"]) == launches
+    by_name = {k["name"]: k for k in doc["kernels"]}
+    # Kernel names that say what they are: hipBLASLt's Cijk_ GEMMs, ROCm's buffer copies.
+    assert {k["category"] for name, k in by_name.items() if name.startswith("Cijk_")} \
+        == {"matmul"}
+    assert by_name["__amd_rocclr_copyBuffer.kd"]["category"] == "copy"
+    assert by_name["wrapped_broadcast.kd"]["category"] == "copy"
+    # The GEMM kernels' time is that of the five cuBLAS custom-calls read through XLA,
+    # 3.218884 ms, plus the Triton GEMM fusion of jit_dot(5), 15.0 us: 3.233884 ms.
+    run = read_kernels(kernels_only)
+    assert run.seconds_by_category()["matmul"] == pytest.approx(3.233884e-3, rel=1e-6)
+    assert "no FLOPs or bytes" in doc["no_cost"]
+    assert main(["explain", str(kernels_only)]) == 0
+    text = capsys.readouterr().out
+    assert "NO COST" in text and "matmul" in text

@@ -4,9 +4,11 @@ from roofline.trace.reader import (
     MeasuredOp,
     MeasuredRun,
     OpEvent,
+    NoXlaOpsError,
     TraceError,
     find_xplane,
     read_trace,
 )
 
-__all__ = ["MeasuredOp", "MeasuredRun", "OpEvent", "TraceError", "find_xplane", "read_trace"]
+__all__ = ["MeasuredOp", "MeasuredRun", "NoXlaOpsError", "OpEvent", "TraceError", "find_xplane",
+           "read_trace"]

@@ -30,6 +30,11 @@ class TraceError(RooflineError, ValueError):
     """A trace file that is missing, truncated, foreign, or has no XLA ops."""
 
 
+class NoXlaOpsError(TraceError):
+    """A device trace whose kernels carry no HLO op: read it with
+    :func:`roofline.trace.kernels.read_kernels` instead."""
+
+
 @dataclass(frozen=True)
 class MeasuredOp:
     """One HLO op's measured time in a run, summed over its executions."""
@@ -136,12 +141,10 @@ def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
     xplane = find_xplane(path)
     space = load_xspace(xplane)
     planes = {plane.name: plane for plane in space.planes}
-    tpu = sorted(n for n in planes if n.startswith("/device:TPU:"))
-    gpu = sorted(n for n in planes if n.startswith("/device:GPU:"))
-    if tpu:
-        return _read_device(xplane, planes, tpu, device, "tpu", _tpu_events)
-    if gpu:
-        return _read_device(xplane, planes, gpu, device, "gpu", _gpu_events)
+    if any(n.startswith("/device:TPU:") for n in planes):
+        return _read_device(xplane, planes, "tpu", device, _tpu_events)
+    if any(n.startswith("/device:GPU:") for n in planes):
+        return _read_device(xplane, planes, "gpu", device, _gpu_events)
     if "/host:CPU" in planes:
         return _read_cpu(xplane, planes["/host:CPU"])
     raise TraceError(f"{xplane}: no /host:CPU, GPU or TPU plane: not a JAX profile")
@@ -254,13 +257,23 @@ def _run_walls(events: list[OpEvent]) -> list[float]:
     return [(end - start) * 1e-9 for start, end in spans.values()]
 
 
-def _read_device(path: Path, planes: dict[str, Any], names: list[str], device: int | None,
-                 platform: str, extract: Any) -> MeasuredRun:
+def device_planes(path: Path, planes: dict[str, Any], platform: str, device: int | None
+                  ) -> list[str]:
+    """The ``/device:GPU:N`` (or TPU) plane names to read: all in order, or ``device``'s."""
+    names = sorted((n for n in planes if n.startswith(f"/device:{platform.upper()}:")),
+                   key=lambda n: int(n.rsplit(":", 1)[1]))
     if device is not None:
         wanted = f"/device:{platform.upper()}:{device}"
         if wanted not in planes:
-            raise TraceError(f"{path}: no plane {wanted}; the trace has {', '.join(names)}")
+            raise TraceError(f"{path}: no plane {wanted}; the trace has "
+                             f"{', '.join(names) or 'no such device planes'}")
         names = [wanted]
+    return names
+
+
+def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int | None,
+                 extract: Any) -> MeasuredRun:
+    names = device_planes(path, planes, platform, device)
     count = 0
     for name in names:
         events, walls, runs, seen = extract(planes[name])
@@ -269,6 +282,9 @@ def _read_device(path: Path, planes: dict[str, Any], names: list[str], device: i
             stats = dict(planes[name].stats)
             return MeasuredRun(str(path), platform, name, tuple(_aggregate(events)), runs,
                                max(len(walls), 1), tuple(walls), stats, count, tuple(events))
+    if platform == "gpu":
+        raise NoXlaOpsError(f"{path}: the kernels on {', '.join(names)} carry no HLO op "
+                            "(not an XLA program): their times are read by kernel name")
     raise TraceError(f"{path}: the trace has no XLA ops on {', '.join(names)}")
 
 
