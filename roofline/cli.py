@@ -160,6 +160,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     from roofline.trace import NoXlaOpsError
 
+    if args.device == "all":
+        return _explain_devices(args)
     try:
         loaded = load_run(args.run_dir, args.device)
     except NoXlaOpsError as exc:
@@ -187,6 +189,29 @@ def _explain(args: argparse.Namespace) -> int:
         points = measured_points(explanation) + bound_points(explanation)
         _save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "
                                   f"bound on {hardware.label}"), args.plot)
+    return 0
+
+
+def _device_choice(text: str) -> int | str:
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a device number or 'all'") from None
+
+
+def _explain_devices(args: argparse.Namespace) -> int:
+    from roofline.explain import explain_devices
+    from roofline.model import Overlap
+
+    if args.annotate or args.plot:
+        raise RooflineError("--device all explains every device side by side; --annotate "
+                            "and --plot take one device (--device N)")
+    hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
+    explanations, skipped = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
+    doc = report.devices_document(explanations, skipped)
+    _emit(args, text=report.devices_text(doc), document=doc, rows=doc["devices"])
     return 0
 
 
@@ -711,8 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", metavar="ID",
                    help="spec to explain against (default: the host's measured spec for "
                         "host runs, the traced device's spec for TPU/GPU traces)")
-    p.add_argument("--device", type=int, help="device plane of a GPU/TPU trace (default: "
-                                              "the first with XLA ops)")
+    p.add_argument("--device", type=_device_choice, metavar="N|all",
+                   help="device plane of a GPU/TPU trace (default: the first with XLA ops); "
+                        "'all': every device side by side, with its step time")
     p.add_argument("--overlap", choices=("max", "sum"), default="max")
     p.add_argument("--top", type=int, default=25, help="ops shown in the table (0: all)")
     p.add_argument("--annotate", metavar="FILE.trace.json.gz",

@@ -304,6 +304,36 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
     return Explanation(loaded, hardware, overlap, tuple(ops), missing)
 
 
+def explain_devices(path: str | Path, hardware: Hardware | None = None,
+                    overlap: Overlap = Overlap.MAX
+                    ) -> tuple[list[Explanation], list[str]]:
+    """Every device plane of a GPU/TPU trace explained on its own (``hardware`` defaults
+    to the first device's spec), and the planes skipped because their kernels carry no
+    XLA op."""
+    from roofline.hardware import load_hardware
+    from roofline.trace.reader import NoXlaOpsError, device_planes, load_xspace
+
+    xplane = find_xplane(path)
+    planes = {plane.name: plane for plane in load_xspace(xplane).planes}
+    names = (device_planes(xplane, planes, "tpu", None)
+             or device_planes(xplane, planes, "gpu", None))
+    if not names:
+        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all explains "
+                            "each device of a device trace")
+    explanations, skipped = [], []
+    for name in names:
+        try:
+            loaded = load_run(path, int(name.rsplit(":", 1)[1]))
+        except NoXlaOpsError:
+            skipped.append(name)
+            continue
+        hardware = hardware or load_hardware(default_hardware_ref(loaded.run))
+        explanations.append(explain(loaded, hardware, overlap))
+    if not explanations:
+        raise NoXlaOpsError(f"{xplane}: no device plane has XLA ops ({', '.join(skipped)})")
+    return explanations, skipped
+
+
 def _async_role(measured: MeasuredOp) -> Role | None:
     """The issue of an async op (``X-start``: its transfer is the async record), or its
     wait (``X-done``: blocked until it finished), None for any other op."""

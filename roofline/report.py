@@ -512,6 +512,46 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
     return doc
 
 
+def devices_document(explanations: list[Any], skipped: list[str]) -> dict[str, Any]:
+    """Each device of a trace side by side: schema ``roofline/explanation-devices/1``."""
+    docs = [explanation_document(ex) for ex in explanations]
+    rows = []
+    for doc in docs:
+        step = doc["wall_seconds_per_step"] or doc["op_seconds_per_step"]
+        collective = (doc["seconds_by_category"].get("collective", 0.0)
+                      + doc["async_seconds_by_category"].get("collective", 0.0))
+        rows.append({"device": doc["device"], "ops": len(doc["ops"]),
+                     "step_s": step, "step_from": "wall time" if doc["wall_seconds_per_step"]
+                     else "op time (no step wall time in the trace)",
+                     "op_seconds_per_step": doc["op_seconds_per_step"],
+                     "lower_bound_s": doc["achieved"]["lower_bound_s"],
+                     "efficiency": doc["achieved"]["efficiency"],
+                     "collective_s": collective})
+    slowest = max(rows, key=lambda row: row["step_s"])
+    fastest = min(rows, key=lambda row: row["step_s"])
+    return {"schema": "roofline/explanation-devices/1", "run": docs[0]["run"],
+            "hardware": docs[0]["hardware"], "devices": rows,
+            "slowest": slowest["device"],
+            "spread": slowest["step_s"] / fastest["step_s"] - 1 if fastest["step_s"] else 0.0,
+            "skipped_without_xla_ops": skipped, "explanations": docs}
+
+
+def devices_text(doc: dict[str, Any]) -> str:
+    q = format_quantity
+    rows = [{"device": r["device"] + (" (slowest)" if r["device"] == doc["slowest"] else ""),
+             "ops": r["ops"], "step": q(r["step_s"], Kind.TIME),
+             "op time": q(r["op_seconds_per_step"], Kind.TIME),
+             "bound": q(r["lower_bound_s"], Kind.TIME), "efficiency": r["efficiency"],
+             "collectives": q(r["collective_s"], Kind.TIME)} for r in doc["devices"]]
+    lines = [f"{doc['run']}: {len(rows)} devices explained on {doc['hardware']['label']}; "
+             f"step per device from {doc['devices'][0]['step_from']}",
+             f"slowest device {doc['slowest']}, {doc['spread']:.1%} above the fastest"]
+    if doc["skipped_without_xla_ops"]:
+        lines.append("no XLA ops (not explained): "
+                     + ", ".join(doc["skipped_without_xla_ops"]))
+    return "\n".join(lines) + "\n\n" + format_table(rows, title="per device, per step")
+
+
 def kernel_document(run: Any) -> dict[str, Any]:
     """A trace without XLA ops as JSON: schema ``roofline/kernels/1`` (no costs)."""
     return {

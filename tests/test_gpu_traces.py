@@ -166,3 +166,39 @@ def test_a_trace_without_xla_ops_gives_a_kernel_table(kernels_only, capsys):
     assert main(["explain", str(kernels_only)]) == 0
     text = capsys.readouterr().out
     assert "NO COST" in text and "matmul" in text
+
+
+def test_every_device_side_by_side(capsys):
+    import json
+
+    from roofline.cli import main
+    from roofline.trace import read_trace
+
+    # The conv fixture ran data-parallel on 8 MI300X: every device has the sharded conv.
+    path = TRACES / "mi300x_jax08_conv.xplane.pb"
+    assert main(["explain", str(path), "--device", "all", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [row["device"] for row in doc["devices"]] == [f"/device:GPU:{i}" for i in range(8)]
+    steps = {f"/device:GPU:{i}": read_trace(path, i).op_seconds_per_step for i in range(8)}
+    # No step wall time on these planes: each device's step is its op time, read apart.
+    assert {row["device"]: row["step_s"] for row in doc["devices"]} == pytest.approx(steps)
+    assert doc["slowest"] == max(steps, key=steps.get)
+    assert doc["spread"] == pytest.approx(max(steps.values()) / min(steps.values()) - 1)
+    for explained in doc["explanations"]:
+        conv = _op(explained, "jit_forward_3d_conv(15)", "cudnn-conv.1")
+        assert conv["flops"] == 32715571200
+    # TPU v6e: four chips, each with the all-reduce of jit__psum among its collectives.
+    assert main(["explain", str(TRACES / "tpu_v6e_inference.xplane.pb"), "--device", "all"]) == 0
+    text = capsys.readouterr().out
+    assert "4 devices explained on tpu-v6e" in text and "(slowest)" in text
+
+
+def test_device_all_refuses_per_device_outputs(capsys):
+    from roofline.cli import main
+
+    path = str(TRACES / "mi300x_jax08_conv.xplane.pb")
+    assert main(["explain", path, "--device", "all", "--plot", "x.png"]) == 2
+    assert "--device N" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["explain", path, "--device", "eight"])
+    assert "a device number or 'all'" in capsys.readouterr().err
