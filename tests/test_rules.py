@@ -266,3 +266,41 @@ def test_every_rule_has_a_known_category():
         for opcode, rule in table.items():
             assert rule.category is None or rule.category in CATEGORIES, opcode
             assert not (rule.free and rule.link), opcode
+
+
+GPU_LIBRARY = """HloModule gpu_library
+
+ENTRY main {
+  q = bf16[4,1024,4,64]{3,2,1,0} parameter(0)
+  k = bf16[4,1024,4,64]{3,2,1,0} parameter(1)
+  v = bf16[4,1024,4,64]{3,2,1,0} parameter(2)
+  lengths = s32[4]{0} parameter(3)
+  fmha = (bf16[4,4,1024,64]{3,1,2,0}, f32[4,4,1024]{2,1,0}, u8[0]{0}) custom-call(q, k, v, lengths, lengths), custom_call_target="__cudnn$fmhaSoftmax", backend_config={"operation_queue_id": "0", "cudnn_fmha_backend_config": {"fmha_scale": 1.0, "dropout_rate": 0, "bmm1_dot_dimension_numbers": {"lhs_contracting_dimensions": ["3"], "rhs_contracting_dimensions": ["3"], "lhs_batch_dimensions": ["0", "2"], "rhs_batch_dimensions": ["0", "2"]}, "bmm2_dot_dimension_numbers": {"lhs_contracting_dimensions": ["3"], "rhs_contracting_dimensions": ["1"], "lhs_batch_dimensions": ["0", "1"], "rhs_batch_dimensions": ["0", "2"]}}}
+  dy = bf16[2,8,14,14]{3,2,1,0} parameter(4)
+  w = bf16[8,4,3,3]{3,2,1,0} parameter(5)
+  dx = (bf16[2,4,14,14]{3,2,1,0}, u8[1024]{0}) custom-call(dy, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01, custom_call_target="__cudnn$convBackwardInput"
+  bare = (bf16[4,4]{1,0}, s8[64]{0}) custom-call(w, w), custom_call_target="__cublas$gemm"
+  ROOT out = bf16[4,4,1024,64]{3,1,2,0} get-tuple-element(fmha), index=0
+}
+"""
+
+
+def test_gpu_library_calls_cost_the_work_they_run():
+    ops = {op.name: op for op in analyze_module(parse_hlo_text(GPU_LIBRARY), platform="gpu").ops}
+    # Fused attention, Q, K, V bf16[4 batch, 1024 positions, 4 heads, 64]: S = 4 x 4 x 1024
+    # x 1024 = 16777216 scores. bmm1 2 x 16777216 x 64 and bmm2 2 x (4 x 4 x 1024 x 64) x
+    # 1024: 2147483648 each, 4294967296 FLOPs; one exp per score. Bytes: Q, K, V 3 x
+    # 2097152 + two s32[4] 32, read; O 2097152 and the f32 softmax statistics 65536
+    # written; the u8[0] workspace is not data: 8454176.
+    fmha = ops["fmha"]
+    assert (fmha.category, fmha.flops, fmha.transcendentals) == ("matmul", 4294967296,
+                                                                 16777216)
+    assert fmha.bytes == 8454176 and fmha.unknown == ()
+    # Backward-input convolution: the forward conv of dx (input, bf16[2,4,14,14]) with w
+    # (bf16[8,4,3,3]) into dy (bf16[2,8,14,14]), 3x3 padded by 1: (output, tap) pairs per
+    # axis 14 x 3 - 2 = 40; FMAs 4 x 8 x 2 x 40 x 40 = 102400, FLOPs 204800. Bytes: dy 6272
+    # and w 576 read, dx 3136 written (not the 1024 B workspace): 9984.
+    assert (ops["dx"].category, ops["dx"].flops, ops["dx"].bytes) == ("convolution", 204800,
+                                                                      9984)
+    # A GEMM call without the backend_config it is costed from is unknown, not zero.
+    assert ops["bare"].unknown == ("custom-call:__cublas$gemm",)

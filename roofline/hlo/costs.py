@@ -328,7 +328,10 @@ class _Analyzer:
             reads.append((shapes[0], updated))   # the rows updated, read by the combiner
             writes = [(instruction.shape, updated)]
         elif traffic is Traffic.LIBRARY:
-            writes = [(first_array(instruction.shape), None)]
+            results = arrays(instruction.shape)
+            if len(results) > 1 and results[-1].dtype in SCRATCH_DTYPES:
+                results = results[:-1]       # the library's workspace, not data
+            writes = [(result, None) for result in results]
         elif traffic is Traffic.HOST_IN:
             host = _array_bytes(instruction.shape)
         elif traffic is Traffic.HOST_OUT:
@@ -570,6 +573,9 @@ def _is_spatial(instruction: Instruction) -> bool:
 
 def _output_dtype(shape: Shape) -> str:
     return first_array(shape).dtype if arrays(shape) else "f32"
+
+
+SCRATCH_DTYPES = ("u8", "s8")   # the trailing workspace buffer of GPU library calls
 
 
 def _array_bytes(shape: Shape) -> float:

@@ -58,7 +58,7 @@ class Traffic(enum.Enum):
     BODY = "the kernels of the called computations (times the trips of a loop)"
     HOST_IN = "the result arrives from host memory"
     HOST_OUT = "the operand leaves for host memory"
-    LIBRARY = "every operand read, the result written (not the call's scratch workspace)"
+    LIBRARY = "every operand read, the results written (not the call's scratch workspace)"
 
 
 class LinkPattern(enum.Enum):
@@ -87,6 +87,7 @@ class Rule:
     free: bool = False
     unit: str = "vector"
     link: LinkPattern | None = None
+    needs_config: str | None = None   # a backend_config key the formula reads: unknown without
 
 
 RULES: dict[str, Rule] = {}
@@ -132,6 +133,28 @@ def library_gemm(instruction: Instruction, env: Env) -> Flops:
     contracted = math.prod(lhs.dims[int(d)]
                            for d in numbers.get("lhs_contracting_dimensions", []))
     return Flops(flops=2.0 * elements(instruction.shape) * contracted)
+
+
+def fused_attention(instruction: Instruction, env: Env) -> Flops:
+    # cuDNN's fused attention, forward: S = Q.K (bmm1), softmax, O = P.V (bmm2). bmm1 is
+    # 2 x |S| x the contracted size of Q; bmm2 2 x |O| x the keys per query (K's free
+    # size). |S| = Q's batch x Q's free x K's free dimensions (the dot numbers of bmm1 in
+    # backend_config). One exp per element of S; masks and dropout are not subtracted.
+    numbers = backend_config(instruction).get("cudnn_fmha_backend_config", {}).get(
+        "bmm1_dot_dimension_numbers", {})
+    q = first_array(env.operand_shape(instruction, 0))
+    k = first_array(env.operand_shape(instruction, 1))
+
+    def dims(key: str) -> set[int]:
+        return {int(d) for d in numbers.get(key, [])}
+    q_batch, q_contracted = dims("lhs_batch_dimensions"), dims("lhs_contracting_dimensions")
+    k_taken = dims("rhs_batch_dimensions") | dims("rhs_contracting_dimensions")
+    keys = math.prod(size for axis, size in enumerate(k.dims) if axis not in k_taken)
+    scores = math.prod(size for axis, size in enumerate(q.dims) if axis not in q_contracted) \
+        * keys
+    contracted = math.prod(q.dims[axis] for axis in q_contracted)
+    return Flops(flops=2.0 * scores * contracted + 2.0 * elements(instruction.shape) * keys,
+                 transcendentals=float(scores))
 
 
 def _library_convolution(input_at: int | None, kernel_at: int | None,
@@ -320,11 +343,17 @@ _add(CUSTOM_CALLS, ("ConcatBitcast",), Rule("data movement", no_flops))
 # MIOpen). Backward-input convolutions compute the forward input from (output gradient,
 # kernel); backward-filter ones the kernel from (input, output gradient).
 _add(CUSTOM_CALLS, ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"),
-     Rule("matmul", library_gemm, Traffic.LIBRARY, unit="matrix"))
+     Rule("matmul", library_gemm, Traffic.LIBRARY, unit="matrix",
+          needs_config="gemm_backend_config"))
 _add(CUSTOM_CALLS, ("__cudnn$convForward", "__cudnn$convBiasActivationForward"),
      Rule("convolution", _library_convolution(0, 1, None), Traffic.LIBRARY, unit="matrix"))
 _add(CUSTOM_CALLS, ("__cudnn$convBackwardInput",),
      Rule("convolution", _library_convolution(None, 1, 0), Traffic.LIBRARY, unit="matrix"))
+_add(CUSTOM_CALLS, ("__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxDropout",
+                    "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaScaleBiasSoftmaxDropout",
+                    "__cudnn$fmhaSoftmaxF8"),
+     Rule("matmul", fused_attention, Traffic.LIBRARY, unit="matrix",
+          needs_config="cudnn_fmha_backend_config"))
 _add(CUSTOM_CALLS, ("__cudnn$convBackwardFilter",),
      Rule("convolution", _library_convolution(0, None, 1), Traffic.LIBRARY, unit="matrix"))
 
@@ -371,7 +400,10 @@ def lookup(instruction: Instruction) -> Resolved | None:
     opcode = instruction.opcode
     if opcode == "custom-call":
         rule = CUSTOM_CALLS.get(custom_call_target(instruction))
-        return Resolved(rule, opcode) if rule else None
+        if rule is None or (rule.needs_config
+                            and rule.needs_config not in backend_config(instruction)):
+            return None
+        return Resolved(rule, opcode)
     if opcode in RULES:
         return Resolved(RULES[opcode], opcode)
     if opcode in ("async-update", "async-done"):
