@@ -911,12 +911,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose --out is a directory they create (checked where they create it).
+_DIRECTORY_OUTPUTS = ("_profile", "_sweep")
+
+
+def _check_output_files(args: argparse.Namespace) -> None:
+    """Refuse an output file path before any work is done (not after a long compile)."""
+    from roofline.outputs import check_output_path
+
+    names = ["plot", "annotate"]
+    if getattr(args.handler, "__name__", "") not in _DIRECTORY_OUTPUTS:
+        names.append("out")
+    for name in names:
+        if getattr(args, name, None):
+            check_output_path(getattr(args, name))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # The CLI compiles for XLA:CPU and, deviceless, for TPUs: it never needs jax to probe
     # for accelerators (which makes libtpu print warnings on machines without TPUs).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
     try:
+        _check_output_files(args)
         return args.handler(args)
     except RooflineError as exc:
         print(f"roofline: error: {exc}", file=sys.stderr)

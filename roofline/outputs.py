@@ -1,12 +1,15 @@
 """Writing output files so that a failure never leaves a half-written or lost file.
 
-Data goes to a temporary file in the destination's directory, which is then renamed over
-the destination in one step.
+Data goes to a temporary file in the destination's directory, flushed to disk, then
+renamed over the destination in one step. Only regular files are created or replaced: a
+directory, a symbolic link, a device or a FIFO at the destination is refused, never
+renamed over.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -15,21 +18,61 @@ from typing import BinaryIO
 from roofline.errors import RooflineError
 
 
-def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
-    """Call ``write`` with a binary file object, then move the result to ``path``."""
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_output_path(path: str | Path) -> Path:
+    """``path`` if an output may be written there: a new file or a regular file in an
+    existing, writable directory. Raises :class:`RooflineError` saying why not."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except NotADirectoryError:
+        raise RooflineError(f"cannot write {path}: {directory} is a file, not a directory; "
+                            "choose a path in a directory") from None
+    except OSError as exc:
+        raise RooflineError(f"cannot write {path}: {exc.strerror}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise RooflineError(f"cannot write {path}: it is {kind}; outputs only create or "
+                            "replace regular files: give a file name")
     if not directory.is_dir():
-        raise RooflineError(f"cannot write {path}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        what = "is a file, not a directory" if directory.exists() else "does not exist"
+        raise RooflineError(f"cannot write {path}: {directory} {what}; create the directory "
+                            "or choose another path")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise RooflineError(f"cannot write {path}: directory {directory} is not writable; "
+                            "choose another path")
+    return path
+
+
+def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+    """Call ``write`` with a binary file object, then move the result to ``path`` (a new
+    or regular file: :func:`check_output_path`)."""
+    path = check_output_path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise RooflineError(f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
         # mkstemp creates the file private (0600); give it the mode a plain open() would.
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+        check_output_path(path)     # nothing other than a regular file appeared meanwhile
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise RooflineError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
