@@ -192,6 +192,16 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
+    return value
+
+
 def _device_choice(text: str) -> int | str:
     if text == "all":
         return text
@@ -308,6 +318,7 @@ def _sweep(args: argparse.Namespace) -> int:
                      Path(args.cache) if args.cache else out / "cache",
                      tuple(args.hardware_dir), args.data_parallel)
     result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
+                       extend=args.extend,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     statuses = ", ".join(f"{n} {k}" for k, n in sorted(result["statuses"].items()))
     print(f"{result['ran']} tasks run ({statuses or 'none'}), {result['skipped']} skipped, "
@@ -766,13 +777,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="host", help="comma-separated targets")
     p.add_argument("--hardware", required=True, help="comma-separated hardware ids")
     p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                    help="local worker processes (default: one per core)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run the tasks on this Dask scheduler's workers instead")
     p.add_argument("--cache", metavar="DIR", help="compiled-program cache (default DIR/cache)")
     p.add_argument("--data-parallel", action="store_true")
-    p.add_argument("--limit", type=int, help="run at most this many unfinished tasks")
+    p.add_argument("--limit", type=_positive_int,
+                   help="run at most this many unfinished tasks")
+    p.add_argument("--extend", action="store_true",
+                   help="add this sweep to a directory holding a sweep of something else "
+                        "(rows are kept once per model, target and hardware)")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw utilization over the first two grid axes to FILE")
     p.set_defaults(handler=_sweep)

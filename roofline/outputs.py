@@ -9,6 +9,7 @@ renamed over.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from typing import BinaryIO
 from roofline.errors import RooflineError
 
 
+TMP_SUFFIX = ".tmp"
+_TMP_NAME = re.compile(r"\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -56,7 +59,9 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
     or regular file: :func:`check_output_path`)."""
     path = check_output_path(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # The writer's pid is in the name: only files of writers gone are cleaned up.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX,
+                                   dir=path.parent)
     except OSError as exc:
         raise RooflineError(f"cannot write {path}: {exc.strerror}") from None
     try:
@@ -77,6 +82,29 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_abandoned_temporaries(directory: Path) -> list[Path]:
+    """Delete the temporary files in ``directory`` whose writer (the pid in the name) is
+    no longer running; a live writer's file, another sweep's mid-write, is left alone."""
+    removed = []
+    for path in directory.glob(f".*{TMP_SUFFIX}"):
+        match = _TMP_NAME.search(path.name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # alive, another user's
+        return True
+    return True
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import json
 import math
 import os
 import re
@@ -29,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from roofline.errors import DoesNotFitError, RooflineError
-from roofline.outputs import write_atomic
+from roofline.outputs import remove_abandoned_temporaries, write_atomic
 
 PARTS = "parts"
 MODELS_FILE = "models.parquet"
 OPS_FILE = "ops.parquet"
+DEFINITION_FILE = "sweep.json"
+UNREADABLE = "unreadable"
 # How long to keep trying a Dask scheduler before reporting it unreachable.
 SCHEDULER_TIMEOUT_S = 10
 
@@ -102,11 +105,24 @@ class SweepPlan:
         if self.family not in FAMILIES:
             raise RooflineError(f"unknown family {self.family!r}; families: "
                                 + ", ".join(sorted(FAMILIES)))
-        known = [p.name for p in FAMILIES[self.family].params]
+        from roofline.compile import get_target
+        from roofline.workloads.registry import convert_parameter
+
+        family = FAMILIES[self.family]
+        params = {p.name: p for p in family.params}
+        known = list(params)
         for name in [*self.grid, *self.fixed]:
             if name not in known:
                 raise RooflineError(f"family {self.family!r} has no parameter {name!r}; its "
                                     f"parameters: {', '.join(known)}")
+        # Every value is checked before any task runs: one bad value fails nothing later.
+        for name, values in [*self.grid.items(), *((n, [v]) for n, v in self.fixed.items())]:
+            for value in values:
+                convert_parameter(family, params[name], str(value))
+        for target in self.targets:
+            get_target(target)
+        if not self.targets or not self.hardware:
+            raise RooflineError("a sweep needs at least one --target and one --hardware")
         names = list(self.grid)
         tasks = []
         for combination in itertools.product(*(self.grid[n] for n in names)):
@@ -148,7 +164,7 @@ def run_task(task: Task) -> dict[str, Any]:
     from roofline.workloads import FAMILIES
 
     base = {"key": task.key, "spec": task.spec, "family": task.family, **task.params,
-            "target": task.target}
+            "target": task.target, "data_parallel": task.data_parallel}
     model_rows: list[dict[str, Any]] = []
     op_rows: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -208,6 +224,7 @@ def run_task(task: Task) -> dict[str, Any]:
                 if op.placement is None:
                     continue
                 op_rows.append({"key": task.key, "spec": task.spec, "target": task.target,
+                                "data_parallel": task.data_parallel,
                                 "hardware": ref, "op": op.cost.name,
                                 "category": op.cost.category, "dtype": op.cost.dtype,
                                 "unit": op.cost.unit, "flops": op.cost.flops,
@@ -238,13 +255,32 @@ def _required_bytes(message: str) -> float | None:
     return float(match.group(1)) * scale
 
 
-def finished_keys(out: Path) -> set[str]:
+def finished_keys(out: Path, set_aside: list[str] | None = None) -> set[str]:
+    """Keys whose parts are written and readable. Unreadable parts move to
+    ``parts/unreadable/`` (named in ``set_aside``) so that their tasks run again."""
+    import pyarrow.parquet as pq
+
     parts = out / PARTS
     if not parts.is_dir():
         return set()
-    for stale in parts.glob(".*.tmp"):  # a worker killed while writing
-        stale.unlink(missing_ok=True)
-    return {p.name.split(".")[0] for p in parts.glob("*.models.parquet")}
+    remove_abandoned_temporaries(parts)
+    keys = set()
+    for path in sorted(parts.glob("*.models.parquet")):
+        key = path.name.split(".")[0]
+        try:
+            for part in (path, parts / f"{key}.ops.parquet"):
+                if part.exists():
+                    pq.read_metadata(part)
+        except Exception:  # pyarrow raises several types for a damaged file
+            aside = parts / UNREADABLE
+            aside.mkdir(exist_ok=True)
+            for part in parts.glob(f"{key}.*.parquet"):
+                part.replace(aside / part.name)
+            if set_aside is not None:
+                set_aside.append(str(aside / path.name))
+            continue
+        keys.add(key)
+    return keys
 
 
 def read_models(out: str | Path) -> Any:
@@ -258,17 +294,29 @@ def read_models(out: str | Path) -> Any:
     return pandas.read_parquet(path)
 
 
+# A row's identity in the gathered tables: an extended sweep can place one model on one
+# hardware in two tasks (run with different --hardware lists); the newest part is kept.
+ROW_KEYS = {"models": ("spec", "target", "data_parallel", "hardware"),
+            "ops": ("spec", "target", "data_parallel", "hardware", "op")}
+
+
 def gather(out: Path) -> tuple[Path, Path]:
-    """Combine the parts into ``models.parquet`` and ``ops.parquet`` (atomically)."""
+    """Combine the parts into ``models.parquet`` and ``ops.parquet`` (atomically), each
+    row once (:data:`ROW_KEYS`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     written = []
     for suffix, name in (("models", MODELS_FILE), ("ops", OPS_FILE)):
-        tables = [pq.read_table(p) for p in sorted((out / PARTS).glob(f"*.{suffix}.parquet"))]
-        tables = [t for t in tables if t.num_rows]
+        paths = sorted((out / PARTS).glob(f"*.{suffix}.parquet"),
+                       key=lambda p: (p.stat().st_mtime_ns, p.name))
+        tables = [t for t in (pq.read_table(p) for p in paths) if t.num_rows]
         table = (pa.concat_tables(tables, promote_options="permissive") if tables
                  else pa.table({}))
+        keys = [k for k in ROW_KEYS[suffix] if k in table.column_names]
+        if table.num_rows and keys:
+            frame = table.to_pandas().drop_duplicates(subset=keys, keep="last")
+            table = pa.Table.from_pandas(frame, preserve_index=False)
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
         written.append(write_atomic(out / name, lambda h, b=buffer.getvalue(): h.write(b)))
@@ -286,13 +334,52 @@ def _progress_line(done: int, total: int, started: float, skipped: int) -> str:
             f"{time.strftime('%H:%M:%S', time.gmtime(elapsed))}, ETA {eta}")
 
 
+def definition(plan: SweepPlan) -> dict[str, Any]:
+    """What a sweep directory is a sweep of (``sweep.json``)."""
+    return {"family": plan.family, "grid": {k: list(v) for k, v in plan.grid.items()},
+            "fixed": dict(plan.fixed), "targets": list(plan.targets),
+            "hardware": list(plan.hardware), "data_parallel": plan.data_parallel}
+
+
+def record_definition(plan: SweepPlan, extend: bool) -> None:
+    """Refuse a directory holding a sweep of something else, unless ``extend``: then the
+    new definition is added to those it holds."""
+    path = plan.out / DEFINITION_FILE
+    wanted = definition(plan)
+    held: list[dict[str, Any]] = []
+    if path.exists():
+        try:
+            held = json.loads(path.read_text())["definitions"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RooflineError(f"{path}: unreadable sweep definition ({exc}); it records "
+                                "what this directory is a sweep of: restore it or use a "
+                                "new --out") from None
+    elif any((plan.out / PARTS).glob("*.parquet")):
+        raise RooflineError(f"{plan.out} holds sweep parts but no {DEFINITION_FILE}: it is "
+                            "not known what they are a sweep of; use a new --out")
+    if wanted in held:
+        return
+    if held and not extend:
+        differ = sorted(k for k in wanted if all(d.get(k) != wanted[k] for d in held))
+        raise RooflineError(f"{plan.out} holds a sweep of something else ({DEFINITION_FILE} "
+                            f"differs in {', '.join(differ)}): use a new --out, or pass "
+                            "--extend to add this sweep to it")
+    write_atomic(path, lambda handle: handle.write(
+        json.dumps({"definitions": [*held, wanted]}, indent=2).encode()))
+
+
 def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None,
               progress: Callable[[str], None] = lambda line: None,
-              limit: int | None = None) -> dict[str, Any]:
-    """Run every unfinished task of ``plan``; returns counts and the output files."""
+              limit: int | None = None, extend: bool = False) -> dict[str, Any]:
+    """Run every unfinished task of ``plan``; returns counts and the output files. A
+    directory already holding another sweep is refused unless ``extend``."""
     tasks = plan.tasks()
     plan.out.mkdir(parents=True, exist_ok=True)
-    done_keys = finished_keys(plan.out)
+    record_definition(plan, extend)
+    set_aside: list[str] = []
+    done_keys = finished_keys(plan.out, set_aside)
+    for path in set_aside:
+        progress(f"unreadable part set aside, its task runs again: {path}")
     todo = [t for t in tasks if t.key not in done_keys]
     if limit is not None:
         todo = todo[:limit]
@@ -313,6 +400,21 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
             "seconds": time.perf_counter() - started}
 
 
+PARENT_POLL_S = 1.0
+
+
+def end_with_parent(parent: int) -> None:
+    """In a worker: exit as soon as the sweep's main process is gone (killed, say), so
+    that no worker outlives it holding its memory."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
 def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
              ) -> Iterable[dict[str, Any]]:
     if not tasks:
@@ -331,7 +433,8 @@ def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
                 yield future.result()
         return
     # Fresh interpreters, not forks: jax is multithreaded and must not be forked.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                             initializer=end_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(run_task, task) for task in tasks]
         for future in as_completed(futures):
             yield future.result()

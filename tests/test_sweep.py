@@ -66,6 +66,21 @@ def test_failures_are_rows(tmp_path):
     assert (models["footprint_bytes"] > 8 * 2**30 * 0.9).all()
 
 
+def _session_members(session: int) -> set[int]:
+    """Live (not zombie) processes of a session, from /proc."""
+    members = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == session:
+            members.add(int(entry))
+    return members
+
+
 def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
     out = tmp_path / "killed"
     argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "layers=4,8",
@@ -77,8 +92,14 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
     deadline = time.time() + 240
     while len(finished_keys(out)) < 6 and time.time() < deadline and process.poll() is None:
         time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers, mid-way
+    workers = _session_members(process.pid) - {process.pid}
+    assert workers, "the sweep runs its tasks in worker processes"
+    process.kill()  # the main process only, mid-way: its workers must end by themselves
     process.wait()
+    deadline = time.time() + 30
+    while _session_members(process.pid) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _session_members(process.pid), "workers outlived the sweep's main process"
     done_before = finished_keys(out)
     assert 0 < len(done_before) < 16, "the kill must land half-way"
     assert not (out / "models.parquet").exists()
@@ -134,6 +155,74 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     families = {w["family"]: w for w in json.loads(capsys.readouterr().out)["workloads"]}
     assert {"fc", "cnn", "rnn", "resnet50", "matmul", "conv2d"} <= set(families)
     assert {"name": "nodes", "default": 2048, "choices": []} in families["fc"]["parameters"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--grid", "nodes=32,abc"], "nodes='abc' is not a valid int"),
+    (["--grid", "nodes=32", "--set", "batch=0"], "batch must be positive"),
+    (["--grid", "nodes=32", "--set", "dtype=nosuch"], "choose one of"),
+    (["--grid", "nodes=32", "--target", "nosuch"], "unknown target 'nosuch'"),
+    (["--grid", "nodes=32", "--workers", "0"], "give a whole number of 1 or more"),
+    (["--grid", "nodes=32", "--limit", "-1"], "give a whole number of 1 or more"),
+])
+def test_sweep_values_are_checked_before_any_task(tmp_path, capsys, extra, message):
+    out = tmp_path / "never"
+    argv = ["sweep", "fc", "--set", "layers=1", "--set", "input=16", "--set", "output=8",
+            "--grid", "batch=8", "--hardware", "v100-sxm2", "--out", str(out), *extra]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:   # argparse refuses --workers 0 itself
+        code = exit_.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _tiny(out, nodes=(32, 64), hardware=("v100-sxm2",)):
+    return SweepPlan("fc", {"nodes": list(nodes)}, ["host"], list(hardware), out,
+                     {"layers": 1, "input": 16, "output": 8, "batch": 8})
+
+
+def test_a_sweep_directory_holds_one_definition_unless_extended(tmp_path):
+    out = tmp_path / "sweep"
+    assert run_sweep(_tiny(out), workers=1)["complete"]
+    # A narrower grid or another hardware list is another sweep: refused, nothing run.
+    for other in (_tiny(out, nodes=(32,)), _tiny(out, hardware=("v100-sxm2", "tpu-v2"))):
+        with pytest.raises(RooflineError, match="holds a sweep of something else"):
+            run_sweep(other, workers=1)
+    # Extended: nodes 32 and 64 on v100-sxm2 ran in the first sweep and again in this one
+    # (their task keys differ: the hardware list is part of the key); each (model, target,
+    # hardware) is one row: 2 models x 2 hardware = 4.
+    extended = run_sweep(_tiny(out, hardware=("v100-sxm2", "tpu-v2")), workers=1, extend=True)
+    models = pd.read_parquet(extended["files"][0])
+    assert len(models) == 4
+    assert not models.duplicated(["spec", "target", "hardware"]).any()
+    assert len(json.loads((out / "sweep.json").read_text())["definitions"]) == 2
+
+
+def test_an_unreadable_part_is_set_aside_and_its_task_rerun(tmp_path):
+    out = tmp_path / "sweep"
+    run_sweep(_tiny(out), workers=1)
+    parts = sorted((out / PARTS).glob("*.models.parquet"))
+    parts[0].write_bytes(b"not parquet")
+    lines = []
+    result = run_sweep(_tiny(out), workers=1, progress=lines.append)
+    assert result["ran"] == 1 and result["complete"]
+    assert any("unreadable part set aside" in line for line in lines)
+    assert (out / PARTS / "unreadable" / parts[0].name).read_bytes() == b"not parquet"
+    assert len(pd.read_parquet(out / "models.parquet")) == 2
+
+
+def test_only_abandoned_temporary_files_are_removed(tmp_path):
+    from roofline.outputs import remove_abandoned_temporaries
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    abandoned = tmp_path / f".x.models.parquet.{gone.stdout.strip()}.abc123.tmp"
+    live = tmp_path / f".y.models.parquet.{os.getpid()}.def456.tmp"
+    for path in (abandoned, live):
+        path.write_bytes(b"half")
+    assert remove_abandoned_temporaries(tmp_path) == [abandoned]
+    assert live.exists() and not abandoned.exists()
 
 
 @pytest.mark.slow

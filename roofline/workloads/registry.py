@@ -69,7 +69,8 @@ def register(family: Family) -> Family:
     return family
 
 
-def _convert(family: Family, param: Param, text: str) -> Any:
+def convert_parameter(family: Family, param: Param, text: str) -> Any:
+    """``text`` as a value of ``param``, or a RooflineError saying what is wrong."""
     try:
         value = param.kind(text)
     except (TypeError, ValueError):
@@ -98,7 +99,7 @@ def parse_spec(spec: str) -> Workload:
                 raise RooflineError(
                     f"workload {head!r} has no parameter {key!r}; its parameters: "
                     + ", ".join(f"{p.name} (default {p.default})" for p in family.params))
-            values[key] = _convert(family, known[key], text)
+            values[key] = convert_parameter(family, known[key], text)
         return family.make(**values)
     if sep and "." in head or (sep and tail and "=" not in tail):
         return _user_workload(spec, head, tail)
