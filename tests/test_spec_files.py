@@ -1,6 +1,8 @@
 """Loading, validating and deriving hardware records from spec files."""
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -151,6 +153,12 @@ MALFORMED = [
      "compute[1].achieved_source", "a measured figure needs its own source"),
     ("achieved in the wrong unit", (_FP32, _FP32 + '\nachieved = "1.5 GB/s"\nachieved_source = "sheet"'),
      "compute[1].achieved", "is a bandwidth, but a compute rate belongs here"),
+    ("scope as a list", ('scope = "core"', 'scope = ["core"]'), "counts.scope",
+     "expected the name of a scope"),
+    ("scope as a table", ('scope = "core"', 'scope = {a = 1}'), "counts.scope",
+     "expected the name of a scope"),
+    ("overhead with a note and no per_op", ('per_op = "2 us"', 'note = "none published"'),
+     "overhead.per_op", "give per_op"),
     ("sustained clock above boost", ('base = "800 MHz"', 'base = "800 MHz"\nsustained = "2 GHz"\nsustained_source = "sheet"'),
      "clock.sustained", "exceeds the peak beside it"),
 ]
@@ -262,3 +270,20 @@ def test_every_gpu_spec_cites_its_achievable_ceilings():
         for figure in achieved:
             assert figure.sources and all(k in dict(hw.sources) for k in figure.sources)
     assert without == []
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: Path("/dev/zero"), "not a regular file"),
+    (lambda tmp: (os.mkfifo(tmp / "fifo.toml"), tmp / "fifo.toml")[1], "not a regular file"),
+    (lambda tmp: (tmp / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000)
+     and tmp / "deep.toml", "nested too deeply"),
+    (lambda tmp: (tmp / "big.toml").write_bytes(b"# " + b"x" * (2 << 20)) and tmp / "big.toml",
+     "larger than 1024 KiB"),
+    (lambda tmp: (tmp / "latin.toml").write_bytes(b"name = \"caf\xe9\"") and tmp / "latin.toml",
+     "not UTF-8"),
+], ids=["device", "fifo", "nested", "huge", "latin-1"])
+def test_what_is_not_a_spec_file_is_refused_without_reading_it_all(tmp_path, make, message):
+    path = make(tmp_path)
+    with pytest.raises(SpecError, match=message) as info:
+        load_spec_file(path)
+    assert str(path) in str(info.value)

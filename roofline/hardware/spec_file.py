@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +37,8 @@ _TOP_KEYS = {
     "scopes", "sources", "variants", "clock", "counts", "power", "overhead",
     "compute", "memory", "links",
 }
+MAX_SPEC_BYTES = 1 << 20   # spec files are a few KiB; refuse anything far larger
+
 _REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
                  "sources", "overhead", "compute", "memory")
 _COMMON = {"scope", "source", "note"}
@@ -112,6 +115,9 @@ class _Reader:
         """How much to multiply an extensive value stated in ``table`` to reach the
         default scope."""
         scope = table.get("scope", self.default_scope)
+        if not isinstance(scope, str):
+            raise self.error(f"{key}.scope", f"expected the name of a scope (one of "
+                             f"{', '.join(self.scopes)}), got {scope!r}")
         if scope not in self.scopes:
             raise self.error(
                 f"{key}.scope", f"unknown scope {scope!r}; this file declares "
@@ -428,8 +434,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         compute=_compute(reader, doc, variant),
         memory=_memory(reader, doc, variant),
         links=_links(reader, doc, variant),
-        overhead=_scalar(reader, doc, "overhead", "per_op", Kind.TIME, variant,
-                         extensive=False),  # type: ignore[arg-type]
+        overhead=_overhead(reader, doc, variant),
         clock=clock,  # type: ignore[arg-type]
         base_clock=base_clock,
         tdp=_scalar(reader, doc, "power", "tdp", Kind.POWER, variant,
@@ -447,18 +452,38 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
     return hardware.at_scope(scope) if scope is not None else hardware
 
 
+def _overhead(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> Any:
+    overhead = _scalar(reader, doc, "overhead", "per_op", Kind.TIME, variant, extensive=False)
+    if overhead.value is None:  # type: ignore[union-attr]
+        raise reader.error("overhead.per_op", "the model charges every op a fixed cost: give "
+                           "per_op (e.g. per_op = \"3 us\"; \"0 us\" if there is none)")
+    return overhead
+
+
 def load_spec_file(path: str | Path, *, variant: str | None = None,
                    scope: str | None = None) -> Hardware:
     """Read, validate and build the spec file at ``path``."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise SpecError(path, None, "not a regular file: give the path of a .toml spec "
+                            "file")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(path, None, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, None, f"cannot read the file: {exc}") from None
+    except OSError as exc:
+        raise SpecError(path, None, f"cannot read the file: {exc.strerror or exc}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(path, None, f"larger than {MAX_SPEC_BYTES // 1024} KiB: not a spec "
+                        "file (they are a few KiB of TOML)")
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SpecError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start}): "
+                        "save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, None, f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(path, None, "values nested too deeply to be a spec file") from None
     return parse_spec(doc, path, variant=variant, scope=scope)
