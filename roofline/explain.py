@@ -96,17 +96,12 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
     run = read_trace(path, device)
     xprof = (tuple(hlo_stats(find_xplane(path)))
              if run.platform in ("tpu", "gpu") else ())
-    manifest = None
-    if path.is_dir() and (path / MANIFEST).exists():
-        try:
-            manifest = json.loads((path / MANIFEST).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise RooflineError(f"{path / MANIFEST}: unreadable manifest: {exc}") from None
+    manifest = _manifest(path / MANIFEST) if path.is_dir() else None
     hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
     if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
         costs = {}
         for file in sorted(hlo_dir.glob("*.txt")):
-            module = parse_hlo_text(file.read_text())
+            module = _saved_module(file)
             costs[module.name] = analyze_module(module, platform=run.platform)
         return LoadedRun(run, costs, manifest, "optimized HLO saved with the run", xprof)
     if path.is_dir() and manifest is not None:
@@ -128,6 +123,33 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
     costs = {key: analyze_module(parse_hlo_text(text), platform=run.platform)
              for key, text in texts.items() if key in run.module_runs}
     return LoadedRun(run, costs, manifest, source, xprof)
+
+
+def _manifest(path: Path) -> dict[str, Any] | None:
+    """A run directory's manifest (None if it has none): a JSON object, or an error
+    naming the file."""
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RooflineError(f"{path}: unreadable manifest ({exc}); 'roofline profile' "
+                            "writes it: capture the run again") from None
+    if not isinstance(manifest, dict):
+        raise RooflineError(f"{path}: the manifest must be a JSON object, not "
+                            f"{type(manifest).__name__}; capture the run again")
+    return manifest
+
+
+def _saved_module(file: Path) -> Any:
+    """The optimized HLO module saved with a run, or an error naming the file."""
+    try:
+        return parse_hlo_text(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RooflineError(f"{file}: cannot read the saved HLO ({exc}); capture the run "
+                            "again") from None
+    except RooflineError as exc:
+        raise RooflineError(f"{file}: {exc}; capture the run again") from None
 
 
 def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,

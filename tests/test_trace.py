@@ -166,6 +166,25 @@ def test_run_directory_without_hlo_is_refused(captured, tmp_path, capsys):
     assert "has no hlo/ with the optimized HLO" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("damage, message", [
+    (lambda run: (run / "manifest.json").write_text("[1, 2]"), "must be a JSON object"),
+    (lambda run: (run / "manifest.json").write_text('"a string"'), "must be a JSON object"),
+    (lambda run: (run / "manifest.json").write_bytes(b'{"steps": "\xff"}'),
+     "unreadable manifest"),
+    (lambda run: next((run / "hlo").glob("*.txt")).write_bytes(b"HloModule m\n\xff\xfe"),
+     "cannot read the saved HLO"),
+    (lambda run: next((run / "hlo").glob("*.txt")).write_text("HloModule m\nENTRY e {\n  x = "),
+     "HLO"),
+], ids=["manifest-list", "manifest-string", "manifest-latin1", "hlo-binary", "hlo-cut"])
+def test_a_damaged_run_directory_names_the_file(captured, tmp_path, capsys, damage, message):
+    broken = tmp_path / "damaged"
+    shutil.copytree(captured, broken)
+    damage(broken)
+    assert main(["explain", str(broken), "--hardware", "xeon-8163"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(broken) in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "not a readable xplane trace (truncated"),
     (b"this is not a trace", "not a readable xplane trace"),

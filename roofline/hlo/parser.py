@@ -134,7 +134,8 @@ def parse_hlo_text(text: str) -> HloModule:
             continue
         try:
             current.instructions.append(_parse_instruction(line))
-        except (HloParseError, ShapeSyntaxError) as exc:
+        except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
+            # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
             raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
     if current is not None:
         raise HloParseError(f"HLO text ends inside computation {current.name!r} "
