@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from roofline.hlo.formulas import Flops, first_array, select_and_scatter_computations
 from roofline.hlo.loops import trip_count
-from roofline.hlo.parser import Computation, HloModule, Instruction
+from roofline.errors import RooflineError
+from roofline.hlo.parser import Computation, HloModule, HloParseError, Instruction
 from roofline.hlo.rules import (
     CATEGORIES,
     Half,
@@ -113,6 +114,20 @@ class ModuleCosts:
         return sum(op.link_bytes for op in self.ops)
 
 
+def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) -> OpCost:
+    """One op's cost; attributes that contradict the shapes (dim_labels naming a missing
+    dimension, a window of another rank, contracting dimensions out of range) are a
+    parse error of the module, not a crash."""
+    try:
+        return analyzer.op_cost(instruction, module.entry)
+    except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as exc:
+        if isinstance(exc, RooflineError):
+            raise
+        raise HloParseError(f"module {module.name}: cannot cost {instruction.name} "
+                            f"({instruction.opcode}): its attributes do not fit its shapes "
+                            f"({type(exc).__name__}: {exc})") from None
+
+
 def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
                    platform: str = "") -> ModuleCosts:
     """Costs of every top-level op of the entry computation.
@@ -122,7 +137,7 @@ def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
     ``platform`` records what the module was compiled for (``cpu``, ``tpu``, ``gpu``).
     """
     analyzer = _Analyzer(module, count_loop_trips, platform)
-    ops = tuple(analyzer.op_cost(i, module.entry) for i in module.entry.instructions)
+    ops = tuple(_costed(analyzer, i, module) for i in module.entry.instructions)
     return ModuleCosts(module.name, ops, dict(analyzer.unknown),
                        loops_counted_once=not count_loop_trips)
 

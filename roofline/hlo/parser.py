@@ -129,6 +129,7 @@ def parse_hlo_text(text: str) -> HloModule:
                     entry = current.name
             continue  # stack-frame tables and other module-level text
         if stripped == "}":
+            _check_operands(current)
             computations[current.name] = current
             current = None
             continue
@@ -147,6 +148,18 @@ def parse_hlo_text(text: str) -> HloModule:
     return HloModule(module_name or entry, computations, entry,
                      num_partitions=counts.get("num_partitions", 1),
                      replica_count=counts.get("replica_count", 1))
+
+
+def _check_operands(computation: Computation) -> None:
+    """Every operand names an instruction of the same computation (HLO's scoping)."""
+    if not computation.instructions:
+        raise HloParseError(f"computation {computation.name!r} has no instructions")
+    for instruction in computation.instructions:
+        for operand in instruction.operands:
+            if operand not in computation.by_name:
+                raise HloParseError(f"{instruction.name} in {computation.name!r} uses "
+                                    f"{operand!r}, which that computation does not define "
+                                    "(damaged HLO text?)")
 
 
 def _parse_instruction(line: str) -> Instruction:
