@@ -7,6 +7,7 @@ returns exit code 2, as argparse does for a bad command line.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -386,11 +387,29 @@ def _regress(args: argparse.Namespace) -> int:
     return 0
 
 
+SCALE_RANGE = (1e-6, 1e6)   # a what-if factor outside this is a typo, not a design
+
+
 def _scale_factor(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise RooflineError(f"scale factor {text!r} is not a number") from None
+    low, high = SCALE_RANGE
+    if not low <= value <= high:   # also refuses nan and inf
+        raise RooflineError(f"scale factor {text!r} is outside {low:g} to {high:g}: give a "
+                            "factor such as 1.5 (50% more) or 0.5 (half)")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number")
+    return value
 
 
 def _whatif(args: argparse.Namespace) -> int:
@@ -819,7 +838,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
                            help="e.g. memory_bandwidth=1.5, flops=2, flops.matrix.bf16=2, "
                                 "memory_capacity=2, link_bandwidth=2, overhead=0.5")
-            p.add_argument("--power", type=float, metavar="W",
+            p.add_argument("--power", type=_positive_float, metavar="W",
                            help="power for energy per sample (default: the spec's TDP)")
             p.add_argument("--plot", metavar="FILE",
                            help="also draw the time by bound class before and after")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,19 @@ def _cell(value: Any) -> str:
 
 
 def to_json(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+    """Strict JSON: a value that is not a finite number (an infinite ratio, say) is
+    written as null, never as the ``Infinity`` or ``NaN`` JSON does not have."""
+    return json.dumps(_finite(document), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def to_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:

@@ -1,0 +1,49 @@
+"""Bad input at the command line: exit 2, a message of a few lines naming the input and
+the fix, never a traceback (issue 14's table; outputs in test_outputs.py, sweeps in
+test_sweep.py, spec files in test_spec_files.py)."""
+
+import json
+
+import pytest
+
+from roofline.cli import main
+from roofline.report import to_json
+
+SPEC = "matmul:m=8,n=8,k=8,dtype=f32"
+WHATIF = ["whatif", SPEC, "--hardware", "v100-sxm2"]
+
+CASES = [
+    ("scale inf", [*WHATIF, "--scale", "flops=inf"], "scale factor 'inf' is outside"),
+    ("scale 1e400", [*WHATIF, "--scale", "flops=1e400"], "scale factor '1e400' is outside"),
+    ("scale 1e-320", [*WHATIF, "--scale", "flops=1e-320"], "is outside 1e-06 to 1e+06"),
+    ("scale nan", [*WHATIF, "--scale", "memory_bandwidth=nan"], "scale factor 'nan'"),
+    ("scale text", [*WHATIF, "--scale", "flops=fast"], "scale factor 'fast' is not a number"),
+    ("power negative", [*WHATIF, "--scale", "flops=2", "--power", "-5"],
+     "'-5': give a positive number"),
+    ("power nan", [*WHATIF, "--scale", "flops=2", "--power", "nan"],
+     "'nan': give a positive number"),
+    ("device word", ["explain", "tests/data/traces/mi300x_jax08_conv.xplane.pb", "--device",
+                     "first"], "a device number or 'all'"),
+    ("sweep workers 0", ["sweep", "fc", "--hardware", "tpu-v2", "--out", "never", "--workers",
+                         "0"], "give a whole number of 1 or more"),
+]
+
+
+@pytest.mark.parametrize("argv, message", [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
+def test_bad_input_is_one_short_message_and_exit_2(capsys, argv, message):
+    try:
+        code = main(argv)
+    except SystemExit as exit_:      # argparse's own refusals
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    # argparse's refusals come after the command's usage lines; the message itself is short.
+    said = [line for line in err.splitlines() if not line.startswith(("usage:", " "))]
+    assert "Traceback" not in err and len(said) < 5
+
+
+def test_json_output_never_holds_infinity_or_nan():
+    text = to_json({"ratio": float("inf"), "rows": [{"x": float("nan"), "y": 1.5}]})
+    assert json.loads(text) == {"ratio": None, "rows": [{"x": None, "y": 1.5}]}
+    assert "Infinity" not in text and "NaN" not in text
