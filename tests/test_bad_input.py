@@ -24,6 +24,13 @@ CASES = [
      "'nan': give a positive number"),
     ("device word", ["explain", "tests/data/traces/mi300x_jax08_conv.xplane.pb", "--device",
                      "first"], "a device number or 'all'"),
+    ("model args a number", ["analyze", "tests.user_models:scalar_arguments"],
+     "returned int as its arguments"),
+    ("model args a string", ["analyze", "tests.user_models:text_arguments"],
+     "returned str as its arguments"),
+    ("model batch_argnums", ["analyze", "tests.user_models:batch_out_of_range"],
+     "batch_argnums (7,) must index its 1 arguments"),
+    ("model path", ["analyze", "../x:build"], "is not a Python module name"),
     ("sweep workers 0", ["sweep", "fc", "--hardware", "tpu-v2", "--out", "never", "--workers",
                          "0"], "give a whole number of 1 or more"),
 ]
@@ -47,3 +54,17 @@ def test_json_output_never_holds_infinity_or_nan():
     text = to_json({"ratio": float("inf"), "rows": [{"x": float("nan"), "y": 1.5}]})
     assert json.loads(text) == {"ratio": None, "rows": [{"x": None, "y": 1.5}]}
     assert "Infinity" not in text and "NaN" not in text
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def build(:\n", "syntax error in the module of SPEC"),
+    ("raise RuntimeError('boom')\n", "raised RuntimeError: boom"),
+], ids=["syntax error", "raises on import"])
+def test_a_users_broken_model_file_is_named(tmp_path, monkeypatch, capsys, source, message):
+    # A model file in the working directory, as README's "Your own JAX model" has it.
+    monkeypatch.chdir(tmp_path)
+    name = f"broken_{abs(hash(source)) % 10**6}"
+    (tmp_path / f"{name}.py").write_text(source)
+    assert main(["analyze", f"{name}:build"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -31,3 +31,15 @@ def with_solve():
     w = jax.ShapeDtypeStruct((64, 64), jnp.float32)
     x = jax.ShapeDtypeStruct((64, 8), jnp.float32)
     return (lambda a, w, x: jnp.linalg.solve(a, jnp.tanh(w @ x))), (a, w, x), (2,)
+
+
+def scalar_arguments():
+    return (lambda x: x), 5
+
+
+def text_arguments():
+    return (lambda x: x), "abc"
+
+
+def batch_out_of_range():
+    return (lambda x: x), (jax.ShapeDtypeStruct((3,), jnp.float32),), (7,)

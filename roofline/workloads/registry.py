@@ -111,6 +111,10 @@ def parse_spec(spec: str) -> Workload:
 def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
     # Like `python -m`, a model file in the current directory is found (the console
     # script's own directory is first on sys.path instead); installed packages win.
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise RooflineError(f"SPEC {spec!r}: {module_name!r} is not a Python module name; "
+                            "write module:function (a file mymodel.py in this directory "
+                            "is mymodel:build), not a path")
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     try:
@@ -119,6 +123,12 @@ def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
         raise RooflineError(f"cannot import {module_name!r} from SPEC {spec!r}: {exc}; run "
                             "from the directory that holds it, or add that directory to "
                             "PYTHONPATH") from None
+    except SyntaxError as exc:
+        raise RooflineError(f"{exc.filename}, line {exc.lineno}: syntax error in the module "
+                            f"of SPEC {spec!r}: {exc.msg}") from None
+    except Exception as exc:  # the user's module raised while being imported
+        raise RooflineError(f"importing {module_name!r} (SPEC {spec!r}) raised "
+                            f"{type(exc).__name__}: {exc}") from None
     function = getattr(module, attribute, None)
     if not callable(function):
         raise RooflineError(f"{module_name} has no function {attribute!r} (SPEC {spec!r})")
@@ -129,9 +139,15 @@ def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
     if not isinstance(result, Sequence) or len(result) not in (2, 3) or not callable(result[0]):
         raise RooflineError(f"{spec} must return (fn, args) or (fn, args, batch_argnums); "
                             f"got {type(result).__name__}")
+    if isinstance(result[1], (str, bytes)) or not isinstance(result[1], Sequence):
+        raise RooflineError(f"{spec} returned {type(result[1]).__name__} as its arguments: "
+                            "return (fn, args) with args a tuple of arrays or shapes")
     batch_argnums = tuple(result[2]) if len(result) == 3 else ()
-    return Workload(spec=spec, fn=result[0], args=tuple(result[1]),
-                    batch_argnums=batch_argnums)
+    args = tuple(result[1])
+    if not all(isinstance(i, int) and 0 <= i < len(args) for i in batch_argnums):
+        raise RooflineError(f"{spec}: batch_argnums {batch_argnums} must index its "
+                            f"{len(args)} arguments")
+    return Workload(spec=spec, fn=result[0], args=args, batch_argnums=batch_argnums)
 
 
 DTYPES = {"f32": "float32", "fp32": "float32", "float32": "float32", "bf16": "bfloat16",
