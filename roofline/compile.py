@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -93,6 +94,24 @@ def _place(args: Sequence[Any], sharding_for: Callable[[int, Any], Any]) -> list
     return placed
 
 
+MAX_ARRAY_BYTES = 1 << 50   # 1 PiB: past any device; XLA aborts near 2^63 bytes
+
+
+def _check_sizes(args: Sequence[Any], results: Any) -> None:
+    """Refuse arguments or results too large for any device before XLA lowers them (XLA
+    aborts the process on shapes whose byte size overflows)."""
+    import jax
+
+    def largest(tree: Any) -> float:
+        return max((math.prod(leaf.shape) * leaf.dtype.itemsize
+                    for leaf in jax.tree.leaves(tree) if hasattr(leaf, "shape")), default=0)
+    size = max(largest(args), largest(results))
+    if size > MAX_ARRAY_BYTES:
+        raise RooflineError(f"the program has an array of {size:.3g} bytes, more than "
+                            f"{MAX_ARRAY_BYTES / 2**50:.0f} PiB (beyond any device): give "
+                            "smaller sizes")
+
+
 def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "host", *,
                     data_parallel: bool = False, batch_argnums: Sequence[int] = (),
                     cache_dir: str | Path | None = None) -> CompiledProgram:
@@ -138,7 +157,9 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     start = time.perf_counter()
     try:
         with _xla.quiet_native_stderr():
-            lowered = jax.jit(fn).lower(*placed)
+            traced = jax.jit(fn).trace(*placed)
+            _check_sizes(placed, traced.out_info)
+            lowered = traced.lower()
             key = _cache_key(lowered.as_text(), spec, len(used)) if cache_dir else ""
             cached = _cache_read(cache_dir, key) if cache_dir else None
             if cached is not None:

@@ -31,6 +31,12 @@ CASES = [
     ("model batch_argnums", ["analyze", "tests.user_models:batch_out_of_range"],
      "batch_argnums (7,) must index its 1 arguments"),
     ("model path", ["analyze", "../x:build"], "is not a Python module name"),
+    ("layers unbounded", ["analyze", "fc:layers=100000"], "layers=100000 is more than 1024"),
+    ("integer overflow", ["analyze", "matmul:m=99999999999999999999,n=8,k=8"],
+     "is more than 1099511627776"),
+    # 2147483647 x 2147483647 f32: 1.84e19 bytes, past int64: XLA aborted (exit 134).
+    ("array past any device", ["analyze", "matmul:m=2147483647,n=2147483647,k=8"],
+     "an array of 1.84e+19 bytes"),
     ("sweep workers 0", ["sweep", "fc", "--hardware", "tpu-v2", "--out", "never", "--workers",
                          "0"], "give a whole number of 1 or more"),
 ]

@@ -7,7 +7,15 @@ from typing import Any
 
 import jax
 
-from roofline.workloads.registry import Family, Param, Workload, dtype_param, jnp_dtype, register
+from roofline.workloads.registry import (
+    LAYER_LIMIT,
+    Family,
+    Param,
+    Workload,
+    dtype_param,
+    jnp_dtype,
+    register,
+)
 
 
 def _matmul(spec: str, p: dict[str, Any]) -> Workload:
@@ -59,6 +67,7 @@ def _norm_gelu(spec: str, p: dict[str, Any]) -> Workload:
 register(Family(
     "norm_gelu", "element-wise and reduction work only: layers x (layer norm, GELU, residual "
                  "add) over a (rows, cols) array",
-    (Param("rows", int, 4096), Param("cols", int, 1024), Param("layers", int, 4),
+    (Param("rows", int, 4096), Param("cols", int, 1024),
+     Param("layers", int, 4, maximum=LAYER_LIMIT),
      dtype_param()),
     _norm_gelu))

@@ -19,7 +19,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from roofline.workloads.registry import Family, Param, Workload, dtype_param, jnp_dtype, register
+from roofline.workloads.registry import (
+    LAYER_LIMIT,
+    Family,
+    Param,
+    Workload,
+    dtype_param,
+    jnp_dtype,
+    register,
+)
 from roofline.workloads.resnet import resnet_forward, resnet_param_shapes
 
 # ParaDnn Table 2: min, max and increment of each hyperparameter.
@@ -182,18 +190,21 @@ MODE = Param("mode", str, "train", "training step or forward pass", ("train", "i
 
 register(Family(
     "fc", "ParaDnn FC: input -> layers x dense(nodes, ReLU) -> output; RMSProp",
-    (Param("layers", int, 4), Param("nodes", int, 2048), Param("input", int, 2000),
+    (Param("layers", int, 4, maximum=LAYER_LIMIT), Param("nodes", int, 2048),
+     Param("input", int, 2000),
      Param("output", int, 1000), Param("batch", int, 512), dtype_param(), MODE),
     _fc))
 register(Family(
     "cnn", "ParaDnn CNN: 4 groups of residual/bottleneck blocks, filters doubling; SGD",
     (Param("block", str, "residual", choices=("residual", "bottleneck")),
-     Param("blocks", int, 2), Param("filters", int, 16), Param("image", int, 200),
+     Param("blocks", int, 2, maximum=LAYER_LIMIT), Param("filters", int, 16),
+     Param("image", int, 200),
      Param("output", int, 500), Param("batch", int, 64), dtype_param(), MODE),
     _cnn))
 register(Family(
     "rnn", "ParaDnn RNN: embedding -> stacked RNN/LSTM/GRU -> vocabulary; SGD",
-    (Param("cell", str, "lstm", choices=tuple(GATES)), Param("layers", int, 1),
+    (Param("cell", str, "lstm", choices=tuple(GATES)),
+     Param("layers", int, 1, maximum=LAYER_LIMIT),
      Param("embed", int, 100), Param("length", int, 10), Param("vocab", int, 1024),
      Param("batch", int, 64), dtype_param(), MODE),
     _rnn))

@@ -36,6 +36,7 @@ class Param:
     default: Any
     help: str = ""
     choices: tuple[str, ...] = ()
+    maximum: int | None = None   # a count past which a model only takes hours to trace
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ def register(family: Family) -> Family:
     return family
 
 
+MAX_SIZE = 1 << 40     # any size parameter: beyond it no array fits anywhere
+LAYER_LIMIT = 1024     # stacked layers or blocks (ParaDnn's largest FC has 128)
+
+
 def convert_parameter(family: Family, param: Param, text: str) -> Any:
     """``text`` as a value of ``param``, or a RooflineError saying what is wrong."""
     try:
@@ -79,8 +84,13 @@ def convert_parameter(family: Family, param: Param, text: str) -> Any:
     if param.choices and value not in param.choices:
         raise RooflineError(f"workload {family.name!r}: {param.name}={text!r}; choose one "
                             f"of {', '.join(param.choices)}")
-    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
-        raise RooflineError(f"workload {family.name!r}: {param.name} must be positive")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise RooflineError(f"workload {family.name!r}: {param.name} must be positive")
+        limit = param.maximum if param.maximum is not None else MAX_SIZE
+        if value > limit:
+            raise RooflineError(f"workload {family.name!r}: {param.name}={value} is more "
+                                f"than {limit}: give at most {limit}")
     return value
 
 
