@@ -291,7 +291,15 @@ def read_models(out: str | Path) -> Any:
     if not path.is_file():
         raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out {out}' "
                             "to completion first")
-    return pandas.read_parquet(path)
+    try:
+        models = pandas.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise RooflineError(f"{path}: not a readable sweep table ({type(exc).__name__}); "
+                            f"run the sweep again with --out {out} to gather it anew"
+                            ) from None
+    if models.empty:
+        raise RooflineError(f"{path} holds no models: the sweep ran nothing")
+    return models
 
 
 # A row's identity in the gathered tables: an extended sweep can place one model on one

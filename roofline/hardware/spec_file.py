@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import math
 import stat
 import tomllib
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ from roofline.hardware.records import (
     MemoryLevel,
     Scalar,
 )
-from roofline.units import Kind, parse_quantity
+from roofline.units import Kind, format_quantity, parse_quantity
 
 SCHEMA_VERSION = 1
 
@@ -38,6 +39,11 @@ _TOP_KEYS = {
     "compute", "memory", "links",
 }
 MAX_SPEC_BYTES = 1 << 20   # spec files are a few KiB; refuse anything far larger
+# The largest figure a spec file may state, per kind (at any scope): well past today's
+# boards (a B200 board's fp4 peak is about 1.4e17 FLOP/s, a wafer-scale chip's SRAM about
+# 2e16 B/s); a figure beyond it is a unit-prefix slip, such as "1e30 FLOP/s".
+PLAUSIBLE_MAX = {Kind.FLOP_RATE: 1e19, Kind.BANDWIDTH: 1e17, Kind.BYTES: 1e15,
+                 Kind.FREQUENCY: 1e10, Kind.POWER: 1e6, Kind.TIME: 1.0}
 
 _REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
                  "sources", "overhead", "compute", "memory")
@@ -104,11 +110,16 @@ class _Reader:
             raise self.error(key, str(exc)) from None
         if not number > 0:
             raise self.error(key, f"{value!r} must be positive")
+        if number > PLAUSIBLE_MAX[kind]:
+            limit = format_quantity(PLAUSIBLE_MAX[kind], kind)
+            raise self.error(key, f"{value!r} is more than {limit}, beyond any device a spec "
+                             "file describes: check the unit prefix")
         return number
 
     def positive_number(self, key: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise self.error(key, f"expected a positive number, got {value!r}")
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not 0 < value < math.inf):
+            raise self.error(key, f"expected a positive finite number, got {value!r}")
         return float(value)
 
     def scope_factor(self, key: str, table: Mapping[str, Any]) -> float:
@@ -390,7 +401,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
     """Validate a parsed spec document and build its :class:`Hardware` record."""
     reader = _Reader(path, doc)
     reader.check_keys(doc, "", _TOP_KEYS, _REQUIRED_TOP)
-    if doc["schema"] != SCHEMA_VERSION:
+    if isinstance(doc["schema"], bool) or doc["schema"] != SCHEMA_VERSION:
         raise reader.error("schema", f"unsupported schema {doc['schema']!r}; this version of "
                            f"roofline reads schema = {SCHEMA_VERSION}")
     hw_id = reader.string("id", doc["id"], _ID)
