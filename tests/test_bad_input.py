@@ -37,6 +37,9 @@ CASES = [
     # 2147483647 x 2147483647 f32: 1.84e19 bytes, past int64: XLA aborted (exit 134).
     ("array past any device", ["analyze", "matmul:m=2147483647,n=2147483647,k=8"],
      "an array of 1.84e+19 bytes"),
+    ("parameter twice", ["analyze", "matmul:m=1,m=2,n=8,k=8"], "gives m twice"),
+    ("kernel past the image", ["analyze", "conv2d:height=1,width=1,kernel=7"],
+     "a 7x7 kernel does not fit a 1x1 image"),
     ("sweep workers 0", ["sweep", "fc", "--hardware", "tpu-v2", "--out", "never", "--workers",
                          "0"], "give a whole number of 1 or more"),
 ]

@@ -86,3 +86,19 @@ def test_a_read_only_directory_is_refused(tmp_path):
     directory.mkdir(mode=0o500)
     with pytest.raises(RooflineError, match="not writable"):
         write_text_atomic(directory / "out.txt", "x")
+
+
+def test_a_run_that_appears_meanwhile_is_not_overwritten(tmp_path):
+    # Two `profile --out run` at once: the first to finish keeps `run`; the second,
+    # finding it there when it moves its own staging directory, refuses and keeps nothing.
+    from roofline.trace.capture import _keep
+
+    staging = tmp_path / ".run.partial-2"
+    staging.mkdir()
+    (staging / "manifest.json").write_text('{"second": true}')
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"first": true}')
+    with pytest.raises(RooflineError, match="appeared while this run was being captured"):
+        _keep(staging, out)
+    assert (out / "manifest.json").read_text() == '{"first": true}'

@@ -144,8 +144,21 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
             "wall_seconds_per_step": walls,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        os.replace(staging, out)
+        _keep(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _keep(staging: Path, out: Path) -> None:
+    """Move the finished run into place, unless something appeared at ``out`` meanwhile
+    (another profile of the same name): a run is never overwritten."""
+    if out.exists() or out.is_symlink():
+        raise RooflineError(f"{out} appeared while this run was being captured (another "
+                            "profile wrote it); this run was not kept: choose another --out")
+    try:
+        os.rename(staging, out)
+    except OSError as exc:
+        raise RooflineError(f"cannot move the run into {out}: {exc.strerror}; this run was "
+                            "not kept: choose another --out") from None

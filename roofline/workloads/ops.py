@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 
+from roofline.errors import RooflineError
 from roofline.workloads.registry import (
     LAYER_LIMIT,
     Family,
@@ -26,6 +27,10 @@ def _matmul(spec: str, p: dict[str, Any]) -> Workload:
 
 
 def _conv2d(spec: str, p: dict[str, Any]) -> Workload:
+    if p["padding"] == "VALID" and p["kernel"] > min(p["height"], p["width"]):
+        raise RooflineError(f"{spec}: a {p['kernel']}x{p['kernel']} kernel does not fit a "
+                            f"{p['height']}x{p['width']} image without padding: give "
+                            "padding=SAME or a smaller kernel")
     dt = jnp_dtype(p["dtype"])
     x = jax.ShapeDtypeStruct((p["batch"], p["height"], p["width"], p["in"]), dt)
     w = jax.ShapeDtypeStruct((p["kernel"], p["kernel"], p["in"], p["out"]), dt)

@@ -109,6 +109,8 @@ def parse_spec(spec: str) -> Workload:
                 raise RooflineError(
                     f"workload {head!r} has no parameter {key!r}; its parameters: "
                     + ", ".join(f"{p.name} (default {p.default})" for p in family.params))
+            if key in values:
+                raise RooflineError(f"SPEC {spec!r} gives {key} twice: give it once")
             values[key] = convert_parameter(family, known[key], text)
         return family.make(**values)
     if sep and "." in head or (sep and tail and "=" not in tail):
