@@ -396,7 +396,7 @@ def default_hardware_ref(run: MeasuredRun) -> str:
         if kind.lower().startswith(name.lower()):
             return f"{spec}:{scope}"
     if (str(run.device_stats.get("device_vendor", "")) == "AMD"
-            and int(run.device_stats.get("core_count", 0)) == 304):
+            and run.device_peaks().get("cores") == 304):
         return "mi300x"
     raise RooflineError(f"cannot tell which spec describes the device of {run.path} "
                         f"({kind or run.device_stats}); pass --hardware ID")

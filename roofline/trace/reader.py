@@ -17,6 +17,7 @@ anything predicted, never mixed with it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -82,25 +83,25 @@ class MeasuredRun:
 
     def device_peaks(self) -> dict[str, float]:
         """Peaks the device recorded about itself, in SI units, where the trace has them."""
-        stats = self.device_stats
         peaks: dict[str, float] = {}
-        if "peak_teraflops_per_second" in stats:
-            peaks["flop_per_s"] = float(stats["peak_teraflops_per_second"]) * 1e12
-        for key, name in (("peak_hbm_bw_gigabytes_per_second", "hbm_bytes_per_s"),
-                          ("peak_vmem_rd_bw_gigabytes_per_second", "vmem_read_bytes_per_s"),
-                          ("peak_vmem_wr_bw_gigabytes_per_second", "vmem_write_bytes_per_s"),
-                          ("peak_cmem_rd_bw_gigabytes_per_second", "cmem_read_bytes_per_s")):
-            if key in stats and float(stats[key]) > 0:
-                # Decimal: a v6e records 1637.99 here, Google's 1638 GB/s per chip.
-                peaks[name] = float(stats[key]) * 1e9
-        if "memory_bandwidth" in stats:
-            peaks["memory_bytes_per_s"] = float(stats["memory_bandwidth"])
-        if "clock_rate" in stats:
-            peaks["clock_hz"] = float(stats["clock_rate"]) * 1e3  # recorded in kHz
-        if "core_count" in stats:
-            peaks["cores"] = float(stats["core_count"])
-        if "memory_size" in stats:
-            peaks["memory_bytes"] = float(stats["memory_size"])
+        # Decimal GB/s: a v6e records 1637.99 for Google's 1638 GB/s per chip. The clock is
+        # recorded in kHz. A stat that is not a positive number is left out.
+        for key, name, scale in (
+                ("peak_teraflops_per_second", "flop_per_s", 1e12),
+                ("peak_hbm_bw_gigabytes_per_second", "hbm_bytes_per_s", 1e9),
+                ("peak_vmem_rd_bw_gigabytes_per_second", "vmem_read_bytes_per_s", 1e9),
+                ("peak_vmem_wr_bw_gigabytes_per_second", "vmem_write_bytes_per_s", 1e9),
+                ("peak_cmem_rd_bw_gigabytes_per_second", "cmem_read_bytes_per_s", 1e9),
+                ("memory_bandwidth", "memory_bytes_per_s", 1.0),
+                ("clock_rate", "clock_hz", 1e3),
+                ("core_count", "cores", 1.0),
+                ("memory_size", "memory_bytes", 1.0)):
+            try:
+                value = float(self.device_stats[key]) * scale
+            except (KeyError, TypeError, ValueError):
+                continue
+            if math.isfinite(value) and value > 0:
+                peaks[name] = value
         return peaks
 
 
