@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -444,5 +445,12 @@ def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                              initializer=end_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(run_task, task) for task in tasks]
-        for future in as_completed(futures):
-            yield future.result()
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BrokenProcessPool:
+            for future in futures:
+                future.cancel()
+            raise RooflineError("a worker process died mid-task (killed, or out of memory: "
+                                "try fewer --workers); every finished model is kept: run the "
+                                "same command again to resume") from None

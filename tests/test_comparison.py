@@ -86,7 +86,7 @@ def test_energy_per_sample():
 
 
 @pytest.mark.parametrize("scale, message", [
-    ("memory_bandwidth=0", "must be a positive number, got 0.0"),
+    ("memory_bandwidth=0", "scale factor '0' is outside 1e-06 to 1e+06"),
     ("memory_bandwith=1.5", "no parameter 'memory_bandwith' to scale"),
     ("memory_bandwidth=fast", "scale factor 'fast' is not a number"),
 ])
