@@ -36,9 +36,15 @@ def _small_plan(out, targets=("tpu-v2",), hardware=("tpu-v2", "tpu-v3")):
                      {"input": 2000, "output": 200}, cache=out / "cache")
 
 
-def test_sweep_rows_and_rerun_skips_everything(tmp_path):
-    plan = _small_plan(tmp_path / "sweep")
-    first = run_sweep(plan, workers=2)
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    """The small plan run once with local workers: (plan, result)."""
+    plan = _small_plan(tmp_path_factory.mktemp("local") / "sweep")
+    return plan, run_sweep(plan, workers=2)
+
+
+def test_sweep_rows_and_rerun_skips_everything(local_sweep):
+    plan, first = local_sweep
     assert first["complete"] and first["ran"] == 8 and first["statuses"] == {"ok": 8}
     models = pd.read_parquet(first["files"][0])
     # 8 models x 1 target x 2 hardware, each model once per hardware.
@@ -135,7 +141,7 @@ def test_a_killed_worker_stops_the_sweep_with_a_message_and_loses_nothing(tmp_pa
     assert len(models) == 8 and models["key"].is_unique
 
 
-def test_dask_cluster_runs_the_same_sweep(tmp_path):
+def test_dask_cluster_runs_the_same_sweep(tmp_path, local_sweep):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -143,7 +149,7 @@ def test_dask_cluster_runs_the_same_sweep(tmp_path):
         plan = _small_plan(tmp_path / "dask")
         result = run_sweep(plan, scheduler=cluster.scheduler_address)
     assert result["complete"] and result["statuses"] == {"ok": 8}
-    local = run_sweep(_small_plan(tmp_path / "local"), workers=2)
+    _, local = local_sweep
     dask_rows = pd.read_parquet(result["files"][0]).sort_values(["spec", "hardware"])
     local_rows = pd.read_parquet(local["files"][0]).sort_values(["spec", "hardware"])
     assert list(dask_rows["flops"]) == list(local_rows["flops"])
