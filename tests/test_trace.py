@@ -276,3 +276,17 @@ def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkey
                 1 - NOISE)
         else:
             assert op.above_roof
+
+
+def test_a_module_name_with_a_newline_is_read(tmp_path, capsys):
+    # The v6e fixture with "jit_f" renamed "ji\n_f" (same length: the file stays valid):
+    # the name is kept whole, with its 100 executions, and explain exits 0 (the name once
+    # failed the module-name pattern: AttributeError).
+    data = (TRACES / "tpu_v6e_inference.xplane.pb").read_bytes()
+    path = tmp_path / "newline.xplane.pb"
+    path.write_bytes(data.replace(b"jit_f(", b"ji\n_f("))
+    run = read_trace(path)
+    assert run.module_runs["ji\n_f"] == 100
+    assert main(["explain", str(path), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "ji\n_f" in {o["module"] for o in doc["ops"]}

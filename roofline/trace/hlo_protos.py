@@ -24,7 +24,7 @@ METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
 PROTO_SUFFIX = ".hlo_proto.pb"
 NO_MODULE = "NO_MODULE"
-_PROGRAM = re.compile(r"^(?P<module>.*)\((?P<program>\d+)\)$")
+_PROGRAM = re.compile(r"(?P<module>.*)\((?P<program>\d+)\)\Z", re.DOTALL)
 
 
 @functools.cache

@@ -296,7 +296,7 @@ def _gpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int],
 
 
 _OP_TEXT = re.compile(r"^%?([^\s=]+)\s*=")
-_MODULE_NAME = re.compile(r"^(.*?)(?:\(\d+\))?$")
+_MODULE_NAME = re.compile(r"(.*?)(?:\(\d+\))?\Z", re.DOTALL)  # any name, newlines too
 
 
 def _tpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
