@@ -363,9 +363,10 @@ def record_definition(plan: SweepPlan, extend: bool) -> None:
             raise RooflineError(f"{path}: unreadable sweep definition ({exc}); it records "
                                 "what this directory is a sweep of: restore it or use a "
                                 "new --out") from None
-    elif any((plan.out / PARTS).glob("*.parquet")):
-        raise RooflineError(f"{plan.out} holds sweep parts but no {DEFINITION_FILE}: it is "
-                            "not known what they are a sweep of; use a new --out")
+    elif any((plan.out / PARTS).glob("*.parquet")) and not extend:
+        raise RooflineError(f"{plan.out} holds sweep parts but no {DEFINITION_FILE} (written "
+                            "by an older roofline): it is not known what they are a sweep "
+                            "of; use a new --out, or pass --extend to add this sweep to them")
     if wanted in held:
         return
     if held and not extend:
