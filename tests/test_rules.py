@@ -4,6 +4,8 @@ collective in its plain and async forms, and the table's own invariants.
 The modules are written in the text format jax 0.10.2 prints (``compiled.as_text()``).
 """
 
+import re
+
 import pytest
 
 from roofline.hlo import analyze_module, parse_hlo_text
@@ -304,3 +306,19 @@ def test_gpu_library_calls_cost_the_work_they_run():
                                                                       9984)
     # A GEMM call without the backend_config it is costed from is unknown, not zero.
     assert ops["bare"].unknown == ("custom-call:__cublas$gemm",)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("  p = f32[-4] parameter(0)\n  ROOT n = f32[-4] negate(p)", "negative dimension"),
+    ("  p = (s32[], f32[4]) parameter(0)\n  ROOT w = (s32[], f32[4]) while(p), "
+     "condition=cond, body=nobody", "cannot cost w (while)"),
+    ("  p = f32[4,4] parameter(0)\n  ROOT d = f32[4,4] dot(p, p), lhs_contracting_dims={9}, "
+     "rhs_contracting_dims={0}", "cannot cost d (dot)"),
+    ("  ROOT n = f32[4] negate(q)", "uses 'q', which that computation does not define"),
+], ids=["negative shape", "while without body", "contracting dim out of range",
+        "undefined operand"])
+def test_damaged_hlo_is_a_parse_error(body, message):
+    from roofline.hlo.parser import HloParseError
+
+    with pytest.raises(HloParseError, match=re.escape(message)):
+        analyze_module(parse_hlo_text(f"HloModule m\nENTRY e {{\n{body}\n}}\n"))

@@ -124,8 +124,9 @@ def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) ->
         if isinstance(exc, RooflineError):
             raise
         raise HloParseError(f"module {module.name}: cannot cost {instruction.name} "
-                            f"({instruction.opcode}): its attributes do not fit its shapes "
-                            f"({type(exc).__name__}: {exc})") from None
+                            f"({instruction.opcode}): its attributes, shapes or called "
+                            f"computations do not agree ({type(exc).__name__}: {exc}); is "
+                            "the HLO text damaged?") from None
 
 
 def analyze_module(module: HloModule, *, count_loop_trips: bool = True,

@@ -139,6 +139,8 @@ def _parse(text: str, pos: int) -> tuple[Shape, int]:
     if dtype not in ELEMENT_BITS:
         raise ShapeSyntaxError(f"unknown element type {dtype!r}")
     dims = tuple(int(d.lstrip("<=")) for d in dims_text.split(",") if d.strip())
+    if any(d < 0 for d in dims):
+        raise ShapeSyntaxError(f"negative dimension in {text[pos:pos + 40]!r}")
     return _with_layout(dtype, dims, layout), match.end()
 
 
