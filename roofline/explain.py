@@ -120,9 +120,17 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         source = "the HLO protos saved in the trace (xprof's source)"
     if not texts:
         return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)", xprof)
-    costs = {key: analyze_module(parse_hlo_text(text), platform=run.platform)
+    costs = {key: _module_costs(key, text, run.platform, path)
              for key, text in texts.items() if key in run.module_runs}
     return LoadedRun(run, costs, manifest, source, xprof)
+
+
+def _module_costs(key: str, text: str, platform: str, where: Path) -> ModuleCosts:
+    """Costs of a module the profiler saved, or an error naming the trace and module."""
+    try:
+        return analyze_module(parse_hlo_text(text), platform=platform)
+    except RooflineError as exc:
+        raise RooflineError(f"{where}: module {key}: {exc}") from None
 
 
 def _manifest(path: Path) -> dict[str, Any] | None:
@@ -166,8 +174,7 @@ def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
     costs = {}
     for module, instructions in texts.items():
         if len(protos.get(module, ())) == 1:
-            costs[module] = analyze_module(parse_hlo_text(protos[module][0]),
-                                           platform=run.platform)
+            costs[module] = _module_costs(module, protos[module][0], run.platform, path)
         else:
             costs[module] = costs_from_instruction_texts(module, instructions, run.platform)
     whole = sum(1 for module in texts if len(protos.get(module, ())) == 1)
