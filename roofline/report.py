@@ -646,7 +646,8 @@ def _xprof_reason(doc: dict[str, Any], op: dict[str, Any], quantity: str, ours: 
         return None
     if other == 0 and op["xprof"]["category"] == "custom-call":
         return XPROF_LIBRARY_CALL
-    if quantity == "flops" and other > ours and op["category"] in ("elementwise", "reduction", "data movement"):
+    if quantity == "flops" and other > ours and op["category"] in (
+            "elementwise", "reduction", "data movement"):
         return XPROF_GPU_CYCLES
     return None
 
