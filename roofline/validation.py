@@ -257,7 +257,7 @@ def _profile_best(conditions: dict[str, tuple[str, set[int]]], runs: Path, steps
     best = {}
     for name in conditions:
         tried = [runs / f"{name}.round{index}" for index in range(rounds)]
-        fastest = min(tried, key=_wall)
+        fastest = min(tried, key=best_step_wall)
         best[name] = fastest.rename(runs / name)
         for run in tried:
             if run != fastest:
@@ -265,7 +265,7 @@ def _profile_best(conditions: dict[str, tuple[str, set[int]]], runs: Path, steps
     return best
 
 
-def _wall(run: Path) -> float:
+def best_step_wall(run: Path) -> float:
     """The best step: on a shared machine, contention only ever slows a step down."""
     import json
 
@@ -274,8 +274,8 @@ def _wall(run: Path) -> float:
 
 def _host_case(name: str, comparison: Comparison, source_run: Path, target_run: Path,
                target_measured: dict[str, float]) -> CaseResult:
-    predicted = _wall(source_run) * comparison.new_s / comparison.old_s
-    measured = _wall(target_run)
+    predicted = best_step_wall(source_run) * comparison.new_s / comparison.old_s
+    measured = best_step_wall(target_run)
     op_errors = [abs(op.new_s / target_measured[op.name] - 1) for op in comparison.ops
                  if op.new_s > 0 and target_measured.get(op.name, 0) > 0]
     return CaseResult("host", name, predicted, measured, predicted / measured - 1,

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from roofline.cli import main
-from roofline.validation import host_cases, load_cases, validate
+from roofline.validation import best_step_wall, host_cases, load_cases, validate
 
 
 def test_paradnn_classes_are_a_consistency_check_outside_the_medians(capsys):
@@ -48,13 +48,27 @@ def test_host_upgrades_of_a_gemm_program_are_predicted_within_35_percent(
     # condition, a run whose every step a neighbour slowed missed by up to 45%.) 35% leaves
     # room for a noisy shared machine and fails, in most runs, a model that ignores the
     # cores (it would predict the one-core time, 1.2-1.8x the measured one in these runs).
+    #
+    # The all-core case is asserted only when the machine gave the all-core run a second
+    # core: its best step at least 10% faster than the one-core run's (1.2-1.8x in the runs
+    # above). In the two runs that failed the bound (-35% in CI, -49% here, both with the
+    # other vCPU busy for minutes), the "all cores" step was about 1.0x and 0.8x the
+    # one-core one (from their predicted times): no two-core measurement to validate a
+    # two-core prediction against.
     config = {**load_cases()["host"], "program": load_cases()["host"]["program"][:1]}
     cases = host_cases(config, tmp_path, quick=True, host_spec=measured_host)
     _check_host_cases(cases, 1)
+    runs = tmp_path / "program0"
+    assert (runs / "f32-one-core" / "manifest.json").is_file()   # the runs are kept
+    parallel = (best_step_wall(runs / "f32-one-core") / best_step_wall(runs / "f32-all-cores")
+                if (runs / "f32-all-cores").is_dir() else None)
     for case in cases:
+        if "cores" in case.case and parallel is not None and parallel < 1.1:
+            continue
         assert abs(case.error) <= 0.35, case
-    # The runs are kept in the working directory.
-    assert (tmp_path / "program0" / "f32-one-core" / "manifest.json").is_file()
+    if parallel is not None and parallel < 1.1:
+        pytest.skip(f"the all-core run got no second core ({parallel:.2f}x the one-core "
+                    "step): the 1 -> 2 core case was not checked; the bf16 case passed")
 
 
 @pytest.mark.slow
