@@ -87,17 +87,25 @@ def _session_members(session: int) -> set[int]:
     return members
 
 
+def _sweep_until(argv: list[str], out, finished: int, **popen) -> subprocess.Popen:
+    """Start a sweep in its own session; return once ``finished`` models are written (or
+    it ended, or 240 s passed)."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True,
+                               **popen)
+    deadline = time.time() + 240
+    while (len(finished_keys(out)) < finished and time.time() < deadline
+           and process.poll() is None):
+        time.sleep(0.1)
+    return process
+
+
 def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path):
     out = tmp_path / "killed"
     argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "layers=4,8",
             "--grid", "nodes=32..256x2", "--grid", "batch=64,1024", "--set", "input=2000",
             "--set", "output=200", "--target", "tpu-v2", "--hardware", "tpu-v2",
             "--out", str(out), "--workers", "2"]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
-    deadline = time.time() + 240
-    while len(finished_keys(out)) < 6 and time.time() < deadline and process.poll() is None:
-        time.sleep(0.2)
+    process = _sweep_until(argv, out, 6, stderr=subprocess.DEVNULL)
     workers = _session_members(process.pid) - {process.pid}
     assert workers, "the sweep runs its tasks in worker processes"
     process.kill()  # the main process only, mid-way: its workers must end by themselves
@@ -124,11 +132,7 @@ def test_a_killed_worker_stops_the_sweep_with_a_message_and_loses_nothing(tmp_pa
             "--set", "layers=4", "--set", "batch=64", "--set", "input=200",
             "--set", "output=20", "--target", "host", "--hardware", "v100-sxm2",
             "--out", str(out), "--workers", "2"]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
-    deadline = time.time() + 240
-    while len(finished_keys(out)) < 1 and time.time() < deadline and process.poll() is None:
-        time.sleep(0.1)
+    process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True)
     workers = [pid for pid in _session_members(process.pid)
                if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
     assert workers and process.poll() is None
