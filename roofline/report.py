@@ -172,6 +172,7 @@ def validation_document(result: Any, quick: bool) -> dict[str, Any]:
         cases.append({"suite": c.suite, "case": c.case, "independent": c.independent,
                       "predicted": c.predicted, "reference": c.reference, "error": c.error,
                       "ops": c.ops, "op_error": c.op_error, "source": c.source,
+                      "caveat": c.caveat,
                       "left_out_flops_share": document["left_out_flops_share"],
                       "left_out_time_share": document["left_out_time_share"],
                       "coverage": document})
@@ -205,6 +206,8 @@ def validation_text(doc: dict[str, Any]) -> str:
         parts.append(format_table(consistency, title="consistency of the model's arithmetic "
                                   "(ParaDnn's classes are ratios of the spec numbers the "
                                   "model reads: not validation, not in the medians)"))
+    parts += [f"caveat, {c['suite']}: {c['case']}: {c['caveat']}"
+              for c in doc["cases"] if c["caveat"]]
     parts += [f"skipped {reason}" for reason in doc["skipped"]]
     gaps = [f"{c['suite']}: {c['case']}: " + "; ".join(
                 f"{g['gap']} {g['detail']} ({g['op_count']} ops)"
