@@ -757,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="new run directory, e.g. traces/mlp (never overwritten)")
     p.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="untraced warm-up steps (default 2)")
-    p.set_defaults(handler=_profile)
+    p.set_defaults(handler=_profile, out_is_directory=True)
 
     p = commands.add_parser(
         "explain", parents=[common, formatted],
@@ -809,7 +809,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(rows are kept once per model, target and hardware)")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw utilization over the first two grid axes to FILE")
-    p.set_defaults(handler=_sweep)
+    p.set_defaults(handler=_sweep, out_is_directory=True)
 
     p = commands.add_parser(
         "regress", parents=[formatted],
@@ -945,16 +945,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Commands whose --out is a directory they create (checked where they create it).
-_DIRECTORY_OUTPUTS = ("_profile", "_sweep")
-
-
 def _check_output_files(args: argparse.Namespace) -> None:
-    """Refuse an output file path before any work is done (not after a long compile)."""
+    """Refuse an output file path before any work is done (not after a long compile).
+    A command whose --out is a directory it creates (``out_is_directory``) checks it where
+    it creates it."""
     from roofline.outputs import check_output_path
 
     names = ["plot", "annotate"]
-    if getattr(args.handler, "__name__", "") not in _DIRECTORY_OUTPUTS:
+    if not getattr(args, "out_is_directory", False):
         names.append("out")
     for name in names:
         if getattr(args, name, None):
