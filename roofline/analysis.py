@@ -105,7 +105,21 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
         link_bytes, link = link_bytes + op.host_bytes, pcie
     return Work(flops=op.flops, bytes=main, dtype=placement_dtype(op, hardware),
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
-                launches=max(op.kernels, 1))
+                launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware))
+
+
+def wave_efficiency(op: OpCost, hardware: Hardware) -> float:
+    """The share of ``hardware``'s compute a matrix product keeps after tile and wave
+    quantization, where the spec describes its GEMM tiling ([gemm]); 1 otherwise. Of the
+    library's tiles, the one that keeps the most (a lower bound on the time: smaller tiles'
+    lower data reuse is not charged)."""
+    tiling = hardware.gemm
+    if op.gemm is None or tiling is None:
+        return 1.0
+    units = hardware.count(tiling.units)
+    if units is None or units < 1:
+        return 1.0
+    return max(op.gemm.wave_efficiency(tile, int(units)) for tile in tiling.tiles)
 
 
 def _has_bandwidth(hardware: Hardware, level: str) -> bool:

@@ -43,6 +43,7 @@ class Gap(enum.Enum):
     CLAMPED = "efficiency capped"
     FASTER_ALGORITHM = "faster algorithm"
     ESTIMATED_BANDWIDTH = "estimated bandwidth"
+    CACHE_RESIDENCY = "cache residency"
 
     @property
     def leaves_out(self) -> bool:

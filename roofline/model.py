@@ -54,6 +54,8 @@ class Work:
     levels, e.g. ``(("VMEM", 1e6),)``. ``link_bytes`` crosses ``link`` (default: the
     spec's first link, its primary interconnect). ``launches`` is how many times the
     fixed per-op overhead is paid (a loop of 10 iterations over 3 kernels pays it 30 times).
+    ``wave_efficiency`` is the share of the compute roof a GPU matrix product can use after
+    tile and wave quantization (:meth:`roofline.hlo.formulas.GemmShape.wave_efficiency`).
     """
 
     flops: float
@@ -64,11 +66,14 @@ class Work:
     link_bytes: float = 0.0
     link: str | None = None
     launches: int = 1
+    wave_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("flops", "bytes", "link_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Work.{name} cannot be negative: {getattr(self, name)}")
+        if not 0 < self.wave_efficiency <= 1:
+            raise ValueError(f"Work.wave_efficiency must be in (0, 1]: {self.wave_efficiency}")
 
     @property
     def intensity(self) -> float:
@@ -86,6 +91,7 @@ class Placement:
     which differs from ``wanted`` after a documented fallback (:func:`choose_roof`) and is
     None when the device publishes no roof for it: the compute term is then left out, so
     the time is still a lower bound, and ``compute_left_out`` says so.
+    ``wave_efficiency`` below 1 stretched the compute term (:class:`Work`).
     """
 
     compute_s: float
@@ -98,6 +104,7 @@ class Placement:
     roof: ComputeRoof | None
     wanted: tuple[str, str]
     compute_left_out: bool
+    wave_efficiency: float
 
     @property
     def substituted(self) -> bool:
@@ -189,7 +196,7 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     op's dtype and unit, its compute term is left out (``compute_left_out``).
     """
     roof = choose_roof(hw, work.dtype, work.unit)
-    compute_s = work.flops / roof.flop_per_s if roof else 0.0
+    compute_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
     memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
     for name, nbytes in work.near_bytes:
         level = hw.level(name)
@@ -210,7 +217,8 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     return Placement(compute_s=compute_s, memory_s=tuple(memory_s), link_s=link_s,
                      overhead_s=overhead_s, seconds=seconds, bound=bound, overlap=overlap,
                      roof=roof, wanted=(work.dtype, work.unit),
-                     compute_left_out=roof is None and work.flops > 0)
+                     compute_left_out=roof is None and work.flops > 0,
+                     wave_efficiency=work.wave_efficiency)
 
 
 def _link(hw: Hardware, name: str | None) -> Link:

@@ -265,6 +265,9 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
         "tdp_w": sourced(hw.tdp.value, hw.tdp.sources, hw.tdp.note),
         "overhead_s": sourced(hw.overhead.value, hw.overhead.sources, hw.overhead.note),
         "counts": {"values": dict(hw.counts), "sources": list(hw.counts_sources)},
+        "gemm": ({"tiles": [f"{r}x{c}" for r, c in hw.gemm.tiles], "units": hw.gemm.units,
+                  "sources": list(hw.gemm.sources), "note": hw.gemm.note}
+                 if hw.gemm else None),
         "compute": [{"unit": r.unit, "dtype": r.dtype, "flop_per_s": r.flop_per_s,
                      "sources": list(r.sources), "note": r.note} for r in hw.compute],
         "memory": [{"name": m.name, "capacity_bytes": m.capacity_bytes,
@@ -301,6 +304,11 @@ def hardware_text(hw: Hardware) -> str:
                 f"per-op overhead {q(hw.overhead.value, Kind.TIME)}; "  # type: ignore[arg-type]
                 + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
+    if hw.gemm:
+        head.append("GEMM tiles (tile and wave quantization of matrix products): "
+                    + ", ".join(f"{r}x{c}" for r, c in hw.gemm.tiles)
+                    + f", one per {hw.gemm.units} at a time ["
+                    + ", ".join(hw.gemm.sources) + "]")
     basis = dict(hw.ceiling_basis())
     achievable = hw.at_ceilings("achievable")
     compute = format_table(

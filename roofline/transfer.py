@@ -18,11 +18,15 @@ Each measured op is modelled in two named parts, each estimated from evidence:
   ``F' / F``. Carried this way, a transfer to the same device returns the measured times.
 
 An op measured faster than main memory allows was served by a nearer level (a cache
-holding its arrays): its bytes are charged to the farthest level whose bandwidth explains
-the measured time, on the source and on the target alike. A target that has that level
-without a published bandwidth gets one estimated as its main-memory bandwidth times the
-source's ratio of the two (listed as an estimate); a target without the level charges the
-bytes to main memory (listed).
+holding its arrays between calls): its bytes are charged to the farthest level whose
+bandwidth explains the measured time, on the source and on the target alike, as long as
+they fit in the target's level (its capacity at least the op's bytes); otherwise, and on a
+target without the level, they go to main memory (listed). Residency carries by capacity
+the other way too: where the run shows a level holding ops (some op served by it), an op
+too large for the source's level that fits the target's is charged to the target's level
+(listed). A target that has the level without a published bandwidth gets one estimated as
+its main-memory bandwidth times the source's ratio of the two (listed as an estimate). The
+memory efficiency of an op carries to whichever level serves its bytes on the target.
 
 An op measured faster than its work alone allows (``m < w_src``, beyond ``NOISE``) beat
 the roof it was placed on. A convolution that does so ran a faster algorithm than the
@@ -183,24 +187,27 @@ def _work_bound(placement: Placement) -> tuple[BoundKind, str]:
 
 
 def _carried_work(source_op: MeasuredEfficiency, target: Placement, source: Hardware,
-                  after: Hardware) -> float:
+                  after: Hardware, target_level: str | None) -> float:
     """The target's work time: the term of the resource that bound the source op at the
     measured efficiency, the others at the ceilings (or at the measured efficiency where it
     exceeds 1, so a transfer to the same device returns the measured time). An op whose
     bound moves to another resource (a memory-bound float32 op that is compute-bound in
     bfloat16) is not slowed by an efficiency measured on a resource it no longer waits on.
-    Under the ``sum`` overlap every term takes the measured efficiency."""
+    Under the ``sum`` overlap every term takes the measured efficiency. A memory-bound op
+    whose bytes a different level serves on the target (``target_level``, None: main memory)
+    keeps its efficiency there."""
     e = source_op.efficiency
     assert e is not None
     if target.overlap is Overlap.SUM:
         return work_seconds(target) / e
     kind, resource = _work_bound(source_op.placement)
-    on_main = resource == source.main_memory.name
+    on_its_bytes = resource == (source_op.served_by or source.main_memory.name)
+    serving = target_level or after.main_memory.name
 
     def efficiency(term_kind: BoundKind, name: str = "") -> float:
         same = term_kind is kind and (
             kind is not BoundKind.MEMORY or name == resource
-            or (on_main and name == after.main_memory.name))
+            or (on_its_bytes and name == serving))
         return e if same else max(e, 1.0)
     times = [target.compute_s / efficiency(BoundKind.COMPUTE),
              *(t / efficiency(BoundKind.MEMORY, name) for name, t in target.memory_s),
@@ -215,6 +222,38 @@ class _Served:
     hardware: Hardware
     level: str | None            # None: the target has no such level (main memory)
     estimate: str = ""           # how its bandwidth was estimated, when it was
+
+
+def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
+           holding: set[str]) -> tuple[str | None, Omission | None]:
+    """The level that serves ``m``'s main-memory bytes on the target (None: main memory),
+    by residency carried by capacity (see the module docstring), and what to list about it.
+    ``holding``: the levels that served some op of the run."""
+    q = format_quantity
+    size = m.op.bytes
+
+    def capacity(hw: Hardware, name: str) -> float | None:
+        return next((x.capacity_bytes for x in hw.memory[1:]
+                     if x.name.lower() == name.lower()), None)
+    if m.served_by is not None:
+        room = capacity(target, m.served_by)
+        if room is None or room >= size:
+            return m.served_by, None
+        return None, Omission(
+            Gap.CACHE_RESIDENCY, m.op.name,
+            f"served by {m.served_by} on {source.id}; its {q(size, Kind.BYTES)} do not fit "
+            f"{target.id}'s {m.served_by} ({q(room, Kind.BYTES)}): charged to "
+            f"{target.main_memory.name}", 0.0, 0.0)
+    for level in source.memory[1:]:
+        room = capacity(target, level.name)
+        if (level.name in holding and room is not None and level.capacity_bytes < size
+                <= room):
+            return level.name, Omission(
+                Gap.CACHE_RESIDENCY, m.op.name,
+                f"{q(size, Kind.BYTES)}: too large for {source.id}'s {level.name} "
+                f"({q(level.capacity_bytes, Kind.BYTES)}), which held smaller ops of the "
+                f"run; fits {target.id}'s ({q(room, Kind.BYTES)}): charged to it", 0.0, 0.0)
+    return None, None
 
 
 def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
@@ -250,12 +289,14 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     by_key = {op_key(m.op): m for m in measured}
     # By default the measured ops themselves: an op without a time has nothing to carry.
     after_ops = [m.op for m in measured] if target_ops is None else target_ops
-    served = {m.served_by: _serving(m.served_by, source, target)
-              for m in measured if m.served_by is not None}
+    holding = {m.served_by for m in measured if m.served_by is not None}
+    routes = {op_key(m.op): _route(m, source, target, holding) for m in measured}
+    served = {level: _serving(level, source, target)
+              for level, _ in routes.values() if level is not None}
     after: dict[tuple[str, str], Placement] = {}
     for op in after_ops:
-        source_op = by_key.get(op_key(op))
-        route = served.get(source_op.served_by) if source_op else None
+        level = routes.get(op_key(op), (None, None))[0]
+        route = served.get(level) if level is not None else None
         after[op_key(op)] = (place_op(op, route.hardware, overlap, route.level) if route
                              else place_op(op, target, overlap))
     changes = []
@@ -280,7 +321,10 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             ratio = fixed / source_op.floor_s if source_op.floor_s else 1.0
             new_s = source_op.measured_s * ratio
         else:
-            new_s = fixed + _carried_work(source_op, p_new, source, target)
+            level = routes[op_key(source_op.op)][0]
+            route = served.get(level) if level is not None else None
+            new_s = fixed + _carried_work(source_op, p_new, source, target,
+                                          route.level if route else None)
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
                                 source_op.bound, p_new.bound, op.intensity))
     method = ("per-op floor + work at the measured efficiency; floor "
@@ -289,15 +333,17 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
               + f"; ceilings {source.ceilings_summary()}, {target.ceilings_summary()}")
     return Comparison(source, target, tuple(changes), method,
                       _transfer_coverage(ops, measured, source, target, after_ops, after,
-                                         changes, served))
+                                         changes, served, routes))
 
 
 def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
                        source: Hardware, target: Hardware, after_ops: list[OpCost],
                        after: dict[tuple[str, str], Placement], changes: list[OpChange],
-                       served: dict[str, _Served]) -> Coverage:
-    """Unmeasured ops, capped efficiencies, faster algorithms, estimated levels, and what
-    either placement left out."""
+                       served: dict[str, _Served],
+                       routes: dict[tuple[str, str], tuple[str | None, Omission | None]]
+                       ) -> Coverage:
+    """Unmeasured ops, capped efficiencies, faster algorithms, estimated levels, cache
+    residency carried by capacity, and what either placement left out."""
     timed = {m.op.name for m in measured}
     working = working_ops(ops)
     flops = sum(op.flops for op in working)
@@ -315,7 +361,11 @@ def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
             found.append(Omission(Gap.FASTER_ALGORITHM, m.op.name, "ran faster than the "
                                   f"direct-convolution roof on {source.id} (Winograd or "
                                   "FFT): carried at its measured ratio", *shares))
-        route = served.get(m.served_by) if m.served_by else None
+        level, residency = routes[op_key(m.op)]
+        if residency is not None:
+            found.append(dataclasses.replace(residency, flops_share=shares[0],
+                                             time_share=shares[1]))
+        route = served.get(level) if level is not None else None
         if route is not None and route.estimate:
             found.append(Omission(Gap.ESTIMATED_BANDWIDTH, m.op.name, route.estimate,
                                   *shares))

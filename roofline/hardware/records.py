@@ -88,6 +88,18 @@ def _times(scalar: Scalar | None, factor: float) -> Scalar | None:
 
 
 @dataclass(frozen=True)
+class GemmTiling:
+    """A GPU's GEMM library splits each output into blocks of one of ``tiles`` (rows,
+    columns) and runs one block per ``units`` (a key of the spec's counts, e.g. ``sm``) at a
+    time."""
+
+    tiles: tuple[tuple[int, int], ...]
+    units: str
+    sources: tuple[str, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Hardware:
     """A device at one scope (``scope``), every number in SI units with its sources."""
 
@@ -115,6 +127,7 @@ class Hardware:
     modifications: tuple[tuple[str, float], ...] = ()
     sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
     ceilings: str = "peak"                  # what the rates are: "peak" or "achievable"
+    gemm: GemmTiling | None = None          # how its GEMM library tiles a matrix product
 
     # --- naming -------------------------------------------------------------------
     @property
@@ -144,6 +157,10 @@ class Hardware:
         raise UnknownHardwareError(
             f"{self.id} has no {dtype} {unit} roof; it has: {have}"
         )
+
+    def count(self, name: str) -> float | None:
+        """A count of the spec's [counts] at this record's scope (None if not given)."""
+        return dict(self.counts).get(name)
 
     def has_roof(self, dtype: str, unit: str) -> bool:
         return any(r.dtype == dtype and r.unit == unit for r in self.compute)

@@ -21,6 +21,7 @@ from roofline.hardware.records import (
     KINDS,
     UNITS,
     ComputeRoof,
+    GemmTiling,
     Hardware,
     Link,
     MemoryLevel,
@@ -36,7 +37,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _TOP_KEYS = {
     "schema", "id", "name", "vendor", "kind", "default_scope", "notes", "measured",
     "scopes", "sources", "variants", "clock", "counts", "power", "overhead",
-    "compute", "memory", "links",
+    "compute", "memory", "links", "gemm",
 }
 MAX_SPEC_BYTES = 1 << 20   # spec files are a few KiB; refuse anything far larger
 # The largest figure a spec file may state, per kind (at any scope): well past today's
@@ -459,8 +460,39 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         notes=reader.string("notes", doc["notes"]) if "notes" in doc else "",
         path=str(path) if path is not None else None,
         sustained_clock=sustained,
+        gemm=_gemm(reader, doc, counts),
     )
     return hardware.at_scope(scope) if scope is not None else hardware
+
+
+_TILE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+
+
+def _gemm(reader: _Reader, doc: Mapping[str, Any],
+          counts: tuple[tuple[str, float], ...]) -> GemmTiling | None:
+    """[gemm]: tiles = ["256x128", ...] (output rows x columns per thread block, the
+    library's choices), units = the count that runs one tile each at a time (e.g. "sm")."""
+    if "gemm" not in doc:
+        return None
+    table = reader.table("gemm", doc["gemm"])
+    reader.check_keys(table, "gemm", {"tiles", "units", "source", "note"},
+                      ("tiles", "units", "source"))
+    raw = table["tiles"]
+    tiles = []
+    for text in raw if isinstance(raw, list) and raw else [None]:
+        match = _TILE.match(text) if isinstance(text, str) else None
+        if match is None or min(int(match[1]), int(match[2])) < 1:
+            raise reader.error("gemm.tiles", "expected a list of output tiles, rows x "
+                               f"columns, e.g. tiles = [\"256x128\", \"128x128\"], got {raw!r}")
+        tiles.append((int(match[1]), int(match[2])))
+    units = reader.string("gemm.units", table["units"], _NAME)
+    if units not in dict(counts):
+        known = ", ".join(name for name, _ in counts) or "none"
+        raise reader.error("gemm.units", f"{units!r} is not a key of [counts] (it has: "
+                           f"{known}); name the count of units that each run one tile, "
+                           "e.g. units = \"sm\"")
+    note = reader.string("gemm.note", table["note"]) if "note" in table else ""
+    return GemmTiling(tuple(tiles), units, reader.source_keys("gemm", table), note)
 
 
 def _overhead(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> Any:

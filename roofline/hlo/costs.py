@@ -22,7 +22,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from roofline.hlo.formulas import Flops, first_array, select_and_scatter_computations
+from roofline.hlo.formulas import (
+    Flops,
+    GemmShape,
+    first_array,
+    select_and_scatter_computations,
+)
 from roofline.hlo.loops import trip_count
 from roofline.errors import RooflineError
 from roofline.hlo.parser import Computation, HloModule, HloParseError, Instruction
@@ -73,6 +78,7 @@ class OpCost:
     written_dtype: str = ""      # matrix ops: the dtype the operands are stored in
     platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
     notes: tuple[str, ...] = ()  # assumptions made in costing it
+    gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
 
     @property
     def bytes(self) -> float:
@@ -268,7 +274,20 @@ class _Analyzer:
             unknown=self._unknown_inside(instruction), free=free, trip_count=trips,
             kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
             platform=self.platform, notes=notes,
+            gemm=self._gemm(effective, computation, resolved),
         )
+
+    def _gemm(self, instruction: Instruction, computation: Computation,
+              resolved: Resolved | None) -> GemmShape | None:
+        """The matrix product of a library call, a dot or convolution, or the heaviest one
+        a fusion runs."""
+        if resolved is not None and resolved.rule.gemm is not None:
+            return resolved.rule.gemm(instruction, self)
+        inner = self._heaviest_inner(instruction, computation)
+        if inner is None or inner is instruction:
+            return None
+        rule = lookup(inner)
+        return rule.rule.gemm(inner, self) if rule is not None and rule.rule.gemm else None
 
     def _generic_async(self, start: Instruction, computation: Computation,
                        flops: Flops) -> OpCost:

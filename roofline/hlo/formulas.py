@@ -109,6 +109,47 @@ def parse_window(text: str) -> list[WindowDim]:
 
 
 @dataclass(frozen=True)
+class GemmShape:
+    """A matrix product as a GPU library runs it: ``batch`` independent products of an
+    ``m x k`` by a ``k x n`` matrix, each output ``m x n`` split into tiles, one thread
+    block per tile (NVIDIA, Matrix Multiplication Background User's Guide, DU-09799-001,
+    sec. 2.1 and 3)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+
+    def tiles(self, tile: tuple[int, int]) -> int:
+        return self.batch * math.ceil(self.m / tile[0]) * math.ceil(self.n / tile[1])
+
+    def wave_efficiency(self, tile: tuple[int, int], units: int) -> float:
+        """The share of the device's tile slots that hold useful output: tiles padded
+        past the matrix edge (tile quantization) and idle units in the last wave of
+        ``units`` concurrent tiles (wave quantization) do no useful work but take the time
+        of a full wave."""
+        tiles = self.tiles(tile)
+        if tiles == 0 or units <= 0:
+            return 1.0
+        waves = math.ceil(tiles / units)
+        return self.batch * self.m * self.n / (waves * units * tile[0] * tile[1])
+
+
+def dot_gemm(lhs: ArrayShape, rhs: ArrayShape, numbers: dict[str, list[int]]) -> GemmShape:
+    """A dot's GEMM from its operands and dimension numbers (keys ``lhs_batch``,
+    ``lhs_contracting``, ``rhs_batch``, ``rhs_contracting``)."""
+    def size(shape: ArrayShape, axes: list[int]) -> int:
+        return math.prod(shape.dims[a] for a in axes)
+
+    def free(shape: ArrayShape, side: str) -> int:
+        taken = set(numbers.get(f"{side}_batch", [])) | set(numbers.get(f"{side}_contracting",
+                                                                        []))
+        return math.prod(d for axis, d in enumerate(shape.dims) if axis not in taken)
+    return GemmShape(batch=size(lhs, numbers.get("lhs_batch", [])), m=free(lhs, "lhs"),
+                     n=free(rhs, "rhs"), k=size(lhs, numbers.get("lhs_contracting", [])))
+
+
+@dataclass(frozen=True)
 class ConvolutionSpec:
     """A convolution's sizes read from its operands, ``window`` and ``dim_labels``."""
 
@@ -119,6 +160,25 @@ class ConvolutionSpec:
     batch_groups: int
     valid_positions: tuple[int, ...]
     spatial_dims: int
+    input_spatial: tuple[int, ...] = ()
+    kernel_spatial: tuple[int, ...] = ()
+    output_spatial: tuple[int, ...] = ()
+
+    def implicit_gemm(self, result: str = "output") -> GemmShape:
+        """The GEMM an implicit-GEMM algorithm runs for the pass that produces
+        ``result``: ``output`` (forward: M = batch x output positions, N = output features,
+        K = input features x kernel taps), ``input`` (the gradient of the input: M = batch x
+        input positions, N = input features, K = output features x taps) or ``kernel`` (the
+        gradient of the kernel: M = output features, N = input features x taps, K = batch x
+        output positions); one GEMM per feature group."""
+        groups = self.feature_groups
+        batch = self.batch // self.batch_groups
+        taps = math.prod(self.kernel_spatial)
+        c, o = self.in_features // groups, self.out_features // groups
+        rows = {"output": (batch * math.prod(self.output_spatial), o, c * taps),
+                "input": (batch * math.prod(self.input_spatial), c, o * taps),
+                "kernel": (o, c * taps, batch * math.prod(self.output_spatial))}[result]
+        return GemmShape(groups, *rows)
 
     @property
     def fma_count(self) -> float:
@@ -143,12 +203,13 @@ class ConvolutionSpec:
         spatial = sorted((c for c in lhs_labels if c.isdigit()), key=int)
         window = parse_window(attributes.get("window", "")) or [
             WindowDim() for _ in spatial]
-        valid = []
+        valid, sizes = [], []
         for axis, dim in zip(spatial, window):
             in_size = lhs.dims[lhs_labels.index(axis)]
             kernel = rhs.dims[rhs_labels.index(axis)]
             out_size = out.dims[_out_labels.index(axis)]
             valid.append(_valid_positions(in_size, kernel, out_size, dim))
+            sizes.append((in_size, kernel, out_size))
         return cls(
             batch=lhs.dims[lhs_labels.index("b")],
             in_features=lhs.dims[lhs_labels.index("f")],
@@ -157,6 +218,9 @@ class ConvolutionSpec:
             batch_groups=int(attributes.get("batch_group_count", "1")),
             valid_positions=tuple(valid),
             spatial_dims=len(spatial),
+            input_spatial=tuple(s[0] for s in sizes),
+            kernel_spatial=tuple(s[1] for s in sizes),
+            output_spatial=tuple(s[2] for s in sizes),
         )
 
 

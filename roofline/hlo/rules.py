@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,9 @@ from roofline.hlo.formulas import (
     Env,
     Flops,
     Formula,
+    GemmShape,
     backend_config,
+    dot_gemm,
     elements,
     first_array,
     int_list,
@@ -77,9 +80,13 @@ class LinkPattern(enum.Enum):
                 LinkPattern.SCATTER: (n - 1.0) / n, LinkPattern.ONE_HOP: 1.0}[self]
 
 
+GemmFormula = Callable[[Instruction, Env], GemmShape]
+
+
 @dataclass(frozen=True)
 class Rule:
-    """How one opcode is costed. ``category`` None: taken from what the op calls."""
+    """How one opcode is costed. ``category`` None: taken from what the op calls.
+    ``gemm``: the matrix product a GPU library runs for it (for tile and wave effects)."""
 
     category: str | None
     flops: Formula
@@ -88,6 +95,7 @@ class Rule:
     unit: str = "vector"
     link: LinkPattern | None = None
     needs_config: str | None = None   # a backend_config key the formula reads: unknown without
+    gemm: GemmFormula | None = None
 
 
 RULES: dict[str, Rule] = {}
@@ -124,6 +132,30 @@ def dot(instruction: Instruction, env: Env) -> Flops:
     return Flops(flops=2.0 * elements(instruction.shape) * contracted)
 
 
+def _dimension_numbers(names: dict[str, Any], key: str) -> list[int]:
+    value = names.get(key, [])
+    return int_list(value) if isinstance(value, str) else [int(v) for v in value]
+
+
+def dot_shape(instruction: Instruction, env: Env) -> GemmShape:
+    attributes = instruction.attributes
+    return dot_gemm(first_array(env.operand_shape(instruction, 0)),
+                    first_array(env.operand_shape(instruction, 1)),
+                    {key: _dimension_numbers(attributes, f"{key}_dims")
+                     for key in ("lhs_batch", "lhs_contracting", "rhs_batch",
+                                 "rhs_contracting")})
+
+
+def library_gemm_shape(instruction: Instruction, env: Env) -> GemmShape:
+    numbers = backend_config(instruction).get("gemm_backend_config", {}).get(
+        "dot_dimension_numbers", {})
+    return dot_gemm(first_array(env.operand_shape(instruction, 0)),
+                    first_array(env.operand_shape(instruction, 1)),
+                    {key: _dimension_numbers(numbers, f"{key}_dimensions")
+                     for key in ("lhs_batch", "lhs_contracting", "rhs_batch",
+                                 "rhs_contracting")})
+
+
 def library_gemm(instruction: Instruction, env: Env) -> Flops:
     # A GEMM library call: the dot its backend_config describes, 2 x result elements x
     # contracted size (the result is the first element of (result, workspace)).
@@ -158,24 +190,36 @@ def fused_attention(instruction: Instruction, env: Env) -> Flops:
 
 
 def _library_convolution(input_at: int | None, kernel_at: int | None,
-                         output_at: int | None) -> Formula:
+                         output_at: int | None) -> Rule:
     """A cuDNN/MIOpen convolution call: the FLOPs of the forward convolution its window
-    and dim_labels describe. Which of the operands (by index) or the result (None) is the
-    forward input, kernel and output depends on the pass: XLA's GPU convention."""
-    def flops(instruction: Instruction, env: Env) -> Flops:
+    and dim_labels describe, and the implicit GEMM of its pass. Which of the operands (by
+    index) or the result (None) is the forward input, kernel and output depends on the
+    pass: XLA's GPU convention."""
+    def spec(instruction: Instruction, env: Env) -> ConvolutionSpec:
         def shape(index: int | None) -> Any:
             return first_array(instruction.shape if index is None
                                else env.operand_shape(instruction, index))
-        spec = ConvolutionSpec.from_shapes(shape(input_at), shape(kernel_at),
+        return ConvolutionSpec.from_shapes(shape(input_at), shape(kernel_at),
                                            shape(output_at), instruction.attributes)
-        return Flops(flops=2.0 * spec.fma_count)
-    return flops
+
+    def flops(instruction: Instruction, env: Env) -> Flops:
+        return Flops(flops=2.0 * spec(instruction, env).fma_count)
+
+    produced = {input_at: "input", kernel_at: "kernel", output_at: "output"}[None]
+
+    def gemm(instruction: Instruction, env: Env) -> GemmShape:
+        return spec(instruction, env).implicit_gemm(produced)
+    return Rule("convolution", flops, Traffic.LIBRARY, unit="matrix", gemm=gemm)
 
 
 def convolution(instruction: Instruction, env: Env) -> Flops:
     # 2 x (in features / feature groups) x out features x (batch / batch groups) x valid
     # (output, kernel tap) pairs per spatial dimension: taps on padding are not counted.
     return Flops(flops=2.0 * ConvolutionSpec.of(instruction, env).fma_count)
+
+
+def convolution_shape(instruction: Instruction, env: Env) -> GemmShape:
+    return ConvolutionSpec.of(instruction, env).implicit_gemm()
 
 
 def reduce(instruction: Instruction, env: Env) -> Flops:
@@ -304,8 +348,9 @@ _add(RULES, ("gather",), Rule("data movement", no_flops, Traffic.GATHER))
 _add(RULES, ("dynamic-update-slice",), Rule("data movement", no_flops, Traffic.UPDATE))
 _add(RULES, ("infeed",), Rule("data movement", no_flops, Traffic.HOST_IN))
 _add(RULES, ("outfeed",), Rule("data movement", no_flops, Traffic.HOST_OUT))
-_add(RULES, ("dot",), Rule("matmul", dot, unit="matrix"))
-_add(RULES, ("convolution",), Rule("convolution", convolution, unit="matrix"))
+_add(RULES, ("dot",), Rule("matmul", dot, unit="matrix", gemm=dot_shape))
+_add(RULES, ("convolution",), Rule("convolution", convolution, unit="matrix",
+                                   gemm=convolution_shape))
 _add(RULES, ("reduce",), Rule("reduction", reduce))
 _add(RULES, ("reduce-window",), Rule("reduction", reduce_window))
 _add(RULES, ("select-and-scatter",), Rule("reduction", select_and_scatter))
@@ -344,18 +389,18 @@ _add(CUSTOM_CALLS, ("ConcatBitcast",), Rule("data movement", no_flops))
 # kernel); backward-filter ones the kernel from (input, output gradient).
 _add(CUSTOM_CALLS, ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"),
      Rule("matmul", library_gemm, Traffic.LIBRARY, unit="matrix",
-          needs_config="gemm_backend_config"))
+          needs_config="gemm_backend_config", gemm=library_gemm_shape))
 _add(CUSTOM_CALLS, ("__cudnn$convForward", "__cudnn$convBiasActivationForward"),
-     Rule("convolution", _library_convolution(0, 1, None), Traffic.LIBRARY, unit="matrix"))
+     _library_convolution(0, 1, None))
 _add(CUSTOM_CALLS, ("__cudnn$convBackwardInput",),
-     Rule("convolution", _library_convolution(None, 1, 0), Traffic.LIBRARY, unit="matrix"))
+     _library_convolution(None, 1, 0))
 _add(CUSTOM_CALLS, ("__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxDropout",
                     "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaScaleBiasSoftmaxDropout",
                     "__cudnn$fmhaSoftmaxF8"),
      Rule("matmul", fused_attention, Traffic.LIBRARY, unit="matrix",
           needs_config="cudnn_fmha_backend_config"))
 _add(CUSTOM_CALLS, ("__cudnn$convBackwardFilter",),
-     Rule("convolution", _library_convolution(0, None, 1), Traffic.LIBRARY, unit="matrix"))
+     _library_convolution(0, None, 1))
 
 
 class Half(enum.Enum):
