@@ -146,10 +146,10 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from roofline.trace.capture import capture
-    from roofline.workloads import parse_spec
+    from roofline.trace.capture import capture_spec
 
-    path = capture(parse_spec(args.spec), args.out, steps=args.steps, warmup=args.warmup)
+    path = capture_spec(args.spec, args.out, steps=args.steps, warmup=args.warmup,
+                        cores=args.cores)
     print(f"wrote {path}")
     return 0
 
@@ -341,8 +341,7 @@ def _sweep(args: argparse.Namespace) -> int:
         models = heatmap_slice(_sweep_models(args.out, hardware[0], targets[0]), axes[0],
                                axes[1])
         _save_plot(build_heatmap(models, axes[0], axes[1], "utilization",
-                                 title=f"utilization on {hardware[0]} ({targets[0]})"),
-                   args.plot)
+                                 title=_heatmap_title("utilization", models)), args.plot)
     return 0
 
 
@@ -528,14 +527,17 @@ def _sensitivity(args: argparse.Namespace) -> int:
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
                          target=args.target, overlap=args.overlap)
-    rows = [{"parameter": e.parameter, "elasticity": e.elasticity}
-            for e in result.elasticities]
+    rows = [{"parameter": e.parameter, "elasticity": e.elasticity,
+             "same as": ", ".join(e.aliases)} for e in result.elasticities]
     title = (f"{args.input} on {result.hardware.label}: d log(time) / d log(parameter), most "
              "influential first (-1: doubling the parameter halves the time)")
     coverage = report.coverage_document(result.coverage)
     _emit(args, text=report.with_coverage(report.format_table(rows, title=title), coverage),
           document={"schema": "roofline/sensitivity/1", "input": args.input,
-                    "hardware": result.hardware.ref, "elasticities": rows,
+                    "hardware": result.hardware.ref,
+                    "elasticities": [{"parameter": e.parameter, "elasticity": e.elasticity,
+                                      "aliases": list(e.aliases)}
+                                     for e in result.elasticities],
                     "coverage": coverage}, rows=rows)
     return 0
 
@@ -638,16 +640,27 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
 def _plot_heatmap(args: argparse.Namespace) -> int:
     from roofline.plot import build_heatmap, heatmap_slice
 
-    models = heatmap_slice(_sweep_models(args.sweep_dir, args.hardware, args.target),
+    models = heatmap_slice(_sweep_models(args.sweep_dir, args.hardware, args.target,
+                                         first_by_default=True),
                            args.x, args.y, _key_values(args.where, str, "--where"))
     _save_plot(build_heatmap(models, args.x, args.y, args.metric,
-                             title=f"{args.metric} on {models['hardware'].iloc[0]} "
-                                   f"({models['target'].iloc[0]})"),
-               args.out)
+                             title=_heatmap_title(args.metric, models)), args.out)
     return 0
 
 
-def _sweep_models(sweep_dir: str, hardware: str | None, target: str | None) -> Any:
+def _heatmap_title(metric: str, models: Any) -> str:
+    row = models.iloc[0]
+    what = (" (achieved FLOP/s over the peak of the fastest roof its ops use)"
+            if metric == "utilization" else "")
+    return (f"{metric}{what}\non {row['hardware']} ({row['scope']}), compiled for "
+            f"{row['target']}")
+
+
+def _sweep_models(sweep_dir: str, hardware: str | None, target: str | None,
+                  first_by_default: bool = False) -> Any:
+    """The sweep's models for one hardware and target; where the sweep has several and
+    none is named, the first in the sweep's order with ``first_by_default`` (said on
+    standard error), an error otherwise."""
     from roofline.sweep import MODELS_FILE, read_models
 
     path = Path(sweep_dir) / MODELS_FILE
@@ -659,10 +672,14 @@ def _sweep_models(sweep_dir: str, hardware: str | None, target: str | None) -> A
         raise RooflineError(f"{path} has no models for hardware {hardware!r} and target "
                             f"{target!r}")
     for column in ("hardware", "target"):
-        if models[column].nunique() > 1:
-            raise RooflineError(f"{path} holds several {column}s "
-                                f"({', '.join(sorted(models[column].unique()))}): choose one "
-                                f"with --{column}")
+        choices = list(dict.fromkeys(models[column]))
+        if len(choices) > 1:
+            if not first_by_default:
+                raise RooflineError(f"{path} holds several {column}s ({', '.join(choices)}): "
+                                    f"choose one with --{column}")
+            print(f"the sweep has {len(choices)} {column}s ({', '.join(choices)}): showing "
+                  f"{choices[0]}; choose another with --{column}", file=sys.stderr)
+            models = models[models[column] == choices[0]]
     return models
 
 
@@ -757,6 +774,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="new run directory, e.g. traces/mlp (never overwritten)")
     p.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="untraced warm-up steps (default 2)")
+    p.add_argument("--cores", type=int, metavar="N",
+                   help="pin the run to the first N cores this process may use (XLA:CPU "
+                        "then runs N threads); recorded in the manifest (default: all)")
     p.set_defaults(handler=_profile, out_is_directory=True)
 
     p = commands.add_parser(

@@ -14,6 +14,7 @@ d log(time) / d log(parameter), estimated with a small relative step.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections import defaultdict
@@ -215,6 +216,11 @@ def working_ops(ops: tuple[OpCost, ...] | list[OpCost]) -> list[OpCost]:
 class Elasticity:
     parameter: str
     elasticity: float     # d log time / d log parameter: -1 means time halves when doubled
+    aliases: tuple[str, ...] = ()   # other names that scale exactly the same spec numbers
+
+    @property
+    def label(self) -> str:
+        return self.parameter + (f" (= {', '.join(self.aliases)})" if self.aliases else "")
 
 
 @dataclass(frozen=True)
@@ -236,16 +242,22 @@ class Sensitivity:
 
 def sensitivity_of(ops: list[OpCost], hardware: Hardware, overlap: Overlap = Overlap.MAX,
                    step: float = 0.01) -> Sensitivity:
-    """Elasticity of the total time to every scalable parameter, most influential first."""
+    """Elasticity of the total time to every scalable parameter, most influential first.
+    Names that scale the same spec numbers (``memory_bandwidth`` and ``bandwidth.HBM2``)
+    are one entry under the first name, the others its ``aliases``."""
     def total(hw: Hardware) -> float:
         return sum(p.seconds for _, p in placements(ops, hw, overlap))
     placed = placements(ops, hardware, overlap)
     base = sum(p.seconds for _, p in placed)
     if base <= 0:
         raise RooflineError("the program has no time to attribute: nothing to scale")
-    result = [Elasticity(parameter, math.log(total(hardware.scaled({parameter: 1 + step}))
-                                             / base) / math.log(1 + step))
-              for parameter in hardware.scalable_parameters()]
+    groups: dict[Hardware, list[str]] = {}
+    for parameter in hardware.scalable_parameters():
+        scaled = dataclasses.replace(hardware.scaled({parameter: 1 + step}), modifications=())
+        groups.setdefault(scaled, []).append(parameter)
+    result = [Elasticity(names[0], math.log(total(scaled) / base) / math.log(1 + step),
+                         tuple(names[1:]))
+              for scaled, names in groups.items()]
     return Sensitivity(hardware, base, tuple(sorted(
         result, key=lambda e: (-abs(e.elasticity), e.parameter))), coverage(
             omissions_of(((op, p, p.seconds) for op, p in placed), hardware)))

@@ -19,9 +19,10 @@ Each measured op is modelled in two named parts, each estimated from evidence:
 
 An op measured faster than main memory allows was served by a nearer level (a cache
 holding its arrays between calls): its bytes are charged to the farthest level whose
-bandwidth explains the measured time, on the source and on the target alike, as long as
-they fit in the target's level (its capacity at least the op's bytes); otherwise, and on a
-target without the level, they go to main memory (listed). Residency carries by capacity
+bandwidth explains the measured time, on the source and on the target alike, except that
+bytes that fit the source's level but not the target's go to the target's main memory
+(listed), as they do on a target without the level. (Bytes larger than the source's level
+beat the main-memory figure rather than showing residency: they keep the level.) Residency carries by capacity
 the other way too: where the run shows a level holding ops (some op served by it), an op
 too large for the source's level that fits the target's is charged to the target's level
 (listed). A target that has the level without a published bandwidth gets one estimated as
@@ -237,7 +238,10 @@ def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
                      if x.name.lower() == name.lower()), None)
     if m.served_by is not None:
         room = capacity(target, m.served_by)
-        if room is None or room >= size:
+        # Only bytes that fit the source's level show residency there; larger ones beat
+        # the main-memory figure itself, and keep their level on both sides.
+        held = size <= (capacity(source, m.served_by) or 0.0)
+        if room is None or room >= size or not held:
             return m.served_by, None
         return None, Omission(
             Gap.CACHE_RESIDENCY, m.op.name,

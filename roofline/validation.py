@@ -33,8 +33,6 @@ import itertools
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import tomllib
 from collections import defaultdict
@@ -233,29 +231,19 @@ def consistency_cases(config: dict[str, Any], quick: bool = False,
 
 # --- Host upgrades ------------------------------------------------------------------------
 
-def _profile(spec: str, out: Path, steps: int, cores: set[int]) -> Path:
-    # The child pins itself before importing JAX (forking this JAX process would not be
-    # safe), so XLA:CPU sizes its thread pool to the pinned cores.
-    argv = ["profile", spec, "--out", str(out), "--steps", str(steps), "--warmup", "2"]
-    code = (f"import os, sys; os.sched_setaffinity(0, {sorted(cores)!r}); "
-            f"from roofline.cli import main; sys.exit(main({argv!r}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RooflineError(f"profiling {spec} on cores {sorted(cores)} failed:\n"
-                            f"{done.stderr.strip()[-800:]}")
-    return out
-
-
-def _profile_best(conditions: dict[str, tuple[str, set[int]]], runs: Path, steps: int,
+def _profile_best(conditions: dict[str, tuple[str, int]], runs: Path, steps: int,
                   rounds: int, progress: Callable[[str], None]) -> dict[str, Path]:
     """Profile every condition ``rounds`` times, alternating, and keep each condition's run
     with the fastest step as ``runs/<condition>``. A neighbour's burst on a shared machine
     can slow every step of one run; alternating puts its rounds apart in time."""
+    from roofline.trace.capture import capture_spec
+
     for index in range(rounds):
         for name, (spec, cores) in conditions.items():
-            progress(f"host: profiling {spec} on cores {sorted(cores)} "
+            progress(f"host: profiling {spec} on {cores} core(s) "
                      f"(round {index + 1}/{rounds})")
-            _profile(spec, runs / f"{name}.round{index}", steps, cores)
+            capture_spec(spec, runs / f"{name}.round{index}", steps=steps, warmup=2,
+                         cores=cores, progress=lambda _: None)
     best = {}
     for name in conditions:
         tried = [runs / f"{name}.round{index}" for index in range(rounds)]
@@ -321,10 +309,10 @@ def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
         spec = program["quick" if quick else "spec"]
         runs = workdir / f"program{index}"
         shutil.rmtree(runs, ignore_errors=True)
-        conditions = {"f32-one-core": (_with_dtype(spec, "f32"), {cores[0]}),
-                      "bf16-one-core": (_with_dtype(spec, "bf16"), {cores[0]})}
+        conditions = {"f32-one-core": (_with_dtype(spec, "f32"), 1),
+                      "bf16-one-core": (_with_dtype(spec, "bf16"), 1)}
         if len(cores) > 1:
-            conditions["f32-all-cores"] = (_with_dtype(spec, "f32"), set(cores))
+            conditions["f32-all-cores"] = (_with_dtype(spec, "f32"), len(cores))
         best = _profile_best(conditions, runs, steps, rounds, progress)
         source, bf16 = best["f32-one-core"], best["bf16-one-core"]
         if len(cores) > 1:

@@ -181,3 +181,19 @@ def test_a_run_that_shows_no_residency_promotes_nothing():
     assert new["big"] == pytest.approx(3e-6 + BIG / A100_HBM / efficiency, rel=1e-3)
     assert not [o for o in result.comparison.coverage.omissions
                 if o.gap.value == "cache residency"]
+
+
+def test_bytes_larger_than_the_sources_level_beat_main_memory_and_keep_their_level():
+    # 48 MiB (an add of 4 Mi f32 elements) in 20 us on an A100: its HBM needs
+    # 48 MiB / 1555 GB/s = 32.4 us, its L2 6.97 us, so it is charged to L2, but 48 MiB
+    # cannot sit in a 40 MiB L2: the HBM figure was beaten, not a cache shown. It keeps
+    # L2 on the V100 as well (efficiency 6.97 / (20 - 3) = 0.410: 3 + 16.08 / 0.410 us),
+    # and nothing about residency is listed.
+    huge = 3 * 16 * 2**20
+    table = _table(f"huge,add,{1 << 22};{1 << 22},f32,20 us")
+    result = predict_ops(table, "a100-40gb", "v100-sxm2", ceilings="peak")
+    efficiency = (huge / A100_L2) / 17e-6
+    assert result.comparison.ops[0].new_s == pytest.approx(
+        3e-6 + huge / V100_L2 / efficiency, rel=1e-3)
+    assert not [o for o in result.comparison.coverage.omissions
+                if o.gap.value == "cache residency"]

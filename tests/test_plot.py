@@ -162,7 +162,13 @@ def test_sensitivity_chart(fc_placement):
     ax = fig.axes[0]
     assert len(ax.patches) == 5
     assert [t.get_text() for t in ax.get_yticklabels()][::-1] == [
-        e.parameter for e in result.elasticities[:5]]
+        e.label for e in result.elasticities[:5]]
+    # memory_bandwidth and bandwidth.HBM scale the same number: one bar, named by both.
+    names = [e.parameter for e in result.elasticities]
+    assert "memory_bandwidth" in names and "bandwidth.HBM" not in names
+    assert "memory_bandwidth (= bandwidth.HBM)" in [t.get_text() for t in ax.get_yticklabels()]
+    # No bar label reads 0.00 or -0.00.
+    assert not [t.get_text() for t in ax.texts if t.get_text() in ("+0.00", "-0.00")]
 
 
 @pytest.fixture(scope="module")

@@ -307,3 +307,18 @@ def test_smallest_and_largest_paradnn_configs_compile_or_are_recorded(tmp_path, 
     assert set(models["status"]) <= {"ok", "does not fit"}
     misfits = models[models["status"] == "does not fit"]
     assert (misfits["footprint_bytes"] > 0).all(), "a misfit records its footprint"
+
+
+def test_heatmap_of_a_sweep_with_several_devices_shows_the_first_and_says_so(
+        local_sweep, tmp_path, capsys):
+    # The small plan places every model on tpu-v2 and tpu-v3: without --hardware the heat
+    # map shows the first and names the other, and its title says what was compiled for
+    # what and what utilization is measured against.
+    plan, _ = local_sweep
+    out = tmp_path / "heat.svg"
+    assert main(["plot", "heatmap", str(plan.out), "--x", "batch", "--y", "nodes",
+                 "--where", "layers=4", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "2 hardwares (tpu-v2, tpu-v3): showing tpu-v2; choose another with --hardware" in err
+    svg = out.read_text()
+    assert "compiled for tpu-v2" in svg and "over the peak" in svg

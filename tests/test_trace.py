@@ -290,3 +290,25 @@ def test_a_module_name_with_a_newline_is_read(tmp_path, capsys):
     assert main(["explain", str(path), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert "ji\n_f" in {o["module"] for o in doc["ops"]}
+
+
+def test_profile_pinned_to_one_core_runs_there_and_says_so(tmp_path, capsys):
+    # --cores 1: a child process pinned to the first usable core, recorded in the
+    # manifest (pinned_cores, and the host's usable threads as that child saw them).
+    import os
+
+    run_dir = tmp_path / "one-core"
+    assert main(["profile", "tests.user_models:small_mlp", "--out", str(run_dir),
+                 "--steps", "1", "--warmup", "0", "--cores", "1"]) == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    first = sorted(os.sched_getaffinity(0))[0]
+    assert manifest["pinned_cores"] == [first] and manifest["host"]["usable_threads"] == 1
+    usable = len(os.sched_getaffinity(0))
+    for bad in ("0", str(usable + 1)):
+        assert main(["profile", "tests.user_models:small_mlp", "--out",
+                     str(tmp_path / f"bad{bad}"), "--cores", bad]) == 2
+        assert f"give 1 to {usable}" in capsys.readouterr().err
+    # A child that fails (an unknown workload) reports the child's own error.
+    assert main(["profile", "nosuch_family:x=1", "--out", str(tmp_path / "x"),
+                 "--cores", "1"]) == 2
+    assert "pinned to cores" in capsys.readouterr().err

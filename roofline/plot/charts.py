@@ -179,8 +179,10 @@ def build_heatmap(models: pandas.DataFrame, x: str, y: str, metric: str = "utili
                 ax.annotate(status[i][j], (j, i), ha="center", va="center", fontsize=7,
                             color="red", gid="marked")
             elif not math.isnan(grid[i][j]):
-                ax.annotate(f"{grid[i][j]:.2g}", (j, i), ha="center", va="center",
-                            fontsize=6, color="white")
+                red, green, blue, _ = image.cmap(image.norm(grid[i][j]))
+                light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
+                ax.annotate(f"{grid[i][j]:.3g}", (j, i), ha="center", va="center",
+                            fontsize=6, color="black" if light else "white")
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title or f"{metric} over {x} x {y}", fontsize=10)
@@ -195,11 +197,11 @@ def build_sensitivity(result: Sensitivity, *, top: int = 12,
         raise RooflineError("no parameter to chart")
     fig = Figure(figsize=(8, 1.2 + 0.35 * len(shown)))
     ax = fig.add_axes((0.3, 0.15, 0.65, 0.72))
-    names = [e.parameter for e in reversed(shown)]
+    names = [e.label for e in reversed(shown)]
     values = [e.elasticity for e in reversed(shown)]
     ax.barh(names, values, color=["#d62728" if v < 0 else "#1f77b4" for v in values])
     for name, value in zip(names, values):
-        if value:
+        if round(value, 2):   # a label that would print as 0.00 or -0.00 says nothing
             ax.annotate(f"{value:+.2f}", (value, name), textcoords="offset points",
                         xytext=(-3 if value < 0 else 3, 0), fontsize=7, va="center",
                         ha="right" if value < 0 else "left")

@@ -8,6 +8,10 @@ A run directory holds everything needed to explain the run later, on any machine
 
 The directory is built under a temporary name and renamed when complete, so a failed or
 interrupted capture leaves nothing behind, and an existing run is never overwritten.
+
+A run pinned to some cores (:func:`capture_spec` with ``cores``) is captured by a child
+process that sets its CPU affinity before JAX starts, so XLA:CPU sizes its thread pool to
+those cores; the manifest records them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -84,18 +89,84 @@ def _describe_args(args: tuple[Any, ...]) -> list[dict[str, Any]]:
             for leaf in jax.tree.leaves(args)]
 
 
-def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int = 2,
-            progress: Callable[[str], None] = _stderr) -> Path:
-    """Profile ``steps`` runs of ``workload`` on this host into the run directory ``out``."""
-    import jax
+def usable_cores() -> list[int]:
+    """The CPU cores this process may run on, in order."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
 
-    out = Path(out)
+
+def pinned_cores(count: int) -> list[int]:
+    """The first ``count`` usable cores, or an error that says how many there are."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise RooflineError("--cores pins the run to cores, which this system cannot do "
+                            "(Linux only): leave it out")
+    usable = usable_cores()
+    if not 1 <= count <= len(usable):
+        raise RooflineError(f"--cores {count}: this process may use {len(usable)} cores "
+                            f"({', '.join(map(str, usable))}); give 1 to {len(usable)}")
+    return usable[:count]
+
+
+def capture_spec(spec: str, out: str | Path, *, steps: int = 5, warmup: int = 2,
+                 cores: int | None = None,
+                 progress: Callable[[str], None] = _stderr) -> Path:
+    """Profile the workload ``spec`` (see :func:`roofline.workloads.parse_spec`) into
+    ``out``; ``cores``: pinned to the first that many usable cores, in a child process."""
+    if cores is None:
+        from roofline.workloads import parse_spec
+
+        return capture(parse_spec(spec), out, steps=steps, warmup=warmup, progress=progress)
+    chosen = pinned_cores(cores)
+    _check_arguments(Path(out), steps, warmup)
+    code = (f"import os, sys; os.sched_setaffinity(0, {chosen!r}); "
+            "from roofline.trace.capture import _pinned_child; sys.exit(_pinned_child())")
+    argv = [spec, str(out), str(steps), str(warmup), ",".join(map(str, chosen))]
+    progress(f"profiling in a child process pinned to cores {chosen}")
+    done = subprocess.run([sys.executable, "-c", code, *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise RooflineError(f"profiling {spec} pinned to cores {chosen} failed: "
+                            + ("\n".join(lines[-8:]) or f"exit code {done.returncode}"))
+    for line in done.stderr.splitlines():
+        if line.startswith("["):
+            progress(line)
+    return Path(out)
+
+
+def _pinned_child() -> int:
+    """The child of :func:`capture_spec`: argv is spec, out, steps, warmup, cores."""
+    from roofline.workloads import parse_spec
+
+    spec, out, steps, warmup, cores = sys.argv[1:6]
+    try:
+        capture(parse_spec(spec), out, steps=int(steps), warmup=int(warmup),
+                cores=[int(c) for c in cores.split(",")])
+    except RooflineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _check_arguments(out: Path, steps: int, warmup: int) -> None:
     if out.exists():
         raise RooflineError(f"{out} already exists; a run directory is never overwritten: "
                             "choose another --out or remove the old run")
     if steps < 1 or warmup < 0:
         raise RooflineError(f"--steps must be at least 1 and --warmup at least 0 "
                             f"(got {steps} and {warmup})")
+
+
+def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int = 2,
+            progress: Callable[[str], None] = _stderr, cores: list[int] | None = None
+            ) -> Path:
+    """Profile ``steps`` runs of ``workload`` on this host into the run directory ``out``
+    (``cores``: the cores this process was pinned to, recorded in the manifest)."""
+    import jax
+
+    out = Path(out)
+    _check_arguments(out, steps, warmup)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -140,6 +211,7 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
             "modules": [module],
             "versions": _xla.versions(),
             "host": host_description(),
+            "pinned_cores": cores,
             "start_time": started.isoformat(),
             "wall_seconds_per_step": walls,
         }

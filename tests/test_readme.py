@@ -1,0 +1,99 @@
+"""Every roofline command in README.md's code blocks runs as written.
+
+The commands are read from README.md itself, so a command added there without being run
+here fails :func:`test_every_readme_command_is_run_or_named_a_template`. They run in
+README order in one working directory (later commands read what earlier ones wrote: the
+run in traces/mlp, the sweep in sweeps/fc), with this session's measured host spec as
+`host`. The default suite runs the transfer examples and the per-op table; the whole
+README runs with `-m slow` (about 15 minutes on 2 cores: a ParaDnn FC sweep, ResNet-50
+compiled for TPUs, the quick validation).
+"""
+
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from roofline.cli import main
+
+ROOT = Path(__file__).parent.parent
+# Commands with placeholders (SPEC, FILE, ID, a user's own module or spec file): templates
+# of a usage line, not something to run as written. Each has a runnable counterpart.
+TEMPLATE = re.compile(r"\b(SPEC|RUN|FILE|ID)\b|mymodel|mypackage|my-chip|\|")
+# Run in the default suite: the transfer examples, which have failed as written before.
+DEFAULT = ("profile fc:layers=2,batch=128", "predict traces/mlp", "predict --ops")
+
+
+def readme_commands() -> list[str]:
+    """The roofline commands of README.md's code blocks, in order, one per line (joined
+    continuation lines, comments and the .venv/bin/ prefix removed, `a && b` split)."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part, comments=True)
+                if words and words[0] in ("roofline", ".venv/bin/roofline"):
+                    commands.append(shlex.join(["roofline", *words[1:]]))
+    return commands
+
+
+def _runnable() -> list[str]:
+    return [c for c in readme_commands() if not TEMPLATE.search(c)]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, measured_host) -> Path:
+    """The README's working directory: the test data it names, and `host` (the session's
+    measured spec, which `roofline hardware measure --out hardware_specs/host.toml`
+    writes in the README)."""
+    directory = tmp_path_factory.mktemp("readme")
+    shutil.copytree(ROOT / "tests" / "data", directory / "tests" / "data")
+    (directory / "hardware_specs").mkdir()
+    shutil.copy(measured_host, directory / "hardware_specs" / "host.toml")
+    return directory
+
+
+def _run(command: str, workdir: Path, monkeypatch) -> None:
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(workdir / "hardware_specs"))
+    words = shlex.split(command)[1:]
+    if words[:2] == ["hardware", "measure"]:
+        words += ["--quick"] if "--quick" not in words else []
+        (workdir / "hardware_specs" / "host.toml").unlink(missing_ok=True)
+    assert main(words) == 0, command
+
+
+def test_every_readme_command_is_run_or_named_a_template():
+    commands = readme_commands()
+    assert len(commands) > 30
+    templates = [c for c in commands if TEMPLATE.search(c)]
+    # The templates: the usage lines of `roofline plot` and the own-model examples.
+    assert all(re.search(r"SPEC|RUN|FILE|ID|my", c) for c in templates)
+    assert len(templates) <= 12, templates
+    for prefix in DEFAULT:
+        assert any(c.startswith(f"roofline {prefix}") for c in _runnable()), prefix
+
+
+def test_the_readme_transfer_examples_run_as_written(workdir, monkeypatch):
+    # profile --cores 1, then carry the one-core run to all cores and to bfloat16.
+    chosen = [c for c in _runnable()
+              if any(c.startswith(f"roofline {prefix}") for prefix in DEFAULT)]
+    assert len(chosen) >= 4
+    for command in chosen:
+        _run(command, workdir, monkeypatch)
+    manifest = (workdir / "traces" / "mlp" / "manifest.json").read_text()
+    assert '"pinned_cores": [' in manifest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [c for c in _runnable()
+                                     if not any(c.startswith(f"roofline {p}")
+                                                for p in DEFAULT)])
+def test_every_other_readme_command_runs_as_written(command, workdir, monkeypatch):
+    # The measure line writes a quick spec (its full run is tested by conftest's fixture);
+    # the others run exactly as README.md gives them.
+    _run(command, workdir, monkeypatch)
