@@ -15,6 +15,7 @@ from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
 from roofline.model import Bound, Overlap, Placement, Work, place
+from roofline.progress import waiting
 from roofline.workloads.registry import Workload
 
 # A measured time within this fraction of a bound is taken to be at the bound (timer
@@ -256,10 +257,11 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
         workload = build(batch)
         compiles += 1
         try:
-            program = compile_program(workload.fn, workload.args, target,
-                                      data_parallel=data_parallel,
-                                      batch_argnums=workload.batch_argnums,
-                                      cache_dir=cache_dir)
+            with waiting(f"largest batch on {hardware.id}: probe {compiles}, batch {batch}"):
+                program = compile_program(workload.fn, workload.args, target,
+                                          data_parallel=data_parallel,
+                                          batch_argnums=workload.batch_argnums,
+                                          cache_dir=cache_dir)
         except DoesNotFitError:  # the compiler itself refused: more than the device has
             return Fit(float("inf"), device_capacity, "compiler")
         return fit(program, hardware)

@@ -19,6 +19,7 @@ from roofline import report
 from roofline.errors import RooflineError
 from roofline.hardware import builtin_dir, list_hardware, load_hardware, load_spec_file
 from roofline.outputs import write_text_atomic
+from roofline.progress import say
 from roofline.units import Kind, format_quantity
 
 EXIT_BAD_INPUT = 2
@@ -249,7 +250,7 @@ def _hardware_measure(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise RooflineError(f"{out} already exists; pass --force to replace it")
     measurement = measure_host(quick=args.quick,
-                               progress=lambda message: print(message, file=sys.stderr))
+                               progress=say)
     text = host_spec_toml(measurement, out.stem)
     write_text_atomic(out, text)
     hw = load_spec_file(out)  # what was written must load like any other spec
@@ -320,7 +321,7 @@ def _sweep(args: argparse.Namespace) -> int:
                      tuple(args.hardware_dir), args.data_parallel)
     result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
                        extend=args.extend,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+                       progress=say)
     statuses = ", ".join(f"{n} {k}" for k, n in sorted(result["statuses"].items()))
     print(f"{result['ran']} tasks run ({statuses or 'none'}), {result['skipped']} skipped, "
           f"{result['tasks']} in the sweep; "
@@ -546,8 +547,7 @@ def _validate(args: argparse.Namespace) -> int:
     from roofline.validation import validate
 
     result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
-                      workdir=args.keep, progress=lambda m: print(m, file=sys.stderr,
-                                                                  flush=True))
+                      workdir=args.keep, progress=say)
     doc = report.validation_document(result, args.quick)
     _emit(args, text=report.validation_text(doc), document=doc, rows=[
         {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
@@ -699,6 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
                         help="extra directory of <id>.toml spec files (repeatable; also "
                              "$ROOFLINE_HARDWARE_PATH)")
+    common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress display (shown on a terminal only, on stderr)")
     formatted = argparse.ArgumentParser(add_help=False)
     formatted.add_argument("--format", choices=report.FORMATS, default="table",
                            help="output format (default: table; json is stable, see README)")
@@ -708,6 +710,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Roofline and analytical performance modeling for JAX/XLA programs.",
     )
     parser.add_argument("--version", action="version", version=_package_version())
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress display (shown on a terminal only, on stderr)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     hardware = commands.add_parser("hardware", help="the hardware spec library")
@@ -984,6 +988,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # for accelerators (which makes libtpu print warnings on machines without TPUs).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
+    from roofline.progress import set_quiet
+
+    set_quiet(args.quiet)
     try:
         _check_output_files(args)
         return args.handler(args)

@@ -25,6 +25,7 @@ from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
 from roofline.hlo.graph import build_graph
 from roofline.outputs import write_text_atomic
+from roofline.progress import waiting
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,8 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
             cached = _cache_read(cache_dir, key) if cache_dir else None
             if cached is not None:
                 return _from_cache(cached, spec)
-            compiled = lowered.compile()
+            with waiting(f"compiling for {target}"):
+                compiled = lowered.compile()
     except RooflineError:
         raise
     except Exception as exc:  # tracing and compilation raise many types

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -32,6 +33,7 @@ from typing import Any
 
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.outputs import remove_abandoned_temporaries, write_atomic
+from roofline.progress import bar, set_quiet, shown
 
 PARTS = "parts"
 MODELS_FILE = "models.parquet"
@@ -388,8 +390,9 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
     record_definition(plan, extend)
     set_aside: list[str] = []
     done_keys = finished_keys(plan.out, set_aside)
-    for path in set_aside:
-        progress(f"unreadable part set aside, its task runs again: {path}")
+    for path in set_aside:   # a warning, shown whether or not progress is
+        print(f"roofline: unreadable part set aside, its task runs again: {path}",
+              file=sys.stderr)
     todo = [t for t in tasks if t.key not in done_keys]
     if limit is not None:
         todo = todo[:limit]
@@ -399,10 +402,15 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
     statuses: dict[str, int] = {}
     progress(f"{len(tasks)} tasks ({len(tasks) // max(len(plan.targets), 1)} models x "
              f"{len(plan.targets)} targets), {skipped} already done")
+    tracker = bar(len(tasks), "sweep", unit="task")
+    tracker.update(skipped)
     for result in execute_tasks(todo, workers, scheduler):
         done += 1
         statuses[result["status"]] = statuses.get(result["status"], 0) + 1
-        progress(_progress_line(done, len(tasks), started, skipped))
+        tracker.update()
+        if not shown():
+            progress(_progress_line(done, len(tasks), started, skipped))
+    tracker.close()
     complete = finished_keys(plan.out) >= {t.key for t in tasks}
     files = gather(plan.out) if complete else None
     return {"tasks": len(tasks), "ran": len(todo), "skipped": skipped, "statuses": statuses,
@@ -415,8 +423,11 @@ PARENT_POLL_S = 1.0
 
 def end_with_parent(parent: int) -> None:
     """In a worker: exit as soon as the sweep's main process is gone (killed, say), so
-    that no worker outlives it holding its memory."""
+    that no worker outlives it holding its memory. Its compiles show no progress: the
+    main process shows the sweep's."""
     import threading
+
+    set_quiet(True)
 
     def watch() -> None:
         while os.getppid() == parent:

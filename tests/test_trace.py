@@ -210,11 +210,13 @@ def test_trace_with_no_xla_ops_is_refused(tmp_path):
         read_trace(tmp_path)
 
 
-def test_cli_profile_then_explain(tmp_path, capsys):
+def test_cli_profile_then_explain(tmp_path, capsys, monkeypatch):
     run_dir = tmp_path / "cli-run"
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)   # progress shows on terminals
     assert main(["profile", "tests.user_models:small_mlp", "--out", str(run_dir),
                  "--steps", "2", "--warmup", "1"]) == 0
     assert "[3/4] profiling step 2/2" in capsys.readouterr().err  # the progress shown
+    monkeypatch.undo()
     assert main(["explain", str(run_dir), "--hardware", "xeon-8163", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "roofline/explanation/1" and doc["steps"] == 2

@@ -31,14 +31,11 @@ from typing import Any
 from roofline import _xla
 from roofline.errors import RooflineError
 from roofline.hlo import parse_hlo_text
+from roofline.progress import say
 from roofline.workloads.registry import Workload
 
 MANIFEST = "manifest.json"
 HLO_DIR = "hlo"
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def host_description() -> dict[str, Any]:
@@ -110,7 +107,7 @@ def pinned_cores(count: int) -> list[int]:
 
 def capture_spec(spec: str, out: str | Path, *, steps: int = 5, warmup: int = 2,
                  cores: int | None = None,
-                 progress: Callable[[str], None] = _stderr) -> Path:
+                 progress: Callable[[str], None] = say) -> Path:
     """Profile the workload ``spec`` (see :func:`roofline.workloads.parse_spec`) into
     ``out``; ``cores``: pinned to the first that many usable cores, in a child process."""
     if cores is None:
@@ -159,7 +156,7 @@ def _check_arguments(out: Path, steps: int, warmup: int) -> None:
 
 
 def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int = 2,
-            progress: Callable[[str], None] = _stderr, cores: list[int] | None = None
+            progress: Callable[[str], None] = say, cores: list[int] | None = None
             ) -> Path:
     """Profile ``steps`` runs of ``workload`` on this host into the run directory ``out``
     (``cores``: the cores this process was pinned to, recorded in the manifest)."""
