@@ -126,9 +126,6 @@ def capture_spec(spec: str, out: str | Path, *, steps: int = 5, warmup: int = 2,
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise RooflineError(f"profiling {spec} pinned to cores {chosen} failed: "
                             + ("\n".join(lines[-8:]) or f"exit code {done.returncode}"))
-    for line in done.stderr.splitlines():
-        if line.startswith("["):
-            progress(line)
     return Path(out)
 
 
