@@ -421,13 +421,17 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
 PARENT_POLL_S = 1.0
 
 
+def start_worker(parent: int) -> None:
+    """A worker's set-up: its compiles show no progress (the main process shows the
+    sweep's), and it ends with its parent."""
+    set_quiet(True)
+    end_with_parent(parent)
+
+
 def end_with_parent(parent: int) -> None:
     """In a worker: exit as soon as the sweep's main process is gone (killed, say), so
-    that no worker outlives it holding its memory. Its compiles show no progress: the
-    main process shows the sweep's."""
+    that no worker outlives it holding its memory."""
     import threading
-
-    set_quiet(True)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -455,7 +459,7 @@ def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
         return
     # Fresh interpreters, not forks: jax is multithreaded and must not be forked.
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                             initializer=end_with_parent, initargs=(os.getpid(),)) as pool:
+                             initializer=start_worker, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(run_task, task) for task in tasks]
         try:
             for future in as_completed(futures):

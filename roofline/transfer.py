@@ -234,8 +234,8 @@ def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
     size = m.op.bytes
 
     def capacity(hw: Hardware, name: str) -> float | None:
-        return next((x.capacity_bytes for x in hw.memory[1:]
-                     if x.name.lower() == name.lower()), None)
+        level = hw.nearer_level(name)
+        return level.capacity_bytes if level is not None else None
     if m.served_by is not None:
         room = capacity(target, m.served_by)
         # Only bytes that fit the source's level show residency there; larger ones beat
@@ -261,7 +261,7 @@ def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
 
 
 def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
-    match = next((m for m in target.memory[1:] if m.name.lower() == level.lower()), None)
+    match = target.nearer_level(level)
     if match is None:
         return _Served(target, None)
     if match.bytes_per_s is not None:

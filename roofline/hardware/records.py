@@ -170,6 +170,10 @@ class Hardware:
         """The farthest (largest) memory level: DRAM or HBM."""
         return self.memory[0]
 
+    def nearer_level(self, name: str) -> MemoryLevel | None:
+        """The level nearer than main memory named ``name`` (any case), if there is one."""
+        return next((m for m in self.memory[1:] if m.name.lower() == name.lower()), None)
+
     def level(self, name: str) -> MemoryLevel:
         for level in self.memory:
             if level.name.lower() == name.lower():

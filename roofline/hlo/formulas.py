@@ -160,9 +160,9 @@ class ConvolutionSpec:
     batch_groups: int
     valid_positions: tuple[int, ...]
     spatial_dims: int
-    input_spatial: tuple[int, ...] = ()
-    kernel_spatial: tuple[int, ...] = ()
-    output_spatial: tuple[int, ...] = ()
+    input_spatial: tuple[int, ...]
+    kernel_spatial: tuple[int, ...]
+    output_spatial: tuple[int, ...]
 
     def implicit_gemm(self, result: str = "output") -> GemmShape:
         """The GEMM an implicit-GEMM algorithm runs for the pass that produces

@@ -137,30 +137,35 @@ def _dimension_numbers(names: dict[str, Any], key: str) -> list[int]:
     return int_list(value) if isinstance(value, str) else [int(v) for v in value]
 
 
-def dot_shape(instruction: Instruction, env: Env) -> GemmShape:
-    attributes = instruction.attributes
+def _operands_gemm(instruction: Instruction, env: Env, names: dict[str, Any],
+                   suffix: str) -> GemmShape:
+    """The GEMM of a product of operands 0 and 1 whose dimension numbers ``names`` holds
+    as ``lhs_batch<suffix>``, ``lhs_contracting<suffix>`` and their rhs twins."""
     return dot_gemm(first_array(env.operand_shape(instruction, 0)),
                     first_array(env.operand_shape(instruction, 1)),
-                    {key: _dimension_numbers(attributes, f"{key}_dims")
+                    {key: _dimension_numbers(names, key + suffix)
                      for key in ("lhs_batch", "lhs_contracting", "rhs_batch",
                                  "rhs_contracting")})
+
+
+def dot_shape(instruction: Instruction, env: Env) -> GemmShape:
+    return _operands_gemm(instruction, env, instruction.attributes, "_dims")
+
+
+def _library_gemm_numbers(instruction: Instruction) -> dict[str, Any]:
+    return backend_config(instruction).get("gemm_backend_config", {}).get(
+        "dot_dimension_numbers", {})
 
 
 def library_gemm_shape(instruction: Instruction, env: Env) -> GemmShape:
-    numbers = backend_config(instruction).get("gemm_backend_config", {}).get(
-        "dot_dimension_numbers", {})
-    return dot_gemm(first_array(env.operand_shape(instruction, 0)),
-                    first_array(env.operand_shape(instruction, 1)),
-                    {key: _dimension_numbers(numbers, f"{key}_dimensions")
-                     for key in ("lhs_batch", "lhs_contracting", "rhs_batch",
-                                 "rhs_contracting")})
+    return _operands_gemm(instruction, env, _library_gemm_numbers(instruction),
+                          "_dimensions")
 
 
 def library_gemm(instruction: Instruction, env: Env) -> Flops:
     # A GEMM library call: the dot its backend_config describes, 2 x result elements x
     # contracted size (the result is the first element of (result, workspace)).
-    numbers = backend_config(instruction).get("gemm_backend_config", {}).get(
-        "dot_dimension_numbers", {})
+    numbers = _library_gemm_numbers(instruction)
     lhs = first_array(env.operand_shape(instruction, 0))
     contracted = math.prod(lhs.dims[int(d)]
                            for d in numbers.get("lhs_contracting_dimensions", []))
