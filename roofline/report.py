@@ -269,7 +269,8 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                   "sources": list(hw.gemm.sources), "note": hw.gemm.note}
                  if hw.gemm else None),
         "compute": [{"unit": r.unit, "dtype": r.dtype, "flop_per_s": r.flop_per_s,
-                     "sources": list(r.sources), "note": r.note} for r in hw.compute],
+                     "precision": r.precision or None, "sources": list(r.sources),
+                     "note": r.note} for r in hw.compute],
         "memory": [{"name": m.name, "capacity_bytes": m.capacity_bytes,
                     "bytes_per_s": m.bytes_per_s, "sources": list(m.sources), "note": m.note}
                    for m in hw.memory],
@@ -312,7 +313,9 @@ def hardware_text(hw: Hardware) -> str:
     basis = dict(hw.ceiling_basis())
     achievable = hw.at_ceilings("achievable")
     compute = format_table(
-        [{"unit": r.unit, "dtype": r.dtype, "peak": r.peak_text,
+        [{"unit": r.unit,
+          "dtype": r.dtype + (f" at {r.precision} precision" if r.precision else ""),
+          "peak": r.peak_text,
           "achievable": a.peak_text, "achievable from": basis.get(r.label),
           "sources": r.sources} for r, a in zip(hw.compute, achievable.compute)],
         title="compute roofs (peak: datasheet; achievable: what predict uses)")
@@ -698,7 +701,7 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
     losses.sort(key=lambda o: -(o["measured_s"] - o["lower_bound_s"]))
     if losses:
         lines.append("most time lost against the roof: " + ", ".join(
-            f"{o['name']} {q(o['measured_s'] - o['lower_bound_s'], Kind.TIME)}"
+            f"{o['module']}/{o['name']} {q(o['measured_s'] - o['lower_bound_s'], Kind.TIME)}"
             for o in losses[:5]))
     versus = doc["xprof_comparison"]
     if versus["compared"]:

@@ -27,7 +27,8 @@ def test_figure_content(devices):
     roofs = sum(len(merge_equal_roofs(hw.compute)) for hw in devices)
     assert roofs == sum(len(hw.compute) for hw in devices) - 2
     assert len(ax.lines) == 2 * roofs + len(devices)
-    assert any(t.get_text().startswith("bf16/fp32 matrix 180") for t in ax.texts)
+    # fp32 marked: it reaches the bf16 rate only at XLA's DEFAULT precision (footnoted).
+    assert any(t.get_text().startswith("bf16/fp32* matrix 180") for t in ax.texts)
 
 
 def test_dtype_filter(devices):
@@ -95,8 +96,10 @@ def test_roofline_with_predicted_ops(fc_placement):
     assert len(_collection(ax, "program")) == 1 and not _collection(ax, "measured")
     # A v2 core: 22.5 TFLOP/s over 300 GB/s, the same 75 FLOP/B ridge as the board.
     assert {"75", "117"} <= {t.get_text() for t in ax.texts}
-    top3 = sorted(points, key=lambda p: -p.seconds)[:3]
-    assert {p.name for p in top3} <= {t.get_text() for t in ax.texts}
+    # The three ops with the most time are named, alone or as "name +N" where their
+    # points coincide (tests/test_figure_layout.py checks the count).
+    top3 = {p.name for p in sorted(points, key=lambda p: -p.seconds)[:3]}
+    assert top3 & {t.get_text().split()[0] for t in ax.texts}
     # Every predicted point lies on or under the v2 core roof: min(22.5e12, 300e9 x I).
     for p in points:
         assert p.flop_per_s <= min(22.5e12, 300e9 * p.intensity) * (1 + 1e-9)

@@ -18,6 +18,7 @@ from roofline.units import Kind, format_quantity
 Unit = Literal["matrix", "vector"]
 UNITS: tuple[str, ...] = ("matrix", "vector")
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+PRECISIONS: tuple[str, ...] = ("DEFAULT", "HIGH", "HIGHEST")   # jax.lax.Precision
 KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
 
 
@@ -45,6 +46,9 @@ class ComputeRoof:
     sources: tuple[str, ...]
     note: str = ""
     achieved: Scalar | None = None
+    # The XLA precision level the rate holds at, where the dtype is not run natively
+    # ("DEFAULT": a TPU's fp32 matmul as one bf16 pass); empty where it is.
+    precision: str = ""
 
     @property
     def label(self) -> str:

@@ -19,6 +19,7 @@ from roofline.errors import SpecError, UnitError, UnknownHardwareError
 from roofline.hardware.records import (
     DTYPES,
     KINDS,
+    PRECISIONS,
     UNITS,
     ComputeRoof,
     GemmTiling,
@@ -217,7 +218,8 @@ def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
     for i, raw in enumerate(entries):
         key = f"compute[{i}]"
         entry = reader.table(key, raw)
-        reader.check_keys(entry, key, fields | _COMMON | _ACHIEVED | {"alternatives"},
+        reader.check_keys(entry, key,
+                          fields | _COMMON | _ACHIEVED | {"alternatives", "precision"},
                           ("unit", "dtype", "peak"))
         entry = _with_variant(reader, key, entry, {"peak"}, variant)
         unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
@@ -231,6 +233,8 @@ def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
             unit=unit, dtype=dtype, flop_per_s=peak,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
             achieved=_achieved(reader, key, entry, Kind.FLOP_RATE, factor, peak),
+            precision=reader.choice(f"{key}.precision", entry["precision"], PRECISIONS)
+            if "precision" in entry else "",
         ))
     return tuple(roofs)
 

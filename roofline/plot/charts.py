@@ -14,6 +14,7 @@ from matplotlib.lines import Line2D
 
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
+from roofline.plot.layout import Spot, freeze_layout, new_figure, place_labels
 from roofline.plot.points import category_colors
 
 if TYPE_CHECKING:
@@ -24,6 +25,13 @@ if TYPE_CHECKING:
 _BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "link": "#9467bd",
                  "overhead": "#7f7f7f"}
 _HATCHES = ("", "//", "..", "xx", "\\\\")
+
+
+# The program's speedup sits at the right edge; ridge labels run down their lines.
+_PROGRAM_SPOTS = (Spot(3, 0, "left", "center"), Spot(3, 9, "left", "center"),
+                  Spot(3, -9, "left", "center"))
+_RIDGE_SPOTS = (Spot(-2, -3, "right", "top"), Spot(2, -3, "left", "top"),
+                Spot(-2, -60, "right", "top"), Spot(2, -60, "left", "top"))
 
 
 def main_ridge(hardware: Hardware) -> float:
@@ -40,8 +48,8 @@ def build_speedup(comparison: Comparison, *, title: str | None = None) -> Figure
     if not ops:
         raise RooflineError("no op has a time on both sides and an intensity to plot")
     colors = category_colors(op.category for op in ops)
-    fig = Figure(figsize=(8, 5))
-    ax = fig.add_axes((0.1, 0.11, 0.62, 0.8))
+    fig = new_figure(8, 5)
+    ax = fig.add_subplot()
     ax.set_xscale("log")
     total = sum(op.old_s for op in ops)
     for category, color in colors.items():
@@ -50,22 +58,30 @@ def build_speedup(comparison: Comparison, *, title: str | None = None) -> Figure
                    s=[12 + 300 * op.old_s / total for op in mine], color=color, alpha=0.7,
                    label=category, zorder=3)
     before, after = comparison.before, comparison.after
+    ridge_labels = []
     for hardware, style in ((before, "--"), (after, ":")):
         ridge = main_ridge(hardware)
         ax.axvline(ridge, color="black", linestyle=style, linewidth=1, gid="ridge")
-        ax.annotate(f"{hardware.label} ridge {ridge:.3g}", (ridge, 1.0),
-                    xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
-                    ha="right", va="top")
+        ridge_labels.append(ax.annotate(
+            f"{hardware.label} ridge {ridge:.3g}", (ridge, 1.0),
+            xycoords=("data", "axes fraction"), textcoords="offset points", xytext=(-2, -3),
+            rotation=90, fontsize=7, ha="right", va="top"))
     ax.set_ylim(0, max(op.speedup for op in ops) * 1.15)
     ax.axhline(comparison.speedup, color="gray", linewidth=0.8)
-    ax.annotate(f"program {comparison.speedup:.3g}x", (1.0, comparison.speedup),
-                xycoords=("axes fraction", "data"), fontsize=7, ha="left", va="center")
+    program_label = ax.annotate(
+        f"program {comparison.speedup:.3g}x", (1.0, comparison.speedup),
+        xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(3, 0),
+        fontsize=7, ha="left", va="center", annotation_clip=False, clip_on=False)
     ax.set_xlabel("Arithmetic intensity on the source (FLOP/byte)")
     ax.set_ylabel(f"Speedup, {before.label} -> {after.label}")
     ax.set_title(title or f"Per-op speedup: {before.label} -> {after.label}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=7, title="category",
               title_fontsize=8)
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    renderer = freeze_layout(fig)
+    place_labels(fig, renderer, [program_label], spots=_PROGRAM_SPOTS)
+    place_labels(fig, renderer, ridge_labels, spots=_RIDGE_SPOTS,
+                 within=ax.get_window_extent(renderer))
     return fig
 
 
@@ -93,8 +109,8 @@ def build_breakdown(bars: Mapping[str, Mapping[str, float]], *,
     classes = sorted({c for parts in bars.values() for c in parts})
     bound_kind = {c: c.split(" ")[0] for c in classes}
     palette = category_colors(classes)
-    fig = Figure(figsize=(max(5.0, 1.4 * len(bars) + 3), 5))
-    ax = fig.add_axes((0.12, 0.12, 0.6, 0.78))
+    fig = new_figure(max(5.0, 1.4 * len(bars) + 3), 5)
+    ax = fig.add_subplot()
     labels = [textwrap.fill(label, 16) for label in bars]
     bottoms = [0.0] * len(labels)
     seen_of_kind: dict[str, int] = defaultdict(int)
@@ -109,11 +125,15 @@ def build_breakdown(bars: Mapping[str, Mapping[str, float]], *,
                hatch=hatch)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     for x, total in enumerate(bottoms):
-        ax.annotate(f"{total:.3g} ms", (x, total), ha="center", va="bottom", fontsize=8)
+        speedup = f"\n{bottoms[0] / total:.3g}x speedup" if x and total > 0 else ""
+        ax.annotate(f"{total:.3g} ms{speedup}", (x, total), ha="center", va="bottom",
+                    fontsize=8)
+    ax.set_ylim(0, max(bottoms) * 1.15)
     ax.set_ylabel("Time per step (ms)")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7)
     ax.tick_params(axis="x", labelsize=8)
+    freeze_layout(fig)
     return fig
 
 
@@ -167,8 +187,8 @@ def build_heatmap(models: pandas.DataFrame, x: str, y: str, metric: str = "utili
             grid[i][j] = float(value)
         else:
             status[i][j] = "OOM" if row.status == "does not fit" else "fail"
-    fig = Figure(figsize=(1.0 + 0.8 * len(xs) + 2, 1.0 + 0.5 * len(ys) + 1.5))
-    ax = fig.add_axes((0.15, 0.15, 0.65, 0.75))
+    fig = new_figure(1.0 + 0.8 * len(xs) + 2, 1.0 + 0.5 * len(ys) + 1.5)
+    ax = fig.add_subplot()
     image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
     fig.colorbar(image, ax=ax, label=metric)
     ax.set_xticks(range(len(xs)), [str(v) for v in xs], fontsize=7, rotation=45)
@@ -186,6 +206,7 @@ def build_heatmap(models: pandas.DataFrame, x: str, y: str, metric: str = "utili
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title or f"{metric} over {x} x {y}", fontsize=10)
+    freeze_layout(fig)
     return fig
 
 
@@ -195,8 +216,8 @@ def build_sensitivity(result: Sensitivity, *, top: int = 12,
     shown = list(result.elasticities[:top])
     if not shown:
         raise RooflineError("no parameter to chart")
-    fig = Figure(figsize=(8, 1.2 + 0.35 * len(shown)))
-    ax = fig.add_axes((0.3, 0.15, 0.65, 0.72))
+    fig = new_figure(8, 1.2 + 0.35 * len(shown))
+    ax = fig.add_subplot()
     names = [e.label for e in reversed(shown)]
     values = [e.elasticity for e in reversed(shown)]
     ax.barh(names, values, color=["#d62728" if v < 0 else "#1f77b4" for v in values])
@@ -215,6 +236,7 @@ def build_sensitivity(result: Sensitivity, *, top: int = 12,
                        Line2D([], [], color="#1f77b4", linewidth=6,
                               label="a larger parameter costs time")],
               loc="lower left", fontsize=7)
+    freeze_layout(fig)
     return fig
 
 

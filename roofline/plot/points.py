@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from roofline.analysis import ProgramPlacement
-    from roofline.explain import Explanation
+    from roofline.explain import ExplainedOp, Explanation
 
 # Categories keep their colour in every figure.
 _CATEGORY_PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
@@ -41,7 +41,8 @@ def predicted_points(placement: ProgramPlacement) -> list[OpPoint]:
 
 def measured_points(explanation: Explanation) -> list[OpPoint]:
     """Every costed op that does FLOPs at its measured time."""
-    return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
+    name = _namer(explanation)
+    return [OpPoint(name(op), op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.seconds, op.seconds, True)
             for op in explanation.ops
             if op.cost is not None and op.placement is not None and op.cost.flops > 0
@@ -50,11 +51,20 @@ def measured_points(explanation: Explanation) -> list[OpPoint]:
 
 def bound_points(explanation: Explanation) -> list[OpPoint]:
     """The same ops as :func:`measured_points`, at their roofline lower bounds."""
-    return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
+    name = _namer(explanation)
+    return [OpPoint(name(op), op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.placement.seconds, op.placement.seconds, False)
             for op in explanation.ops
             if op.cost is not None and op.placement is not None and op.cost.flops > 0
             and op.cost.bytes > 0 and op.placement.seconds > 0]
+
+
+def _namer(explanation: Explanation) -> Callable[[ExplainedOp], str]:
+    """Ops named as in explain's table: with their module where a run has several (two
+    modules can each have a custom-call.1)."""
+    if len({op.measured.module for op in explanation.ops}) > 1:
+        return lambda op: f"{op.measured.module}/{op.cost.name}"   # type: ignore[union-attr]
+    return lambda op: op.cost.name   # type: ignore[union-attr]
 
 
 def category_colors(categories: Iterable[str]) -> dict[str, str]:

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 from roofline.errors import RooflineError
 from roofline.outputs import write_atomic
+from roofline.plot.layout import FIGURE_DPI
 
 FIGURE_FORMATS = ("png", "svg", "pdf")
 
@@ -28,5 +29,5 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
                 "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}[fmt]
     with matplotlib.rc_context({"svg.hashsalt": "roofline", "pdf.compression": 6}):
-        return write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=150,
+        return write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=FIGURE_DPI,
                                                              metadata=metadata))
