@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from roofline import report
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, did_you_mean
 from roofline.hardware import builtin_dir, list_hardware, load_hardware, load_spec_file
 from roofline.outputs import write_text_atomic
 from roofline.progress import say
@@ -267,6 +268,7 @@ def _hardware_measure(args: argparse.Namespace) -> int:
               if one.level(m.name).bytes_per_s else "-"} for m in hw.memory]
     print(report.format_table(rows, title=f"wrote {out} ({hw.name}); per-op overhead "
                               f"{format_quantity(hw.overhead.value, Kind.TIME)}"))
+    print(measurement.datasheet_text())
     return 0
 
 
@@ -277,7 +279,7 @@ def _workloads_list(args: argparse.Namespace) -> int:
                 f"{p.name}={p.default}" + (f" ({'|'.join(p.choices)})" if p.choices else "")
                 for p in f.params), "description": f.description}
             for f in sorted(FAMILIES.values(), key=lambda f: f.name)]
-    _emit(args, text=report.format_table(rows),
+    _emit(args, text=report.workloads_text(rows, shutil.get_terminal_size((100, 24)).columns),
           document={"schema": "roofline/workloads/1", "workloads": [
               {"family": f.name, "description": f.description,
                "parameters": [{"name": p.name, "default": p.default, "choices": list(p.choices)}
@@ -304,7 +306,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from roofline.workloads.paradnn import DEFAULT_GRIDS
 
     if args.family not in FAMILIES:
-        raise RooflineError(f"unknown family {args.family!r}; families: "
+        raise RooflineError(f"unknown family {args.family!r}."
+                            f"{did_you_mean(args.family, FAMILIES)} Families: "
                             + ", ".join(sorted(FAMILIES)))
     grid = dict(DEFAULT_GRIDS.get(args.family, {}))
     grid.update(_key_values(args.grid, parse_values, "--grid"))
@@ -378,13 +381,22 @@ def _regress(args: argparse.Namespace) -> int:
     title = (f"{args.metric} on {args.hardware}"
              + (f" over {args.baseline}" if args.baseline else "")
              + f": least-squares weights of standardized log2 hyperparameters "
-             f"({weights.attrs['models']} models, R^2 {weights.attrs['r2']:.2f}, "
+             f"({_rows_text(weights.attrs)}, R^2 {weights.attrs['r2']:.2f}, "
              f"intercept {weights.attrs['intercept']:.3g})")
     _emit(args, text=report.format_table(rows, title=title),
           document={"schema": "roofline/regression/1", "metric": args.metric,
                     "hardware": args.hardware, "baseline": args.baseline,
                     "weights": rows, **weights.attrs}, rows=rows)
     return 0
+
+
+def _rows_text(attrs: dict[str, Any]) -> str:
+    """"6 models", or "6 models x 2 compile targets (tpu-v2, tpu-v3) = 12 rows"."""
+    text = f"{attrs['models']} model{'s' if attrs['models'] != 1 else ''}"
+    if len(attrs["targets"]) > 1:
+        text += (f" x {len(attrs['targets'])} compile targets "
+                 f"({', '.join(attrs['targets'])}) = {attrs['rows']} rows")
+    return text
 
 
 SCALE_RANGE = (1e-6, 1e6)   # a what-if factor outside this is a typo, not a design
@@ -436,7 +448,7 @@ def _whatif(args: argparse.Namespace) -> int:
     q = format_quantity
     text = (f"{args.input} on {result.before.label} -> {result.after.label} "
             f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
-            f"speedup {result.speedup:.3g}x (by Amdahl over classes "
+            f"speedup {report.speedup_text(result.speedup)} (by Amdahl over classes "
             f"{result.amdahl_speedup():.3g}x)"
             + (f"; energy per sample {doc['energy_per_sample_j']['old']:.3g} J -> "
                f"{doc['energy_per_sample_j']['new']:.3g} J" if "energy_per_sample_j" in doc
@@ -496,7 +508,7 @@ def _predict(args: argparse.Namespace) -> int:
     q = format_quantity
     text = (f"{label}: {result.source.label} -> {result.destination.label} ({mode})\n"
             f"{q(comparison.old_s, Kind.TIME)} -> {q(comparison.new_s, Kind.TIME)}: speedup "
-            f"{result.speedup:.3g}x\n\n"
+            f"{report.speedup_text(result.speedup)}\n\n"
             + report.comparison_tables(classes, changed, "by bound class on the source"))
     if result.capacity is not None:
         source, target = result.capacity

@@ -77,7 +77,11 @@ class ClassShare:
     share: float          # of the total old time
 
     @property
-    def speedup(self) -> float:
+    def speedup(self) -> float | None:
+        """None for ops on one side only: they have no speedup, only a time (which is in
+        the totals)."""
+        if self.presence is not Presence.BOTH:
+            return None
         return self.old_s / self.new_s if self.new_s else math.inf
 
 

@@ -6,7 +6,17 @@ prints its message (one paragraph, no traceback) and exits with code 2.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" Did you mean 'tpu-v3'?" for a near miss among ``choices``, else ""."""
+    close = difflib.get_close_matches(word, list(choices), n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
 class RooflineError(Exception):

@@ -58,7 +58,8 @@ def _worker(quick: bool) -> dict[str, Any]:
 
     reps = 3 if quick else 5
     results: dict[str, Any] = {"matrix": {}, "bandwidth": {}}
-    sizes = (256, 512, 1024) if quick else (256, 512, 1024, 2048)
+    # Quick keeps the large GEMM and array: smaller ones do not spread over all cores.
+    sizes = (512, 2048) if quick else (256, 512, 1024, 2048)
     for spec_dtype, name in DTYPES:
         dtype = getattr(jnp, name)
         best = 0.0
@@ -70,7 +71,7 @@ def _worker(quick: bool) -> dict[str, Any]:
             best = max(best, 2 * n**3 / seconds)
         results["matrix"][spec_dtype] = best
 
-    elements = 1 << (18 if quick else 20)
+    elements = 1 << 20
 
     def chain(x: Any, a: Any, b: Any, depth: int) -> Any:
         for _ in range(depth):
@@ -171,21 +172,50 @@ class CpuFacts:
         return self.cores * self.clock_hz * self.flop_per_cycle
 
 
+def fp32_flop_per_cycle(vendor: str, family: int, model: int, model_name: str,
+                        flags: set[str]) -> tuple[int, str]:
+    """Dense fp32 FLOP per cycle per core (an FMA is 2) and why, from the CPU's model
+    and the widths its FMA units really have: an instruction set's width is not the
+    datapath's (Zen 4 runs AVX-512 on 256-bit units).
+
+    Per core: FMA units x fp32 lanes per unit x 2. AMD family numbers from AMD's
+    Processor Programming References (17h: Zen/Zen+ below model 30h, Zen 2 from it;
+    19h: Zen 3 and Zen 4; 1Ah: Zen 5); widths from AMD's and Intel's optimization
+    manuals (Software Optimization Guide for AMD Family 17h/19h/1Ah; Intel 64 and IA-32
+    Architectures Optimization Reference Manual, AVX-512 FMA units per core)."""
+    if vendor == "AuthenticAMD":
+        if family == 0x17 and model < 0x30:
+            return 16, "Zen/Zen+ (family 17h): 2 FMA pipes of 128 bits (2 x 4 fp32 x 2)"
+        if family in (0x17, 0x19):
+            why = ("AVX-512 instructions run on 256-bit units, " if "avx512f" in flags
+                   else "")
+            return 32, (f"Zen 2/3/4 (family {family:x}h): {why}2 FMA pipes of 256 bits "
+                        "(2 x 8 fp32 x 2)")
+        if family >= 0x1A and "avx512f" in flags:
+            return 64, (f"Zen 5 (family {family:x}h): 2 FMA pipes of 512 bits (2 x 16 fp32 "
+                        "x 2; mobile Zen 5 parts have 256-bit pipes and reach half)")
+    if "avx512f" in flags:
+        if vendor == "GenuineIntel" and any(w in model_name for w in ("Silver", "Bronze")):
+            return 32, "AVX-512 with 1 FMA unit (Xeon Bronze/Silver: 1 x 16 fp32 x 2)"
+        return 64, ("AVX-512 with 2 FMA units (2 x 16 fp32 x 2; Xeon Bronze/Silver and "
+                    "some Gold 5100 parts have 1 and reach half)")
+    if "avx2" in flags and "fma" in flags:
+        return 32, "AVX2 + FMA (2 FMA units x 8 fp32 x 2)"
+    if "avx" in flags:
+        return 16, "AVX (8-wide add + 8-wide multiply)"
+    return 8, "SSE (4-wide add + 4-wide multiply)"
+
+
 def cpu_facts() -> CpuFacts:
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
-    flags = set(fields.get("flags", "").split())
-    if "avx512f" in flags:
-        per_cycle, ext = 64, "AVX-512 (2 FMA units x 16 fp32 x 2)"
-    elif "avx2" in flags and "fma" in flags:
-        per_cycle, ext = 32, "AVX2 + FMA (2 FMA units x 8 fp32 x 2)"
-    elif "avx" in flags:
-        per_cycle, ext = 16, "AVX (8-wide add + 8-wide multiply)"
-    else:
-        per_cycle, ext = 8, "SSE (4-wide add + 4-wide multiply)"
+    per_cycle, ext = fp32_flop_per_cycle(
+        fields.get("vendor_id", ""), _int(fields.get("cpu family", "")),
+        _int(fields.get("model", "")), fields.get("model name", ""),
+        set(fields.get("flags", "").split()))
     clock = float(fields.get("cpu MHz", "0") or 0) * 1e6
     max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     if max_freq.exists():
@@ -199,6 +229,10 @@ def cpu_facts() -> CpuFacts:
         os.cpu_count() or 1)
     return CpuFacts(fields.get("model name", "unknown CPU"), fields.get("vendor_id", "unknown"),
                     cores, clock or 1e9, per_cycle, ext, memory or 1 << 30)
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() else -1
 
 
 @dataclass(frozen=True)
@@ -222,7 +256,26 @@ class HostMeasurement:
                         f"the datasheet peak {format_quantity(limit, Kind.FLOP_RATE)} at the "
                         f"reported {self.facts.clock_hz / 1e9:.2f} GHz (the CPU boosts above "
                         "it, or the reported clock is not the running one)")
+        if self.facts.cores > 1:
+            for dtype, _ in DTYPES:
+                one, every = self.one_core["matrix"][dtype], self.all_cores["matrix"][dtype]
+                if every < 1.2 * one:
+                    found.append(
+                        f"matrix {dtype} on all {self.facts.cores} cores "
+                        f"({format_quantity(every, Kind.FLOP_RATE)}) is no better than on one "
+                        f"({format_quantity(one, Kind.FLOP_RATE)}): the other cores were busy "
+                        "while it ran; measure again when the machine is quiet")
         return found
+
+    def datasheet_text(self) -> str:
+        """The datasheet fp32 peak and its arithmetic, with the measured GEMM roof's
+        share of it."""
+        f = self.facts
+        share = self.all_cores["matrix"]["fp32"] / f.datasheet_fp32
+        return (f"datasheet fp32 peak {f.cores} cores x {f.clock_hz / 1e9:.3g} GHz x "
+                f"{f.flop_per_cycle} FLOP/cycle ({f.extensions}) = "
+                f"{format_quantity(f.datasheet_fp32, Kind.FLOP_RATE)}; measured fp32 matrix "
+                f"is {share:.0%} of it" + (" (above it: see the flag)" if share > 1 else ""))
 
 
 def measure_host(quick: bool = False, progress: Any = None) -> HostMeasurement:

@@ -60,5 +60,9 @@ def regression_weights(table: pd.DataFrame, parameters: Sequence[str]) -> pd.Dat
     r2 = 1 - ((y - fitted) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-30)
     result = pd.DataFrame({"parameter": varying, "weight": weights[:-1]})
     result = result.reindex(result["weight"].abs().sort_values(ascending=False).index)
-    result.attrs.update(intercept=float(weights[-1]), r2=float(r2), models=len(y))
+    # A sweep compiled for several targets has one row per model and target.
+    models = int(table["spec"].nunique()) if "spec" in table else len(y)
+    targets = sorted(map(str, table["target"].unique())) if "target" in table else []
+    result.attrs.update(intercept=float(weights[-1]), r2=float(r2), models=models,
+                        rows=len(y), targets=targets)
     return result.reset_index(drop=True)

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +34,14 @@ def class_text(value: Any) -> str | None:
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-                 title: str | None = None) -> str:
-    """A plain fixed-width table; numbers are right-aligned, text left-aligned."""
+                 title: str | None = None, right: Sequence[str] = ()) -> str:
+    """A plain fixed-width table; numbers (and the ``right`` columns: quantities with
+    units) are right-aligned, text left-aligned."""
     columns = list(columns or (rows[0].keys() if rows else []))
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(_is_number(row.get(c)) for row in rows if row.get(c) is not None)
-               for c in columns]
+    numeric = [c in right or all(_is_number(row.get(c)) for row in rows
+                                 if row.get(c) is not None) for c in columns]
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w)
@@ -154,10 +156,46 @@ def comparison_rows(comparison: Any, before: str, after: str
     return classes, changed, ops
 
 
+def workloads_text(rows: Sequence[Mapping[str, str]], width: int = 100) -> str:
+    """``workloads list`` for people: each family's description, then its parameters
+    (defaults and choices), wrapped to ``width`` columns under the family's name."""
+    name_width = max(len(row["family"]) for row in rows) + 2
+    indent = " " * name_width
+    width = max(width, name_width + 40)
+    blocks = []
+    for row in rows:
+        description = textwrap.fill(row["description"], width, initial_indent=indent,
+                                    subsequent_indent=indent)
+        parameters = textwrap.fill(row["parameters"], width,
+                                   initial_indent=indent + "parameters: ",
+                                   subsequent_indent=indent + "  ")
+        blocks.append(row["family"].ljust(name_width) + description[name_width:] + "\n"
+                      + parameters)
+    return "\n\n".join(blocks)
+
+
+def speedup_text(speedup: float) -> str:
+    """"1.58x", or "0.316x (3.16x slower)" where the change slows the program down."""
+    if 0 < speedup < 1:
+        return f"{speedup:.3g}x ({1 / speedup:.3g}x slower)"
+    return f"{speedup:.3g}x"
+
+
 def comparison_tables(classes: list[dict], changed: list[dict], class_title: str) -> str:
-    return (format_table(classes, title=class_title)
-            + ("\n\n" + format_table(changed, title=f"{len(changed)} ops change class")
-               if changed else "\n\nno op changes bound class") + "\n")
+    """The class and changed-op tables for people: times with units, shares in percent;
+    a note where ops exist on one side only."""
+    shown = [{key: (format_quantity(value, Kind.TIME) if key.endswith("_s") and value
+                    else None if key.endswith("_s")
+                    else f"{value:.1%}" if key == "share" else value)
+              for key, value in row.items()} for row in classes]
+    text = format_table(shown, title=class_title,
+                        right=[key for key in shown[0] if key != "bound"] if shown else ())
+    if any(row["speedup"] is None for row in classes):
+        text += ("\n(only before / only after: ops of one program with no counterpart "
+                 "in the other, e.g. fused differently; each counts in its own side's total)")
+    changes = (format_table(changed, title=f"{len(changed)} op{'s' if len(changed) != 1 else ''}"
+                            " change class") if changed else "no op changes bound class")
+    return text + "\n\n" + changes + "\n"
 
 
 # --- validation -----------------------------------------------------------------------
@@ -185,10 +223,17 @@ def validation_document(result: Any, quick: bool) -> dict[str, Any]:
 
 
 def validation_text(doc: dict[str, Any]) -> str:
+    def value(case: dict[str, Any], number: float | None) -> Any:
+        # Host cases compare step times (shown with units); the others are ratios.
+        if number is not None and case["suite"] == "host":
+            return format_quantity(number, Kind.TIME)
+        return number
+
     def rows(independent: bool) -> list[dict[str, Any]]:
-        return [{"case": f"{c['suite']}: {c['case']}", "predicted": c["predicted"],
+        return [{"case": f"{c['suite']}: {c['case']}", "predicted": value(c, c["predicted"]),
                  "reference": "bound holds" if c["reference"] is None and c["error"] == 0
-                 else c["reference"], "error": f"{c['error']:+.1%}", "ops": c["ops"],
+                 else value(c, c["reference"]), "error": f"{c['error']:+.1%}",
+                 "ops": c["ops"],
                  "per-op error": "" if c["op_error"] is None else f"{c['op_error']:.1%}",
                  "left out": f"{max(c['left_out_flops_share'], c['left_out_time_share']):.1%}"}
                 for c in doc["cases"] if c["independent"] is independent]
@@ -197,7 +242,9 @@ def validation_text(doc: dict[str, Any]) -> str:
     if measured:
         parts.append(format_table(measured, title="validation: predicted against measurements "
                                   "the model does not read (published: speedup of "
-                                  "throughput; host: step seconds)"))
+                                  "throughput; host: step time)",
+                                  right=("predicted", "reference", "error", "per-op error",
+                                         "left out")))
         parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
                                f"{doc['median_over'][suite]} cases"
                                for suite, value in doc["median_abs_error"].items()))
@@ -441,8 +488,10 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
              f"FLOPs {t['flops']:.4g} (XLA {x['flops']:.4g}), transcendentals "
              f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g} "
              f"(XLA {x['bytes_accessed']:.4g}), link bytes {t['link_bytes']:.4g}, "
-             f"{t['ops']} kernels",
-             f"memory per device {q(doc['memory']['peak_bytes'], Kind.BYTES)}"]
+             f"{t['ops']} kernel{'s' if t['ops'] != 1 else ''}",
+             f"memory per device "
+             + q(doc['memory']['peak_bytes'], Kind.BYTES,
+                 like=doc["fit"]["capacity_bytes"] if "fit" in doc else None)]
     if "fit" in doc:
         f = doc["fit"]
         lines[-1] += (f" of {q(f['capacity_bytes'], Kind.BYTES)} ({f['scope']}): "

@@ -31,9 +31,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import DoesNotFitError, RooflineError
+from roofline.errors import DoesNotFitError, RooflineError, did_you_mean
 from roofline.outputs import remove_abandoned_temporaries, write_atomic
 from roofline.progress import bar, set_quiet, shown
+from roofline.units import Kind, format_quantity
 
 PARTS = "parts"
 MODELS_FILE = "models.parquet"
@@ -106,7 +107,8 @@ class SweepPlan:
         from roofline.workloads import FAMILIES
 
         if self.family not in FAMILIES:
-            raise RooflineError(f"unknown family {self.family!r}; families: "
+            raise RooflineError(f"unknown family {self.family!r}."
+                                f"{did_you_mean(self.family, FAMILIES)} Families: "
                                 + ", ".join(sorted(FAMILIES)))
         from roofline.compile import get_target
         from roofline.workloads.registry import convert_parameter
@@ -116,8 +118,9 @@ class SweepPlan:
         known = list(params)
         for name in [*self.grid, *self.fixed]:
             if name not in known:
-                raise RooflineError(f"family {self.family!r} has no parameter {name!r}; its "
-                                    f"parameters: {', '.join(known)}")
+                raise RooflineError(f"family {self.family!r} has no parameter {name!r}."
+                                    f"{did_you_mean(name, known)} Its parameters: "
+                                    f"{', '.join(known)}")
         # Every value is checked before any task runs: one bad value fails nothing later.
         for name, values in [*self.grid.items(), *((n, [v]) for n, v in self.fixed.items())]:
             for value in values:
@@ -151,6 +154,11 @@ def _parameter_count(args: tuple[Any, ...]) -> int:
     import jax
 
     return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(args[0]))
+
+
+def _needs_text(footprint_bytes: float, capacity_bytes: float) -> str:
+    return (f"needs {format_quantity(footprint_bytes, Kind.BYTES, like=capacity_bytes)} "
+            f"of {format_quantity(capacity_bytes, Kind.BYTES)}")
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -208,7 +216,7 @@ def run_task(task: Task) -> dict[str, Any]:
                 **base, "hardware": ref, "scope": placement.hardware.scope,
                 "status": "ok" if program_fit.fits else "does not fit",
                 "message": "" if program_fit.fits else
-                f"needs {program_fit.footprint_bytes:.4g} B of {program_fit.capacity_bytes:.4g}",
+                _needs_text(program_fit.footprint_bytes, program_fit.capacity_bytes),
                 "flops": costs.flops, "transcendentals": costs.transcendentals,
                 "bytes": costs.bytes, "link_bytes": costs.link_bytes,
                 "intensity": costs.flops / costs.bytes if costs.bytes else None,

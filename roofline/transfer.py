@@ -245,8 +245,8 @@ def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
             return m.served_by, None
         return None, Omission(
             Gap.CACHE_RESIDENCY, m.op.name,
-            f"served by {m.served_by} on {source.id}; its {q(size, Kind.BYTES)} do not fit "
-            f"{target.id}'s {m.served_by} ({q(room, Kind.BYTES)}): charged to "
+            f"served by {m.served_by} on {source.id}; its {q(size, Kind.BYTES, like=room)} do "
+            f"not fit {target.id}'s {m.served_by} ({q(room, Kind.BYTES)}): charged to "
             f"{target.main_memory.name}", 0.0, 0.0)
     for level in source.memory[1:]:
         room = capacity(target, level.name)
@@ -254,7 +254,7 @@ def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
                 <= room):
             return level.name, Omission(
                 Gap.CACHE_RESIDENCY, m.op.name,
-                f"{q(size, Kind.BYTES)}: too large for {source.id}'s {level.name} "
+                f"{q(size, Kind.BYTES, like=room)}: too large for {source.id}'s {level.name} "
                 f"({q(level.capacity_bytes, Kind.BYTES)}), which held smaller ops of the "
                 f"run; fits {target.id}'s ({q(room, Kind.BYTES)}): charged to it", 0.0, 0.0)
     return None, None

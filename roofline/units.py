@@ -134,21 +134,30 @@ _DISPLAY_UNITS = {
 }
 
 
-def format_quantity(value: float, kind: Kind) -> str:
-    """Render an SI value for people: 1.25e14 FLOP/s -> "125 TFLOP/s", 2**34 B -> "16 GiB"."""
+def format_quantity(value: float, kind: Kind, *, like: float | None = None) -> str:
+    """Render an SI value for people: 1.25e14 FLOP/s -> "125 TFLOP/s", 2**34 B -> "16 GiB".
+
+    Byte counts take the prefix family (GB or GiB) that states them more exactly, or
+    that of ``like``, so that two numbers set side by side share units ("7.411 GiB of
+    8 GiB", not "7.957 GB of 8 GiB")."""
     if kind is Kind.TIME:
         for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
             if abs(value) >= factor or unit == "ns":
                 return f"{value / factor:.4g} {unit}"
-    decimal = _scaled(value, _DECIMAL)
-    if kind is Kind.BYTES and value >= 1024:
-        # Whichever prefix family states the value more exactly: 16e9 B is "16 GB",
-        # 2**34 B is "16 GiB".
-        binary = _scaled(value, _BINARY)
-        if len(_digits(binary[0])) < len(_digits(decimal[0])):
-            decimal = binary
-    mantissa, prefix = decimal
+    scaled = _scaled(value, _DECIMAL)
+    if kind is Kind.BYTES and binary_prefix_fits(value if like is None else like):
+        scaled = _scaled(value, _BINARY)
+    mantissa, prefix = scaled
     return f"{mantissa:.4g} {prefix}{_DISPLAY_UNITS[kind]}"
+
+
+def binary_prefix_fits(n_bytes: float) -> bool:
+    """Whether a byte count is stated more exactly with a binary prefix: 16e9 B is
+    "16 GB", 2**34 B is "16 GiB"."""
+    if n_bytes < 1024:
+        return False
+    binary, decimal = _scaled(n_bytes, _BINARY), _scaled(n_bytes, _DECIMAL)
+    return len(_digits(binary[0])) < len(_digits(decimal[0]))
 
 
 def _scaled(value: float, prefixes: dict[str, float]) -> tuple[float, str]:

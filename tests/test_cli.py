@@ -138,7 +138,7 @@ def test_analyze_csv_has_one_row_per_op(capsys):
     (["analyze", "tests.user_models:does_not_trace"], "cannot compile the program for host"),
     (["analyze", "tests.user_models:not_a_model"], "must return (fn, args)"),
     (["analyze", "tests.user_models:too_big", "--target", "tpu-v2"], "does not fit one tpu-v2"),
-    (["analyze", "matmul:m=64,q=3"], "has no parameter 'q'; its parameters: m (default 2048)"),
+    (["analyze", "matmul:m=64,q=3"], "has no parameter 'q'. Its parameters: m (default 2048)"),
     (["analyze", "matmul:m=-4"], "m must be positive"),
     (["analyze", "resnet99"], "unknown workload 'resnet99'"),
     (["analyze", "matmul:m=64", "--data-parallel"], "data-parallel compilation needs a TPU"),

@@ -97,3 +97,14 @@ def test_every_other_readme_command_runs_as_written(command, workdir, monkeypatc
     # The measure line writes a quick spec (its full run is tested by conftest's fixture);
     # the others run exactly as README.md gives them.
     _run(command, workdir, monkeypatch)
+
+
+def test_the_notebooks_extra_the_readme_installs_is_declared_and_pinned():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert "pip install -e '.[notebooks]' && .venv/bin/jupyter lab notebooks/" in (
+        ROOT / "README.md").read_text()
+    assert any(req.startswith("jupyterlab==") for req in extras["notebooks"])
+    assert sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))

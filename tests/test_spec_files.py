@@ -68,7 +68,8 @@ def test_scaled_returns_new_record(testchip_path):
 
 
 @pytest.mark.parametrize("factors, message", [
-    ({"memory_bandwith": 1.5}, "no parameter 'memory_bandwith' to scale; choose from: flops"),
+    ({"memory_bandwith": 1.5},
+     "no parameter 'memory_bandwith' to scale. Did you mean 'memory_bandwidth'"),
     ({"memory_bandwidth": 0}, "must be a positive number, got 0"),
     ({"flops": -2}, "must be a positive number, got -2"),
     ({"flops.fp64": 2}, "no parameter 'flops.fp64'"),

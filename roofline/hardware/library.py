@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from roofline.errors import RooflineError, SpecError, UnknownHardwareError
+from roofline.errors import RooflineError, SpecError, UnknownHardwareError, did_you_mean
 from roofline.hardware.records import Hardware
 from roofline.hardware.spec_file import load_spec_file
 
@@ -90,7 +90,8 @@ def load_hardware(ref: str | Path, extra_dirs: Iterable[str | Path] = ()) -> Har
     files = spec_files(extra_dirs)
     if parsed.id not in files:
         raise UnknownHardwareError(
-            f"no hardware spec with id {parsed.id!r}; known ids: {', '.join(sorted(files))}. "
+            f"no hardware spec with id {parsed.id!r}.{did_you_mean(parsed.id, files)} "
+            f"Known ids: {', '.join(sorted(files))}. "
             f"Add your own with --hardware-dir DIR or ${ENV_VAR}"
         )
     return load_spec_file(files[parsed.id], variant=parsed.variant, scope=parsed.scope)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from roofline.errors import ScaleError, UnknownHardwareError
+from roofline.errors import ScaleError, UnknownHardwareError, did_you_mean
 from roofline.units import Kind, format_quantity
 
 Unit = Literal["matrix", "vector"]
@@ -292,13 +292,13 @@ class Hardware:
     def ceilings_summary(self) -> str:
         """One line for a result's method: what its rates are."""
         if self.ceilings == "peak":
-            return f"{self.id}: datasheet peaks"
+            return f"{self.label}: datasheet peaks"
         if self.measured:
-            return f"{self.id}: measured ceilings"
+            return f"{self.label}: measured ceilings"
         near = {level.name for level in self.memory[1:]}
         peaks = [name for name, how in self.ceiling_basis()
                  if how.startswith("peak (") and name not in near]
-        text = f"{self.id}: achievable ceilings"
+        text = f"{self.label}: achievable ceilings"
         if peaks:
             text += " (peak where none is cited: " + ", ".join(peaks) + ")"
         return text
@@ -343,7 +343,8 @@ class Hardware:
             )
         if param not in self.scalable_parameters():
             raise ScaleError(
-                f"{self.id} has no parameter {param!r} to scale; choose from: "
+                f"{self.id} has no parameter {param!r} to scale."
+                f"{did_you_mean(param, self.scalable_parameters())} Choose from: "
                 + ", ".join(self.scalable_parameters())
             )
         head, _, rest = param.partition(".")

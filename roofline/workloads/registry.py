@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class Family:
         for key in values:
             if key not in known:
                 raise RooflineError(
-                    f"workload {self.name!r} has no parameter {key!r}; its parameters: "
+                    f"workload {self.name!r} has no parameter {key!r}.{did_you_mean(key, known)}"
+                    " Its parameters: "
                     + ", ".join(f"{p.name} (default {p.default})" for p in self.params))
         full = {p.name: values.get(p.name, p.default) for p in self.params}
         text = ",".join(f"{k}={v}" for k, v in full.items())
@@ -107,7 +108,8 @@ def parse_spec(spec: str) -> Workload:
                 raise RooflineError(f"cannot read {item!r} in SPEC {spec!r}: write name=value")
             if key not in known:
                 raise RooflineError(
-                    f"workload {head!r} has no parameter {key!r}; its parameters: "
+                    f"workload {head!r} has no parameter {key!r}.{did_you_mean(key, known)}"
+                    " Its parameters: "
                     + ", ".join(f"{p.name} (default {p.default})" for p in family.params))
             if key in values:
                 raise RooflineError(f"SPEC {spec!r} gives {key} twice: give it once")
@@ -116,8 +118,8 @@ def parse_spec(spec: str) -> Workload:
     if sep and "." in head or (sep and tail and "=" not in tail):
         return _user_workload(spec, head, tail)
     raise RooflineError(
-        f"unknown workload {spec!r}; built-in families: {', '.join(sorted(FAMILIES))}, "
-        "or give package.module:function for your own model")
+        f"unknown workload {spec!r}.{did_you_mean(head, FAMILIES)} Built-in families: "
+        f"{', '.join(sorted(FAMILIES))}, or give package.module:function for your own model")
 
 
 def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:

@@ -1,0 +1,71 @@
+"""Text output a newcomer reads (issue 15): units that agree, plurals, tables that fit a
+terminal, near misses named, ops on one side of a comparison shown without a speedup."""
+
+from roofline.cli import _rows_text, main
+from roofline.comparison import Comparison, OpChange
+from roofline.errors import did_you_mean
+from roofline.hardware import load_hardware
+from roofline.model import Bound, BoundKind
+from roofline.report import comparison_rows, comparison_tables, speedup_text
+from roofline.units import Kind, format_quantity
+
+HBM = Bound(BoundKind.MEMORY, "HBM")
+
+
+def test_byte_counts_side_by_side_share_their_prefix_family():
+    # 7.957e9 B alone reads "7.957 GB"; beside 8 GiB it is 7.957e9 / 2**30 = 7.411 GiB.
+    assert format_quantity(7.957e9, Kind.BYTES) == "7.957 GB"
+    assert format_quantity(7.957e9, Kind.BYTES, like=8 * 2**30) == "7.411 GiB"
+    assert format_quantity(11 * 2**20, Kind.BYTES, like=16e9) == "11.53 MB"
+
+
+def test_ops_on_one_side_only_have_no_speedup():
+    # Two ops in both programs (2 ms -> 1 ms), one fused away (3 ms before), one new
+    # (4 ms after): totals 5 ms -> 5 ms.
+    hw = load_hardware("tpu-v2")
+    ops = (OpChange("a", "elementwise", 2e-3, 1e-3, HBM, HBM),
+           OpChange("gone", "elementwise", 3e-3, 0.0, HBM, None),
+           OpChange("new", "elementwise", 0.0, 4e-3, None, HBM))
+    classes, changed, _ = comparison_rows(Comparison(hw, hw, ops, "test"), "source", "target")
+    text = comparison_tables(classes, changed, "by class")
+    rows = {line.split("  ")[0].strip(): line for line in text.splitlines()}
+    assert rows["only before"].split()[-1] == "-"          # not "inf"
+    assert rows["only after"].split()[-1] == "-"           # not "0"
+    assert rows["memory (HBM)"].split()[-1] == "2"         # 2 ms / 1 ms
+    assert "4 ms" in rows["only after"] and "60.0%" in rows["only before"]   # 3 of 5 ms
+    assert "only before / only after: ops of one program with no counterpart" in text
+    assert speedup_text(0.316) == "0.316x (3.16x slower)" and speedup_text(2) == "2x"
+
+
+def test_regression_names_models_and_targets_apart():
+    assert _rows_text({"models": 6, "rows": 12, "targets": ["tpu-v2", "tpu-v3"]}) == (
+        "6 models x 2 compile targets (tpu-v2, tpu-v3) = 12 rows")
+    assert _rows_text({"models": 1, "rows": 1, "targets": ["tpu-v2"]}) == "1 model"
+
+
+def test_near_misses_are_named(capsys):
+    assert did_you_mean("tpu-v33", ["tpu-v3", "v100-sxm2"]) == " Did you mean 'tpu-v3'?"
+    assert did_you_mean("zzz", ["tpu-v3"]) == ""
+    assert main(["hardware", "show", "v100sxm2"]) == 2
+    assert "Did you mean 'v100-sxm2' or 'p100-sxm2'?" in capsys.readouterr().err
+    assert main(["analyze", "resnet:batch=8"]) == 2
+    assert "Did you mean 'resnet50'?" in capsys.readouterr().err
+
+
+def test_workloads_list_fits_the_terminal(capsys, monkeypatch):
+    from roofline.workloads import FAMILIES
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["workloads", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert {line.split()[0] for line in lines if line and not line[0].isspace()} == set(
+        FAMILIES)
+
+
+def test_analyze_text_says_kernel_in_the_singular_for_one(capsys):
+    assert main(["analyze", "matmul:m=8,n=8,k=8", "--target", "host"]) == 0
+    # One 8x8x8 dot: 2 x 8^3 = 1024 FLOPs in one kernel.
+    assert "FLOPs 1024 (XLA 1024)" in capsys.readouterr().out.splitlines()[1]
+    assert main(["analyze", "matmul:m=8,n=8,k=8", "--target", "host"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(", 1 kernel")
