@@ -143,7 +143,10 @@ def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp
                                          served_by, clamped=beats_work and not faster,
                                          faster_algorithm=faster))
     too_fast = [m for m in result if m.clamped]
-    if too_fast and not clamp:
+    # A measured spec's ceilings are themselves measurements on a shared machine: an op
+    # that beats them shows the ceiling was measured low, not that the model is wrong.
+    # Such ops are capped and listed (coverage), not refused.
+    if too_fast and not clamp and not hardware.measured:
         q = format_quantity
         lines = [f"  {m.op.name}: measured {q(m.measured_s, Kind.TIME)}, its work alone "
                  f"takes {q(m.work_s, Kind.TIME)} ({m.bound})" for m in too_fast[:5]]
@@ -358,9 +361,12 @@ def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
     for m in measured:
         shares = share(m.op.flops, flops), share(m.measured_s, old_s)
         if m.clamped:
-            found.append(Omission(Gap.CLAMPED, m.op.name, f"measured faster than its work "
-                                  f"allows on {source.id}: efficiency capped at 100%",
-                                  *shares))
+            why = (f"measured faster than {source.label}'s measured ceiling allows (that "
+                   "ceiling was measured low; re-measure on a quiet machine)"
+                   if source.measured else
+                   f"measured faster than its work allows on {source.id}")
+            found.append(Omission(Gap.CLAMPED, m.op.name, f"{why}: efficiency capped at "
+                                  "100%", *shares))
         if m.faster_algorithm:
             found.append(Omission(Gap.FASTER_ALGORITHM, m.op.name, "ran faster than the "
                                   f"direct-convolution roof on {source.id} (Winograd or "

@@ -78,6 +78,17 @@ def test_times_below_the_physical_bound_are_refused_unless_clamped(chip):
     assert [o.op for o in clamped.coverage.of(Gap.CLAMPED)] == ["gemm"]
 
 
+def test_a_measured_source_spec_below_the_run_is_capped_and_listed_not_refused(chip):
+    # A measured spec's ceiling is a measurement on a shared machine: an op that beats it
+    # shows the ceiling was measured low. The same 0.5 ms against 1 ms of work is capped
+    # at 100% (0.502 ms on the target, as with clamp=True) and the gap says why.
+    measured = dataclasses.replace(chip, measured=True)
+    result = transfer([GEMM], {"gemm": 0.5e-3}, measured, chip.scaled({"flops": 2}))
+    assert result.ops[0].new_s == pytest.approx(0.502e-3)
+    (gap,) = result.coverage.of(Gap.CLAMPED)
+    assert "measured ceiling allows (that ceiling was measured low" in gap.detail
+
+
 def test_a_floor_that_overlaps_work_is_carried_and_the_same_device_gives_the_measurement(chip):
     # medium: 4e7 FLOPs = 2 us of compute, as long as the 2 us floor. 3 us is above its work
     # alone (2 us) but below floor + work (4 us): the floor overlapped the work, e = 2 / (3 -
