@@ -5,7 +5,7 @@ here fails :func:`test_every_readme_command_is_run_or_named_a_template`. They ru
 README order in one working directory (later commands read what earlier ones wrote: the
 run in traces/mlp, the sweep in sweeps/fc), with this session's measured host spec as
 `host`. The default suite runs the transfer examples and the per-op table; the whole
-README runs with `-m slow` (about 15 minutes on 2 cores: a ParaDnn FC sweep, ResNet-50
+README runs with `-m slow` (about 16 minutes on 2 cores: a ParaDnn FC sweep, ResNet-50
 compiled for TPUs, the quick validation).
 """
 
@@ -45,16 +45,27 @@ def _runnable() -> list[str]:
     return [c for c in readme_commands() if not TEMPLATE.search(c)]
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory, measured_host) -> Path:
-    """The README's working directory: the test data it names, and `host` (the session's
-    measured spec, which `roofline hardware measure --out hardware_specs/host.toml`
-    writes in the README)."""
+def _readme_directory(tmp_path_factory, measured_host) -> Path:
+    """A working directory as the README's reader has it: the test data it names, and
+    `host` (the session's measured spec, which `roofline hardware measure --out
+    hardware_specs/host.toml` writes in the README)."""
     directory = tmp_path_factory.mktemp("readme")
     shutil.copytree(ROOT / "tests" / "data", directory / "tests" / "data")
     (directory / "hardware_specs").mkdir()
     shutil.copy(measured_host, directory / "hardware_specs" / "host.toml")
     return directory
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, measured_host) -> Path:
+    return _readme_directory(tmp_path_factory, measured_host)
+
+
+@pytest.fixture(scope="module")
+def whole_readme_workdir(tmp_path_factory, measured_host) -> Path:
+    """The whole README's own directory: it runs every command in order, the transfer
+    examples too, so `-m slow` alone needs nothing from the default test."""
+    return _readme_directory(tmp_path_factory, measured_host)
 
 
 def _run(command: str, workdir: Path, monkeypatch) -> None:
@@ -90,13 +101,12 @@ def test_the_readme_transfer_examples_run_as_written(workdir, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", [c for c in _runnable()
-                                     if not any(c.startswith(f"roofline {p}")
-                                                for p in DEFAULT)])
-def test_every_other_readme_command_runs_as_written(command, workdir, monkeypatch):
-    # The measure line writes a quick spec (its full run is tested by conftest's fixture);
-    # the others run exactly as README.md gives them.
-    _run(command, workdir, monkeypatch)
+@pytest.mark.parametrize("command", _runnable())
+def test_every_readme_command_runs_as_written(command, whole_readme_workdir, monkeypatch):
+    # In README order (about 16 minutes here: the FC sweep takes 6, the quick validation
+    # 4). The measure line writes a quick spec (its full run is tested by conftest's
+    # fixture); the others run exactly as README.md gives them.
+    _run(command, whole_readme_workdir, monkeypatch)
 
 
 def test_the_notebooks_extra_the_readme_installs_is_declared_and_pinned():

@@ -69,3 +69,16 @@ def test_analyze_text_says_kernel_in_the_singular_for_one(capsys):
     assert "FLOPs 1024 (XLA 1024)" in capsys.readouterr().out.splitlines()[1]
     assert main(["analyze", "matmul:m=8,n=8,k=8", "--target", "host"]) == 0
     assert capsys.readouterr().out.splitlines()[1].endswith(", 1 kernel")
+
+
+def test_a_missing_run_directory_and_an_unmeasured_host_say_what_to_do(capsys, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ROOFLINE_HARDWARE_PATH", raising=False)
+    assert main(["plot", "roofline", "traces/mlp", "--hardware", "tpu-v2",
+                 "--out", "x.png"]) == 2
+    err = capsys.readouterr().err
+    assert "'traces/mlp' is neither a run directory" in err
+    assert "roofline profile SPEC --out traces/mlp" in err
+    assert main(["hardware", "show", "host"]) == 2
+    assert "Measure this machine first: roofline hardware measure" in capsys.readouterr().err

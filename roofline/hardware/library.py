@@ -91,7 +91,9 @@ def load_hardware(ref: str | Path, extra_dirs: Iterable[str | Path] = ()) -> Har
     if parsed.id not in files:
         raise UnknownHardwareError(
             f"no hardware spec with id {parsed.id!r}.{did_you_mean(parsed.id, files)} "
-            f"Known ids: {', '.join(sorted(files))}. "
+            + ("Measure this machine first: roofline hardware measure --out "
+               "hardware_specs/host.toml. " if parsed.id == "host" else "")
+            + f"Known ids: {', '.join(sorted(files))}. "
             f"Add your own with --hardware-dir DIR or ${ENV_VAR}"
         )
     return load_spec_file(files[parsed.id], variant=parsed.variant, scope=parsed.scope)

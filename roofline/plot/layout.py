@@ -67,6 +67,8 @@ def _wrap_to_fit(text: Text, fig: Figure, renderer: RendererBase) -> bool:
     """Wrap a text (a title naming a long SPEC) until it fits the figure's width;
     says whether it had to."""
     words = " ".join(text.get_text().split())
+    if not words:
+        return False
     width = len(words)
     fits = fig.bbox.padded(-4 * fig.dpi / 72)
     while width > 20:

@@ -117,6 +117,11 @@ def parse_spec(spec: str) -> Workload:
         return family.make(**values)
     if sep and "." in head or (sep and tail and "=" not in tail):
         return _user_workload(spec, head, tail)
+    if "/" in spec and ":" not in spec:   # a path to a run directory that is not there
+        raise RooflineError(
+            f"{spec!r} is neither a run directory (there is none at that path) nor a "
+            f"workload SPEC: record a run with 'roofline profile SPEC --out {spec}', or "
+            "name a workload such as fc:layers=2,batch=128")
     raise RooflineError(
         f"unknown workload {spec!r}.{did_you_mean(head, FAMILIES)} Built-in families: "
         f"{', '.join(sorted(FAMILIES))}, or give package.module:function for your own model")
