@@ -161,7 +161,7 @@ def _explain(args: argparse.Namespace) -> int:
     from roofline.explain import default_hardware_ref, explain, load_run
     from roofline.model import Overlap
 
-    from roofline.trace import NoXlaOpsError
+    from roofline.errors import NoXlaOpsError
 
     if args.device == "all":
         return _explain_devices(args)

@@ -1,4 +1,4 @@
-"""Error types of roofline.
+"""Error types of roofline, all of them: the one place to find what can go wrong.
 
 Every error a user can cause by bad input derives from :class:`RooflineError`; the CLI
 prints its message (one paragraph, no traceback) and exits with code 2.
@@ -50,3 +50,33 @@ class ScaleError(RooflineError, ValueError):
 
 class DoesNotFitError(RooflineError):
     """A program whose memory footprint exceeds the target device's memory."""
+
+
+class TraceError(RooflineError, ValueError):
+    """A trace file that is missing, truncated, foreign, or has no XLA ops."""
+
+
+class NoXlaOpsError(TraceError):
+    """A device trace whose kernels carry no HLO op: read it with
+    :func:`roofline.trace.kernels.read_kernels` instead."""
+
+
+class HloParseError(RooflineError, ValueError):
+    """HLO text that cannot be read; names the line."""
+
+
+class ShapeSyntaxError(RooflineError, ValueError):
+    """An HLO shape ("f32[8,128]{1,0}") that cannot be read."""
+
+
+class OpsTableError(RooflineError, ValueError):
+    """A row of an ops table that cannot be read; names the table, row and column."""
+
+    def __init__(self, where: str, row: int | None, column: str | None, problem: str):
+        place = where + (f": row {row}" if row is not None else "")
+        place += f", column {column!r}" if column else ""
+        super().__init__(f"{place}: {problem}")
+
+
+class BelowPhysicalBoundError(RooflineError):
+    """Measured times faster than the source spec allows (transfer)."""

@@ -340,7 +340,8 @@ def explain_devices(path: str | Path, hardware: Hardware | None = None,
     to the first device's spec), and the planes skipped because their kernels carry no
     XLA op."""
     from roofline.hardware import load_hardware
-    from roofline.trace.reader import NoXlaOpsError, device_planes, load_xspace
+    from roofline.errors import NoXlaOpsError
+    from roofline.trace.reader import device_planes, load_xspace
 
     xplane = find_xplane(path)
     planes = {plane.name: plane for plane in load_xspace(xplane).planes}

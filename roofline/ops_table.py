@@ -34,22 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.errors import RooflineError, UnitError
+from roofline.errors import OpsTableError, UnitError
 from roofline.hlo.costs import OpCost, analyze_module
 from roofline.hlo.parser import parse_hlo_text
 from roofline.units import Kind, parse_quantity
 
 if TYPE_CHECKING:
     import pandas
-
-
-class OpsTableError(RooflineError, ValueError):
-    """A row of an ops table that cannot be read; names the table, row and column."""
-
-    def __init__(self, where: str, row: int | None, column: str | None, problem: str):
-        place = where + (f": row {row}" if row is not None else "")
-        place += f", column {column!r}" if column else ""
-        super().__init__(f"{place}: {problem}")
 
 
 DTYPES: dict[str, str] = {

@@ -53,16 +53,12 @@ from dataclasses import dataclass
 from roofline.analysis import NOISE, omissions_of, place_measured, place_op
 from roofline.comparison import Comparison, OpChange, op_key, pair_ops, working_ops
 from roofline.coverage import Coverage, Gap, Omission, coverage, share
-from roofline.errors import RooflineError
+from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.floor import Floor, FloorSample, fit_floor, target_floor as carried_floor
 from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
 from roofline.model import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
-
-
-class BelowPhysicalBoundError(RooflineError):
-    """Measured times faster than the source spec allows."""
 
 
 def work_seconds(placement: Placement) -> float:

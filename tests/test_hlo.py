@@ -4,7 +4,7 @@ import pytest
 
 from roofline.hlo import analyze_module, parse_hlo_text, parse_shape
 from roofline.hlo.graph import build_graph, critical_path, group_by_source
-from roofline.hlo.parser import HloParseError
+from roofline.errors import HloParseError
 
 # Hand-written optimized HLO in the format jax 0.10.2 prints, with the stack-frame tables
 # jax puts before the computations.

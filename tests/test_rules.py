@@ -318,7 +318,7 @@ def test_gpu_library_calls_cost_the_work_they_run():
 ], ids=["negative shape", "while without body", "contracting dim out of range",
         "undefined operand"])
 def test_damaged_hlo_is_a_parse_error(body, message):
-    from roofline.hlo.parser import HloParseError
+    from roofline.errors import HloParseError
 
     with pytest.raises(HloParseError, match=re.escape(message)):
         analyze_module(parse_hlo_text(f"HloModule m\nENTRY e {{\n{body}\n}}\n"))

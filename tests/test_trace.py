@@ -10,13 +10,13 @@ from jax.profiler import ProfileData
 
 from roofline.annotate import write_annotated_trace
 from roofline.cli import main
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, TraceError
 from roofline.explain import explain, load_run
 from roofline.hardware import load_hardware
 from roofline.report import explanation_document
-from roofline.trace.hlo_protos import split_program
-from roofline.trace import TraceError, read_trace
+from roofline.trace import read_trace
 from roofline.trace.capture import capture
+from roofline.trace.hlo_protos import split_program
 from roofline.workloads.registry import Workload
 from tests.conftest import DATA
 from tests.programs import mlp_step

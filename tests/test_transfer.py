@@ -12,10 +12,10 @@ import pytest
 
 from roofline.comparison import Presence
 from roofline.coverage import Gap
-from roofline.errors import RooflineError
+from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.hardware import load_spec_file
 from roofline.hlo.costs import OpCost
-from roofline.transfer import BelowPhysicalBoundError, efficiencies, transfer
+from roofline.transfer import efficiencies, transfer
 
 
 def _op(name: str, flops: float, nbytes: float, category: str = "matmul") -> OpCost:

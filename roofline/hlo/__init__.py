@@ -1,7 +1,8 @@
 """Optimized HLO: parsing, the per-opcode cost registry, per-op costs and the op graph."""
 
 from roofline.hlo.costs import CATEGORIES, ModuleCosts, OpCost, analyze_module
-from roofline.hlo.parser import Computation, HloModule, HloParseError, Instruction, parse_hlo_text
+from roofline.errors import HloParseError
+from roofline.hlo.parser import Computation, HloModule, Instruction, parse_hlo_text
 from roofline.hlo.shapes import ArrayShape, TupleShape, parse_shape
 
 __all__ = [

@@ -29,8 +29,8 @@ from roofline.hlo.formulas import (
     select_and_scatter_computations,
 )
 from roofline.hlo.loops import trip_count
-from roofline.errors import RooflineError
-from roofline.hlo.parser import Computation, HloModule, HloParseError, Instruction
+from roofline.errors import HloParseError, RooflineError
+from roofline.hlo.parser import Computation, HloModule, Instruction
 from roofline.hlo.rules import (
     CATEGORIES,
     Half,

@@ -12,12 +12,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from roofline.errors import RooflineError
-from roofline.hlo.shapes import Shape, ShapeSyntaxError, parse_shape
-
-
-class HloParseError(RooflineError, ValueError):
-    """HLO text that cannot be read; names the line."""
+from roofline.errors import HloParseError, ShapeSyntaxError
+from roofline.hlo.shapes import Shape, parse_shape
 
 
 @dataclass(frozen=True, eq=False)

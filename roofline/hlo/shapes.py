@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from roofline.errors import ShapeSyntaxError
+
 # Bits per element of each HLO primitive type.
 ELEMENT_BITS: dict[str, int] = {
     "pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
@@ -99,10 +101,6 @@ def arrays(shape: Shape) -> list[ArrayShape]:
     if isinstance(shape, ArrayShape):
         return [shape]
     return [a for element in shape.elements for a in arrays(element)]
-
-
-class ShapeSyntaxError(ValueError):
-    pass
 
 
 _COMMENT = re.compile(r"/\*.*?\*/")

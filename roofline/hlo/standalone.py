@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from roofline.errors import HloParseError, ShapeSyntaxError
 from roofline.hlo.costs import ModuleCosts, analyze_module
 from roofline.hlo.parser import (
     _INSTRUCTION,
     _OPCODE,
     Computation,
     HloModule,
-    HloParseError,
     Instruction,
     _end_of_shape,
     _matching,
     _parse_instruction,
     _top_level_split,
 )
-from roofline.hlo.shapes import ShapeSyntaxError, parse_shape
+from roofline.hlo.shapes import parse_shape
 
 
 def _operands_with_shapes(text: str) -> list[Instruction]:

@@ -1,11 +1,10 @@
 """Measured runs: capturing traces on this host and reading xplane traces."""
 
+from roofline.errors import NoXlaOpsError, TraceError
 from roofline.trace.reader import (
     MeasuredOp,
     MeasuredRun,
     OpEvent,
-    NoXlaOpsError,
-    TraceError,
     find_xplane,
     read_trace,
 )

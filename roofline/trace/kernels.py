@@ -14,7 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from roofline.trace.reader import TraceError, device_planes, find_xplane, load_xspace
+from roofline.errors import TraceError
+from roofline.trace.reader import device_planes, find_xplane, load_xspace
 
 # First match wins: a convolution run as an implicit GEMM is a convolution.
 NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -24,16 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import RooflineError
-
-
-class TraceError(RooflineError, ValueError):
-    """A trace file that is missing, truncated, foreign, or has no XLA ops."""
-
-
-class NoXlaOpsError(TraceError):
-    """A device trace whose kernels carry no HLO op: read it with
-    :func:`roofline.trace.kernels.read_kernels` instead."""
+from roofline.errors import NoXlaOpsError, TraceError
 
 
 @dataclass(frozen=True)
