@@ -142,3 +142,16 @@ def tpu_topology(topology_name: str) -> Any:
         f"{error}{' (' + detail[0] + ')' if detail else ''}. Deviceless TPU compilation "
         "needs the libtpu package pinned in pyproject.toml"
     )
+
+
+def xspace_from_bytes(data: bytes) -> Any:
+    """An xplane trace as jaxlib's ``ProfileData`` (what ``jax.profiler.ProfileData`` is).
+
+    Taken from jaxlib directly: importing jax to read a trace costs over a second that
+    ``explain`` of a device trace does not need. Raises whatever jaxlib's reader raises
+    for bytes that are not a trace."""
+    try:
+        from jaxlib._profile_data import ProfileData
+    except ImportError:   # a jaxlib that moved it: the public name always works
+        from jax.profiler import ProfileData
+    return ProfileData.from_serialized_xspace(data)

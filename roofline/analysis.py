@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roofline.compile import CompiledProgram, compile_program
 from roofline.coverage import Coverage, Gap, Omission, coverage, share
@@ -16,7 +17,9 @@ from roofline.hardware.records import Hardware
 from roofline.hlo.costs import OpCost
 from roofline.model import Bound, Overlap, Placement, Work, place
 from roofline.progress import waiting
-from roofline.workloads.registry import Workload
+
+if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither
+    from roofline.workloads.registry import Workload
 
 # A measured time within this fraction of a bound is taken to be at the bound (timer
 # resolution, clock drift): below it, the bound is wrong.

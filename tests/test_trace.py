@@ -314,3 +314,19 @@ def test_profile_pinned_to_one_core_runs_there_and_says_so(tmp_path, capsys):
     assert main(["profile", "nosuch_family:x=1", "--out", str(tmp_path / "x"),
                  "--cores", "1"]) == 2
     assert "pinned to cores" in capsys.readouterr().err
+
+
+def test_explaining_a_device_trace_does_not_import_jax():
+    # Reading a TPU trace and placing its ops needs no compiler: importing jax costs over
+    # a second of `explain` (issue 16). A fresh interpreter shows what the command loads.
+    import subprocess
+    import sys
+
+    code = ("import io, sys, contextlib\n"
+            "from roofline.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['explain', {str(TRACES / 'tpu_v6e_inference.xplane.pb')!r}]) == 0\n"
+            "print('jax' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip().splitlines()[-1] == "False"

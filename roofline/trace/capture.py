@@ -26,13 +26,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline import _xla
 from roofline.errors import RooflineError
 from roofline.hlo import parse_hlo_text
 from roofline.progress import say
-from roofline.workloads.registry import Workload
+
+if TYPE_CHECKING:   # workloads import jax: reading a run's layout needs none
+    from roofline.workloads.registry import Workload
 
 MANIFEST = "manifest.json"
 HLO_DIR = "hlo"

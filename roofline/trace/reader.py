@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roofline import _xla
 from roofline.errors import NoXlaOpsError, TraceError
 
 
@@ -111,14 +112,12 @@ def find_xplane(path: str | Path) -> Path:
 
 
 def load_xspace(path: Path) -> Any:
-    from jax.profiler import ProfileData
-
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read: {exc}") from None
     try:
-        return ProfileData.from_serialized_xspace(data)
+        return _xla.xspace_from_bytes(data)
     except Exception:  # the C++ reader raises RuntimeError for any parse failure
         raise TraceError(
             f"{path}: not a readable xplane trace (truncated, or another kind of file); "
