@@ -316,8 +316,9 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
     """Join measured ops to their costs and place them on ``hardware``."""
     ops = []
     matched: set[tuple[str, str]] = set()
+    costs = _costs_by_op(loaded.costs)
     for measured in loaded.run.ops:
-        cost = _find_cost(loaded.costs, measured)
+        cost = costs.get((measured.module, measured.name))
         executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
         seconds = measured.self_s / executions
         placement, served_by = None, None
@@ -339,8 +340,8 @@ def explain_devices(path: str | Path, hardware: Hardware | None = None,
     """Every device plane of a GPU/TPU trace explained on its own (``hardware`` defaults
     to the first device's spec), and the planes skipped because their kernels carry no
     XLA op."""
-    from roofline.hardware import load_hardware
     from roofline.errors import NoXlaOpsError
+    from roofline.hardware import load_hardware
     from roofline.trace.reader import device_planes, load_xspace
 
     xplane = find_xplane(path)
@@ -377,14 +378,13 @@ def _async_role(measured: MeasuredOp) -> Role | None:
     return None
 
 
-def _find_cost(costs: dict[str, ModuleCosts], measured: MeasuredOp) -> OpCost | None:
-    module = costs.get(measured.module)
-    if module is None:
-        return None
-    for op in module.ops:
-        if op.name == measured.name:
-            return op
-    return None
+def _costs_by_op(costs: dict[str, ModuleCosts]) -> dict[tuple[str, str], OpCost]:
+    """Each module's op costs by (module, op name); the first op of a name wins."""
+    found: dict[tuple[str, str], OpCost] = {}
+    for module, module_costs in costs.items():
+        for op in module_costs.ops:
+            found.setdefault((module, op.name), op)
+    return found
 
 
 # Device kinds a trace records, and the spec (and scope) that describes one such device.
