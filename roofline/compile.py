@@ -16,16 +16,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from roofline import _xla
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
-from roofline.hlo.graph import build_graph
 from roofline.outputs import write_text_atomic
 from roofline.progress import waiting
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ class CompiledProgram:
 
     @cached_property
     def graph(self) -> nx.DiGraph:
+        from roofline.hlo.graph import build_graph   # networkx only for those who ask
+
         return build_graph(self.costs)
 
 

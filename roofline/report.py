@@ -467,12 +467,25 @@ def analysis_document(spec: str, program: CompiledProgram,
             "seconds_by_bound": {class_text(b): s
                                  for b, s in placement.seconds_by_bound().items()},
             "seconds_by_category": placement.seconds_by_category(),
+            "critical_path": _critical_path(program, placement),
         }
     if fit is not None:
         doc["fit"] = {"footprint_bytes": fit.footprint_bytes,
                       "capacity_bytes": fit.capacity_bytes, "scope": fit.scope,
                       "fits": fit.fits}
     return doc
+
+
+def _critical_path(program: CompiledProgram, placement: ProgramPlacement) -> dict[str, Any]:
+    """The longest chain of dependent ops at their placed times: what the step would
+    take if every independent op overlapped (XLA runs them one after another, so the
+    prediction is their sum)."""
+    from roofline.hlo.graph import critical_path
+
+    seconds = {op.cost.name: op.placement.seconds for op in placement.ops
+               if op.placement is not None}
+    total, path = critical_path(program.graph, seconds)
+    return {"seconds": total, "ops": [name for name in path if seconds.get(name)]}
 
 
 OP_COLUMNS = ("name", "category", "dtype", "unit", "flops", "bytes", "intensity")
@@ -503,6 +516,13 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
         for bound, seconds in sorted(p["seconds_by_bound"].items(), key=lambda kv: -kv[1]):
             share = seconds / p["seconds"] if p["seconds"] else 0.0
             lines.append(f"  {bound:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+        path = p["critical_path"]
+        if p["seconds"]:
+            lines.append(f"critical path {q(path['seconds'], Kind.TIME)} "
+                         f"({path['seconds'] / p['seconds']:.0%} of the sum) through "
+                         f"{len(path['ops'])} ops: the step if every independent op "
+                         "overlapped (ops run one after another, so the prediction is "
+                         "their sum)")
     lines.append(f"convention: {doc['flop_convention']}")
     ops = [o for o in doc["ops"] if not o["free"]]
     key = "seconds" if "predicted" in doc else "flops"

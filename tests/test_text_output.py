@@ -1,6 +1,8 @@
 """Text output a newcomer reads (issue 15): units that agree, plurals, tables that fit a
 terminal, near misses named, ops on one side of a comparison shown without a speedup."""
 
+import pytest
+
 from roofline.cli import _rows_text, main
 from roofline.comparison import Comparison, OpChange
 from roofline.errors import did_you_mean
@@ -82,3 +84,27 @@ def test_a_missing_run_directory_and_an_unmeasured_host_say_what_to_do(capsys, t
     assert "roofline profile SPEC --out traces/mlp" in err
     assert main(["hardware", "show", "host"]) == 2
     assert "Measure this machine first: roofline hardware measure" in capsys.readouterr().err
+
+
+def test_analyze_gives_the_critical_path_beside_the_sum(capsys):
+    import json
+
+    import networkx as nx
+
+    from roofline.compile import compile_program
+    from roofline.workloads import parse_spec
+
+    spec = "fc:layers=2,nodes=512,batch=64,dtype=bf16"
+    assert main(["analyze", spec, "--hardware", "tpu-v2", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    predicted, path = doc["predicted"], doc["predicted"]["critical_path"]
+    times = {o["name"]: o["seconds"] for o in doc["ops"] if o.get("seconds")}
+    # The chain's time is the sum of its ops' times; no chain is longer than all ops in
+    # a row, nor shorter than the longest op.
+    assert path["seconds"] == pytest.approx(sum(times[name] for name in path["ops"]))
+    assert max(times.values()) <= path["seconds"] <= predicted["seconds"]
+    # Each op on the path depends on the one before it (through ops of no time).
+    workload = parse_spec(spec)
+    graph = compile_program(workload.fn, workload.args, "tpu-v2").graph
+    for before, after in zip(path["ops"], path["ops"][1:]):
+        assert nx.has_path(graph, before, after)
