@@ -14,11 +14,11 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from roofline.analysis import place_program  # noqa: E402
-from roofline.compile import compile_program  # noqa: E402
+from roofline.model.analysis import place_program  # noqa: E402
+from roofline.program.compile import compile_program  # noqa: E402
 from roofline.hardware import load_hardware  # noqa: E402
-from roofline.hlo import analyze_module, parse_hlo_text  # noqa: E402
-from roofline.workloads import parse_spec  # noqa: E402
+from roofline.program.hlo import analyze_module, parse_hlo_text  # noqa: E402
+from roofline.program.workloads import parse_spec  # noqa: E402
 
 
 def main() -> None:

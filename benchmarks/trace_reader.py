@@ -15,10 +15,10 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from roofline.trace import find_xplane, read_trace  # noqa: E402
-from roofline.trace.capture import capture  # noqa: E402
-from roofline.trace.xprof_stats import hlo_stats  # noqa: E402
-from roofline.workloads import parse_spec  # noqa: E402
+from roofline.program.trace import find_xplane, read_trace  # noqa: E402
+from roofline.program.trace.capture import capture  # noqa: E402
+from roofline.program.trace.xprof_stats import hlo_stats  # noqa: E402
+from roofline.program.workloads import parse_spec  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/data/traces/tpu_v6e_inference.xplane.pb"
 

@@ -9,7 +9,7 @@ core in bfloat16 (the targets). The conditions alternate over ``--rounds`` round
 op keeps its best time: on a shared machine a neighbour's burst only ever slows an op. The ops table of the source run is then carried to each target by
 
 - ``model``: :func:`roofline.predict_ops` (fitted per-op floor, work at the ceilings of
-  the measured host spec, see roofline/transfer.py);
+  the measured host spec, see roofline/model/transfer.py);
 - ``naive``: each measured time times the ratio of the op's roofline times on the two
   devices (spec peaks and spec per-op overhead).
 
@@ -85,7 +85,7 @@ def _function(kind: str, dtype: str):  # noqa: ANN202 - jax callables
 
 def _time(fn, args, budget_s: float = 0.25) -> float:  # noqa: ANN001
     """Best time per call, with repetitions sized to the op (about ``budget_s`` each)."""
-    from roofline.measure import best_seconds
+    from roofline.hardware.measure import best_seconds
 
     once = best_seconds(fn, *args, reps=1)
     inner = max(1, min(200, int(0.01 / max(once, 1e-7))))
@@ -140,7 +140,7 @@ def _best_of_rounds(paths: list[Path], out: Path) -> None:
 
 def naive(table, source, target, target_ops) -> dict[str, float]:  # noqa: ANN001
     """Each measured time times the ratio of the op's roofline times (peaks, overhead)."""
-    from roofline.analysis import place_op
+    from roofline.model.analysis import place_op
 
     before = {op.name: place_op(op, source).seconds for op in table.ops}
     return {op.name: table.measured_s[op.name] * place_op(op, target).seconds
@@ -207,7 +207,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     spec = args.host_spec or args.out / "host.toml"
     if not spec.exists() or not (args.reuse or args.host_spec):
-        from roofline.measure import host_spec_toml, measure_host
+        from roofline.hardware.measure import host_spec_toml, measure_host
 
         print("measuring the host's ceilings (roofline hardware measure)", flush=True)
         spec.write_text(host_spec_toml(measure_host(), "host"))

@@ -19,7 +19,7 @@ from roofline.hardware import (
     load_hardware,
     load_spec_file,
 )
-from roofline.model import (
+from roofline.model.placement import (
     Bound,
     BoundKind,
     Overlap,
@@ -42,8 +42,8 @@ __all__ = [
 ]
 
 _LAZY = {"whatif": "roofline.api", "predict": "roofline.api", "predict_ops": "roofline.api",
-         "read_ops_table": "roofline.ops_table",
-         "sensitivity": "roofline.api", "validate": "roofline.validation"}
+         "read_ops_table": "roofline.program.ops_table",
+         "sensitivity": "roofline.api", "validate": "roofline.studies.validation"}
 
 
 def __getattr__(name: str) -> Any:

@@ -14,20 +14,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.comparison import Comparison, Sensitivity, compare_costs, sensitivity_of, working_ops
-from roofline.coverage import Coverage, Gap, coverage
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.records import Hardware
-from roofline.hlo.costs import OpCost
-from roofline.floor import given_floor
-from roofline.model import Overlap
-from roofline.transfer import run_floor, transfer
+from roofline.model.analysis import aligned_scope, device_hardware
+from roofline.model.comparison import (
+    Comparison, Sensitivity, compare_costs, energy_per_sample, sensitivity_of, whatif_costs,
+    working_ops)
+from roofline.model.coverage import Coverage, Gap, coverage
+from roofline.model.floor import given_floor
+from roofline.model.placement import Overlap
+from roofline.model.transfer import run_floor, transfer
+from roofline.program.compile import compile_target_of
+from roofline.program.hlo.costs import OpCost
 
 if TYPE_CHECKING:
     import pandas
 
-    from roofline.analysis import CapacityThroughput
+    from roofline.model.analysis import CapacityThroughput
 
 HardwareRef = str | Hardware
 MeasuredTimes = Mapping[str, float] | Any   # op name -> seconds, or a DataFrame (op, seconds)
@@ -53,13 +57,6 @@ def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
     return load_hardware(ref, [hardware_dir] if hardware_dir else ())
 
 
-def compile_target_of(hardware: Hardware) -> str:
-    """The compile target named by a hardware id (``tpu-v3`` -> ``tpu-v3``), else ``host``."""
-    from roofline.compile import TARGETS
-
-    return hardware.id if hardware.id in TARGETS else "host"
-
-
 def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
                 hardware_dir: str | Path | None = None,
                 cache_dir: str | Path | None = None) -> ProgramOps:
@@ -67,7 +64,7 @@ def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None 
     ``cache_dir`` reuses programs compiled before (see :func:`compile_program`)."""
     hw = _hardware(hardware, hardware_dir)
     if Path(input).is_dir():
-        from roofline.explain import explain, load_run
+        from roofline.model.explain import explain, load_run
 
         explanation = explain(load_run(input), hw)
         joined = [op for op in explanation.ops if op.placement is not None]
@@ -76,14 +73,12 @@ def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None 
                              if o.gap in (Gap.NO_COST, Gap.NO_TIME))
         return ProgramOps(str(input), working_ops([op.cost for op in joined]),  # type: ignore[misc]
                           hw, measured, None, None, unmatched)
-    from roofline.analysis import device_hardware
-    from roofline.compile import compile_program
-    from roofline.workloads import parse_spec
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
 
     workload = parse_spec(str(input))
     target = target or compile_target_of(hw)
-    program = compile_program(workload.fn, workload.args, target,
-                              batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+    program = compile_workload(workload, target, cache_dir=cache_dir)
     return ProgramOps(str(input), working_ops(program.costs.ops),
                       device_hardware(program, hw), None, workload.batch, target)
 
@@ -98,22 +93,41 @@ def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
     return {str(k): float(v) for k, v in zip(measured["op"], measured["seconds"])}
 
 
+@dataclass(frozen=True)
+class WhatIf(Comparison):
+    """A comparison of a device with itself, parameters scaled by ``factors``; with the
+    energy per sample before and after where the program has a batch and a power is known
+    (the spec's TDP, or the one given)."""
+
+    input: str = ""
+    factors: Mapping[str, float] = field(default_factory=dict)
+    energy_per_sample_j: tuple[float, float] | None = None
+
+    def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
+        doc = {"schema": "roofline/whatif/1", "input": self.input,
+               "hardware": self.before.ref, "scaled": self.after.label,
+               "factors": dict(self.factors), **super().to_document(before, after)}
+        if self.energy_per_sample_j is not None:
+            doc["energy_per_sample_j"] = dict(zip((before, after), self.energy_per_sample_j))
+        return doc
+
+
 def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float], *,
            target: str | None = None, overlap: Overlap | str = Overlap.MAX,
-           clamp: bool = False, ceilings: str = "achievable",
+           clamp: bool = False, ceilings: str = "achievable", power_w: float | None = None,
            hardware_dir: str | Path | None = None,
-           cache_dir: str | Path | None = None) -> Comparison:
+           cache_dir: str | Path | None = None) -> WhatIf:
     """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
     ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
-    ``cache_dir`` reuses programs compiled before (see :func:`program_ops`).
+    ``cache_dir`` reuses programs compiled before (see :func:`program_ops`). Energy per
+    sample is given for a SPEC with a batch at ``power_w`` (default: the spec's TDP, where
+    it publishes one).
 
-    A measured run is carried to the scaled hardware by :mod:`roofline.transfer` at the
+    A measured run is carried to the scaled hardware by :mod:`roofline.model.transfer` at the
     device's ``ceilings`` (``achievable`` or ``peak``); scaling ``overhead`` scales the
     run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's peaks.
     """
-    if not scale:
-        raise RooflineError("name at least one parameter to scale, e.g. "
-                            "--scale memory_bandwidth=1.5")
+    _hardware(hardware, hardware_dir).scaled(dict(scale))   # bad names fail before a compile
     program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
                           cache_dir=cache_dir)
     if program.measured_s is not None:
@@ -123,9 +137,15 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
                           Overlap(overlap), clamp=clamp, floor=floor,
                           target_floor=floor.scaled(scale.get("overhead", 1.0)))
     else:
-        result = compare_costs(program.ops, program.hardware,
-                               program.hardware.scaled(dict(scale)), Overlap(overlap))
-    return dataclasses.replace(result, coverage=result.coverage + program.coverage)
+        result = whatif_costs(program.ops, program.hardware, dict(scale), Overlap(overlap))
+    energy = None
+    if program.batch and (power_w or result.before.tdp.value):
+        energy = (energy_per_sample(result.old_s, result.before, program.batch, power_w),
+                  energy_per_sample(result.new_s, result.after, program.batch, power_w))
+    return WhatIf(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                     if f.name != "coverage"},
+                  coverage=result.coverage + program.coverage, input=str(input),
+                  factors=dict(scale), energy_per_sample_j=energy)
 
 
 @dataclass(frozen=True)
@@ -163,6 +183,26 @@ class Prediction:
     def classes_dataframe(self) -> pandas.DataFrame:
         return self.comparison.classes_dataframe()
 
+    @property
+    def basis(self) -> str:
+        """The mode and how the times were obtained, e.g. ``transfer: measured ...``."""
+        return f"{self.mode}: {self.comparison.basis}"
+
+    def to_document(self) -> dict[str, Any]:
+        doc = {"schema": "roofline/prediction/1", "input": self.input, "mode": self.basis,
+               "source": self.source.ref, "target": self.destination.ref,
+               **self.comparison.to_document("source", "target")}
+        del doc["basis"], doc["amdahl_speedup"]
+        if self.capacity is not None:
+            source, target = self.capacity
+            doc["capacity"] = {
+                "source_batch": source.batch, "target_batch": target.batch,
+                "source_samples_per_s": source.samples_per_s,
+                "target_samples_per_s": target.samples_per_s,
+                "throughput_speedup": self.throughput_speedup,
+                "source_at_limit": source.at_limit, "target_at_limit": target.at_limit}
+        return doc
+
 
 def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             target: str | None = None, to_program: str | None = None,
@@ -181,7 +221,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
     device that is a compile target (TPU v2..v6e). Transfer mode (a run directory, or a
     SPEC with ``measured`` per-op seconds on the source): measured times are carried at
-    constant efficiency, overhead apart (:mod:`roofline.transfer`). ``to_program`` names a
+    constant efficiency, overhead apart (:mod:`roofline.model.transfer`). ``to_program`` names a
     different SPEC to predict on the destination (e.g. the bfloat16 version of a float32
     run); its ops without a measured counterpart take the efficiency of measured ops of
     their category and size. ``max_batch`` also predicts throughput at the largest batch
@@ -192,8 +232,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
                           cache_dir=cache_dir)
     source_hw = program.hardware
     dest = _hardware(destination, hardware_dir)
-    if source_hw.kind == dest.kind == "tpu" and source_hw.scope in dict(dest.scopes):
-        dest = dest.at_scope(source_hw.scope)
+    dest = aligned_scope(dest, source_hw.scope, source_hw.kind)
     after_ops = None
     after_input = to_program or (None if program.target is None else str(input))
     if after_input is not None:
@@ -229,11 +268,11 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
                 target_floor: float | None = None,
                 hardware_dir: str | Path | None = None) -> Prediction:
     """Per-op times measured on ``source``, given as a table of op kind, shapes, dtype and
-    time (a CSV path, a DataFrame or an :class:`OpsTable`; see :mod:`roofline.ops_table`),
-    carried to ``destination`` by :mod:`roofline.transfer`, with no compile. ``to_dtype``
+    time (a CSV path, a DataFrame or an :class:`OpsTable`; see :mod:`roofline.program.ops_table`),
+    carried to ``destination`` by :mod:`roofline.model.transfer`, with no compile. ``to_dtype``
     predicts the same ops in another dtype (``bf16``). ``ceilings`` and ``target_floor`` as
     for :func:`predict`."""
-    from roofline.ops_table import OpsTable, read_ops_table
+    from roofline.program.ops_table import OpsTable, read_ops_table
 
     ops = table if isinstance(table, OpsTable) else read_ops_table(table)
     source_hw = _hardware(source, hardware_dir).at_ceilings(ceilings)
@@ -248,8 +287,8 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
 
 def _capacity(spec: str, source: Hardware, dest: Hardware
               ) -> tuple[CapacityThroughput, CapacityThroughput]:
-    from roofline.analysis import throughput_at_capacity
-    from roofline.workloads import FAMILIES, parse_spec
+    from roofline.model.analysis import throughput_at_capacity
+    from roofline.program.workloads import FAMILIES, parse_spec
 
     workload = parse_spec(spec)
     family = FAMILIES.get(spec.split(":")[0])
@@ -275,4 +314,5 @@ def sensitivity(input: str | Path, hardware: HardwareRef, *, target: str | None 
     """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked."""
     program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
                           cache_dir=cache_dir)
-    return sensitivity_of(program.ops, program.hardware, Overlap(overlap))
+    return dataclasses.replace(sensitivity_of(program.ops, program.hardware, Overlap(overlap)),
+                               input=str(input))

@@ -58,7 +58,7 @@ class TraceError(RooflineError, ValueError):
 
 class NoXlaOpsError(TraceError):
     """A device trace whose kernels carry no HLO op: read it with
-    :func:`roofline.trace.kernels.read_kernels` instead."""
+    :func:`roofline.program.trace.kernels.read_kernels` instead."""
 
 
 class HloParseError(RooflineError, ValueError):

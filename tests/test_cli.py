@@ -180,8 +180,8 @@ def test_own_model_in_the_current_directory(capsys, tmp_path, monkeypatch):
 
 
 def test_readme_command_reference_is_current():
-    from roofline.cli_reference import replace_reference
+    from roofline.cli.reference import replace_reference
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert replace_reference(readme) == readme, (
-        "README.md's command reference is stale: run python -m roofline.cli_reference README.md")
+        "README.md's command reference is stale: run python -m roofline.cli.reference README.md")

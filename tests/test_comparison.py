@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from roofline.analysis import device_hardware
+from roofline.model.analysis import device_hardware
 from roofline.cli import main
-from roofline.compile import compile_program
+from roofline.program.compile import compile_program
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.comparison import energy_per_sample, sensitivity_of, whatif_costs, working_ops
-from roofline.model import Bound, BoundKind
-from roofline.workloads import parse_spec
+from roofline.model.comparison import energy_per_sample, sensitivity_of, whatif_costs, working_ops
+from roofline.model.placement import Bound, BoundKind
+from roofline.program.workloads import parse_spec
 
 DATA = Path(__file__).parent / "data"
 
@@ -157,7 +157,7 @@ def test_capacity_to_batch_throughput(capsys):
 
 
 def _fc_step_seconds(batch: int, data_parallel: bool) -> float:
-    from roofline.analysis import place_program
+    from roofline.model.analysis import place_program
 
     workload = parse_spec(f"fc:layers=4,nodes=1024,input=1024,output=256,batch={batch},"
                           "dtype=bf16")

@@ -5,15 +5,15 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from roofline import _xla
-from roofline.analysis import fit, max_batch, place_program
-from roofline.compile import compile_program
+from roofline.program import _xla
+from roofline.model.analysis import fit, max_batch, place_program
+from roofline.program.compile import compile_program
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.hlo import analyze_module, parse_hlo_text
-from roofline.model import BoundKind
-from roofline.workloads import parse_spec
-from roofline.workloads.registry import Workload
+from roofline.program.hlo import analyze_module, parse_hlo_text
+from roofline.model.placement import BoundKind
+from roofline.program.workloads import parse_spec
+from roofline.program.workloads.registry import Workload
 from tests.programs import PROGRAMS, dp_step
 
 # HKBU (Wang et al., CCGRID 2020) Table 4: operator sizes and FLOPs.

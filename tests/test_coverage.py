@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from roofline.analysis import place_program
+from roofline.model.analysis import place_program
 from roofline.cli import main
-from roofline.compile import compile_program
-from roofline.coverage import Gap
+from roofline.program.compile import compile_program
+from roofline.model.coverage import Gap
 from roofline.hardware import load_hardware
-from roofline.workloads import parse_spec
+from roofline.program.workloads import parse_spec
 
 UNKNOWN = "tests.user_models:with_solve"        # LAPACK custom-calls on the host
 SMALL_FC = "fc:layers=2,nodes=256,input=256,output=64,batch=64,dtype=bf16"
@@ -107,7 +107,7 @@ def test_sweep_rows_and_summary_carry_the_left_out_share(tmp_path, capsys):
                  "--set", "dtype=bf16", "--target", "tpu-v6e", "--hardware", "tpu-v6e",
                  "--out", str(out), "--workers", "1"]) == 0
     printed = capsys.readouterr().out
-    from roofline.sweep import read_models
+    from roofline.studies.sweep import read_models
 
     row = read_models(out).iloc[0]
     assert NO_VECTOR_ROOF in row["left_out"]

@@ -8,10 +8,10 @@ import pytest
 from matplotlib.figure import Figure
 
 from roofline.api import predict, whatif
-from roofline.comparison import sensitivity_of
-from roofline.explain import explain, load_run
+from roofline.model.comparison import sensitivity_of
+from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.plot import (
+from roofline.render.plot import (
     bound_points,
     build_breakdown,
     build_heatmap,
@@ -22,8 +22,8 @@ from roofline.plot import (
     predicted_points,
     scenario_bars,
 )
-from roofline.plot.layout import freeze_layout, overlapping_texts
-from roofline.plot.rooflines import ridge_text
+from roofline.render.plot.layout import freeze_layout, overlapping_texts
+from roofline.render.plot.rooflines import ridge_text
 
 TRACES = Path(__file__).parent / "data" / "traces"
 FC = "fc:layers=4,nodes=4096,input=2000,output=1000,batch=256,dtype=bf16"
@@ -81,9 +81,9 @@ def test_a_roof_shared_by_two_units_has_one_label():
 
 @pytest.fixture(scope="module")
 def tour():
-    from roofline.analysis import place_program
-    from roofline.compile import compile_program
-    from roofline.workloads import parse_spec
+    from roofline.model.analysis import place_program
+    from roofline.program.compile import compile_program
+    from roofline.program.workloads import parse_spec
 
     workload = parse_spec(FC)
     program = compile_program(workload.fn, workload.args, "tpu-v2")

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from roofline.explain import explain, load_run
+from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.report import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL, explanation_document
+from roofline.render.report import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL, explanation_document
 from tests.conftest import DATA
 
 TRACES = DATA / "traces"
@@ -141,7 +141,7 @@ def test_a_trace_without_xla_ops_gives_a_kernel_table(kernels_only, capsys):
     import json
 
     from roofline.cli import main
-    from roofline.trace.kernels import read_kernels
+    from roofline.program.trace.kernels import read_kernels
     from tests.test_trace import ProfileData
 
     assert main(["explain", str(kernels_only), "--format", "json"]) == 0
@@ -172,7 +172,7 @@ def test_every_device_side_by_side(capsys):
     import json
 
     from roofline.cli import main
-    from roofline.trace import read_trace
+    from roofline.program.trace import read_trace
 
     # The conv fixture ran data-parallel on 8 MI300X: every device has the sharded conv.
     path = TRACES / "mi300x_jax08_conv.xplane.pb"

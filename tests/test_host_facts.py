@@ -4,7 +4,7 @@ units)."""
 
 import pytest
 
-from roofline.measure import CpuFacts, HostMeasurement, fp32_flop_per_cycle
+from roofline.hardware.measure import CpuFacts, HostMeasurement, fp32_flop_per_cycle
 
 AVX2 = {"avx", "avx2", "fma"}
 AVX512 = AVX2 | {"avx512f"}

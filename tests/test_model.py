@@ -4,7 +4,7 @@ import pytest
 
 from roofline.errors import UnknownHardwareError
 from roofline.hardware import load_hardware, load_spec_file
-from roofline.model import (
+from roofline.model.placement import (
     BoundKind,
     Overlap,
     Work,

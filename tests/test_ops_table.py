@@ -10,7 +10,7 @@ import pytest
 from roofline.api import predict_ops
 from roofline.cli import main
 from roofline.errors import OpsTableError
-from roofline.ops_table import read_ops_table
+from roofline.program.ops_table import read_ops_table
 
 SPECS = Path(__file__).parent / "data" / "specs"
 HOST_RUN = Path(__file__).parent / "data" / "ops" / "host_one_core_f32.csv"

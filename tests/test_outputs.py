@@ -91,7 +91,7 @@ def test_a_read_only_directory_is_refused(tmp_path):
 def test_a_run_that_appears_meanwhile_is_not_overwritten(tmp_path):
     # Two `profile --out run` at once: the first to finish keeps `run`; the second,
     # finding it there when it moves its own staging directory, refuses and keeps nothing.
-    from roofline.trace.capture import _keep
+    from roofline.program.trace.capture import _keep
 
     staging = tmp_path / ".run.partial-2"
     staging.mkdir()

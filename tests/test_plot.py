@@ -3,7 +3,7 @@
 import pytest
 
 from roofline.hardware import load_hardware
-from roofline.plot import build_roofline, merge_equal_roofs, save_figure
+from roofline.render.plot import build_roofline, merge_equal_roofs, save_figure
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +51,12 @@ def test_formats_and_determinism(devices, tmp_path, suffix, magic):
 
 from pathlib import Path  # noqa: E402
 
-from roofline.analysis import place_program  # noqa: E402
-from roofline.api import predict, program_ops, whatif  # noqa: E402
+from roofline.model.analysis import place_program  # noqa: E402
+from roofline.api import predict, whatif  # noqa: E402
 from roofline.cli import main  # noqa: E402
-from roofline.comparison import sensitivity_of  # noqa: E402
-from roofline.compile import compile_program  # noqa: E402
-from roofline.plot import (  # noqa: E402
+from roofline.model.comparison import sensitivity_of  # noqa: E402
+from roofline.program.compile import compile_program  # noqa: E402
+from roofline.render.plot import (  # noqa: E402
     build_breakdown,
     build_heatmap,
     build_sensitivity,
@@ -66,7 +66,7 @@ from roofline.plot import (  # noqa: E402
     predicted_points,
     scenario_bars,
 )
-from roofline.workloads import parse_spec  # noqa: E402
+from roofline.program.workloads import parse_spec  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 # Matmul intensities of this bf16 FC step (batch 256, 4096 nodes) straddle the TPU v2
@@ -106,7 +106,7 @@ def test_roofline_with_predicted_ops(fc_placement):
 
 
 def test_roofline_with_measured_ops(tmp_path, capsys):
-    from roofline.explain import explain, load_run
+    from roofline.model.explain import explain, load_run
 
     run = tmp_path / "run"
     assert main(["profile", "tests.user_models:small_mlp", "--out", str(run), "--steps", "2",

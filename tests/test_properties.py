@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from roofline.errors import RooflineError
 from roofline.hardware import load_spec_file
-from roofline.hlo import analyze_module, parse_hlo_text
-from roofline.trace import read_trace
+from roofline.program.hlo import analyze_module, parse_hlo_text
+from roofline.program.trace import read_trace
 from tests.conftest import DATA
 from tests.test_rules import GPU_LIBRARY, SINGLE
 

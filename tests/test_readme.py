@@ -9,7 +9,6 @@ README runs with `-m slow` (about 16 minutes on 2 cores: a ParaDnn FC sweep, Res
 compiled for TPUs, the quick validation).
 """
 
-import os
 import re
 import shlex
 import shutil

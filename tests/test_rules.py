@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from roofline.hlo import analyze_module, parse_hlo_text
-from roofline.hlo.parser import Instruction
-from roofline.hlo.rules import CUSTOM_CALLS, RULES, Half, lookup
-from roofline.hlo.shapes import ArrayShape
+from roofline.program.hlo import analyze_module, parse_hlo_text
+from roofline.program.hlo.parser import Instruction
+from roofline.program.hlo.rules import CUSTOM_CALLS, RULES, Half, lookup
+from roofline.program.hlo.shapes import ArrayShape
 
 SINGLE = """HloModule rules, num_partitions=1
 
@@ -262,7 +262,7 @@ def test_unknown_is_decided_by_the_table_alone():
 
 
 def test_every_rule_has_a_known_category():
-    from roofline.hlo.rules import CATEGORIES
+    from roofline.program.hlo.rules import CATEGORIES
 
     for table in (RULES, CUSTOM_CALLS):
         for opcode, rule in table.items():

@@ -12,9 +12,9 @@ import pytest
 
 from roofline.cli import main
 from roofline.errors import RooflineError
-from roofline.regress import metric_table, regression_weights
-from roofline.sweep import PARTS, SweepPlan, finished_keys, parse_values, run_sweep
-from roofline.workloads.paradnn import DEFAULT_GRIDS, paradnn_values
+from roofline.studies.regress import metric_table, regression_weights
+from roofline.studies.sweep import PARTS, SweepPlan, finished_keys, parse_values, run_sweep
+from roofline.program.workloads.paradnn import DEFAULT_GRIDS, paradnn_values
 
 
 def test_grid_axes():
@@ -160,7 +160,7 @@ def test_dask_cluster_runs_the_same_sweep(tmp_path, local_sweep):
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("roofline.sweep.SCHEDULER_TIMEOUT_S", 1)
+    monkeypatch.setattr("roofline.studies.sweep.SCHEDULER_TIMEOUT_S", 1)
     assert main(["sweep", "fc", "--grid", "layers=4", "--grid", "nodes=32", "--grid",
                  "batch=64", "--grid", "input=2000", "--grid", "output=200", "--target",
                  "tpu-v2", "--hardware", "tpu-v2", "--out", str(tmp_path / "x"),

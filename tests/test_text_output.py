@@ -3,12 +3,13 @@ terminal, near misses named, ops on one side of a comparison shown without a spe
 
 import pytest
 
-from roofline.cli import _rows_text, main
-from roofline.comparison import Comparison, OpChange
+from roofline.cli import main
+from roofline.render.report import rows_text
+from roofline.model.comparison import Comparison, OpChange
 from roofline.errors import did_you_mean
 from roofline.hardware import load_hardware
-from roofline.model import Bound, BoundKind
-from roofline.report import comparison_rows, comparison_tables, speedup_text
+from roofline.model.placement import Bound, BoundKind
+from roofline.render.report import comparison_tables, speedup_text
 from roofline.units import Kind, format_quantity
 
 HBM = Bound(BoundKind.MEMORY, "HBM")
@@ -28,7 +29,7 @@ def test_ops_on_one_side_only_have_no_speedup():
     ops = (OpChange("a", "elementwise", 2e-3, 1e-3, HBM, HBM),
            OpChange("gone", "elementwise", 3e-3, 0.0, HBM, None),
            OpChange("new", "elementwise", 0.0, 4e-3, None, HBM))
-    classes, changed, _ = comparison_rows(Comparison(hw, hw, ops, "test"), "source", "target")
+    classes, changed, _ = Comparison(hw, hw, ops, "test").rows("source", "target")
     text = comparison_tables(classes, changed, "by class")
     rows = {line.split("  ")[0].strip(): line for line in text.splitlines()}
     assert rows["only before"].split()[-1] == "-"          # not "inf"
@@ -40,9 +41,9 @@ def test_ops_on_one_side_only_have_no_speedup():
 
 
 def test_regression_names_models_and_targets_apart():
-    assert _rows_text({"models": 6, "rows": 12, "targets": ["tpu-v2", "tpu-v3"]}) == (
+    assert rows_text({"models": 6, "rows": 12, "targets": ["tpu-v2", "tpu-v3"]}) == (
         "6 models x 2 compile targets (tpu-v2, tpu-v3) = 12 rows")
-    assert _rows_text({"models": 1, "rows": 1, "targets": ["tpu-v2"]}) == "1 model"
+    assert rows_text({"models": 1, "rows": 1, "targets": ["tpu-v2"]}) == "1 model"
 
 
 def test_near_misses_are_named(capsys):
@@ -55,7 +56,7 @@ def test_near_misses_are_named(capsys):
 
 
 def test_workloads_list_fits_the_terminal(capsys, monkeypatch):
-    from roofline.workloads import FAMILIES
+    from roofline.program.workloads import FAMILIES
 
     monkeypatch.setenv("COLUMNS", "100")
     assert main(["workloads", "list"]) == 0
@@ -91,8 +92,8 @@ def test_analyze_gives_the_critical_path_beside_the_sum(capsys):
 
     import networkx as nx
 
-    from roofline.compile import compile_program
-    from roofline.workloads import parse_spec
+    from roofline.program.compile import compile_program
+    from roofline.program.workloads import parse_spec
 
     spec = "fc:layers=2,nodes=512,batch=64,dtype=bf16"
     assert main(["analyze", spec, "--hardware", "tpu-v2", "--format", "json"]) == 0

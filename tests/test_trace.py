@@ -8,16 +8,16 @@ import shutil
 import pytest
 from jax.profiler import ProfileData
 
-from roofline.annotate import write_annotated_trace
+from roofline.render.annotate import write_annotated_trace
 from roofline.cli import main
 from roofline.errors import RooflineError, TraceError
-from roofline.explain import explain, load_run
+from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.report import explanation_document
-from roofline.trace import read_trace
-from roofline.trace.capture import capture
-from roofline.trace.hlo_protos import split_program
-from roofline.workloads.registry import Workload
+from roofline.render.report import explanation_document
+from roofline.program.trace import read_trace
+from roofline.program.trace.capture import capture
+from roofline.program.trace.hlo_protos import split_program
+from roofline.program.workloads.registry import Workload
 from tests.conftest import DATA
 from tests.programs import mlp_step
 
@@ -225,7 +225,7 @@ def test_cli_profile_then_explain(tmp_path, capsys, monkeypatch):
 
 def test_measured_host_spec_is_plausible_and_ordered(measured_host):
     from roofline.hardware import load_spec_file
-    from roofline.measure import cpu_facts
+    from roofline.hardware.measure import cpu_facts
 
     host = load_spec_file(measured_host)
     assert host.measured and host.kind == "cpu"
@@ -265,7 +265,7 @@ def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkey
     # An op faster than DRAM allows was served by a cache: it is placed against the
     # farthest level whose bandwidth explains its time, and is above its roof only when
     # even the nearest level does not.
-    from roofline.analysis import NOISE, place_op
+    from roofline.model.analysis import NOISE, place_op
 
     host = ex.hardware
     for op in ex.ops:

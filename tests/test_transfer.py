@@ -10,12 +10,12 @@ import dataclasses
 
 import pytest
 
-from roofline.comparison import Presence
-from roofline.coverage import Gap
+from roofline.model.comparison import Presence
+from roofline.model.coverage import Gap
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.hardware import load_spec_file
-from roofline.hlo.costs import OpCost
-from roofline.transfer import efficiencies, transfer
+from roofline.program.hlo.costs import OpCost
+from roofline.model.transfer import efficiencies, transfer
 
 
 def _op(name: str, flops: float, nbytes: float, category: str = "matmul") -> OpCost:
@@ -147,7 +147,7 @@ def test_the_floor_is_fitted_from_the_run_and_carried_to_the_target(chip):
     assert by_name["mm1"] == pytest.approx(11e-6)
     assert "fitted from 6 measured ops" in result.basis
     # The caller's floor for the target replaces it: 3 + 200 = 203 us.
-    from roofline.floor import given_floor
+    from roofline.model.floor import given_floor
 
     given = transfer(RUN, RUN_S, chip, chip.scaled({"flops": 2}), target_floor=given_floor(3e-6))
     assert {op.name: op.new_s for op in given.ops}["mm200"] == pytest.approx(203e-6)

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from roofline.cli import main
-from roofline.validation import (
+from roofline.studies.validation import (
     SECOND_CORE_SPEEDUP,
     best_step_wall,
     host_cases,
@@ -114,7 +114,7 @@ def test_published_cases_are_well_formed_and_cited():
     # every device loads, every SPEC parses with a batch, every reference is a measured
     # ratio with a source that names where the figures are.
     from roofline.hardware import load_hardware
-    from roofline.validation import _samples
+    from roofline.studies.validation import _samples
 
     cases = load_cases()["published"]["case"]
     assert len(cases) >= 5
@@ -147,12 +147,12 @@ def test_published_suite_errors(tmp_path):
 
 
 def test_a_case_caveat_is_in_the_json_and_the_text():
-    from roofline.report import validation_document, validation_text
-    from roofline.validation import CaseResult, Validation
+    from roofline.render.report import validation_text
+    from roofline.studies.validation import CaseResult, Validation
 
     caveat = "the all-core run got no second core: its best step was 0.80x the one-core one"
     case = CaseResult("host", "MLP: 1 -> 2 cores", 4.7e-3, 9.2e-3, 4.7 / 9.2 - 1, 32, None,
                       "measured on this host", caveat=caveat)
-    doc = validation_document(Validation((case,)), quick=True)
+    doc = Validation((case,), quick=True).to_document()
     assert doc["cases"][0]["caveat"] == caveat
     assert f"caveat, host: MLP: 1 -> 2 cores: {caveat}" in validation_text(doc)

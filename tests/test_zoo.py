@@ -15,9 +15,9 @@ import math
 import jax
 import pytest
 
-from roofline.compile import compile_program
-from roofline.workloads import FAMILIES, parse_spec
-from roofline.workloads.zoo import VGG16, param_count
+from roofline.program.compile import compile_program
+from roofline.program.workloads import FAMILIES, parse_spec
+from roofline.program.workloads.zoo import VGG16, param_count
 
 ZOO = ("vgg16", "inception_v3", "transformer", "lstm_lm", "deepspeech2", "gpt2")
 

@@ -325,6 +325,9 @@ class Hardware:
         ``link_bandwidth`` (every link), ``link_bandwidth.<link>``; ``overhead``.
         """
         requested = {**(factors or {}), **kw}
+        if not requested:
+            raise ScaleError("name at least one parameter to scale, e.g. memory_bandwidth=1.5 "
+                             "(--scale memory_bandwidth=1.5 at the command line)")
         result = self
         for param, factor in requested.items():
             result = result._scale_one(param, factor)

@@ -1,0 +1,65 @@
+"""The ``roofline`` command: thin subcommands over the library, one module per command
+group, each with its own parser builder (``add_parsers``).
+
+Bad input raises :class:`RooflineError`; ``main`` prints its message (no traceback) and
+returns exit code 2, as argparse does for a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from roofline.cli import hardware, plots, programs, questions, studies
+from roofline.cli.common import EXIT_BAD_INPUT, check_output_files, parents
+from roofline.errors import RooflineError
+
+GROUPS = (hardware, programs, questions, studies, plots)
+
+
+def _package_version() -> str:
+    try:
+        return version("roofline")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="roofline",
+        description="Roofline and analytical performance modeling for JAX/XLA programs.",
+    )
+    parser.add_argument("--version", action="version", version=_package_version())
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress display (shown on a terminal only, on stderr)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    shared = parents()
+    for group in GROUPS:
+        group.add_parsers(commands, shared)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # The CLI compiles for XLA:CPU and, deviceless, for TPUs: it never needs jax to probe
+    # for accelerators (which makes libtpu print warnings on machines without TPUs).
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    args = build_parser().parse_args(argv)
+    from roofline.progress import set_quiet
+
+    set_quiet(args.quiet)
+    try:
+        check_output_files(args)
+        return args.handler(args)
+    except RooflineError as exc:
+        print(f"roofline: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("roofline: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""What every command shares: output formats, argument types, saving figures."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from roofline.errors import RooflineError
+from roofline.render import report
+
+EXIT_BAD_INPUT = 2
+
+
+class Parents(NamedTuple):
+    """Argument groups commands inherit: ``common`` (spec directories, --quiet) and
+    ``formatted`` (--format)."""
+
+    common: argparse.ArgumentParser
+    formatted: argparse.ArgumentParser
+
+
+def parents() -> Parents:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
+                        help="extra directory of <id>.toml spec files (repeatable; also "
+                             "$ROOFLINE_HARDWARE_PATH)")
+    common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress display (shown on a terminal only, on stderr)")
+    formatted = argparse.ArgumentParser(add_help=False)
+    formatted.add_argument("--format", choices=report.FORMATS, default="table",
+                           help="output format (default: table; json is stable, see README)")
+    return Parents(common, formatted)
+
+
+def emit(args: argparse.Namespace, *, text: str, document: dict,
+          rows: list[dict], columns: Sequence[str] | None = None) -> None:
+    if args.format == "json":
+        sys.stdout.write(report.to_json(document))
+    elif args.format == "csv":
+        sys.stdout.write(report.to_csv(rows, columns))
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def key_values(items: list[str], parse: Any, what: str) -> dict[str, Any]:
+    result = {}
+    for item in items:
+        name, eq, text = item.partition("=")
+        if not eq or not name:
+            raise RooflineError(f"cannot read {what} {item!r}: write NAME=VALUE")
+        result[name] = parse(text)
+    return result
+
+
+SCALE_RANGE = (1e-6, 1e6)   # a what-if factor outside this is a typo, not a design
+
+
+def scale_factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise RooflineError(f"scale factor {text!r} is not a number") from None
+    low, high = SCALE_RANGE
+    if not low <= value <= high:   # also refuses nan and inf
+        raise RooflineError(f"scale factor {text!r} is outside {low:g} to {high:g}: give a "
+                            "factor such as 1.5 (50% more) or 0.5 (half)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number")
+    return value
+
+
+def device_choice(text: str) -> int | str:
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a device number or 'all'") from None
+
+
+def save_plot(fig: Any, path: str, coverage: Any = None) -> None:
+    """Save a figure; the gaps of the result it draws go to stderr first."""
+    from roofline.render.plot import save_figure
+
+    if coverage is not None:
+        for line in report.coverage_headline(coverage.to_document()):
+            print(f"roofline: {line}", file=sys.stderr)
+    print(f"wrote {save_figure(fig, path)}", file=sys.stderr)
+
+
+def check_output_files(args: argparse.Namespace) -> None:
+    """Refuse an output file path before any work is done (not after a long compile).
+    A command whose --out is a directory it creates (``out_is_directory``) checks it where
+    it creates it."""
+    from roofline.outputs import check_output_path
+
+    names = ["plot", "annotate"]
+    if not getattr(args, "out_is_directory", False):
+        names.append("out")
+    for name in names:
+        if getattr(args, name, None):
+            check_output_path(getattr(args, name))
+

@@ -1,0 +1,112 @@
+"""``roofline hardware``: the spec library (list, show, check, plot) and the host's measure."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from roofline.cli.common import EXIT_BAD_INPUT, Parents, emit
+from roofline.errors import RooflineError
+from roofline.hardware import list_hardware, load_hardware, load_spec_file
+from roofline.outputs import write_text_atomic
+from roofline.progress import say
+from roofline.render import report
+
+
+def _hardware_list(args: argparse.Namespace) -> int:
+    entries = list_hardware(args.hardware_dir)
+    doc = report.hardware_list_document(entries)
+    emit(args, text=report.format_table(report.hardware_list_rows(doc)), document=doc,
+         rows=[{k: v for k, v in r.items() if k != "scopes"} for r in doc["hardware"]])
+    for error in doc["errors"]:
+        print(f"roofline: error: {error['error']}", file=sys.stderr)
+    return EXIT_BAD_INPUT if doc["errors"] else 0
+
+
+def _hardware_show(args: argparse.Namespace) -> int:
+    hw = load_hardware(args.ref, args.hardware_dir)
+    emit(args, text=report.hardware_text(hw), document=report.hardware_document(hw),
+         rows=report.ridge_rows(hw))
+    return 0
+
+
+def _hardware_check(args: argparse.Namespace) -> int:
+    hw = load_spec_file(args.file)
+    variants = [name for name, _ in hw.variants]
+    for name in variants:  # every alternative must build a valid record too
+        load_spec_file(args.file, variant=name)
+    doc = report.hardware_check_document(args.file, hw, variants)
+    emit(args, text=report.hardware_check_text(doc, hw), document=doc,
+         rows=doc["ridge_points"])
+    return 0
+
+
+def _hardware_plot(args: argparse.Namespace) -> int:
+    devices = [load_hardware(ref, args.hardware_dir) for ref in args.refs]
+    from roofline.render.plot import build_roofline, save_figure
+
+    fig = build_roofline(
+        devices,
+        dtypes=args.dtypes.split(",") if args.dtypes else None,
+        units=args.units.split(",") if args.units else None,
+        all_levels=args.all_levels,
+    )
+    path = save_figure(fig, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+def _hardware_measure(args: argparse.Namespace) -> int:
+    from roofline.hardware.measure import host_spec_toml, measure_host
+
+    out = Path(args.out)
+    if out.suffix != ".toml":
+        raise RooflineError(f"--out {out}: a spec file name ends in .toml (its id is the name)")
+    if out.exists() and not args.force:
+        raise RooflineError(f"{out} already exists; pass --force to replace it")
+    measurement = measure_host(quick=args.quick, progress=say)
+    write_text_atomic(out, host_spec_toml(measurement, out.stem))
+    for flag in measurement.flags():
+        print(f"roofline: flag: {flag}", file=sys.stderr)
+    # What was written must load like any other spec, both variants.
+    print(report.measured_spec_text(out, load_spec_file(out),
+                                    load_spec_file(out, variant="one-core", scope="core")))
+    print(measurement.datasheet_text())
+    return 0
+
+
+def add_parsers(commands: Any, parents: Parents) -> None:
+    hardware = commands.add_parser("hardware", help="the hardware spec library")
+    hw_commands = hardware.add_subparsers(dest="hardware_command", required=True,
+                                          metavar="SUBCOMMAND")
+    p = hw_commands.add_parser("list", parents=[parents.common, parents.formatted],
+                               help="list every device spec visible")
+    p.set_defaults(handler=_hardware_list)
+    p = hw_commands.add_parser("show", parents=[parents.common, parents.formatted],
+                               help="one device: roofs, memory, links, ridge points, sources")
+    p.add_argument("ref", metavar="ID", help="ID, ID@VARIANT, ID:SCOPE or a .toml path")
+    p.set_defaults(handler=_hardware_show)
+    p = hw_commands.add_parser("check", parents=[parents.formatted],
+                               help="validate a spec file")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(handler=_hardware_check)
+    p = hw_commands.add_parser("plot", parents=[parents.common],
+                               help="rooflines of one or more devices in one figure")
+    p.add_argument("refs", nargs="+", metavar="ID")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="output figure; .png, .svg or .pdf")
+    p.add_argument("--dtypes", metavar="LIST", help="only these dtypes, e.g. bf16,fp32")
+    p.add_argument("--units", metavar="LIST", help="only these units: matrix, vector")
+    p.add_argument("--all-levels", action="store_true",
+                   help="also draw the bandwidth roofs of on-chip memory levels")
+    p.set_defaults(handler=_hardware_plot)
+    p = hw_commands.add_parser(
+        "measure", help="measure this host's real ceilings into a spec file")
+    p.add_argument("--out", required=True, metavar="FILE.toml",
+                   help="spec file to write, e.g. hardware_specs/host.toml (id = file name)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller problems and fewer repetitions (seconds instead of a minute)")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    p.set_defaults(handler=_hardware_measure)

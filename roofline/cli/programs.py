@@ -1,0 +1,183 @@
+"""``roofline analyze``, ``profile`` and ``explain``: one program, compiled or measured."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from roofline.cli.common import Parents, device_choice, emit, save_plot
+from roofline.errors import RooflineError
+from roofline.hardware import load_hardware
+from roofline.outputs import write_text_atomic
+from roofline.render import report
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from roofline.model.analysis import fit, place_program
+    from roofline.model.placement import Overlap
+    from roofline.program.compile import compile_target_of, compile_workload, get_target
+    from roofline.program.workloads import parse_spec
+
+    if args.plot and not args.hardware:
+        raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
+    hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
+    target = args.target or compile_target_of(hardware)
+    get_target(target)  # an unknown target fails before any work
+    workload = parse_spec(args.spec)
+    program = compile_workload(workload, target, data_parallel=args.data_parallel)
+    placement = (place_program(program, hardware, Overlap(args.overlap))
+                 if hardware is not None else None)
+    program_fit = fit(program, hardware) if hardware is not None else None
+    doc = report.analysis_document(workload.spec, program, placement, program_fit)
+    if args.format == "json":
+        text = report.to_json(doc)
+    elif args.format == "csv":
+        rows = report.analysis_csv_rows(doc)
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        text = report.to_csv(rows, columns)
+    else:
+        text = report.analysis_text(doc, args.top)
+    if args.out:
+        write_text_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    if args.plot:
+        from roofline.render.plot import build_roofline, predicted_points
+
+        save_plot(build_roofline([placement.hardware], predicted_points(placement),
+                                  title=f"{workload.spec} on {placement.hardware.label}"),
+                   args.plot)
+    return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from roofline.program.trace.capture import capture_spec
+
+    path = capture_spec(args.spec, args.out, steps=args.steps, warmup=args.warmup,
+                        cores=args.cores)
+    print(f"wrote {path}")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from roofline.render.annotate import write_annotated_trace
+    from roofline.model.explain import default_hardware_ref, explain, load_run
+    from roofline.model.placement import Overlap
+
+    from roofline.errors import NoXlaOpsError
+
+    if args.device == "all":
+        return _explain_devices(args)
+    try:
+        loaded = load_run(args.run_dir, args.device)
+    except NoXlaOpsError as exc:
+        return _explain_kernels(args, exc)
+    ref = args.hardware or default_hardware_ref(loaded.run)
+    try:
+        hardware = load_hardware(ref, args.hardware_dir)
+    except RooflineError as exc:
+        if args.hardware is None and ref == "host":
+            raise RooflineError(
+                "explain measures host runs against the host's own ceilings, and there is no "
+                "'host' spec yet: run 'roofline hardware measure --out "
+                "hardware_specs/host.toml' (or pass --hardware ID)") from exc
+        raise
+    explanation = explain(loaded, hardware, Overlap(args.overlap))
+    doc = report.explanation_document(explanation)
+    if args.annotate:
+        write_annotated_trace(explanation, args.annotate)
+        print(f"wrote {args.annotate}", file=sys.stderr)
+    emit(args, text=report.explanation_text(doc, args.top), document=doc,
+          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
+    if args.plot:
+        from roofline.render.plot import bound_points, build_roofline, measured_points
+
+        points = measured_points(explanation) + bound_points(explanation)
+        save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "
+                                  f"bound on {hardware.label}"), args.plot)
+    return 0
+
+
+def _explain_devices(args: argparse.Namespace) -> int:
+    from roofline.model.explain import explain_devices
+    from roofline.model.placement import Overlap
+
+    if args.annotate or args.plot:
+        raise RooflineError("--device all explains every device side by side; --annotate "
+                            "and --plot take one device (--device N)")
+    hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
+    explanations, skipped = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
+    doc = report.devices_document(explanations, skipped)
+    emit(args, text=report.devices_text(doc), document=doc, rows=doc["devices"])
+    return 0
+
+
+def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
+    """A GPU trace of kernels without XLA ops: their times by name, with no costs."""
+    from roofline.program.trace.kernels import read_kernels
+
+    if args.annotate or args.plot:
+        raise RooflineError(f"{why}; --annotate and --plot need costed ops")
+    doc = report.kernel_document(read_kernels(args.run_dir, args.device))
+    print(f"roofline: {why}", file=sys.stderr)
+    emit(args, text=report.kernel_text(doc, args.top), document=doc, rows=doc["kernels"])
+    return 0
+
+
+
+def add_parsers(commands: Any, parents: Parents) -> None:
+    p = commands.add_parser(
+        "analyze", parents=[parents.common, parents.formatted],
+        help="compile a program for a target and report per-op FLOPs, bytes and bounds",
+        description="Compile SPEC for TARGET and report per-op costs; with --hardware, "
+                    "place every op on that device's roofline.")
+    p.add_argument("spec", metavar="SPEC",
+                   help="matmul:m=..,n=..,k=..,dtype=.. | conv2d:batch=..,height=..,"
+                        "width=..,in=..,out=..,kernel=..,stride=..,padding=VALID|SAME,dtype=.."
+                        " | package.module:function returning (fn, args[, batch_argnums])")
+    p.add_argument("--target",
+                   help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p or tpu-v6e "
+                        "(default: the --hardware's own, e.g. tpu-v3, else host)")
+    p.add_argument("--hardware", metavar="ID", help="place the ops on this device's roofline")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="TPU targets: split the batch over every device of a board")
+    p.add_argument("--overlap", choices=("max", "sum"), default="max",
+                   help="how an op's time terms combine (default: max)")
+    p.add_argument("--top", type=int, default=25,
+                   help="ops shown in the table format (0: all)")
+    p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw the ops on the roofline to FILE")
+    p.set_defaults(handler=_analyze)
+
+    p = commands.add_parser(
+        "profile", help="run a program on this host and capture a trace into a run directory")
+    p.add_argument("spec", metavar="SPEC", help="a workload, as for analyze")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="new run directory, e.g. traces/mlp (never overwritten)")
+    p.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untraced warm-up steps (default 2)")
+    p.add_argument("--cores", type=int, metavar="N",
+                   help="pin the run to the first N cores this process may use (XLA:CPU "
+                        "then runs N threads); recorded in the manifest (default: all)")
+    p.set_defaults(handler=_profile, out_is_directory=True)
+
+    p = commands.add_parser(
+        "explain", parents=[parents.common, parents.formatted],
+        help="measured per-op times against the roofline: bounds, efficiency, losses")
+    p.add_argument("run_dir", metavar="RUN", help="a run directory or an .xplane.pb trace")
+    p.add_argument("--hardware", metavar="ID",
+                   help="spec to explain against (default: the host's measured spec for "
+                        "host runs, the traced device's spec for TPU/GPU traces)")
+    p.add_argument("--device", type=device_choice, metavar="N|all",
+                   help="device plane of a GPU/TPU trace (default: the first with XLA ops); "
+                        "'all': every device side by side, with its step time")
+    p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    p.add_argument("--top", type=int, default=25, help="ops shown in the table (0: all)")
+    p.add_argument("--annotate", metavar="FILE.trace.json.gz",
+                   help="also write a Perfetto/Chrome trace annotated with the analysis")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw measured and bound points on the roofline to FILE")
+    p.set_defaults(handler=_explain)

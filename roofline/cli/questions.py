@@ -1,0 +1,133 @@
+"""``roofline whatif``, ``sensitivity`` and ``predict``: questions about other hardware."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from roofline.cli.common import (
+    Parents, emit, key_values, positive_float, save_plot, scale_factor)
+from roofline.errors import RooflineError
+from roofline.hardware import load_hardware
+from roofline.render import report
+from roofline.units import Kind, parse_quantity
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from roofline.api import whatif
+
+    factors = key_values(args.scale, scale_factor, "--scale")
+    result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
+                    target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency,
+                    power_w=args.power)
+    doc = result.to_document()
+    emit(args, text=report.whatif_text(result, doc), document=doc, rows=doc["ops"])
+    if args.plot:
+        from roofline.render.plot import build_breakdown, time_breakdown
+
+        save_plot(build_breakdown(time_breakdown(result, labels=("before", ", ".join(
+            f"{k} x{v:g}" for k, v in factors.items()))), title=f"{args.input} on "
+            f"{result.before.label}: time by bound class"), args.plot)
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from roofline.api import predict, predict_ops
+
+    if (args.input is None) == (args.ops is None):
+        raise RooflineError("give either INPUT (a SPEC or a run directory) or --ops FILE "
+                            "(a table of measured ops), not both")
+    floor = None if args.target_floor is None else parse_quantity(args.target_floor,
+                                                                  Kind.TIME)
+    source = load_hardware(args.source, args.hardware_dir)
+    dest = load_hardware(args.dest, args.hardware_dir)
+    if args.ops is not None:
+        for flag in ("to_program", "target", "max_batch"):
+            if getattr(args, flag):
+                raise RooflineError(f"--{flag.replace('_', '-')} needs INPUT, not --ops")
+        result = predict_ops(args.ops, source, dest, to_dtype=args.to_dtype,
+                             overlap=args.overlap, clamp=args.clamp_efficiency,
+                             ceilings=args.ceilings, target_floor=floor)
+    else:
+        if args.to_dtype:
+            raise RooflineError("--to-dtype needs --ops; for a SPEC give --to-program with "
+                                "the other dtype")
+        result = predict(args.input, source, dest, target=args.target,
+                         to_program=args.to_program, max_batch=args.max_batch,
+                         overlap=args.overlap, clamp=args.clamp_efficiency,
+                         ceilings=args.ceilings, target_floor=floor)
+    doc = result.to_document()
+    emit(args, text=report.prediction_text(result, doc), document=doc, rows=doc["ops"])
+    if args.plot:
+        from roofline.render.plot import build_speedup
+
+        save_plot(build_speedup(result.comparison), args.plot)
+    return 0
+
+
+def _sensitivity(args: argparse.Namespace) -> int:
+    from roofline.api import sensitivity
+
+    result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
+                         target=args.target, overlap=args.overlap)
+    emit(args, text=report.sensitivity_text(result), document=result.to_document(),
+         rows=report.sensitivity_rows(result))
+    return 0
+
+
+def add_parsers(commands: Any, parents: Parents) -> None:
+    for name, handler, help_text in (
+            ("whatif", _whatif, "the same program on hardware with scaled parameters"),
+            ("sensitivity", _sensitivity, "which hardware parameter buys the most time")):
+        p = commands.add_parser(name, parents=[parents.common, parents.formatted], help=help_text)
+        p.add_argument("input", metavar="INPUT",
+                       help="a SPEC (compiled for --target) or a measured run directory")
+        p.add_argument("--hardware", required=True, metavar="ID")
+        p.add_argument("--target", help="compile target (default: the hardware's own, "
+                                        "e.g. tpu-v3, else host)")
+        p.add_argument("--overlap", choices=("max", "sum"), default="max")
+        if name == "whatif":
+            p.add_argument("--clamp-efficiency", action="store_true",
+                           help="runs: cap measured efficiency at 100%% instead of refusing "
+                                "ops faster than the spec allows")
+            p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
+                           help="e.g. memory_bandwidth=1.5, flops=2, flops.matrix.bf16=2, "
+                                "memory_capacity=2, link_bandwidth=2, overhead=0.5")
+            p.add_argument("--power", type=positive_float, metavar="W",
+                           help="power for energy per sample (default: the spec's TDP)")
+            p.add_argument("--plot", metavar="FILE",
+                           help="also draw the time by bound class before and after")
+        p.set_defaults(handler=handler)
+
+    p = commands.add_parser(
+        "predict", parents=[parents.common, parents.formatted],
+        help="predict a program's time on another device, class by class")
+    p.add_argument("input", metavar="INPUT", nargs="?",
+                   help="a SPEC (compiled for --target) or a measured run directory (transfer)")
+    p.add_argument("--ops", metavar="FILE",
+                   help="instead of INPUT: a CSV of measured ops (kind, shapes, dtype, time; "
+                        "see the README), carried to --to without compiling")
+    p.add_argument("--to-dtype", metavar="DTYPE",
+                   help="with --ops: predict the same ops in this dtype (bf16, f16, f32)")
+    p.add_argument("--ceilings", choices=("achievable", "peak"), default="achievable",
+                   help="place both devices at the measured rates their spec files cite "
+                        "(peaks where none is cited), or at the datasheet peaks")
+    p.add_argument("--target-floor", metavar="TIME",
+                   help="transfer: the fixed cost per op on the target, e.g. '5 us' "
+                        "(default: the floor fitted from the measured run carries over)")
+    p.add_argument("--from", dest="source", required=True, metavar="ID")
+    p.add_argument("--to", dest="dest", required=True, metavar="ID")
+    p.add_argument("--target", help="compile target (default: the --from TPU, else host)")
+    p.add_argument("--to-program", metavar="SPEC",
+                   help="predict this SPEC on the target instead (e.g. the bf16 version of "
+                        "a measured f32 run)")
+    p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    p.add_argument("--clamp-efficiency", action="store_true",
+                   help="runs: cap measured efficiency at 100%% instead of refusing ops "
+                        "faster than the spec allows")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw the per-op speedup against intensity")
+    p.add_argument("--max-batch", action="store_true",
+                   help="also predict throughput at the largest batch that fits each device "
+                        "(compiles for both TPU targets)")
+    p.set_defaults(handler=_predict)

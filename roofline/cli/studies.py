@@ -1,0 +1,160 @@
+"""``roofline workloads``, ``sweep``, ``regress`` and ``validate``: many programs at once."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from roofline.cli.common import Parents, emit, key_values, positive_int, save_plot
+from roofline.errors import RooflineError, did_you_mean
+from roofline.hardware import load_hardware
+from roofline.progress import say
+from roofline.render import report
+
+
+def _workloads_list(args: argparse.Namespace) -> int:
+    rows = report.workloads_rows()
+    emit(args, text=report.workloads_text(rows, shutil.get_terminal_size((100, 24)).columns),
+         document=report.workloads_document(), rows=rows)
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from roofline.program.workloads import FAMILIES
+    from roofline.program.workloads.paradnn import DEFAULT_GRIDS
+    from roofline.studies.sweep import (
+        SweepPlan, coverage_line, parse_values, run_sweep, select_models)
+
+    if args.family not in FAMILIES:
+        raise RooflineError(f"unknown family {args.family!r}."
+                            f"{did_you_mean(args.family, FAMILIES)} Families: "
+                            + ", ".join(sorted(FAMILIES)))
+    grid = dict(DEFAULT_GRIDS.get(args.family, {}))
+    grid.update(key_values(args.grid, parse_values, "--grid"))
+    fixed = key_values(args.set, lambda t: int(t) if t.lstrip("-").isdigit() else t, "--set")
+    for name in fixed:
+        grid.pop(name, None)
+    targets = [t for t in args.target.split(",") if t]
+    hardware = [h for h in args.hardware.split(",") if h]
+    for ref in hardware:
+        load_hardware(ref, args.hardware_dir)  # fail before any work
+    out = Path(args.out)
+    plan = SweepPlan(args.family, grid, targets, hardware, out, fixed,
+                     Path(args.cache) if args.cache else out / "cache",
+                     tuple(args.hardware_dir), args.data_parallel)
+    result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
+                       extend=args.extend,
+                       progress=say)
+    statuses = ", ".join(f"{n} {k}" for k, n in sorted(result["statuses"].items()))
+    print(f"{result['ran']} tasks run ({statuses or 'none'}), {result['skipped']} skipped, "
+          f"{result['tasks']} in the sweep; "
+          + (f"wrote {result['files'][0]} and {result['files'][1]}" if result["complete"]
+             else "not complete: run the same command again to finish"))
+    if result["complete"]:
+        print(coverage_line(out))
+    if args.plot:
+        from roofline.render.plot import build_heatmap, heatmap_slice
+
+        if not result["complete"]:
+            raise RooflineError("--plot needs the whole sweep: run the same command again "
+                                "to finish it")
+        axes = [name for name, values in grid.items() if len(values) > 1]
+        if len(axes) < 2:
+            raise RooflineError("--plot draws a heat map over two grid axes; this sweep "
+                                f"varies {axes or 'none'}")
+        models, _ = select_models(args.out, hardware[0], targets[0])
+        save_plot(build_heatmap(heatmap_slice(models, axes[0], axes[1]), axes[0], axes[1],
+                                "utilization"), args.plot)
+    return 0
+
+
+def _regress(args: argparse.Namespace) -> int:
+    from roofline.studies.regress import regress_sweep, regression_document
+
+    weights = regress_sweep(args.sweep_dir, args.metric, args.hardware, args.baseline,
+                            args.target)
+    rows = weights.to_dict("records")
+    emit(args, text=report.format_table(rows, title=report.regression_title(
+             weights, args.metric, args.hardware, args.baseline)),
+         document=regression_document(weights, args.metric, args.hardware, args.baseline),
+         rows=rows)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from roofline.studies.validation import validate
+
+    result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
+                      workdir=args.keep, progress=say)
+    doc = result.to_document()
+    emit(args, text=report.validation_text(doc), document=doc, rows=[
+        {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
+    return 0
+
+
+def add_parsers(commands: Any, parents: Parents) -> None:
+    workloads = commands.add_parser("workloads", help="the built-in workloads")
+    wl_commands = workloads.add_subparsers(dest="workloads_command", required=True,
+                                           metavar="SUBCOMMAND")
+    p = wl_commands.add_parser("list", parents=[parents.formatted],
+                               help="every workload family with its parameters and defaults")
+    p.set_defaults(handler=_workloads_list)
+
+    p = commands.add_parser(
+        "sweep", parents=[parents.common],
+        help="compile-only analysis of every model of a parameter grid, into Parquet")
+    p.add_argument("family", help="fc, cnn, rnn or any workload family")
+    p.add_argument("--grid", action="append", default=[], metavar="NAME=VALUES",
+                   help="an axis: 64,128 or 64..16384x2 or 2000..8000+2000 (default: "
+                        "ParaDnn's Table 2 ranges)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a fixed parameter, e.g. dtype=bf16")
+    p.add_argument("--target", default="host", help="comma-separated targets")
+    p.add_argument("--hardware", required=True, help="comma-separated hardware ids")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
+                   help="local worker processes (default: one per core)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the tasks on this Dask scheduler's workers instead")
+    p.add_argument("--cache", metavar="DIR", help="compiled-program cache (default DIR/cache)")
+    p.add_argument("--data-parallel", action="store_true")
+    p.add_argument("--limit", type=positive_int,
+                   help="run at most this many unfinished tasks")
+    p.add_argument("--extend", action="store_true",
+                   help="add this sweep to a directory holding a sweep of something else "
+                        "(rows are kept once per model, target and hardware)")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw utilization over the first two grid axes to FILE")
+    p.set_defaults(handler=_sweep, out_is_directory=True)
+
+    p = commands.add_parser(
+        "regress", parents=[parents.formatted],
+        help="ParaDnn's regression of a metric on the hyperparameters of a sweep")
+    p.add_argument("sweep_dir", metavar="DIR")
+    p.add_argument("--hardware", required=True)
+    p.add_argument("--metric", choices=("utilization", "speedup"), default="utilization")
+    p.add_argument("--baseline", help="for speedup: the hardware it is measured against")
+    p.add_argument("--target")
+    p.set_defaults(handler=_regress)
+
+    p = commands.add_parser(
+        "validate", parents=[parents.formatted],
+        help="predictions against measurements the model does not read (published "
+             "cross-generation speedups, upgrades measured on this host): the error table")
+    p.add_argument("--suite", choices=("all", "published", "host", "consistency"),
+                   default="all",
+                   help="published: measured speedups of zoo models between accelerator "
+                        "generations; host: upgrades measured here; consistency: ParaDnn's "
+                        "TPU v2 -> v3 classes, a check of the model's own arithmetic")
+    p.add_argument("--quick", action="store_true",
+                   help="the small sizes, without the published suite (about 3 minutes "
+                        "on 2 cores; CI runs these)")
+    p.add_argument("--host-spec", metavar="FILE.toml",
+                   help="this host's measured spec (default: measure it first)")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep the host suite's runs and the published suite's compile cache "
+                        "in DIR (default: a temporary directory)")
+    p.set_defaults(handler=_validate)

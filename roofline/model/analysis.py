@@ -1,0 +1,348 @@
+"""A compiled program placed on a hardware roofline: per-op predicted times and bounds,
+whether its memory footprint fits the device, and the largest batch that does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roofline.program.compile import CompiledProgram, compile_target_of, compile_workload
+from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
+from roofline.errors import DoesNotFitError, RooflineError
+from roofline.hardware.records import Hardware
+from roofline.program.hlo.costs import OpCost
+from roofline.model.placement import Bound, Overlap, Placement, Work, place
+from roofline.progress import waiting
+
+if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither
+    from roofline.program.workloads.registry import Workload
+
+# A measured time within this fraction of a bound is taken to be at the bound (timer
+# resolution, clock drift): below it, the bound is wrong.
+NOISE = 0.05
+
+
+@dataclass(frozen=True)
+class PlacedOp:
+    """One op's costs and its placement (None for free ops: parameters, tuples, bitcasts)."""
+
+    cost: OpCost
+    placement: Placement | None
+
+    @property
+    def seconds(self) -> float:
+        return self.placement.seconds if self.placement else 0.0
+
+
+@dataclass(frozen=True)
+class ProgramPlacement:
+    """Predicted lower-bound time of every op of a program on one device of ``hardware``.
+
+    Ops run one after another (XLA executes a module's kernels in sequence), so the
+    program's time is the sum of its ops' lower bounds.
+    """
+
+    hardware: Hardware
+    overlap: Overlap
+    ops: tuple[PlacedOp, ...]
+    onchip_level: str | None
+
+    @property
+    def seconds(self) -> float:
+        return sum(op.seconds for op in self.ops)
+
+    @property
+    def coverage(self) -> Coverage:
+        """The ops this placement could not cost or place, or placed by a substitute."""
+        return coverage(omissions_of(((op.cost, op.placement, op.seconds) for op in self.ops),
+                                     self.hardware))
+
+    def seconds_by_bound(self) -> dict[Bound, float]:
+        shares: dict[Bound, float] = defaultdict(float)
+        for op in self.ops:
+            if op.placement is not None:
+                shares[op.placement.bound] += op.seconds
+        return dict(shares)
+
+    def seconds_by_category(self) -> dict[str, float]:
+        shares: dict[str, float] = defaultdict(float)
+        for op in self.ops:
+            shares[op.cost.category] += op.seconds
+        return dict(shares)
+
+
+def aligned_scope(hardware: Hardware, scope: str, kind: str) -> Hardware:
+    """``hardware`` at ``scope``, where both it and the device of ``kind`` it is compared
+    with are TPUs and it describes that scope; unchanged otherwise. The one rule that puts
+    two devices (or a device and a program's device) at the same scope: a TPU program runs
+    on one core or chip of a board, so both sides are placed there. A CPU's or GPU's scope
+    is the user's choice (``host@one-core:core`` against ``host`` is one core against all
+    of them) and is kept; so are mixed kinds."""
+    if kind == hardware.kind == "tpu" and scope in dict(hardware.scopes):
+        return hardware.at_scope(scope)
+    return hardware
+
+
+def device_hardware(program: CompiledProgram, hardware: Hardware) -> Hardware:
+    """``hardware`` at the scope of one device the program runs on (a TPU core or chip)."""
+    if program.target.is_tpu:
+        return aligned_scope(hardware, program.device_scope, "tpu")
+    return hardware
+
+
+def placement_dtype(op: OpCost, hardware: Hardware) -> str:
+    """The dtype an op computes in on ``hardware``: as compiled on the kind of device it
+    was compiled for, as the program wrote it on any other (XLA:CPU widens bf16 matmuls to
+    f32; a GPU or TPU runs them in bf16)."""
+    if op.platform and op.platform == hardware.kind:
+        return op.dtype
+    return op.as_written_dtype
+
+
+def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Work:
+    """What an op asks of ``hardware``. On-chip bytes (arrays the compiler placed in
+    VMEM/SMEM) use its nearest level with a bandwidth; collective bytes cross the primary
+    interconnect; bytes to or from host memory cross the PCIe link (when the spec lists
+    one). ``served_by`` charges the op's main-memory bytes to that nearer level instead."""
+    onchip = onchip_level_of(hardware)
+    near = ((onchip, op.onchip_bytes),) if onchip and op.onchip_bytes else ()
+    main = op.bytes
+    if served_by is not None and _has_bandwidth(hardware, served_by):
+        near, main = (*near, (served_by, op.bytes)), 0.0
+    link_bytes, link = (op.link_bytes if hardware.links else 0.0), None
+    pcie = next((x.name for x in hardware.links if "pcie" in x.name.lower()), None)
+    if op.host_bytes and pcie is not None:
+        link_bytes, link = link_bytes + op.host_bytes, pcie
+    return Work(flops=op.flops, bytes=main, dtype=placement_dtype(op, hardware),
+                unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
+                launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware))
+
+
+def wave_efficiency(op: OpCost, hardware: Hardware) -> float:
+    """The share of ``hardware``'s compute a matrix product keeps after tile and wave
+    quantization, where the spec describes its GEMM tiling ([gemm]); 1 otherwise. Of the
+    library's tiles, the one that keeps the most (a lower bound on the time: smaller tiles'
+    lower data reuse is not charged)."""
+    tiling = hardware.gemm
+    if op.gemm is None or tiling is None:
+        return 1.0
+    units = hardware.count(tiling.units)
+    if units is None or units < 1:
+        return 1.0
+    return max(op.gemm.wave_efficiency(tile, int(units)) for tile in tiling.tiles)
+
+
+def _has_bandwidth(hardware: Hardware, level: str) -> bool:
+    return any(m.name == level and m.bytes_per_s for m in hardware.memory)
+
+
+def onchip_level_of(hardware: Hardware) -> str | None:
+    """The level that on-chip bytes (arrays placed in VMEM/SMEM by the compiler) use: the
+    nearest level with a published bandwidth, if it is not main memory."""
+    with_bandwidth = [m for m in hardware.memory if m.bytes_per_s is not None]
+    if len(with_bandwidth) > 1:
+        return with_bandwidth[-1].name
+    return None
+
+
+def place_op(op: OpCost, hardware: Hardware, overlap: Overlap = Overlap.MAX,
+             served_by: str | None = None) -> Placement:
+    """One op on ``hardware``'s roofline (see :func:`work_of`)."""
+    return place(work_of(op, hardware, served_by), hardware, overlap)
+
+
+def place_measured(op: OpCost, measured_s: float, hardware: Hardware,
+                   overlap: Overlap = Overlap.MAX) -> tuple[Placement, str | None]:
+    """A measured op on ``hardware``, and the memory level that served it: an op faster
+    than main memory allows was served by a nearer level (a cache holding its arrays), so
+    its bytes are charged to the farthest level whose bandwidth explains the time (None:
+    main memory explains it, or no level does)."""
+    placement = place_op(op, hardware, overlap)
+    if measured_s >= placement.seconds * (1 - NOISE) or not op.bytes:
+        return placement, None
+    for level in hardware.memory[1:]:
+        if level.bytes_per_s is None:
+            continue
+        nearer = place_op(op, hardware, overlap, level.name)
+        if measured_s >= nearer.seconds * (1 - NOISE):
+            return nearer, level.name
+    return placement, None
+
+
+def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
+                 hardware: Hardware | None) -> list[Omission]:
+    """What placing these (op, placement, seconds) triples on ``hardware`` left out or
+    approximated (without hardware: what costing them left out); shares are of their
+    summed FLOPs and seconds."""
+    placed = [item for item in placed if item[0].does_work]
+    flops = sum(op.flops for op, _, _ in placed)
+    seconds = sum(t for _, _, t in placed)
+    found = []
+
+    def add(gap: Gap, op: OpCost, detail: str, time_s: float) -> None:
+        found.append(Omission(gap, op.name, detail, share(op.flops, flops),
+                              share(time_s, seconds)))
+    for op, placement, time_s in placed:
+        if op.unknown:
+            add(Gap.NOT_COSTED, op, ", ".join(op.unknown), time_s)
+        if hardware is None:
+            continue
+        if op.link_bytes and not hardware.links:
+            add(Gap.NO_LINK, op, f"{hardware.id} lists no link: collective bytes not "
+                "placed", time_s)
+        if placement is None:
+            continue
+        dtype, unit = placement.wanted
+        if placement.compute_left_out:
+            add(Gap.NO_ROOF, op, f"{hardware.id} publishes no {dtype} {unit} roof: compute "
+                "time left out", time_s)
+        elif placement.substituted and placement.roof is not None:
+            add(Gap.SUBSTITUTE_ROOF, op, f"{dtype} {unit} work on {hardware.id}'s "
+                f"{placement.roof.label} roof (it has no {dtype} {unit} roof)", time_s)
+        if unit == "matrix" and dtype != op.dtype:
+            add(Gap.AS_WRITTEN, op, f"placed in {dtype} as the program stores it; the "
+                f"{op.platform or 'source'} compile computes it in {op.dtype}", time_s)
+    return found
+
+
+def place_spec(spec: str, hardware: Hardware, *, target: str | None = None,
+               overlap: Overlap = Overlap.MAX, data_parallel: bool = False,
+               cache_dir: str | Path | None = None) -> tuple[CompiledProgram, ProgramPlacement]:
+    """The one path from a SPEC to placed ops: compile it for ``target`` (default: the
+    hardware's own compile target, else this host) and place it on one device of
+    ``hardware``."""
+    from roofline.program.workloads import parse_spec
+
+    program = compile_workload(parse_spec(spec), target or compile_target_of(hardware),
+                               data_parallel=data_parallel, cache_dir=cache_dir)
+    return program, place_program(program, hardware, overlap)
+
+
+def place_program(program: CompiledProgram, hardware: Hardware,
+                  overlap: Overlap = Overlap.MAX) -> ProgramPlacement:
+    """Place every op of ``program`` on one device of ``hardware``."""
+    device = device_hardware(program, hardware)
+    ops = [PlacedOp(op, place_op(op, device, overlap) if op.does_work else None)
+           for op in program.costs.ops]
+    return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device))
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether a program's per-device footprint fits the device's main memory."""
+
+    footprint_bytes: float
+    capacity_bytes: float
+    scope: str
+
+    @property
+    def fits(self) -> bool:
+        return self.footprint_bytes <= self.capacity_bytes
+
+    @property
+    def fraction(self) -> float:
+        return self.footprint_bytes / self.capacity_bytes
+
+
+def fit(program: CompiledProgram, hardware: Hardware) -> Fit:
+    device = device_hardware(program, hardware)
+    return Fit(program.memory.peak_bytes, device.main_memory.capacity_bytes, device.scope)
+
+
+@dataclass(frozen=True)
+class MaxBatch:
+    """The largest batch found; ``at_limit``: the search stopped at its batch limit, so
+    a larger batch may fit too."""
+
+    batch: int
+    footprint_bytes: float
+    capacity_bytes: float
+    compiles: int
+    at_limit: bool = False
+
+
+def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware, *,
+              start: int = 1, limit: int = 1 << 20, data_parallel: bool = False,
+              resolution: float = 0.0, cache_dir: str | Path | None = None) -> MaxBatch:
+    """The largest batch whose compiled footprint fits one device of ``hardware``.
+
+    Doubles the batch until it no longer fits, then bisects until the fitting and failing
+    batches are within ``resolution`` (a fraction; 0 means exact); every probe is a real
+    compilation for ``target`` (reused from ``cache_dir`` if compiled there before). Raises
+    if even ``start`` does not fit.
+    """
+    compiles = 0
+    device_capacity = hardware.main_memory.capacity_bytes
+
+    def probe(batch: int) -> Fit:
+        nonlocal compiles
+        workload = build(batch)
+        compiles += 1
+        try:
+            with waiting(f"largest batch on {hardware.id}: probe {compiles}, batch {batch}"):
+                program = compile_workload(workload, target, data_parallel=data_parallel,
+                                           cache_dir=cache_dir)
+        except DoesNotFitError:  # the compiler itself refused: more than the device has
+            return Fit(float("inf"), device_capacity, "compiler")
+        return fit(program, hardware)
+
+    first = probe(start)
+    if not first.fits:
+        raise RooflineError(
+            f"batch {start} already needs {first.footprint_bytes / 2**30:.2f} GiB per device, "
+            f"more than the {first.capacity_bytes / 2**30:.2f} GiB of {hardware.id} "
+            f"({first.scope}); the model does not fit at any batch")
+    good, good_fit, bad = start, first, None
+    while bad is None:
+        candidate = good * 2
+        if candidate > limit:
+            return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles,
+                            at_limit=True)
+        result = probe(candidate)
+        if result.fits:
+            good, good_fit = candidate, result
+        else:
+            bad = candidate
+    while bad - good > max(1, int(good * resolution)):
+        middle = (good + bad) // 2
+        result = probe(middle)
+        if result.fits:
+            good, good_fit = middle, result
+        else:
+            bad = middle
+    return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles)
+
+
+@dataclass(frozen=True)
+class CapacityThroughput:
+    """Predicted throughput at the largest batch that fits one device."""
+
+    batch: int
+    seconds: float
+    footprint_bytes: float
+    at_limit: bool = False      # the batch search stopped at its limit, not at the memory
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.batch / self.seconds
+
+
+def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardware: Hardware,
+                           *, start: int = 1, resolution: float = 0.05,
+                           cache_dir: str | Path | None = None) -> CapacityThroughput:
+    """Compile at the largest batch that fits ``hardware`` and predict its step time.
+
+    This is how ParaDnn's 3x for memory-bound matmuls on TPU v3 arises: twice the memory
+    holds twice the batch, which doubles the intensity of weight-bound layers.
+    """
+    largest = max_batch(build, target, hardware, start=start, resolution=resolution,
+                        cache_dir=cache_dir)
+    workload = build(largest.batch)
+    placement = place_program(compile_workload(workload, target, cache_dir=cache_dir),
+                              hardware)
+    return CapacityThroughput(largest.batch, placement.seconds, largest.footprint_bytes,
+                              largest.at_limit)

@@ -1,0 +1,306 @@
+"""Two placements of a program compared op by op: what-if, prediction, sensitivity, energy.
+
+A comparison pairs each op's time before (on one hardware record, or measured) with its
+time after (on a scaled record from :meth:`Hardware.scaled`, or on another device; the
+original record is never edited). It reports per-op old and new time and bound class, the
+total speedup, and the speedup decomposed by bound class: each class's share of the old
+time and its own speedup, which combine by Amdahl's law into the total. Ops that exist on
+one side only (a program compiled differently for the other device) are kept as the
+classes ``only before`` and ``only after`` so totals stay exact.
+
+Sensitivity is the elasticity of the total time to every hardware parameter,
+d log(time) / d log(parameter), estimated with a small relative step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from roofline.model.analysis import omissions_of, place_op
+from roofline.model.coverage import Coverage, coverage
+from roofline.errors import RooflineError
+from roofline.hardware.records import Hardware
+from roofline.program.hlo.costs import OpCost
+from roofline.model.placement import Bound, Overlap, Placement, class_text
+
+if TYPE_CHECKING:
+    import pandas
+
+
+class Presence(enum.Enum):
+    """Whether an op exists on both sides of a comparison (two compiles can differ)."""
+
+    BOTH = "both"
+    ONLY_BEFORE = "only before"
+    ONLY_AFTER = "only after"
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """One op before and after the change (times in seconds per execution); a bound is
+    None on the side where the op does not exist."""
+
+    name: str
+    category: str
+    old_s: float
+    new_s: float
+    old_bound: Bound | None
+    new_bound: Bound | None
+    intensity: float = math.nan    # FLOP per main-memory byte (of the op before, if any)
+
+    @property
+    def speedup(self) -> float:
+        return self.old_s / self.new_s if self.new_s else math.inf
+
+    @property
+    def presence(self) -> Presence:
+        if self.old_bound is None:
+            return Presence.ONLY_AFTER
+        return Presence.BOTH if self.new_bound is not None else Presence.ONLY_BEFORE
+
+
+@dataclass(frozen=True)
+class ClassShare:
+    """The ops of one class: those on both sides by their old bound, and those on one side
+    only apart (``bound`` None), with their old and new time."""
+
+    bound: Bound | None
+    presence: Presence
+    old_s: float
+    new_s: float
+    share: float          # of the total old time
+
+    @property
+    def speedup(self) -> float | None:
+        """None for ops on one side only: they have no speedup, only a time (which is in
+        the totals)."""
+        if self.presence is not Presence.BOTH:
+            return None
+        return self.old_s / self.new_s if self.new_s else math.inf
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A program's ops before and after; ``basis`` names how the times were obtained."""
+
+    before: Hardware
+    after: Hardware
+    ops: tuple[OpChange, ...]
+    basis: str
+    coverage: Coverage = field(default_factory=Coverage)
+
+    @property
+    def old_s(self) -> float:
+        return sum(op.old_s for op in self.ops)
+
+    @property
+    def new_s(self) -> float:
+        return sum(op.new_s for op in self.ops)
+
+    @property
+    def speedup(self) -> float:
+        return self.old_s / self.new_s if self.new_s else math.inf
+
+    def by_class(self) -> list[ClassShare]:
+        """Old time, new time and old-time share per old bound class (ops on one side only
+        in classes of their own), largest share first."""
+        old: dict[tuple[Presence, Bound | None], float] = defaultdict(float)
+        new: dict[tuple[Presence, Bound | None], float] = defaultdict(float)
+        for op in self.ops:
+            key = (op.presence, op.old_bound if op.presence is Presence.BOTH else None)
+            old[key] += op.old_s
+            new[key] += op.new_s
+        total = self.old_s or 1.0
+        return sorted((ClassShare(bound, presence, old[(presence, bound)],
+                                  new[(presence, bound)], old[(presence, bound)] / total)
+                       for presence, bound in old),
+                      key=lambda c: (-c.share, -c.new_s, c.presence.value, str(c.bound)))
+
+    def amdahl_speedup(self) -> float:
+        """1 / sum over classes of share / speedup: equal to :attr:`speedup` by construction,
+        the check that the classes account for all of the time."""
+        total = self.old_s
+        return total / sum(c.new_s for c in self.by_class()) if total else math.inf
+
+    def changed_class(self) -> list[OpChange]:
+        return [op for op in self.ops
+                if op.presence is Presence.BOTH and op.old_bound != op.new_bound]
+
+    def rows(self, before: str = "old", after: str = "new"
+             ) -> tuple[list[dict], list[dict], list[dict]]:
+        """Rows by class, rows of ops that change class, and per-op rows, with the two
+        sides named ``before`` and ``after`` (``old``/``new``, ``source``/``target``)."""
+        classes = [{"bound": class_text(c.bound) or c.presence.value, "share": c.share,
+                    f"{before}_s": c.old_s, f"{after}_s": c.new_s, "speedup": c.speedup}
+                   for c in self.by_class()]
+        changed = [{"op": op.name, f"{before}_bound": class_text(op.old_bound),
+                    f"{after}_bound": class_text(op.new_bound), "speedup": op.speedup}
+                   for op in self.changed_class()]
+        ops = [{"op": op.name, "category": op.category, f"{before}_s": op.old_s,
+                f"{after}_s": op.new_s, f"{before}_bound": class_text(op.old_bound),
+                f"{after}_bound": class_text(op.new_bound)} for op in self.ops]
+        return classes, changed, ops
+
+    def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
+        """The comparison as JSON, sides named as in :meth:`rows`."""
+        classes, changed, ops = self.rows(before, after)
+        return {"basis": self.basis, f"{before}_s": self.old_s, f"{after}_s": self.new_s,
+                "speedup": self.speedup, "amdahl_speedup": self.amdahl_speedup(),
+                "by_class": classes, "changed_class": changed,
+                "coverage": self.coverage.to_document(), "ops": ops}
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """One row per op: name, category, old_s, new_s, speedup, old_bound, new_bound
+        (:class:`Bound` records, None where the op does not exist), intensity."""
+        import pandas
+
+        return pandas.DataFrame(
+            [{"op": op.name, "category": op.category, "old_s": op.old_s, "new_s": op.new_s,
+              "speedup": op.speedup, "old_bound": op.old_bound, "new_bound": op.new_bound,
+              "intensity": op.intensity} for op in self.ops],
+            columns=["op", "category", "old_s", "new_s", "speedup", "old_bound", "new_bound",
+                     "intensity"])
+
+    def classes_dataframe(self) -> pandas.DataFrame:
+        """One row per class: bound (None for ops on one side only), presence, old_s,
+        new_s, share, speedup."""
+        import pandas
+
+        return pandas.DataFrame(
+            [{"bound": c.bound, "presence": c.presence.value, "old_s": c.old_s,
+              "new_s": c.new_s, "share": c.share, "speedup": c.speedup}
+             for c in self.by_class()],
+            columns=["bound", "presence", "old_s", "new_s", "share", "speedup"])
+
+
+def op_key(op: OpCost) -> tuple[str, str]:
+    """How an op is recognised in another compile of the same program."""
+    return op.name, op.category
+
+
+def placements(ops: list[OpCost], hardware: Hardware, overlap: Overlap
+               ) -> list[tuple[OpCost, Placement]]:
+    return [(op, place_op(op, hardware, overlap)) for op in ops]
+
+
+def pair_ops(before: list[OpCost], after: list[OpCost]
+             ) -> list[tuple[OpCost | None, OpCost | None]]:
+    """Ops of two compiles paired by name and category, in the order of ``before`` then the
+    new ops of ``after``; an op without a counterpart is paired with None."""
+    later = {op_key(op): op for op in after}
+    pairs: list[tuple[OpCost | None, OpCost | None]] = [
+        (op, later.pop(op_key(op), None)) for op in before]
+    pairs += [(None, op) for op in after if op_key(op) in later]
+    return pairs
+
+
+def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
+                  overlap: Overlap = Overlap.MAX,
+                  after_ops: list[OpCost] | None = None) -> Comparison:
+    """The roofline times of ``ops`` on ``hardware`` and of ``after_ops`` (default: the same
+    ops) on ``after``, a scaled record or another device."""
+    second_ops = ops if after_ops is None else after_ops
+    placed_old = placements(ops, hardware, overlap)
+    placed_new = placements(second_ops, after, overlap)
+    old = {op_key(op): p for op, p in placed_old}
+    new = {op_key(op): p for op, p in placed_new}
+    changes = []
+    for first, second in pair_ops(ops, second_ops):
+        op = first or second
+        assert op is not None
+        p_old = old[op_key(first)] if first else None
+        p_new = new[op_key(second)] if second else None
+        changes.append(OpChange(
+            op.name, op.category, p_old.seconds if p_old else 0.0,
+            p_new.seconds if p_new else 0.0, p_old.bound if p_old else None,
+            p_new.bound if p_new else None, op.intensity))
+    found = (omissions_of(((op, p, p.seconds) for op, p in placed_old), hardware)
+             + omissions_of(((op, p, p.seconds) for op, p in placed_new), after))
+    return Comparison(hardware, after, tuple(changes), "roofline", coverage(found))
+
+
+def whatif_costs(ops: list[OpCost], hardware: Hardware, factors: dict[str, float],
+                 overlap: Overlap = Overlap.MAX) -> Comparison:
+    """The ops on ``hardware`` and on ``hardware.scaled(factors)``."""
+    return compare_costs(ops, hardware, hardware.scaled(factors), overlap)
+
+
+def working_ops(ops: tuple[OpCost, ...] | list[OpCost]) -> list[OpCost]:
+    """The ops that run a kernel (not parameters, tuples, bitcasts, async completions)."""
+    return [op for op in ops if op.does_work]
+
+
+@dataclass(frozen=True)
+class Elasticity:
+    parameter: str
+    elasticity: float     # d log time / d log parameter: -1 means time halves when doubled
+    aliases: tuple[str, ...] = ()   # other names that scale exactly the same spec numbers
+
+    @property
+    def label(self) -> str:
+        return self.parameter + (f" (= {', '.join(self.aliases)})" if self.aliases else "")
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """Elasticities of a program's total time on ``hardware``, most influential first."""
+
+    hardware: Hardware
+    time_s: float
+    elasticities: tuple[Elasticity, ...]
+    coverage: Coverage = field(default_factory=Coverage)
+    input: str = ""                 # the SPEC or run directory, where one was given
+
+    def to_document(self) -> dict[str, Any]:
+        return {"schema": "roofline/sensitivity/1", "input": self.input,
+                "hardware": self.hardware.ref,
+                "elasticities": [{"parameter": e.parameter, "elasticity": e.elasticity,
+                                  "aliases": list(e.aliases)} for e in self.elasticities],
+                "coverage": self.coverage.to_document()}
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        import pandas
+
+        return pandas.DataFrame([{"parameter": e.parameter, "elasticity": e.elasticity}
+                                 for e in self.elasticities],
+                                columns=["parameter", "elasticity"])
+
+
+def sensitivity_of(ops: list[OpCost], hardware: Hardware, overlap: Overlap = Overlap.MAX,
+                   step: float = 0.01) -> Sensitivity:
+    """Elasticity of the total time to every scalable parameter, most influential first.
+    Names that scale the same spec numbers (``memory_bandwidth`` and ``bandwidth.HBM2``)
+    are one entry under the first name, the others its ``aliases``."""
+    def total(hw: Hardware) -> float:
+        return sum(p.seconds for _, p in placements(ops, hw, overlap))
+    placed = placements(ops, hardware, overlap)
+    base = sum(p.seconds for _, p in placed)
+    if base <= 0:
+        raise RooflineError("the program has no time to attribute: nothing to scale")
+    groups: dict[Hardware, list[str]] = {}
+    for parameter in hardware.scalable_parameters():
+        scaled = dataclasses.replace(hardware.scaled({parameter: 1 + step}), modifications=())
+        groups.setdefault(scaled, []).append(parameter)
+    result = [Elasticity(names[0], math.log(total(scaled) / base) / math.log(1 + step),
+                         tuple(names[1:]))
+              for scaled, names in groups.items()]
+    return Sensitivity(hardware, base, tuple(sorted(
+        result, key=lambda e: (-abs(e.elasticity), e.parameter))), coverage(
+            omissions_of(((op, p, p.seconds) for op, p in placed), hardware)))
+
+
+def energy_per_sample(seconds: float, hardware: Hardware, samples: int,
+                      power_w: float | None = None) -> float:
+    """Joules per sample at ``power_w`` (default: the spec's TDP), as HKBU's energy table
+    computes it: power x step time / samples per step."""
+    power = power_w if power_w is not None else hardware.tdp.value
+    if power is None:
+        raise RooflineError(f"{hardware.id} publishes no TDP; give the power with --power W")
+    if samples <= 0:
+        raise RooflineError("energy per sample needs a positive batch size")
+    return power * seconds / samples

@@ -1,0 +1,244 @@
+"""The roofline math: attainable rates, ridge points, and the placement of one op.
+
+An op asks the hardware for FLOPs on one execution unit in one dtype, bytes at each
+memory level, bytes over a link, and one fixed per-op overhead. Each request takes time
+at its roof; the op's lower bound combines those times under a named overlap mode, and
+its bound class is the term that dominates. Conventions: an FMA is 2 FLOPs; rates and
+bandwidths are the spec's peaks at the hardware record's scope.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from roofline.errors import UnknownHardwareError
+from roofline.hardware.records import ComputeRoof, Hardware, Link, MemoryLevel
+
+
+class Overlap(enum.Enum):
+    """How an op's time terms combine.
+
+    ``MAX``: compute, memory, link and overhead overlap perfectly, the op takes as long as
+    its largest term (the classic roofline). ``SUM``: nothing overlaps, the terms add up.
+    """
+
+    MAX = "max"
+    SUM = "sum"
+
+
+class BoundKind(enum.Enum):
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    LINK = "link"
+    OVERHEAD = "overhead"
+    OTHER = "other"      # a measured op far below every roof, for no reason the model knows
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What limits an op: a kind and the resource (roof label, memory level or link)."""
+
+    kind: BoundKind
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} ({self.resource})" if self.resource else self.kind.value
+
+
+def class_text(value: object) -> str | None:
+    """A bound class, measured class or role as text: the one place they become words.
+    None (an op absent on one side of a comparison) stays None."""
+    if value is None:
+        return None
+    if isinstance(value, Bound):
+        return str(value)
+    return str(getattr(value, "value", value))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one op asks of the hardware.
+
+    ``bytes`` is traffic to main memory (DRAM/HBM); ``near_bytes`` names traffic at nearer
+    levels, e.g. ``(("VMEM", 1e6),)``. ``link_bytes`` crosses ``link`` (default: the
+    spec's first link, its primary interconnect). ``launches`` is how many times the
+    fixed per-op overhead is paid (a loop of 10 iterations over 3 kernels pays it 30 times).
+    ``wave_efficiency`` is the share of the compute roof a GPU matrix product can use after
+    tile and wave quantization (:meth:`roofline.program.hlo.formulas.GemmShape.wave_efficiency`).
+    """
+
+    flops: float
+    bytes: float
+    dtype: str
+    unit: str = "vector"
+    near_bytes: tuple[tuple[str, float], ...] = ()
+    link_bytes: float = 0.0
+    link: str | None = None
+    launches: int = 1
+    wave_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("flops", "bytes", "link_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"Work.{name} cannot be negative: {getattr(self, name)}")
+        if not 0 < self.wave_efficiency <= 1:
+            raise ValueError(f"Work.wave_efficiency must be in (0, 1]: {self.wave_efficiency}")
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity against main memory, FLOP per byte (inf for no bytes)."""
+        if self.bytes == 0:
+            return float("inf") if self.flops > 0 else 0.0
+        return self.flops / self.bytes
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One op on one roofline: its time terms (s), lower bound and bound class.
+
+    ``wanted`` is the (dtype, unit) the op asked for; ``roof`` the roof it was placed on,
+    which differs from ``wanted`` after a documented fallback (:func:`choose_roof`) and is
+    None when the device publishes no roof for it: the compute term is then left out, so
+    the time is still a lower bound, and ``compute_left_out`` says so.
+    ``wave_efficiency`` below 1 stretched the compute term (:class:`Work`).
+    """
+
+    compute_s: float
+    memory_s: tuple[tuple[str, float], ...]
+    link_s: float
+    overhead_s: float
+    seconds: float
+    bound: Bound
+    overlap: Overlap
+    roof: ComputeRoof | None
+    wanted: tuple[str, str]
+    compute_left_out: bool
+    wave_efficiency: float
+
+    @property
+    def substituted(self) -> bool:
+        """A matmul placed in a wider dtype than it asked for (bf16 matmuls on a V100's
+        fp32 units): it loses its narrow-precision speed. A matmul on the vector units of a
+        device without a matrix unit for its dtype (any CPU, fp32 on a V100), or narrow
+        elementwise work widened on a vector unit, is how the device computes: not this."""
+        return (self.roof is not None and self.wanted[1] == "matrix"
+                and self.roof.dtype != self.wanted[0])
+
+    def terms(self) -> dict[str, float]:
+        return {"compute": self.compute_s,
+                **{f"memory:{name}": t for name, t in self.memory_s},
+                "link": self.link_s, "overhead": self.overhead_s}
+
+
+_WIDENED_ON_VECTOR_UNIT = ("bf16", "fp16", "fp8")
+
+
+def choose_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof | None:
+    """The roof an op of ``dtype`` on ``unit`` runs at, or None if the device has none.
+
+    Fallbacks, in order: a matrix op on a device with no matrix unit for its dtype runs on
+    the vector unit (fp16 matmuls on a P100); a narrow float the vector unit cannot compute
+    in is widened to fp32 (bf16 elementwise work on a TPU v2/v3 VPU, bf16 matmuls on a
+    V100, whose tensor cores take fp16 only). Nothing else is substituted: an int8 matmul
+    on a TPU v3, or vector work on a TPU v6e (whose VPU rate is unpublished), has no roof.
+    """
+    candidates = [(dtype, unit)]
+    if unit == "matrix":
+        candidates.append((dtype, "vector"))
+    if dtype in _WIDENED_ON_VECTOR_UNIT:
+        candidates.append(("fp32", "vector"))
+    for candidate_dtype, candidate_unit in candidates:
+        if hw.has_roof(candidate_dtype, candidate_unit):
+            return hw.roof(candidate_dtype, candidate_unit)
+    return None
+
+
+def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
+    """:func:`choose_roof`, or an error that lists the roofs the device has."""
+    roof = choose_roof(hw, dtype, unit)
+    return roof if roof is not None else hw.roof(dtype, unit)
+
+
+def _bandwidth(hw: Hardware, level: MemoryLevel) -> float:
+    if level.bytes_per_s is None:
+        raise UnknownHardwareError(
+            f"{hw.id} publishes no bandwidth for its {level.name!r} level, so it has no roof "
+            "there; add a bandwidth to the spec file or use another level"
+        )
+    return level.bytes_per_s
+
+
+def ridge_point(hw: Hardware, dtype: str, unit: str, level: str | None = None) -> float:
+    """Intensity (FLOP/B) where the ``level`` bandwidth roof meets the compute roof."""
+    memory = hw.main_memory if level is None else hw.level(level)
+    return compute_roof(hw, dtype, unit).flop_per_s / _bandwidth(hw, memory)
+
+
+def attainable_flop_per_s(hw: Hardware, intensity: float, dtype: str, unit: str,
+                          level: str | None = None) -> float:
+    """min(peak, intensity x bandwidth): the roofline at ``intensity`` FLOP/B."""
+    if intensity < 0:
+        raise ValueError(f"intensity cannot be negative: {intensity}")
+    memory = hw.main_memory if level is None else hw.level(level)
+    return min(compute_roof(hw, dtype, unit).flop_per_s, intensity * _bandwidth(hw, memory))
+
+
+@dataclass(frozen=True)
+class Ridge:
+    roof: ComputeRoof
+    level: MemoryLevel
+    flop_per_byte: float
+
+
+def ridge_points(hw: Hardware) -> list[Ridge]:
+    """Every ridge: each compute roof against each memory level with a bandwidth."""
+    return [Ridge(roof, level, roof.flop_per_s / level.bytes_per_s)
+            for level in hw.memory if level.bytes_per_s is not None
+            for roof in hw.compute]
+
+
+def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement:
+    """Place ``work`` on ``hw``: time terms, lower bound under ``overlap``, bound class.
+
+    Ties go to the earlier term in the order compute, memory (far to near), link,
+    overhead: an op exactly at the ridge point is compute-bound. Without a roof for the
+    op's dtype and unit, its compute term is left out (``compute_left_out``).
+    """
+    roof = choose_roof(hw, work.dtype, work.unit)
+    compute_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
+    memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
+    for name, nbytes in work.near_bytes:
+        level = hw.level(name)
+        memory_s.append((level.name, nbytes / _bandwidth(hw, level)))
+    link_s = 0.0
+    if work.link_bytes > 0:
+        link_s = work.link_bytes / _link(hw, work.link).bytes_per_s
+    overhead_s = hw.overhead.value * work.launches  # type: ignore[operator]
+
+    candidates = [(compute_s, Bound(BoundKind.COMPUTE, roof.label if roof else ""))]
+    candidates += [(t, Bound(BoundKind.MEMORY, name)) for name, t in memory_s]
+    link_name = _link(hw, work.link).name if work.link_bytes > 0 else ""
+    candidates += [(link_s, Bound(BoundKind.LINK, link_name)),
+                   (overhead_s, Bound(BoundKind.OVERHEAD, ""))]
+    top = max(t for t, _ in candidates)
+    bound = next(b for t, b in candidates if t == top)
+    seconds = top if overlap is Overlap.MAX else sum(t for t, _ in candidates)
+    return Placement(compute_s=compute_s, memory_s=tuple(memory_s), link_s=link_s,
+                     overhead_s=overhead_s, seconds=seconds, bound=bound, overlap=overlap,
+                     roof=roof, wanted=(work.dtype, work.unit),
+                     compute_left_out=roof is None and work.flops > 0,
+                     wave_efficiency=work.wave_efficiency)
+
+
+def _link(hw: Hardware, name: str | None) -> Link:
+    if not hw.links:
+        raise UnknownHardwareError(f"{hw.id} has no interconnect links in its spec file")
+    if name is None:
+        return hw.links[0]
+    for link in hw.links:
+        if link.name == name:
+            return link
+    raise UnknownHardwareError(
+        f"{hw.id} has no link {name!r}; it has: {', '.join(x.name for x in hw.links)}"
+    )

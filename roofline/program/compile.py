@@ -1,0 +1,301 @@
+"""Compiling a JAX function for a target: XLA:CPU on this host, or TPU v2 to v6e without a
+TPU through libtpu's deviceless ahead-of-time compiler.
+
+The result keeps what the compiler decided (optimized HLO, fusions, layouts) together with
+our per-op costs and XLA's own totals and memory footprint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from roofline.program import _xla
+from roofline.errors import DoesNotFitError, RooflineError
+from roofline.program.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
+from roofline.outputs import write_text_atomic
+from roofline.progress import waiting
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from roofline.hardware.records import Hardware
+    from roofline.program.workloads.registry import Workload
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a program is compiled: ``host`` or a TPU generation."""
+
+    name: str
+    platform: str
+    topology: str | None = None
+    chips: int = 1
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.platform == "tpu"
+
+
+# Deviceless compilation refuses 1x1 topologies: compile over 2x2 and place on one device.
+TARGETS: dict[str, Target] = {
+    "host": Target("host", "cpu"),
+    "tpu-v2": Target("tpu-v2", "tpu", "v2:2x2", 4),
+    "tpu-v3": Target("tpu-v3", "tpu", "v3:2x2", 4),
+    "tpu-v4": Target("tpu-v4", "tpu", "v4:2x2x1", 4),
+    "tpu-v5e": Target("tpu-v5e", "tpu", "v5e:2x2", 4),
+    "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4),
+    "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4),
+}
+
+
+def get_target(name: str) -> Target:
+    if name not in TARGETS:
+        raise RooflineError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+def compile_target_of(hardware: Hardware | None) -> str:
+    """The compile target named by a hardware id (``tpu-v3`` -> ``tpu-v3``), else ``host``."""
+    return hardware.id if hardware is not None and hardware.id in TARGETS else "host"
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """A program as compiled for one target, with its per-op costs."""
+
+    target: Target
+    devices: int
+    device_kind: str
+    device_scope: str
+    hlo_text: str
+    module: HloModule = field(repr=False)
+    costs: ModuleCosts = field(repr=False)
+    xla: _xla.XlaCost
+    memory: _xla.MemoryFootprint
+    versions: dict[str, str]
+    compile_seconds: float
+    analysis_seconds: float
+    cached: bool = False
+    cache_key: str = ""          # of the lowered program, where compiled with a cache
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        from roofline.program.hlo.graph import build_graph   # networkx only for those who ask
+
+        return build_graph(self.costs)
+
+
+def _place(args: Sequence[Any], sharding_for: Callable[[int, Any], Any]) -> list[Any]:
+    import jax
+
+    placed = []
+    for index, arg in enumerate(args):
+        sharding = sharding_for(index, arg)
+        placed.append(jax.tree.map(
+            lambda leaf, s=sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=s),
+            arg))
+    return placed
+
+
+MAX_ARRAY_BYTES = 1 << 50   # 1 PiB: past any device; XLA aborts near 2^63 bytes
+
+
+def _check_sizes(args: Sequence[Any], results: Any) -> None:
+    """Refuse arguments or results too large for any device before XLA lowers them (XLA
+    aborts the process on shapes whose byte size overflows)."""
+    import jax
+
+    def largest(tree: Any) -> float:
+        return max((math.prod(leaf.shape) * leaf.dtype.itemsize
+                    for leaf in jax.tree.leaves(tree) if hasattr(leaf, "shape")), default=0)
+    size = max(largest(args), largest(results))
+    if size > MAX_ARRAY_BYTES:
+        raise RooflineError(f"the program has an array of {size:.3g} bytes, more than "
+                            f"{MAX_ARRAY_BYTES / 2**50:.0f} PiB (beyond any device): give "
+                            "smaller sizes")
+
+
+def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "host", *,
+                    data_parallel: bool = False, batch_argnums: Sequence[int] = (),
+                    cache_dir: str | Path | None = None) -> CompiledProgram:
+    """Compile ``fn(*args)`` for ``target`` and analyze its optimized HLO.
+
+    ``args`` are arrays or ``jax.ShapeDtypeStruct`` pytrees. On a TPU target the program
+    runs on one device (one TensorCore on v2-v4, one chip on v5e/v5p/v6e), or with
+    ``data_parallel`` on every device of a 4-chip board: arguments listed in
+    ``batch_argnums`` are split along their first axis, the others replicated, so
+    gradient reductions appear as collective ops. With ``cache_dir``, a program whose
+    lowered text was compiled before for the same target is read back, not recompiled.
+    """
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    spec = get_target(target)
+    if spec.is_tpu:
+        devices = list(_xla.tpu_topology(spec.topology).devices)  # type: ignore[arg-type]
+    else:
+        with _xla.quiet_native_stderr():
+            devices = [jax.devices("cpu")[0]]
+    if data_parallel:
+        if not spec.is_tpu:
+            raise RooflineError("data-parallel compilation needs a TPU target (a board of "
+                                "devices); the host target has one device")
+        if not batch_argnums:
+            raise RooflineError("data-parallel compilation needs batch_argnums: which "
+                                "arguments carry the batch on their first axis")
+        mesh = Mesh(devices, ("batch",))
+
+        def sharding_for(index: int, arg: Any) -> Any:
+            axis = PartitionSpec("batch") if index in batch_argnums else PartitionSpec()
+            return NamedSharding(mesh, axis)
+        used = devices
+    else:
+        single = SingleDeviceSharding(devices[0])
+
+        def sharding_for(index: int, arg: Any) -> Any:
+            return single
+        used = devices[:1]
+    placed = _place(args, sharding_for)
+
+    start = time.perf_counter()
+    try:
+        with _xla.quiet_native_stderr():
+            traced = jax.jit(fn).trace(*placed)
+            _check_sizes(placed, traced.out_info)
+            lowered = traced.lower()
+            key = _cache_key(lowered.as_text(), spec, len(used)) if cache_dir else ""
+            cached = _cache_read(cache_dir, key) if cache_dir else None
+            if cached is not None:
+                return _from_cache(cached, spec, key)
+            with waiting(f"compiling for {target}"):
+                compiled = lowered.compile()
+    except RooflineError:
+        raise
+    except Exception as exc:  # tracing and compilation raise many types
+        message = _first_line(exc)
+        if "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message:
+            raise DoesNotFitError(f"the program does not fit one {spec.name} device: "
+                                  f"{message}") from None
+        raise RooflineError(f"cannot compile the program for {target}: "
+                            f"{type(exc).__name__}: {message}") from None
+    compile_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    hlo_text = compiled.as_text()
+    module = parse_hlo_text(hlo_text)
+    costs = analyze_module(module, platform=spec.platform)
+    analysis_seconds = time.perf_counter() - start
+    per_chip = len(devices) / spec.chips
+    program = CompiledProgram(
+        target=spec, devices=len(used), device_kind=devices[0].device_kind,
+        device_scope="core" if spec.is_tpu and per_chip > 1 else (
+            "chip" if spec.is_tpu else "host"),
+        hlo_text=hlo_text, module=module, costs=costs, xla=_xla.xla_cost(compiled),
+        memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
+        compile_seconds=compile_seconds, analysis_seconds=analysis_seconds, cache_key=key,
+    )
+    if cache_dir:
+        _cache_write(cache_dir, key, program)
+    return program
+
+
+def compile_workload(workload: Workload, target: str, *, data_parallel: bool = False,
+                     cache_dir: str | Path | None = None) -> CompiledProgram:
+    """Compile a workload (from :func:`roofline.program.workloads.parse_spec`) for
+    ``target``: the one path from a SPEC to a compiled program.
+
+    With ``cache_dir``, a built-in family's SPEC compiled before is found by the SPEC
+    itself, without tracing or lowering (the key also holds the target, the compiler
+    versions and the source of the workload families, so an edited family compiles
+    again). Other programs are found by their lowered text (:func:`compile_program`)."""
+    index = _spec_index_key(workload, target, data_parallel) if cache_dir else None
+    if index is not None:
+        key = _cache_read(cache_dir, index)  # type: ignore[arg-type]
+        record = _cache_read(cache_dir, key["lowered"]) if key else None  # type: ignore[arg-type]
+        if record is not None:
+            return _from_cache(record, get_target(target), key["lowered"])  # type: ignore[index]
+    program = compile_program(workload.fn, workload.args, target, data_parallel=data_parallel,
+                              batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+    if index is not None and program.cache_key:
+        _write_record(cache_dir, index, {"lowered": program.cache_key})  # type: ignore[arg-type]
+    return program
+
+
+# --- a content-addressed cache of compiled programs ---------------------------------------
+# Keyed by the lowered program text (shapes, dtypes, shardings and the computation itself),
+# the target and the compiler versions: the same model compiled twice is read back.
+
+def _spec_index_key(workload: Workload, target: str, data_parallel: bool) -> str | None:
+    """A key from a built-in family's SPEC, or None for a user's own function (whose
+    source and imports this module cannot see, so only its lowered text identifies it)."""
+    from roofline.program.workloads import FAMILIES
+
+    family = FAMILIES.get(workload.spec.partition(":")[0])
+    if family is None or not family.build.__module__.startswith(__package__ + ".workloads"):
+        return None
+    sources = hashlib.sha256()
+    for path in sorted(Path(__file__).with_name("workloads").glob("*.py")):
+        sources.update(path.read_bytes())
+    versions = json.dumps(_xla.versions(), sort_keys=True)
+    material = (f"spec|{workload.spec}|{target}|{data_parallel}|{versions}|"
+                f"{sources.hexdigest()}")
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _cache_key(lowered_text: str, target: Target, devices: int) -> str:
+    versions = json.dumps(_xla.versions(), sort_keys=True)
+    material = f"{target.name}|{target.topology}|{devices}|{versions}|{lowered_text}"
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _cache_read(cache_dir: str | Path, key: str) -> dict[str, Any] | None:
+    path = Path(cache_dir) / key[:2] / f"{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # absent or half-written by a killed process: compile again
+
+
+def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> None:
+    record = {
+        "hlo_text": program.hlo_text, "devices": program.devices,
+        "device_kind": program.device_kind, "device_scope": program.device_scope,
+        "xla": dict(program.xla.raw), "memory": dataclasses.asdict(program.memory),
+        "versions": program.versions, "compile_seconds": program.compile_seconds,
+    }
+    _write_record(cache_dir, key, record)
+
+
+def _write_record(cache_dir: str | Path, key: str, record: dict[str, Any]) -> None:
+    directory = Path(cache_dir) / key[:2]
+    directory.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(directory / f"{key}.json", json.dumps(record))
+
+
+def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledProgram:
+    start = time.perf_counter()
+    module = parse_hlo_text(record["hlo_text"])
+    costs = analyze_module(module, platform=target.platform)
+    raw = record["xla"]
+    return CompiledProgram(
+        target=target, devices=record["devices"], device_kind=record["device_kind"],
+        device_scope=record["device_scope"], hlo_text=record["hlo_text"], module=module,
+        costs=costs, xla=_xla.xla_cost_from_raw(raw),
+        memory=_xla.MemoryFootprint(**record["memory"]), versions=record["versions"],
+        compile_seconds=0.0, analysis_seconds=time.perf_counter() - start,
+        cached=True, cache_key=key,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

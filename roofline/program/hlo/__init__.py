@@ -1,0 +1,11 @@
+"""Optimized HLO: parsing, the per-opcode cost registry, per-op costs and the op graph."""
+
+from roofline.program.hlo.costs import CATEGORIES, ModuleCosts, OpCost, analyze_module
+from roofline.errors import HloParseError
+from roofline.program.hlo.parser import Computation, HloModule, Instruction, parse_hlo_text
+from roofline.program.hlo.shapes import ArrayShape, TupleShape, parse_shape
+
+__all__ = [
+    "CATEGORIES", "ArrayShape", "Computation", "HloModule", "HloParseError", "Instruction",
+    "ModuleCosts", "OpCost", "TupleShape", "analyze_module", "parse_hlo_text", "parse_shape",
+]

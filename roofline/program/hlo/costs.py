@@ -1,0 +1,692 @@
+"""Per-op costs of an HLO module: FLOPs, bytes that cross memory, link bytes, category.
+
+A top-level op of a computation is what runs as one kernel (a fusion, a copy, a
+collective). How each opcode is costed is one rule of :mod:`roofline.program.hlo.rules`; this
+module applies the rules to a module. Bytes are what crosses the memory boundary: operands
+read and results written, at their laid-out (tiled) size, with the refinements the rules
+name (slices and gathers read only what they take, in-place updates touch only the update).
+Arrays placed in a non-default memory space (TPU VMEM/SMEM, ``S(n)`` in the layout) count
+as on-chip bytes, host memory (``S(5)``) as host bytes, not main memory traffic. Loops run
+their body ``trip count`` times (XLA's own totals count the body once;
+:func:`analyze_module` can do either).
+
+A matmul or convolution records the dtype it computes in as compiled and the dtype its
+operands are stored in (``written_dtype``): XLA:CPU has no bf16 matmul, so a bf16 program
+compiled for the host multiplies widened f32 copies of bf16 arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from roofline.program.hlo.formulas import (
+    Flops,
+    GemmShape,
+    first_array,
+    select_and_scatter_computations,
+)
+from roofline.program.hlo.loops import trip_count
+from roofline.errors import HloParseError, RooflineError
+from roofline.program.hlo.parser import Computation, HloModule, Instruction
+from roofline.program.hlo.rules import (
+    CATEGORIES,
+    Half,
+    LinkPattern,
+    Resolved,
+    Traffic,
+    lookup,
+    unknown_label,
+    wrapped_result,
+)
+from roofline.program.hlo.shapes import ELEMENT_BITS, SPEC_DTYPE, ArrayShape, Shape, TupleShape, arrays
+
+__all__ = ["CATEGORIES", "MISSING_BODY", "ModuleCosts", "OpCost", "analyze_module"]
+
+MISSING_BODY = "fusion body not in the HLO"
+UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
+_SLICING = ("slice", "dynamic-slice", "gather")
+# Ops that move data without arithmetic: a value keeps the dtype of what they move.
+_VIEWS = ("bitcast", "reshape", "copy", "transpose", "broadcast", "reverse", "slice", "pad",
+          "dynamic-slice")
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The work of one top-level op, as the compiler laid it out."""
+
+    name: str
+    opcode: str
+    category: str
+    dtype: str
+    unit: str
+    flops: float
+    transcendentals: float
+    bytes_read: float
+    bytes_written: float
+    onchip_bytes: float
+    link_bytes: float
+    op_name: str
+    operands: tuple[str, ...]
+    unknown: tuple[str, ...] = ()
+    free: bool = False
+    trip_count: int = 1
+    kernels: int = 1
+    host_bytes: float = 0.0
+    written_dtype: str = ""      # matrix ops: the dtype the operands are stored in
+    platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
+    notes: tuple[str, ...] = ()  # assumptions made in costing it
+    gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
+
+    @property
+    def bytes(self) -> float:
+        """Main-memory traffic: bytes read plus bytes written."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else (math.inf if self.flops else 0.0)
+
+    @property
+    def as_written_dtype(self) -> str:
+        return self.written_dtype or self.dtype
+
+    @property
+    def does_work(self) -> bool:
+        """Whether the op runs a kernel: not a parameter, tuple, bitcast or the completion
+        of an async op (the one definition of "an op that does work")."""
+        return not self.free and self.kernels > 0
+
+
+@dataclass(frozen=True)
+class ModuleCosts:
+    """The ops of a module's entry computation with their costs."""
+
+    module: str
+    ops: tuple[OpCost, ...]
+    unknown_opcodes: dict[str, int] = field(default_factory=dict)
+    loops_counted_once: bool = False
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops for op in self.ops)
+
+    @property
+    def transcendentals(self) -> float:
+        return sum(op.transcendentals for op in self.ops)
+
+    @property
+    def bytes(self) -> float:
+        return sum(op.bytes for op in self.ops)
+
+    @property
+    def link_bytes(self) -> float:
+        return sum(op.link_bytes for op in self.ops)
+
+
+def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) -> OpCost:
+    """One op's cost; attributes that contradict the shapes (dim_labels naming a missing
+    dimension, a window of another rank, contracting dimensions out of range) are a
+    parse error of the module, not a crash."""
+    try:
+        return analyzer.op_cost(instruction, module.entry)
+    except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as exc:
+        if isinstance(exc, RooflineError):
+            raise
+        raise HloParseError(f"module {module.name}: cannot cost {instruction.name} "
+                            f"({instruction.opcode}): its attributes, shapes or called "
+                            f"computations do not agree ({type(exc).__name__}: {exc}); is "
+                            "the HLO text damaged?") from None
+
+
+def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
+                   platform: str = "") -> ModuleCosts:
+    """Costs of every top-level op of the entry computation.
+
+    With ``count_loop_trips=False`` a loop body counts once, as in XLA's
+    ``cost_analysis()``; use it to reconcile with XLA, and the default for real work.
+    ``platform`` records what the module was compiled for (``cpu``, ``tpu``, ``gpu``).
+    """
+    analyzer = _Analyzer(module, count_loop_trips, platform)
+    ops = tuple(_costed(analyzer, i, module) for i in module.entry.instructions)
+    return ModuleCosts(module.name, ops, dict(analyzer.unknown),
+                       loops_counted_once=not count_loop_trips)
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    read: float = 0.0
+    written: float = 0.0
+    onchip: float = 0.0
+    host: float = 0.0
+    link: float = 0.0
+    kernels: int = 0
+
+    def __add__(self, other: _Traffic) -> _Traffic:
+        return _Traffic(self.read + other.read, self.written + other.written,
+                        self.onchip + other.onchip, self.host + other.host,
+                        self.link + other.link, self.kernels + other.kernels)
+
+    def __mul__(self, trips: int) -> _Traffic:
+        return _Traffic(self.read * trips, self.written * trips, self.onchip * trips,
+                        self.host * trips, self.link * trips, self.kernels * trips)
+
+
+class _Analyzer:
+    def __init__(self, module: HloModule, count_loop_trips: bool, platform: str):
+        self.module = module
+        self.count_loop_trips = count_loop_trips
+        self.platform = platform
+        self.unknown: Counter[str] = Counter()
+        self._flops: dict[str, Flops] = {}
+        self._owner: dict[str, Computation] = {}
+        self._trips: dict[str, int | None] = {}
+        self._branches: dict[str, str] = {}
+        self._bodies: dict[str, _Traffic] = {}
+
+    # --- the Env protocol of the formulas ----------------------------------------------
+    def computation_flops(self, name: str) -> Flops:
+        if name not in self.module.computations:
+            # A trace names an op but does not ship the fusion body it calls.
+            self.unknown[MISSING_BODY] += 1
+            return Flops()
+        if name not in self._flops:
+            computation = self.module.computations[name]
+            total = Flops()
+            for instruction in computation.instructions:
+                total = total + self.instruction_flops(instruction, computation)
+            self._flops[name] = total
+        return self._flops[name]
+
+    def operand_shape(self, instruction: Instruction, index: int) -> Shape:
+        # HLO instruction names are unique in a module; instruction_flops recorded where
+        # this one lives before its formula asked.
+        computation = self._owner[instruction.name]
+        return computation.by_name[instruction.operands[index]].shape
+
+    def trips(self, loop: Instruction) -> int:
+        if not self.count_loop_trips:
+            return 1
+        if loop.name not in self._trips:
+            count = trip_count(loop, self._owner[loop.name], self.module)
+            self._trips[loop.name] = count
+            if count is None:
+                self.unknown[UNKNOWN_TRIPS] += 1
+        return self._trips[loop.name] or 1
+
+    def branch(self, conditional: Instruction) -> str:
+        """The branch a conditional is costed by: the heaviest, by FLOPs then bytes."""
+        if conditional.name not in self._branches:
+            names = [n for n in conditional.called if n in self.module.computations]
+            self._branches[conditional.name] = max(
+                names, key=lambda n: (self.computation_flops(n).flops,
+                                      self._body(n).read + self._body(n).written),
+                default=conditional.called[0] if conditional.called else "")
+        return self._branches[conditional.name]
+
+    # --- FLOPs -------------------------------------------------------------------------
+    def instruction_flops(self, instruction: Instruction, computation: Computation) -> Flops:
+        self._owner[instruction.name] = computation
+        resolved = lookup(instruction)
+        if resolved is None:
+            self.unknown[unknown_label(instruction)] += 1
+            return Flops()
+        if resolved.free:
+            return Flops()
+        if resolved.half is Half.START:
+            instruction = self._as_wrapped(instruction, computation, resolved)
+        return resolved.rule.flops(instruction, self)
+
+    def _as_wrapped(self, start: Instruction, computation: Computation,
+                    resolved: Resolved) -> Instruction:
+        """``X-start`` as the ``X`` it starts: same operands, the start's result shape."""
+        shapes = [computation.by_name[n].shape for n in start.operands
+                  if n in computation.by_name]
+        return Instruction(name=start.name, opcode=resolved.base,
+                           shape=wrapped_result(start, shapes),  # type: ignore[arg-type]
+                           operands=start.operands, attribute_text=start.attribute_text,
+                           is_root=start.is_root)
+
+    # --- one op ------------------------------------------------------------------------
+    def op_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
+        flops = self.instruction_flops(instruction, computation)
+        resolved = lookup(instruction)
+        if resolved is not None and resolved.base == "async-start" and not resolved.free:
+            return self._generic_async(instruction, computation, flops)
+        effective = instruction
+        if resolved is not None and resolved.half is Half.START:
+            effective = self._as_wrapped(instruction, computation, resolved)
+        free = resolved is not None and resolved.free
+        trips, notes = 1, ()
+        if free:
+            traffic = _Traffic()
+        elif resolved is not None and resolved.rule.traffic is Traffic.BODY:
+            traffic, trips, notes = self._control(effective)
+        else:
+            traffic = self._memory(effective, computation, resolved)
+            link = resolved.rule.link if resolved is not None else None
+            if link is not None:
+                traffic = traffic + _Traffic(link=self._link_bytes(effective, computation,
+                                                                    link))
+        category, unit, dtype, written = self._classify(effective, computation, resolved)
+        return OpCost(
+            name=instruction.name, opcode=instruction.opcode, category=category, dtype=dtype,
+            unit=unit, flops=flops.flops, transcendentals=flops.transcendentals,
+            bytes_read=traffic.read, bytes_written=traffic.written,
+            onchip_bytes=traffic.onchip, link_bytes=traffic.link,
+            op_name=instruction.op_name, operands=instruction.operands,
+            unknown=self._unknown_inside(instruction), free=free, trip_count=trips,
+            kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
+            platform=self.platform, notes=notes,
+            gemm=self._gemm(effective, computation, resolved),
+        )
+
+    def _gemm(self, instruction: Instruction, computation: Computation,
+              resolved: Resolved | None) -> GemmShape | None:
+        """The matrix product of a library call, a dot or convolution, or the heaviest one
+        a fusion runs."""
+        if resolved is not None and resolved.rule.gemm is not None:
+            return resolved.rule.gemm(instruction, self)
+        inner = self._heaviest_inner(instruction, computation)
+        if inner is None or inner is instruction:
+            return None
+        rule = lookup(inner)
+        return rule.rule.gemm(inner, self) if rule is not None and rule.rule.gemm else None
+
+    def _generic_async(self, start: Instruction, computation: Computation,
+                       flops: Flops) -> OpCost:
+        """``async-start(...), calls=%c``: the instruction ``c`` wraps, as this op."""
+        body = self.module.computations.get(start.called[0]) if start.called else None
+        if body is None:
+            return OpCost(start.name, start.opcode, "other", "fp32", "vector", flops.flops,
+                          flops.transcendentals, 0.0, 0.0, 0.0, 0.0, start.op_name,
+                          start.operands, unknown=(MISSING_BODY,), platform=self.platform)
+        inner = self.op_cost(body.root, body)
+        return OpCost(
+            name=start.name, opcode=start.opcode, category=inner.category, dtype=inner.dtype,
+            unit=inner.unit, flops=flops.flops, transcendentals=flops.transcendentals,
+            bytes_read=inner.bytes_read, bytes_written=inner.bytes_written,
+            onchip_bytes=inner.onchip_bytes, link_bytes=inner.link_bytes,
+            op_name=start.op_name or inner.op_name, operands=start.operands,
+            unknown=self._unknown_inside(start), kernels=max(inner.kernels, 1),
+            host_bytes=inner.host_bytes, written_dtype=inner.written_dtype,
+            platform=self.platform, notes=inner.notes)
+
+    def _unknown_inside(self, instruction: Instruction) -> tuple[str, ...]:
+        """What the cost of ``instruction`` leaves out: unknown opcodes (itself or inside
+        what it calls), bodies the HLO does not carry, loops of unknown trip count."""
+        found = set()
+        if lookup(instruction) is None:
+            found.add(unknown_label(instruction))
+        if any(name not in self.module.computations for name in _all_called(instruction)):
+            found.add(MISSING_BODY)
+        if instruction.opcode == "while" and self._trips.get(instruction.name, 0) is None:
+            found.add(UNKNOWN_TRIPS)
+        for name in self._called_recursively(instruction):
+            for inner in self.module.computations[name].instructions:
+                if lookup(inner) is None:
+                    found.add(unknown_label(inner))
+                elif inner.opcode == "while" and self._trips.get(inner.name, 0) is None:
+                    found.add(UNKNOWN_TRIPS)
+        return tuple(sorted(found))
+
+    def _called_recursively(self, instruction: Instruction) -> list[str]:
+        names, stack = [], list(_all_called(instruction))
+        while stack:
+            name = stack.pop()
+            if name in names or name not in self.module.computations:
+                continue
+            names.append(name)
+            for inner in self.module.computations[name].instructions:
+                stack.extend(_all_called(inner))
+        return names
+
+    # --- bytes -------------------------------------------------------------------------
+    def _memory(self, instruction: Instruction, computation: Computation,
+                resolved: Resolved | None) -> _Traffic:
+        """Main-memory, on-chip and host bytes of one kernel."""
+        shapes = [computation.by_name[n].shape for n in instruction.operands
+                  if n in computation.by_name]
+        reads: list[tuple[Shape, float | None]] = [(s, None) for s in shapes]
+        writes: list[tuple[Shape, float | None]] = [(instruction.shape, None)]
+        traffic = resolved.rule.traffic if resolved is not None else Traffic.OPERANDS
+        host = 0.0
+        if traffic is Traffic.FUSION:
+            reads, writes = self._fusion_traffic(instruction, shapes)
+        elif traffic in (Traffic.SLICE, Traffic.GATHER) and shapes:
+            # Only the rows the op takes are read from its first operand (a slice of 8
+            # rows of a 4 MiB array reads 8 rows), plus any index operands.
+            reads[0] = (shapes[0], _array_bytes(instruction.shape))
+        elif traffic is Traffic.UPDATE and len(shapes) >= 2:
+            reads[0] = (shapes[0], 0.0)
+            writes = [(instruction.shape, _array_bytes(shapes[1]))]
+        elif traffic is Traffic.SCATTER and len(shapes) >= 3:
+            count = (len(shapes) - 1) // 2       # operands..., indices, updates...
+            updated = sum(_array_bytes(s) for s in shapes[count + 1:])
+            reads = [(s, 0.0) for s in shapes[:count]] + [(s, None) for s in shapes[count:]]
+            reads.append((shapes[0], updated))   # the rows updated, read by the combiner
+            writes = [(instruction.shape, updated)]
+        elif traffic is Traffic.LIBRARY:
+            results = arrays(instruction.shape)
+            if len(results) > 1 and results[-1].dtype in SCRATCH_DTYPES:
+                results = results[:-1]       # the library's workspace, not data
+            writes = [(result, None) for result in results]
+        elif traffic is Traffic.HOST_IN:
+            host = _array_bytes(instruction.shape)
+        elif traffic is Traffic.HOST_OUT:
+            host, writes = sum(_array_bytes(s) for s in shapes), []
+        read, onchip_read, host_read = _split_by_space(reads)
+        written, onchip_written, host_written = _split_by_space(writes)
+        return _Traffic(read, written, onchip_read + onchip_written,
+                        host + host_read + host_written, kernels=1)
+
+    def _fusion_traffic(self, fusion: Instruction, shapes: list[Shape]
+                        ) -> tuple[list[tuple[Shape, float | None]],
+                                   list[tuple[Shape, float | None]]]:
+        reads: list[tuple[Shape, float | None]] = [(s, None) for s in shapes]
+        writes: list[tuple[Shape, float | None]] = [(fusion.shape, None)]
+        if not fusion.called or fusion.called[0] not in self.module.computations:
+            return reads, writes
+        body = self.module.computations[fusion.called[0]]
+        reads = self._fusion_reads(body, shapes)
+        outputs = _fusion_outputs(body)
+        writes = []
+        for output, shape in zip(outputs, _output_shapes(fusion.shape, len(outputs))):
+            in_place = _in_place_update(body, output)
+            if in_place is None:
+                writes.append((shape, None))
+                continue
+            buffer_param, update_bytes = in_place
+            reads[buffer_param] = (shapes[buffer_param], 0.0)
+            writes.append((shape, update_bytes))
+        return reads, writes
+
+    def _fusion_reads(self, body: Computation, shapes: list[Shape]
+                      ) -> list[tuple[Shape, float | None]]:
+        users: dict[str, list[Instruction]] = {}
+        for inner in body.instructions:
+            for operand in inner.operands:
+                users.setdefault(operand, []).append(inner)
+        parts: list[tuple[Shape, float | None]] = []
+        params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
+        for index, shape in enumerate(shapes):
+            param = params.get(index)
+            consumers = _users_through_views(param, users) if param is not None else []
+            if consumers and all(c.opcode in _SLICING and i == 0 for c, i in consumers):
+                parts.append((shape, float(sum(_array_bytes(c.shape) for c, _ in consumers))))
+            else:
+                parts.append((shape, None))
+        return parts
+
+    def _body(self, name: str) -> _Traffic:
+        """The kernels of one computation, summed (memoized)."""
+        if name not in self._bodies:
+            body = self.module.computations[name]
+            total = _Traffic()
+            for inner in body.instructions:
+                cost = self.op_cost(inner, body)
+                total = total + _Traffic(cost.bytes_read, cost.bytes_written,
+                                         cost.onchip_bytes, cost.host_bytes, cost.link_bytes,
+                                         cost.kernels)
+            self._bodies[name] = total
+        return self._bodies[name]
+
+    def _control(self, instruction: Instruction) -> tuple[_Traffic, int, tuple[str, ...]]:
+        """A loop, call or conditional: its body's kernels, times the trips."""
+        notes: tuple[str, ...] = ()
+        if instruction.opcode == "while":
+            bodies = [instruction.attributes["body"].lstrip("%"),
+                      instruction.attributes["condition"].lstrip("%")]
+            trips = self.trips(instruction)
+        elif instruction.opcode == "conditional":
+            chosen = self.branch(instruction)
+            bodies, trips = [chosen], 1
+            if len(instruction.called) > 1:
+                notes = (f"costed as its heaviest branch, {chosen} (of "
+                         f"{len(instruction.called)}): which runs is known only at run time",)
+        else:
+            bodies, trips = list(instruction.called), 1
+        total = _Traffic()
+        for name in bodies:
+            if name in self.module.computations:
+                total = total + self._body(name)
+        return total * trips, trips, notes
+
+    def _link_bytes(self, instruction: Instruction, computation: Computation,
+                    pattern: LinkPattern) -> float:
+        """Bytes one device sends over its links for a collective."""
+        n = self.group_size(instruction)
+        if instruction.opcode == "recv":   # what arrives, not the token it is given
+            moved = _array_bytes(first_array(instruction.shape))
+        elif (instruction.opcode == "ragged-all-to-all" and instruction.operands
+              and instruction.operands[0] in computation.by_name):
+            # Operands: input, output buffer, offsets and sizes: only the input is sent.
+            moved = computation.by_name[instruction.operands[0]].shape.bytes
+        else:
+            moved = sum(computation.by_name[o].shape.bytes for o in instruction.operands
+                        if o in computation.by_name)
+        return pattern.factor(n) * moved
+
+    def group_size(self, instruction: Instruction) -> int:
+        return replica_group_size(instruction.attributes.get("replica_groups", ""),
+                                  self.module.num_partitions * self.module.replica_count)
+
+    # --- classification ----------------------------------------------------------------
+    def _classify(self, instruction: Instruction, computation: Computation,
+                  resolved: Resolved | None) -> tuple[str, str, str, str]:
+        """(category, unit, dtype as compiled, dtype as written) of one op."""
+        inner = self._heaviest_inner(instruction, computation)
+        if inner is not None:
+            owner = self._owner.get(inner.name, computation)
+            lhs = owner.by_name.get(inner.operands[0]) if inner.operands else None
+            compiled = _output_dtype(lhs.shape if lhs is not None else inner.shape)
+            caller = (instruction, computation) if inner is not instruction else None
+            written = self._written_dtype(inner, owner, caller) or compiled
+            category = ("convolution" if inner.opcode == "convolution" and _is_spatial(inner)
+                        else "matmul")
+            return (category, "matrix", SPEC_DTYPE.get(compiled, "fp32"),
+                    SPEC_DTYPE.get(written, "fp32"))
+        dtype = SPEC_DTYPE.get(_output_dtype(instruction.shape), "fp32")
+        category = resolved.rule.category if resolved is not None else "other"
+        if category is None:  # a fusion: what it fused decides
+            named = self._opcodes_inside(instruction)
+            if instruction.opcode == "fusion" and named & {"convolution", "dot"}:
+                # A trace's fusion without its body, named after what it fused.
+                category = "matmul" if "dot" in named else "convolution"
+                return category, "matrix", dtype, dtype
+            categories = {rule.rule.category for kind in named
+                          if (rule := _lookup_opcode(kind)) is not None}
+            category = next((c for c in ("reduction", "elementwise", "data movement")
+                             if c in categories), "other")
+        unit = resolved.rule.unit if resolved is not None else "vector"
+        return category, unit, dtype, dtype
+
+    def _opcodes_inside(self, instruction: Instruction) -> set[str]:
+        kinds = {instruction.opcode}
+        bodies = self._called_recursively(instruction)
+        for name in bodies:
+            kinds |= {i.opcode for i in self.module.computations[name].instructions}
+        if instruction.opcode == "fusion" and not bodies:
+            # Without its body (a trace names only the fusion), XLA's fusion name still
+            # lists the ops it fused: "broadcast_add_fusion", "convolution_add_fusion".
+            kinds |= set(instruction.name.split(".")[0].split("_"))
+        return kinds
+
+    def _heaviest_inner(self, instruction: Instruction, computation: Computation
+                        ) -> Instruction | None:
+        """The dot or convolution that gives a kernel its unit (itself, or in a fusion)."""
+        if instruction.opcode in ("dot", "convolution"):
+            self._owner[instruction.name] = computation
+            return instruction
+        if instruction.opcode != "fusion":
+            return None
+        best, best_flops = None, -1.0
+        for name in self._called_recursively(instruction):
+            body = self.module.computations[name]
+            for inner in body.instructions:
+                if inner.opcode in ("dot", "convolution"):
+                    flops = self.instruction_flops(inner, body).flops
+                    if flops > best_flops:
+                        best, best_flops = inner, flops
+        return best
+
+    def _written_dtype(self, matrix_op: Instruction, owner: Computation,
+                       caller: tuple[Instruction, Computation] | None) -> str:
+        """The narrow float both operands of a matmul are stored in, when the compiler
+        widened them to compute ("" when it did not)."""
+        stored = {self._stored_dtype(name, owner, caller) for name in matrix_op.operands[:2]}
+        if len(stored) == 1:
+            dtype = stored.pop()
+            if _is_narrow_float(dtype):
+                return dtype
+        return ""
+
+    def _stored_dtype(self, name: str, computation: Computation,
+                      caller: tuple[Instruction, Computation] | None, depth: int = 0) -> str:
+        instruction = computation.by_name.get(name)
+        if instruction is None:
+            return ""
+        while instruction.opcode in _VIEWS and instruction.operands:
+            instruction = computation.by_name[instruction.operands[0]]
+        dtype = _output_dtype(instruction.shape)
+        if instruction.opcode == "convert":
+            source = _output_dtype(computation.by_name[instruction.operands[0]].shape)
+            return source if _is_narrow_float(source) and _bits(source) < _bits(dtype) else dtype
+        if depth >= 4:
+            return dtype
+        if instruction.opcode == "parameter" and caller is not None:
+            fusion, parent = caller
+            if instruction.parameter_number < len(fusion.operands):
+                return self._stored_dtype(fusion.operands[instruction.parameter_number],
+                                          parent, None, depth + 1)
+        if instruction.opcode == "fusion" and instruction.called and (
+                instruction.called[0] in self.module.computations):
+            body = self.module.computations[instruction.called[0]]
+            return self._stored_dtype(body.root.name, body, (instruction, computation),
+                                      depth + 1)
+        return dtype
+
+
+def _lookup_opcode(opcode: str) -> Resolved | None:
+    return lookup(Instruction(name="", opcode=opcode, shape=ArrayShape("f32", ()),
+                              operands=(), attribute_text=""))
+
+
+def _is_narrow_float(dtype: str) -> bool:
+    return dtype in ("bf16", "f16") or dtype.startswith("f8") or dtype.startswith("f4")
+
+
+def _bits(dtype: str) -> int:
+    return ELEMENT_BITS.get(dtype, 32)
+
+
+def replica_group_size(text: str, all_devices: int) -> int:
+    """Devices per group from ``{{0,1},{2,3}}``, ``[2,4]<=[8]`` or ``mesh[...] {axes}``."""
+    text = text.strip()
+    if not text or text == "{}":
+        return all_devices
+    if text.startswith("mesh["):
+        sizes = dict(re.findall(r"'([^']+)'=(\d+)", text))
+        axes = re.findall(r"'([^']+)'", text[text.index("]"):])
+        return math.prod(int(sizes[a]) for a in axes if a in sizes) if axes else all_devices
+    iota = re.match(r"\[(\d+),(\d+)\]", text)
+    if iota:
+        return int(iota.group(2))
+    first = re.match(r"\{\{([^}]*)\}", text)
+    if first:
+        return len([v for v in first.group(1).split(",") if v.strip()])
+    return all_devices
+
+
+def _all_called(instruction: Instruction) -> list[str]:
+    names = list(instruction.called)
+    if instruction.opcode == "select-and-scatter":
+        names += select_and_scatter_computations(instruction)
+    return names
+
+
+def _is_spatial(instruction: Instruction) -> bool:
+    labels = instruction.attributes.get("dim_labels", "")
+    return any(c.isdigit() for c in labels.split("_", 1)[0])
+
+
+def _output_dtype(shape: Shape) -> str:
+    return first_array(shape).dtype if arrays(shape) else "f32"
+
+
+SCRATCH_DTYPES = ("u8", "s8")   # the trailing workspace buffer of GPU library calls
+
+
+def _array_bytes(shape: Shape) -> float:
+    return float(sum(a.bytes for a in arrays(shape)))
+
+
+# XLA's memory spaces (the S(n) of a layout): 0 is device main memory, 5 is host memory
+# (xla/layout.h kHostMemorySpace); the others are on-chip (TPU VMEM, SMEM, sync flags).
+HOST_MEMORY_SPACE = 5
+
+
+def _split_by_space(parts: list[tuple[Shape, float | None]]) -> tuple[float, float, float]:
+    """Sum bytes (or the override in each pair) into (main memory, on-chip, host)."""
+    totals = [0.0, 0.0, 0.0]
+
+    def slot(space: int) -> int:
+        return 0 if space == 0 else (2 if space == HOST_MEMORY_SPACE else 1)
+    for shape, override in parts:
+        members = arrays(shape)
+        if override is not None:
+            totals[slot(members[0].memory_space if members else 0)] += override
+            continue
+        for array in members:
+            totals[slot(array.memory_space)] += array.bytes
+    return totals[0], totals[1], totals[2]
+
+
+def _users_through_views(param: Instruction, users: dict[str, list[Instruction]]
+                         ) -> list[tuple[Instruction, int]]:
+    """(consumer, operand position) of ``param``, looking through bitcasts and reshapes."""
+    found: list[tuple[Instruction, int]] = []
+    frontier = [param.name]
+    while frontier:
+        name = frontier.pop()
+        for user in users.get(name, []):
+            if user.opcode in ("bitcast", "reshape"):
+                frontier.append(user.name)
+            else:
+                found.append((user, user.operands.index(name)))
+    return found
+
+
+def _fusion_outputs(body: Computation) -> list[Instruction]:
+    """The values a fusion returns: its root, or the elements of a root tuple."""
+    root = body.root
+    if root.opcode == "tuple":
+        return [body.by_name[name] for name in root.operands]
+    return [root]
+
+
+def _output_shapes(shape: Shape, count: int) -> list[Shape]:
+    if count > 1 and isinstance(shape, TupleShape):
+        return list(shape.elements)
+    return [shape]
+
+
+def _through_views(body: Computation, instruction: Instruction) -> Instruction:
+    while instruction.opcode in ("bitcast", "reshape", "copy") and instruction.operands:
+        instruction = body.by_name[instruction.operands[0]]
+    return instruction
+
+
+def _in_place_update(body: Computation, output: Instruction) -> tuple[int, float] | None:
+    """(buffer parameter index, update bytes) if ``output`` updates a fusion operand in
+    place: a dynamic-update-slice (seen through bitcasts) into a parameter."""
+    update_op = _through_views(body, output)
+    if update_op.opcode != "dynamic-update-slice":
+        return None
+    buffer = _through_views(body, body.by_name[update_op.operands[0]])
+    if buffer.opcode != "parameter":
+        return None
+    update = body.by_name[update_op.operands[1]]
+    return buffer.parameter_number, update.shape.bytes

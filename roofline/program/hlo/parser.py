@@ -1,0 +1,253 @@
+"""Reading optimized HLO text into computations and instructions.
+
+Only what the cost model and the op graph need is interpreted: names, shapes, opcodes,
+operands, called computations, the JAX op name from metadata, and the attributes kept
+as raw strings (``window``, ``dim_labels``, ``backend_config`` ...). The module header
+and the stack-frame tables that jax prints before the computations are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from roofline.errors import HloParseError, ShapeSyntaxError
+from roofline.program.hlo.shapes import Shape, parse_shape
+
+
+@dataclass(frozen=True, eq=False)
+class Instruction:
+    """One HLO instruction. Attributes are split from their text on first use: most
+    instructions inside fusions are never asked for theirs."""
+
+    name: str
+    opcode: str
+    shape: Shape
+    operands: tuple[str, ...]
+    attribute_text: str = field(repr=False)
+    is_root: bool = False
+    literal: str = ""
+
+    @cached_property
+    def attributes(self) -> dict[str, str]:
+        return _split_attributes(self.attribute_text)
+
+    @property
+    def parameter_number(self) -> int:
+        """For a ``parameter``: its position in the computation's signature."""
+        return int(self.literal or 0)
+
+    @property
+    def op_name(self) -> str:
+        """The JAX source op from metadata, e.g. ``jit(f)/jvp()/dot_general``."""
+        match = _OP_NAME.search(self.attribute_text)
+        return match.group(1) if match else ""
+
+    @cached_property
+    def called(self) -> tuple[str, ...]:
+        """Names of computations this instruction calls (fusion body, loop body ...)."""
+        names: list[str] = []
+        for match in _CALLS.finditer(self.attribute_text):
+            names += [n.strip().lstrip("%") for n in match.group(1).strip("{}").split(",")
+                      if n.strip()]
+        return tuple(names)
+
+
+@dataclass
+class Computation:
+    name: str
+    instructions: list[Instruction]
+    is_entry: bool = False
+
+    @cached_property
+    def by_name(self) -> dict[str, Instruction]:
+        return {i.name: i for i in self.instructions}
+
+    @property
+    def root(self) -> Instruction:
+        for instruction in self.instructions:
+            if instruction.is_root:
+                return instruction
+        return self.instructions[-1]
+
+    @property
+    def parameters(self) -> list[Instruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda i: i.parameter_number)
+
+
+@dataclass
+class HloModule:
+    name: str
+    computations: dict[str, Computation]
+    entry_name: str
+    num_partitions: int = 1
+    replica_count: int = 1
+
+    @property
+    def entry(self) -> Computation:
+        return self.computations[self.entry_name]
+
+
+_CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
+                    r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
+_MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?\s*(?:->.*)?\{\s*$")
+_INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
+
+
+def parse_hlo_text(text: str) -> HloModule:
+    """Parse the text of one optimized HLO module (``compiled.as_text()``)."""
+    module_name = ""
+    computations: dict[str, Computation] = {}
+    entry = ""
+    current: Computation | None = None
+    counts: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        if current is None:
+            header = _MODULE.match(stripped)
+            if header:
+                module_name = header.group(1)
+                for key, value in _MODULE_COUNTS.findall(stripped):
+                    counts[key] = int(value)
+                continue
+            match = _COMPUTATION.match(stripped)
+            if match and (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
+                current = Computation(match.group(2), [], is_entry=bool(match.group(1)))
+                if current.is_entry:
+                    entry = current.name
+            continue  # stack-frame tables and other module-level text
+        if stripped == "}":
+            _check_operands(current)
+            computations[current.name] = current
+            current = None
+            continue
+        try:
+            current.instructions.append(_parse_instruction(line))
+        except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
+            # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
+            raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
+    if current is not None:
+        raise HloParseError(f"HLO text ends inside computation {current.name!r} "
+                            "(truncated module?)")
+    if not computations:
+        raise HloParseError("no HLO computations found: is this optimized HLO text?")
+    if not entry:
+        raise HloParseError("the HLO module has no ENTRY computation")
+    return HloModule(module_name or entry, computations, entry,
+                     num_partitions=counts.get("num_partitions", 1),
+                     replica_count=counts.get("replica_count", 1))
+
+
+def _check_operands(computation: Computation) -> None:
+    """Every operand names an instruction of the same computation (HLO's scoping)."""
+    if not computation.instructions:
+        raise HloParseError(f"computation {computation.name!r} has no instructions")
+    for instruction in computation.instructions:
+        for operand in instruction.operands:
+            if operand not in computation.by_name:
+                raise HloParseError(f"{instruction.name} in {computation.name!r} uses "
+                                    f"{operand!r}, which that computation does not define "
+                                    "(damaged HLO text?)")
+
+
+def _parse_instruction(line: str) -> Instruction:
+    head = _INSTRUCTION.match(line)
+    if head is None:
+        raise HloParseError("not an instruction")
+    pos = head.end()
+    shape_end = _end_of_shape(line, pos)
+    shape = parse_shape(line[pos:shape_end])
+    opcode_match = _OPCODE.match(line, shape_end)
+    if opcode_match is None:
+        raise HloParseError("no opcode after the shape")
+    args_start = opcode_match.end()
+    args_end = _matching(line, args_start - 1)
+    operand_text = line[args_start:args_end]
+    opcode = opcode_match.group(1)
+    literal = ""
+    if opcode in ("parameter", "constant", "iota"):
+        literal = operand_text.strip()
+        operands: tuple[str, ...] = ()
+    else:
+        operands = tuple(_operand_names(operand_text))
+    return Instruction(name=head.group(2), opcode=opcode, shape=shape, operands=operands,
+                       attribute_text=line[args_end + 1:], is_root=bool(head.group(1)),
+                       literal=literal)
+
+
+def _end_of_shape(line: str, pos: int) -> int:
+    """Index just past the shape that starts at ``pos``."""
+    if line.startswith("(", pos):
+        return _matching(line, pos) + 1
+    bracket = line.index("]", pos)
+    end = bracket + 1
+    if line.startswith("{", end):
+        end = _matching(line, end) + 1
+    return end
+
+
+# Quoted strings (with escapes) and the characters that nest or separate attributes.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]{},]')
+
+
+def _matching(text: str, open_pos: int) -> int:
+    """Index of the bracket closing the one at ``open_pos``; quoted text is skipped."""
+    depth = 0
+    for match in _TOKEN.finditer(text, open_pos):
+        char = match.group()
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return match.start()
+    raise HloParseError(f"unbalanced {text[open_pos]!r}")
+
+
+def _top_level_split(text: str) -> list[str]:
+    """Split on commas that are not nested in brackets or quotes."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for match in _TOKEN.finditer(text):
+        char = match.group()
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:match.start()])
+            start = match.end()
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+_SIMPLE_OPERANDS = re.compile(r"^[\s%\w.\-,]*$")
+
+
+def _operand_names(text: str) -> list[str]:
+    """Operand names; newer HLO prints each with its shape (``f32[2]{0} %x``)."""
+    if _SIMPLE_OPERANDS.match(text):  # the common case: "%a, %b"
+        return [n.strip().lstrip("%") for n in text.split(",") if n.strip()]
+    names = []
+    for part in _top_level_split(text):
+        token = part.rsplit(None, 1)[-1] if "%" not in part else part[part.rindex("%") + 1:]
+        names.append(token.lstrip("%"))
+    return names
+
+
+def _split_attributes(text: str) -> dict[str, str]:
+    attributes: dict[str, str] = {}
+    for part in _top_level_split(text):
+        key, sep, value = part.partition("=")
+        if sep:
+            attributes[key.strip()] = value.strip()
+    return attributes

@@ -1,0 +1,232 @@
+"""Capturing a run on this host: compile, warm up, profile N steps with jax.profiler.
+
+A run directory holds everything needed to explain the run later, on any machine:
+
+    NAME/manifest.json                     what ran, where, and the wall time of each step
+    NAME/hlo/<module>.txt                  the optimized HLO of every module that ran
+    NAME/plugins/profile/<run>/*.xplane.pb the trace (TensorBoard/xprof open the directory)
+
+The directory is built under a temporary name and renamed when complete, so a failed or
+interrupted capture leaves nothing behind, and an existing run is never overwritten.
+
+A run pinned to some cores (:func:`capture_spec` with ``cores``) is captured by a child
+process that sets its CPU affinity before JAX starts, so XLA:CPU sizes its thread pool to
+those cores; the manifest records them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roofline.program import _xla
+from roofline.errors import RooflineError
+from roofline.program.hlo import parse_hlo_text
+from roofline.progress import say
+
+if TYPE_CHECKING:   # workloads import jax: reading a run's layout needs none
+    from roofline.program.workloads.registry import Workload
+
+MANIFEST = "manifest.json"
+HLO_DIR = "hlo"
+
+
+def host_description() -> dict[str, Any]:
+    """CPU model and core counts of this machine (Linux /proc, else platform)."""
+    model = platform.processor() or platform.machine()
+    physical: set[tuple[str, str]] = set()
+    try:
+        package = core = ""
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if key == "model name":
+                model = value
+            elif key == "physical id":
+                package = value
+            elif key == "core id":
+                core = value
+                physical.add((package, core))
+    except OSError:
+        pass
+    threads = os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else threads
+    return {"cpu_model": model, "physical_cores": len(physical) or threads,
+            "threads": threads, "usable_threads": usable, "machine": platform.machine(),
+            "system": platform.system()}
+
+
+def concrete_arguments(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Real arrays for ``ShapeDtypeStruct`` arguments: small random floats, zero ints."""
+    import jax
+    import jax.numpy as jnp
+
+    key = jax.random.PRNGKey(0)
+
+    def make(leaf: Any) -> Any:
+        if not isinstance(leaf, jax.ShapeDtypeStruct):
+            return leaf
+        if jnp.issubdtype(leaf.dtype, jnp.floating):
+            return (0.01 * jax.random.normal(key, leaf.shape, jnp.float32)).astype(leaf.dtype)
+        return jnp.zeros(leaf.shape, leaf.dtype)
+    return jax.tree.map(make, args)
+
+
+def _describe_args(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+    import jax
+
+    return [{"shape": list(leaf.shape), "dtype": str(leaf.dtype)}
+            for leaf in jax.tree.leaves(args)]
+
+
+def usable_cores() -> list[int]:
+    """The CPU cores this process may run on, in order."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def pinned_cores(count: int) -> list[int]:
+    """The first ``count`` usable cores, or an error that says how many there are."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise RooflineError("--cores pins the run to cores, which this system cannot do "
+                            "(Linux only): leave it out")
+    usable = usable_cores()
+    if not 1 <= count <= len(usable):
+        raise RooflineError(f"--cores {count}: this process may use {len(usable)} cores "
+                            f"({', '.join(map(str, usable))}); give 1 to {len(usable)}")
+    return usable[:count]
+
+
+def capture_spec(spec: str, out: str | Path, *, steps: int = 5, warmup: int = 2,
+                 cores: int | None = None,
+                 progress: Callable[[str], None] = say) -> Path:
+    """Profile the workload ``spec`` (see :func:`roofline.program.workloads.parse_spec`) into
+    ``out``; ``cores``: pinned to the first that many usable cores, in a child process."""
+    if cores is None:
+        from roofline.program.workloads import parse_spec
+
+        return capture(parse_spec(spec), out, steps=steps, warmup=warmup, progress=progress)
+    chosen = pinned_cores(cores)
+    _check_arguments(Path(out), steps, warmup)
+    code = (f"import os, sys; os.sched_setaffinity(0, {chosen!r}); "
+            "from roofline.program.trace.capture import _pinned_child; sys.exit(_pinned_child())")
+    argv = [spec, str(out), str(steps), str(warmup), ",".join(map(str, chosen))]
+    progress(f"profiling in a child process pinned to cores {chosen}")
+    done = subprocess.run([sys.executable, "-c", code, *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise RooflineError(f"profiling {spec} pinned to cores {chosen} failed: "
+                            + ("\n".join(lines[-8:]) or f"exit code {done.returncode}"))
+    return Path(out)
+
+
+def _pinned_child() -> int:
+    """The child of :func:`capture_spec`: argv is spec, out, steps, warmup, cores."""
+    from roofline.program.workloads import parse_spec
+
+    spec, out, steps, warmup, cores = sys.argv[1:6]
+    try:
+        capture(parse_spec(spec), out, steps=int(steps), warmup=int(warmup),
+                cores=[int(c) for c in cores.split(",")])
+    except RooflineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _check_arguments(out: Path, steps: int, warmup: int) -> None:
+    if out.exists():
+        raise RooflineError(f"{out} already exists; a run directory is never overwritten: "
+                            "choose another --out or remove the old run")
+    if steps < 1 or warmup < 0:
+        raise RooflineError(f"--steps must be at least 1 and --warmup at least 0 "
+                            f"(got {steps} and {warmup})")
+
+
+def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int = 2,
+            progress: Callable[[str], None] = say, cores: list[int] | None = None
+            ) -> Path:
+    """Profile ``steps`` runs of ``workload`` on this host into the run directory ``out``
+    (``cores``: the cores this process was pinned to, recorded in the manifest)."""
+    import jax
+
+    out = Path(out)
+    _check_arguments(out, steps, warmup)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        progress(f"[1/4] compiling {workload.spec} for the host")
+        with _xla.quiet_native_stderr():
+            device = jax.devices("cpu")[0]
+        with jax.default_device(device):
+            args = concrete_arguments(workload.args)
+            try:
+                compiled = jax.jit(workload.fn).lower(*args).compile()
+            except Exception as exc:
+                raise RooflineError(f"cannot compile {workload.spec} for the host: "
+                                    f"{type(exc).__name__}: {exc}") from None
+            for index in range(warmup):
+                progress(f"[2/4] warm-up {index + 1}/{warmup}")
+                jax.block_until_ready(compiled(*args))
+            started = datetime.datetime.now(datetime.timezone.utc)
+            walls = []
+            jax.profiler.start_trace(str(staging))
+            try:
+                for index in range(steps):
+                    progress(f"[3/4] profiling step {index + 1}/{steps}")
+                    with jax.profiler.StepTraceAnnotation("step", step_num=index):
+                        begin = time.perf_counter()
+                        jax.block_until_ready(compiled(*args))
+                        walls.append(time.perf_counter() - begin)
+            finally:
+                jax.profiler.stop_trace()
+        progress(f"[4/4] writing {out}")
+        hlo_text = compiled.as_text()
+        module = parse_hlo_text(hlo_text).name
+        (staging / HLO_DIR).mkdir()
+        (staging / HLO_DIR / f"{module}.txt").write_text(hlo_text)
+        manifest = {
+            "schema": "roofline/run/1",
+            "spec": workload.spec,
+            "arguments": _describe_args(workload.args),
+            "steps": steps,
+            "warmup": warmup,
+            "modules": [module],
+            "versions": _xla.versions(),
+            "host": host_description(),
+            "pinned_cores": cores,
+            "start_time": started.isoformat(),
+            "wall_seconds_per_step": walls,
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _keep(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def _keep(staging: Path, out: Path) -> None:
+    """Move the finished run into place, unless something appeared at ``out`` meanwhile
+    (another profile of the same name): a run is never overwritten."""
+    if out.exists() or out.is_symlink():
+        raise RooflineError(f"{out} appeared while this run was being captured (another "
+                            "profile wrote it); this run was not kept: choose another --out")
+    try:
+        os.rename(staging, out)
+    except OSError as exc:
+        raise RooflineError(f"cannot move the run into {out}: {exc.strerror}; this run was "
+                            "not kept: choose another --out") from None

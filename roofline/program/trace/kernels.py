@@ -1,0 +1,104 @@
+"""Kernels without XLA: what a GPU trace says when its kernels carry no HLO op.
+
+TensorFlow and PyTorch kernels (and library kernels launched outside a compiled module)
+have names and times but no ``hlo_op``: nothing to cost them by. They are grouped by
+kernel name, with their launches and time per step, and put in a category only where the
+name says it (cuBLAS ``gemm``, cuDNN ``conv``, NCCL ``AllReduce``...); no FLOPs or bytes
+are invented for them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from roofline.errors import TraceError
+from roofline.program.trace.reader import device_planes, find_xplane, load_xspace
+
+# First match wins: a convolution run as an implicit GEMM is a convolution.
+NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("collective", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|"
+                              r"all_?to_?all|sendrecv", re.I)),
+    ("convolution", re.compile(r"conv|winograd|wgrad|dgrad|fprop|miopen|implicit_?gemm",
+                               re.I)),
+    ("matmul", re.compile(r"gemm|gemv|matmul|cublas|hipblas|Cijk_|cutlass|xmma", re.I)),
+    ("copy", re.compile(r"memcpy|memset|copy_?buffer|fill_?buffer|\bcopy|broadcast|transpose",
+                        re.I)),
+    ("reduction", re.compile(r"reduc|softmax|norm|argmax|argmin|top_?k|\bsum\b|mean",
+                             re.I)),
+    ("elementwise", re.compile(r"elementwise|pointwise|unary|binary|vectorized|relu|gelu|"
+                               r"sigmoid|tanh|add_kernel|mul_kernel", re.I)),
+)
+UNNAMED = "other (the name does not say)"
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel name on one device: its launches and time over the whole trace."""
+
+    name: str
+    category: str
+    launches: int
+    total_s: float
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """The kernels of a device whose trace has no XLA ops."""
+
+    path: str
+    device: str
+    steps: int              # step annotations in the trace (1 when it records none)
+    rows: tuple[KernelRow, ...]
+
+    @property
+    def total_s(self) -> float:
+        return sum(row.total_s for row in self.rows)
+
+    def seconds_by_category(self) -> dict[str, float]:
+        totals: dict[str, float] = defaultdict(float)
+        for row in self.rows:
+            totals[row.category] += row.total_s / self.steps
+        return dict(totals)
+
+
+def kernel_category(name: str) -> str:
+    for category, pattern in NAME_CATEGORIES:
+        if pattern.search(name):
+            return category
+    return UNNAMED
+
+
+def read_kernels(path: str | Path, device: int | None = None) -> KernelRun:
+    """Per-kernel times of the first GPU (or ``device``) of a trace, by kernel name."""
+    xplane = find_xplane(path)
+    planes = {plane.name: plane for plane in load_xspace(xplane).planes}
+    names = device_planes(xplane, planes, "gpu", device)
+    if not names:
+        raise TraceError(f"{xplane}: no GPU plane: a kernel table is read from GPU traces")
+    for name in names:
+        launches: dict[str, int] = defaultdict(int)
+        seconds: dict[str, float] = defaultdict(float)
+        for line in planes[name].lines:
+            if "Kernel" not in line.name:     # "Stream #17(Kernel)"; not memcpy lines
+                continue
+            for event in line.events:
+                launches[event.name] += 1
+                seconds[event.name] += event.duration_ns * 1e-9
+        if launches:
+            rows = sorted((KernelRow(kernel, kernel_category(kernel), launches[kernel],
+                                     seconds[kernel]) for kernel in launches),
+                          key=lambda row: -row.total_s)
+            return KernelRun(str(xplane), name, _steps(planes), tuple(rows))
+    raise TraceError(f"{xplane}: no kernels on {', '.join(names)}")
+
+
+def _steps(planes: dict) -> int:
+    host = planes.get("/host:CPU")
+    if host is None:
+        return 1
+    steps = sum(1 for line in host.lines for event in line.events
+                if "step_num" in dict(event.stats))
+    return max(steps, 1)

@@ -1,0 +1,334 @@
+"""Reading xplane traces (``*.xplane.pb``) into measured per-op times.
+
+Three layouts are understood:
+
+- XLA:CPU: HLO ops are events with ``hlo_module`` and ``hlo_op`` stats on the worker
+  thread lines of ``/host:CPU``; they run on several threads at once, so the sum of op
+  times and the step's wall time are different numbers, and both are kept.
+- GPU: kernels on the ``Stream #N(Kernel)`` lines of ``/device:GPU:N`` carry ``hlo_op``,
+  ``hlo_module`` and ``program_id``; modules are named ``module(program_id)`` (the key of
+  the trace's HLO protos); an op launching several kernels gets their durations summed.
+- TPU: the ``XLA Ops`` line of ``/device:TPU:N`` names each event by its full HLO
+  instruction text; ``XLA Modules`` gives the module executions that contain them.
+
+Measured values are :class:`MeasuredOp` / :class:`MeasuredRun`: a separate type from
+anything predicted, never mixed with it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roofline.program import _xla
+from roofline.errors import NoXlaOpsError, TraceError
+
+
+@dataclass(frozen=True)
+class MeasuredOp:
+    """One HLO op's measured time in a run, summed over its executions."""
+
+    module: str
+    name: str
+    occurrences: int
+    total_s: float
+    self_s: float
+    text: str = ""
+    is_async: bool = False
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """What a trace says happened on one device (or the host), op by op."""
+
+    path: str
+    platform: str
+    device: str
+    ops: tuple[MeasuredOp, ...]
+    module_runs: dict[str, int]
+    steps: int
+    step_wall_s: tuple[float, ...]
+    device_stats: dict[str, Any] = field(default_factory=dict)
+    events: int = 0
+    timeline: tuple[OpEvent, ...] = field(default=(), repr=False)
+
+    @property
+    def op_seconds_per_step(self) -> float:
+        """Summed self time of all (non-async) ops per step: can exceed the wall time
+        when ops run on several threads at once."""
+        return sum(op.self_s for op in self.ops if not op.is_async) / max(self.steps, 1)
+
+    @property
+    def wall_seconds_per_step(self) -> float:
+        return sum(self.step_wall_s) / len(self.step_wall_s) if self.step_wall_s else 0.0
+
+    def op(self, module: str, name: str) -> MeasuredOp:
+        """The synchronous measurement of an op (async copies have their own record)."""
+        for op in self.ops:
+            if op.module == module and op.name == name and not op.is_async:
+                return op
+        raise KeyError(f"{module}/{name}")
+
+    def device_peaks(self) -> dict[str, float]:
+        """Peaks the device recorded about itself, in SI units, where the trace has them."""
+        peaks: dict[str, float] = {}
+        # Decimal GB/s: a v6e records 1637.99 for Google's 1638 GB/s per chip. The clock is
+        # recorded in kHz. A stat that is not a positive number is left out.
+        for key, name, scale in (
+                ("peak_teraflops_per_second", "flop_per_s", 1e12),
+                ("peak_hbm_bw_gigabytes_per_second", "hbm_bytes_per_s", 1e9),
+                ("peak_vmem_rd_bw_gigabytes_per_second", "vmem_read_bytes_per_s", 1e9),
+                ("peak_vmem_wr_bw_gigabytes_per_second", "vmem_write_bytes_per_s", 1e9),
+                ("peak_cmem_rd_bw_gigabytes_per_second", "cmem_read_bytes_per_s", 1e9),
+                ("memory_bandwidth", "memory_bytes_per_s", 1.0),
+                ("clock_rate", "clock_hz", 1e3),
+                ("core_count", "cores", 1.0),
+                ("memory_size", "memory_bytes", 1.0)):
+            try:
+                value = float(self.device_stats[key]) * scale
+            except (KeyError, TypeError, ValueError):
+                continue
+            if math.isfinite(value) and value > 0:
+                peaks[name] = value
+        return peaks
+
+
+def find_xplane(path: str | Path) -> Path:
+    """The xplane file of a run: ``path`` itself, or the newest one below a directory."""
+    path = Path(path)
+    if path.is_dir():
+        found = sorted(path.glob("**/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise TraceError(f"{path}: no *.xplane.pb trace below this directory; capture "
+                             "one with 'roofline profile' or jax.profiler.trace")
+        return found[-1]
+    if not path.exists():
+        raise TraceError(f"{path}: no such trace file")
+    return path
+
+
+def load_xspace(path: Path) -> Any:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    try:
+        return _xla.xspace_from_bytes(data)
+    except Exception:  # the C++ reader raises RuntimeError for any parse failure
+        raise TraceError(
+            f"{path}: not a readable xplane trace (truncated, or another kind of file); "
+            "expected the *.xplane.pb written by jax.profiler") from None
+
+
+def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
+    """Read a trace file (or run directory) into measured per-op times.
+
+    ``device`` picks a device plane on GPU/TPU traces; by default the first with XLA ops.
+    """
+    xplane = find_xplane(path)
+    space = load_xspace(xplane)
+    planes = {plane.name: plane for plane in space.planes}
+    if any(n.startswith("/device:TPU:") for n in planes):
+        return _read_device(xplane, planes, "tpu", device, _tpu_events)
+    if any(n.startswith("/device:GPU:") for n in planes):
+        return _read_device(xplane, planes, "gpu", device, _gpu_events)
+    if "/host:CPU" in planes:
+        return _read_cpu(xplane, planes["/host:CPU"])
+    raise TraceError(f"{xplane}: no /host:CPU, GPU or TPU plane: not a JAX profile")
+
+
+@dataclass(frozen=True, slots=True)
+class OpEvent:
+    """One execution of an op on one thread, stream or device line (times in ns)."""
+
+    module: str
+    op: str
+    start: float
+    end: float
+    line: int
+    run: str = ""
+    text: str = ""
+    is_async: bool = False
+
+
+def _stats(event: Any) -> dict[str, Any]:
+    return dict(event.stats)
+
+
+def _aggregate(events: list[OpEvent]) -> list[MeasuredOp]:
+    """Sum events per (module, op); self time excludes op events nested on one line."""
+    self_time = _self_times(events)
+    totals: dict[tuple[str, str, bool], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    texts: dict[tuple[str, str, bool], str] = {}
+    for event, own in zip(events, self_time):
+        key = (event.module, event.op, event.is_async)
+        entry = totals[key]
+        entry[0] += 1
+        entry[1] += (event.end - event.start) * 1e-9
+        entry[2] += own * 1e-9
+        texts.setdefault(key, event.text)
+    return [MeasuredOp(module=m, name=o, occurrences=int(n), total_s=t, self_s=s,
+                       text=texts[(m, o, a)], is_async=a)
+            for (m, o, a), (n, t, s) in totals.items()]
+
+
+def _self_times(events: list[OpEvent]) -> list[float]:
+    own = [e.end - e.start for e in events]
+    by_line: dict[int, list[int]] = defaultdict(list)
+    for index, event in enumerate(events):
+        by_line[event.line].append(index)
+    for indices in by_line.values():
+        indices.sort(key=lambda i: (events[i].start, -(events[i].end - events[i].start)))
+        stack: list[int] = []
+        for i in indices:
+            while stack and events[stack[-1]].end <= events[i].start:
+                stack.pop()
+            if stack and events[i].end <= events[stack[-1]].end:
+                own[stack[-1]] -= events[i].end - events[i].start
+            stack.append(i)
+    return own
+
+
+def _tagged_events(plane: Any, with_program: bool = False
+                   ) -> tuple[list[OpEvent], list[float], int]:
+    """Events tagged with ``hlo_module``/``hlo_op`` stats (XLA:CPU ops, GPU kernels), the
+    durations of step annotations, and how many events were read. ``with_program`` keys
+    modules ``module(program_id)``, as the trace's HLO protos are: two programs may share
+    a module name (``jit_add``)."""
+    events: list[OpEvent] = []
+    steps: list[float] = []
+    count = 0
+    for line_index, line in enumerate(plane.lines):
+        for event in line.events:
+            count += 1
+            stats = _stats(event)
+            if "hlo_op" in stats and "hlo_module" in stats:
+                start = event.start_ns
+                module = str(stats["hlo_module"])
+                if with_program and "program_id" in stats:
+                    module = f"{module}({stats['program_id']})"
+                events.append(OpEvent(module, str(stats["hlo_op"]), start,
+                                      start + event.duration_ns, line_index,
+                                      run=str(stats.get("run_id", ""))))
+            elif "step_num" in stats:
+                steps.append(event.duration_ns * 1e-9)
+    return events, steps, count
+
+
+def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
+    events, steps, count = _tagged_events(plane)
+    if not events:
+        raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
+                         "hlo_module stats); was anything compiled and run while tracing?")
+    runs = _module_runs(events)
+    if not steps:
+        steps = _run_walls(events)
+    return MeasuredRun(str(path), "cpu", "/host:CPU", tuple(_aggregate(events)), runs,
+                       len(steps), tuple(steps), {}, count, tuple(events))
+
+
+def _module_runs(events: list[OpEvent]) -> dict[str, int]:
+    runs: dict[str, set[str]] = defaultdict(set)
+    for event in events:
+        runs[event.module].add(event.run)
+    return {module: len(ids) for module, ids in runs.items()}
+
+
+def _run_walls(events: list[OpEvent]) -> list[float]:
+    """Wall time of each module execution (first op start to last op end)."""
+    spans: dict[tuple[str, str], list[float]] = {}
+    for event in events:
+        span = spans.setdefault((event.module, event.run), [event.start, event.end])
+        span[0] = min(span[0], event.start)
+        span[1] = max(span[1], event.end)
+    return [(end - start) * 1e-9 for start, end in spans.values()]
+
+
+def device_planes(path: Path, planes: dict[str, Any], platform: str, device: int | None
+                  ) -> list[str]:
+    """The ``/device:GPU:N`` (or TPU) plane names to read: all in order, or ``device``'s."""
+    names = sorted((n for n in planes if n.startswith(f"/device:{platform.upper()}:")),
+                   key=lambda n: int(n.rsplit(":", 1)[1]))
+    if device is not None:
+        wanted = f"/device:{platform.upper()}:{device}"
+        if wanted not in planes:
+            raise TraceError(f"{path}: no plane {wanted}; the trace has "
+                             f"{', '.join(names) or 'no such device planes'}")
+        names = [wanted]
+    return names
+
+
+def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int | None,
+                 extract: Any) -> MeasuredRun:
+    names = device_planes(path, planes, platform, device)
+    count = 0
+    for name in names:
+        events, walls, runs, seen = extract(planes[name])
+        count += seen
+        if events:
+            stats = dict(planes[name].stats)
+            return MeasuredRun(str(path), platform, name, tuple(_aggregate(events)), runs,
+                               max(len(walls), 1), tuple(walls), stats, count, tuple(events))
+    if platform == "gpu":
+        raise NoXlaOpsError(f"{path}: the kernels on {', '.join(names)} carry no HLO op "
+                            "(not an XLA program): their times are read by kernel name")
+    raise TraceError(f"{path}: the trace has no XLA ops on {', '.join(names)}")
+
+
+def _gpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
+    events, _, seen = _tagged_events(plane, with_program=True)
+    runs = {module: 1 for module in {e.module for e in events}}
+    return events, [], runs, seen
+
+
+_OP_TEXT = re.compile(r"^%?([^\s=]+)\s*=")
+_MODULE_NAME = re.compile(r"(.*?)(?:\(\d+\))?\Z", re.DOTALL)  # any name, newlines too
+
+
+def _tpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
+    lines = {line.name: (index, line) for index, line in enumerate(plane.lines)}
+    seen = 0
+    modules: list[tuple[float, float, str]] = []
+    if "XLA Modules" in lines:
+        for event in lines["XLA Modules"][1].events:
+            seen += 1
+            name = _MODULE_NAME.match(event.name).group(1)  # type: ignore[union-attr]
+            modules.append((event.start_ns, event.start_ns + event.duration_ns, name))
+    modules.sort()
+    events: list[OpEvent] = []
+    for line_name, is_async in (("XLA Ops", False), ("Async XLA Ops", True)):
+        if line_name not in lines:
+            continue
+        index, line = lines[line_name]
+        for event in line.events:
+            seen += 1
+            match = _OP_TEXT.match(event.name)
+            if match is None:
+                continue
+            start = event.start_ns
+            events.append(OpEvent(_containing(modules, start), match.group(1), start,
+                                 start + event.duration_ns, index, text=event.name,
+                                 is_async=is_async))
+    runs: dict[str, int] = defaultdict(int)
+    for _, _, name in modules:
+        runs[name] += 1
+    walls = [(end - start) * 1e-9 for start, end, _ in modules]
+    return events, walls, dict(runs), seen
+
+
+def _containing(modules: list[tuple[float, float, str]], time: float) -> str:
+    """The module execution running at ``time`` (modules sorted by start)."""
+    low, high = 0, len(modules)
+    while low < high:
+        middle = (low + high) // 2
+        if modules[middle][0] <= time:
+            low = middle + 1
+        else:
+            high = middle
+    if low and modules[low - 1][0] <= time <= modules[low - 1][1]:
+        return modules[low - 1][2]
+    return ""

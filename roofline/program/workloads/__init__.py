@@ -1,0 +1,6 @@
+"""Workloads: named, parameterized JAX programs usable as a SPEC."""
+
+from roofline.program.workloads import ops, paradnn, resnet, zoo  # noqa: F401  (register their families)
+from roofline.program.workloads.registry import FAMILIES, Family, Param, Workload, parse_spec
+
+__all__ = ["FAMILIES", "Family", "Param", "Workload", "parse_spec"]

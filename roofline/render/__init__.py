@@ -1,0 +1,2 @@
+"""What users read and see: text tables and JSON documents, annotated traces, figures.
+"""

@@ -1,0 +1,522 @@
+"""Sweeps: compile-only analysis of every model of a parameter grid, on each target,
+placed on each hardware, stored as Parquet.
+
+Every (model, target) pair is one task. A task writes its own two Parquet parts
+(``parts/<key>.models.parquet`` and ``.ops.parquet``), each atomically, so killing a sweep
+loses no finished task and a rerun skips what is done; the key is a hash of the model's
+spec and target, so no row is ever written twice. When every task is done the parts are
+gathered into ``models.parquet`` and ``ops.parquet``. A model that does not fit, or that
+fails to compile, is a row with its status and message, not a stopped sweep.
+
+Tasks run in local worker processes, or on a Dask cluster (``scheduler="tcp://..."``)
+whose workers see the same ``out`` directory (a shared filesystem across machines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import DoesNotFitError, RooflineError, did_you_mean
+from roofline.outputs import remove_abandoned_temporaries, write_atomic
+from roofline.progress import bar, set_quiet, shown
+from roofline.units import Kind, format_quantity
+
+PARTS = "parts"
+MODELS_FILE = "models.parquet"
+OPS_FILE = "ops.parquet"
+DEFINITION_FILE = "sweep.json"
+UNREADABLE = "unreadable"
+# How long to keep trying a Dask scheduler before reporting it unreachable.
+SCHEDULER_TIMEOUT_S = 10
+
+
+def parse_values(text: str) -> list[Any]:
+    """A grid axis: ``64,128,256``; ``64..16384x2`` (doubling); ``2000..8000+2000``."""
+    if ".." in text:
+        low, _, rest = text.partition("..")
+        op = "x" if "x" in rest else "+"
+        high, _, step = rest.partition(op)
+        try:
+            first, last, by = int(low), int(high), int(step)
+        except ValueError:
+            first = last = by = 0
+        if first <= 0 or last < first or by < (2 if op == "x" else 1):
+            raise RooflineError(f"cannot read the range {text!r}: write LOW..HIGHxFACTOR "
+                                "(64..16384x2) or LOW..HIGH+STEP (2000..8000+2000), with "
+                                "0 < LOW <= HIGH, FACTOR >= 2 and STEP >= 1")
+        values, value = [], first
+        while value <= last:
+            values.append(value)
+            value = value * by if op == "x" else value + by
+        return values
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values:
+        raise RooflineError(f"empty grid axis {text!r}")
+    return [int(v) if v.lstrip("-").isdigit() else v for v in values]
+
+
+@dataclass(frozen=True)
+class Task:
+    family: str
+    params: dict[str, Any]
+    target: str
+    hardware: tuple[str, ...]
+    out: str
+    cache: str | None
+    hardware_dirs: tuple[str, ...] = ()
+    data_parallel: bool = False
+
+    @property
+    def spec(self) -> str:
+        return self.family + ":" + ",".join(f"{k}={v}" for k, v in self.params.items())
+
+    @property
+    def key(self) -> str:
+        material = f"{self.spec}|{self.target}|{self.data_parallel}|{','.join(self.hardware)}"
+        return hashlib.sha256(material.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    family: str
+    grid: Mapping[str, Sequence[Any]]
+    targets: Sequence[str]
+    hardware: Sequence[str]
+    out: Path
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    cache: Path | None = None
+    hardware_dirs: Sequence[str] = ()
+    data_parallel: bool = False
+
+    def tasks(self) -> list[Task]:
+        from roofline.program.workloads import FAMILIES
+
+        if self.family not in FAMILIES:
+            raise RooflineError(f"unknown family {self.family!r}."
+                                f"{did_you_mean(self.family, FAMILIES)} Families: "
+                                + ", ".join(sorted(FAMILIES)))
+        from roofline.program.compile import get_target
+        from roofline.program.workloads.registry import convert_parameter
+
+        family = FAMILIES[self.family]
+        params = {p.name: p for p in family.params}
+        known = list(params)
+        for name in [*self.grid, *self.fixed]:
+            if name not in known:
+                raise RooflineError(f"family {self.family!r} has no parameter {name!r}."
+                                    f"{did_you_mean(name, known)} Its parameters: "
+                                    f"{', '.join(known)}")
+        # Every value is checked before any task runs: one bad value fails nothing later.
+        for name, values in [*self.grid.items(), *((n, [v]) for n, v in self.fixed.items())]:
+            for value in values:
+                convert_parameter(family, params[name], str(value))
+        for target in self.targets:
+            get_target(target)
+        if not self.targets or not self.hardware:
+            raise RooflineError("a sweep needs at least one --target and one --hardware")
+        names = list(self.grid)
+        tasks = []
+        for combination in itertools.product(*(self.grid[n] for n in names)):
+            values = {**self.fixed, **dict(zip(names, combination))}
+            params = {p: values[p] for p in known if p in values}
+            for target in self.targets:
+                tasks.append(Task(self.family, params, target, tuple(self.hardware),
+                                  str(self.out), str(self.cache) if self.cache else None,
+                                  tuple(self.hardware_dirs), self.data_parallel))
+        return tasks
+
+
+def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    return buffer.getvalue()
+
+
+def _parameter_count(args: tuple[Any, ...]) -> int:
+    import jax
+
+    return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(args[0]))
+
+
+def _needs_text(footprint_bytes: float, capacity_bytes: float) -> str:
+    return (f"needs {format_quantity(footprint_bytes, Kind.BYTES, like=capacity_bytes)} "
+            f"of {format_quantity(capacity_bytes, Kind.BYTES)}")
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Compile one model for one target, place it on every hardware, write its parts.
+
+    Runs in a worker process; everything it needs is in ``task``.
+    """
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from roofline.model.analysis import fit, place_program
+    from roofline.program.compile import compile_workload
+    from roofline.hardware import load_hardware
+    from roofline.model.placement import BoundKind
+    from roofline.model.placement import class_text
+    from roofline.program.workloads import FAMILIES
+
+    base = {"key": task.key, "spec": task.spec, "family": task.family, **task.params,
+            "target": task.target, "data_parallel": task.data_parallel}
+    model_rows: list[dict[str, Any]] = []
+    op_rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    try:
+        workload = FAMILIES[task.family].make(**task.params)
+        program = compile_workload(workload, task.target, data_parallel=task.data_parallel,
+                                   cache_dir=task.cache)
+        parameters = _parameter_count(workload.args)
+    except DoesNotFitError as exc:
+        model_rows = [{**base, "hardware": hw, "status": "does not fit", "message": str(exc),
+                       "footprint_bytes": _required_bytes(str(exc))} for hw in task.hardware]
+        program = None
+    except Exception as exc:  # a failed model is a row, never a stopped sweep
+        model_rows = [{**base, "hardware": hw, "status": "error",
+                       "message": f"{type(exc).__name__}: {exc}"} for hw in task.hardware]
+        program = None
+    if program is not None:
+        costs = program.costs
+        for ref in task.hardware:
+            hardware = load_hardware(ref, task.hardware_dirs)
+            placement = place_program(program, hardware)
+            program_fit = fit(program, hardware)
+            by_bound = placement.seconds_by_bound()
+            total = placement.seconds or 1.0
+            shares = {f"share_{kind.value}": sum(v for k, v in by_bound.items()
+                                                 if k.kind is kind) / total
+                      for kind in (BoundKind.COMPUTE, BoundKind.MEMORY, BoundKind.LINK,
+                                   BoundKind.OVERHEAD)}
+            covered = placement.coverage
+            left_flops, left_time = covered.left_out_share()
+            used = [op.placement.roof.flop_per_s for op in placement.ops
+                    if op.placement is not None and op.placement.roof is not None
+                    and op.cost.flops]
+            peak = max(used, default=0.0)
+            predicted = placement.seconds
+            model_rows.append({
+                **base, "hardware": ref, "scope": placement.hardware.scope,
+                "status": "ok" if program_fit.fits else "does not fit",
+                "message": "" if program_fit.fits else
+                _needs_text(program_fit.footprint_bytes, program_fit.capacity_bytes),
+                "flops": costs.flops, "transcendentals": costs.transcendentals,
+                "bytes": costs.bytes, "link_bytes": costs.link_bytes,
+                "intensity": costs.flops / costs.bytes if costs.bytes else None,
+                "predicted_s": predicted, **shares,
+                "peak_flop_per_s": peak,
+                "utilization": costs.flops / predicted / peak if predicted and peak else None,
+                "footprint_bytes": program_fit.footprint_bytes,
+                "capacity_bytes": program_fit.capacity_bytes, "fits": program_fit.fits,
+                "parameters": parameters, "compile_s": program.compile_seconds,
+                "cached": program.cached,
+                "left_out_flops_share": left_flops, "left_out_time_share": left_time,
+                "left_out": "; ".join(f"{g.gap.value}: {g.detail} ({len(g.ops)} ops)"
+                                      for g in covered.summary()),
+            })
+            for op in placement.ops:
+                if op.placement is None:
+                    continue
+                op_rows.append({"key": task.key, "spec": task.spec, "target": task.target,
+                                "data_parallel": task.data_parallel,
+                                "hardware": ref, "op": op.cost.name,
+                                "category": op.cost.category, "dtype": op.cost.dtype,
+                                "unit": op.cost.unit, "flops": op.cost.flops,
+                                "bytes": op.cost.bytes, "seconds": op.seconds,
+                                "bound": class_text(op.placement.bound)})
+    parts = Path(task.out) / PARTS
+    parts.mkdir(parents=True, exist_ok=True)
+    if op_rows:
+        payload = _parquet_bytes(op_rows)
+        write_atomic(parts / f"{task.key}.ops.parquet", lambda h: h.write(payload))
+    # The models part is written last: its presence marks the task done.
+    payload = _parquet_bytes(model_rows)
+    write_atomic(parts / f"{task.key}.models.parquet", lambda h: h.write(payload))
+    return {"key": task.key, "spec": task.spec, "target": task.target,
+            "status": model_rows[0]["status"] if model_rows else "error",
+            "seconds": time.perf_counter() - started}
+
+
+_REQUIRED = re.compile(r"memory required for [^(]*\(([\d.]+)([KMGT]?)\)")
+
+
+def _required_bytes(message: str) -> float | None:
+    """The footprint a compiler's out-of-memory message states ("... (8.12G) exceeds ...")."""
+    match = _REQUIRED.search(message)
+    if match is None:
+        return None
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[match.group(2)]
+    return float(match.group(1)) * scale
+
+
+def finished_keys(out: Path, set_aside: list[str] | None = None) -> set[str]:
+    """Keys whose parts are written and readable. Unreadable parts move to
+    ``parts/unreadable/`` (named in ``set_aside``) so that their tasks run again."""
+    import pyarrow.parquet as pq
+
+    parts = out / PARTS
+    if not parts.is_dir():
+        return set()
+    remove_abandoned_temporaries(parts)
+    keys = set()
+    for path in sorted(parts.glob("*.models.parquet")):
+        key = path.name.split(".")[0]
+        try:
+            for part in (path, parts / f"{key}.ops.parquet"):
+                if part.exists():
+                    pq.read_metadata(part)
+        except Exception:  # pyarrow raises several types for a damaged file
+            aside = parts / UNREADABLE
+            aside.mkdir(exist_ok=True)
+            for part in parts.glob(f"{key}.*.parquet"):
+                part.replace(aside / part.name)
+            if set_aside is not None:
+                set_aside.append(str(aside / path.name))
+            continue
+        keys.add(key)
+    return keys
+
+
+def read_models(out: str | Path) -> Any:
+    """The gathered ``models.parquet`` of a finished sweep, as a DataFrame."""
+    import pandas
+
+    path = Path(out) / MODELS_FILE
+    if not path.is_file():
+        raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out {out}' "
+                            "to completion first")
+    try:
+        models = pandas.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise RooflineError(f"{path}: not a readable sweep table ({type(exc).__name__}); "
+                            f"run the sweep again with --out {out} to gather it anew"
+                            ) from None
+    if models.empty:
+        raise RooflineError(f"{path} holds no models: the sweep ran nothing")
+    return models
+
+
+def select_models(out: str | Path, hardware: str | None, target: str | None, *,
+                  first_by_default: bool = False) -> tuple[Any, list[str]]:
+    """The sweep's models for one hardware and target, and notes on what was chosen: where
+    the sweep has several and none is named, the first in the sweep's order with
+    ``first_by_default``, an error otherwise."""
+    path = Path(out) / MODELS_FILE
+    models = read_models(out)
+    for column, value in (("hardware", hardware), ("target", target)):
+        if value is not None:
+            models = models[models[column] == value]
+    if models.empty:
+        raise RooflineError(f"{path} has no models for hardware {hardware!r} and target "
+                            f"{target!r}")
+    notes = []
+    for column in ("hardware", "target"):
+        choices = list(dict.fromkeys(models[column]))
+        if len(choices) > 1:
+            if not first_by_default:
+                raise RooflineError(f"{path} holds several {column}s ({', '.join(choices)}): "
+                                    f"choose one with --{column}")
+            notes.append(f"the sweep has {len(choices)} {column}s ({', '.join(choices)}): "
+                         f"showing {choices[0]}; choose another with --{column}")
+            models = models[models[column] == choices[0]]
+    return models, notes
+
+
+def coverage_line(out: str | Path) -> str:
+    """One line on what the sweep's model rows leave out."""
+    from roofline.model.coverage import HEADLINE_SHARE
+
+    models = read_models(out)
+    if "left_out_flops_share" not in models:
+        return "coverage: no model was placed"
+    worst = models[["left_out_flops_share", "left_out_time_share"]].max(axis=1)
+    leaky = models[worst > HEADLINE_SHARE]
+    if leaky.empty:
+        return ("coverage: no model row leaves out more than 1% of its FLOPs or time (column "
+                "left_out)")
+    reasons = sorted({r for text in leaky["left_out"] for r in text.split("; ") if r})
+    return (f"LEFT OUT: {len(leaky)} of {len(models)} model rows leave out more than 1% of "
+            f"their FLOPs or time (columns left_out*): " + "; ".join(reasons[:5]))
+
+
+# A row's identity in the gathered tables: an extended sweep can place one model on one
+# hardware in two tasks (run with different --hardware lists); the newest part is kept.
+ROW_KEYS = {"models": ("spec", "target", "data_parallel", "hardware"),
+            "ops": ("spec", "target", "data_parallel", "hardware", "op")}
+
+
+def gather(out: Path) -> tuple[Path, Path]:
+    """Combine the parts into ``models.parquet`` and ``ops.parquet`` (atomically), each
+    row once (:data:`ROW_KEYS`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    written = []
+    for suffix, name in (("models", MODELS_FILE), ("ops", OPS_FILE)):
+        paths = sorted((out / PARTS).glob(f"*.{suffix}.parquet"),
+                       key=lambda p: (p.stat().st_mtime_ns, p.name))
+        tables = [t for t in (pq.read_table(p) for p in paths) if t.num_rows]
+        table = (pa.concat_tables(tables, promote_options="permissive") if tables
+                 else pa.table({}))
+        keys = [k for k in ROW_KEYS[suffix] if k in table.column_names]
+        if table.num_rows and keys:
+            frame = table.to_pandas().drop_duplicates(subset=keys, keep="last")
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        written.append(write_atomic(out / name, lambda h, b=buffer.getvalue(): h.write(b)))
+    return written[0], written[1]
+
+
+def _progress_line(done: int, total: int, started: float, skipped: int) -> str:
+    elapsed = time.perf_counter() - started
+    fresh = done - skipped
+    rate = fresh / elapsed if elapsed > 0 and fresh else 0.0
+    remaining = (total - done) / rate if rate else float("inf")
+    eta = (time.strftime("%H:%M:%S", time.gmtime(remaining)) if math.isfinite(remaining)
+           else "--:--:--")
+    return (f"[{done}/{total}] {rate * 60:.1f} models/min, elapsed "
+            f"{time.strftime('%H:%M:%S', time.gmtime(elapsed))}, ETA {eta}")
+
+
+def definition(plan: SweepPlan) -> dict[str, Any]:
+    """What a sweep directory is a sweep of (``sweep.json``)."""
+    return {"family": plan.family, "grid": {k: list(v) for k, v in plan.grid.items()},
+            "fixed": dict(plan.fixed), "targets": list(plan.targets),
+            "hardware": list(plan.hardware), "data_parallel": plan.data_parallel}
+
+
+def record_definition(plan: SweepPlan, extend: bool) -> None:
+    """Refuse a directory holding a sweep of something else, unless ``extend``: then the
+    new definition is added to those it holds."""
+    path = plan.out / DEFINITION_FILE
+    wanted = definition(plan)
+    held: list[dict[str, Any]] = []
+    if path.exists():
+        try:
+            held = json.loads(path.read_text())["definitions"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RooflineError(f"{path}: unreadable sweep definition ({exc}); it records "
+                                "what this directory is a sweep of: restore it or use a "
+                                "new --out") from None
+    elif any((plan.out / PARTS).glob("*.parquet")) and not extend:
+        raise RooflineError(f"{plan.out} holds sweep parts but no {DEFINITION_FILE} (written "
+                            "by an older roofline): it is not known what they are a sweep "
+                            "of; use a new --out, or pass --extend to add this sweep to them")
+    if wanted in held:
+        return
+    if held and not extend:
+        differ = sorted(k for k in wanted if all(d.get(k) != wanted[k] for d in held))
+        raise RooflineError(f"{plan.out} holds a sweep of something else ({DEFINITION_FILE} "
+                            f"differs in {', '.join(differ)}): use a new --out, or pass "
+                            "--extend to add this sweep to it")
+    write_atomic(path, lambda handle: handle.write(
+        json.dumps({"definitions": [*held, wanted]}, indent=2).encode()))
+
+
+def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None,
+              progress: Callable[[str], None] = lambda line: None,
+              limit: int | None = None, extend: bool = False) -> dict[str, Any]:
+    """Run every unfinished task of ``plan``; returns counts and the output files. A
+    directory already holding another sweep is refused unless ``extend``."""
+    tasks = plan.tasks()
+    plan.out.mkdir(parents=True, exist_ok=True)
+    record_definition(plan, extend)
+    set_aside: list[str] = []
+    done_keys = finished_keys(plan.out, set_aside)
+    for path in set_aside:   # a warning, shown whether or not progress is
+        print(f"roofline: unreadable part set aside, its task runs again: {path}",
+              file=sys.stderr)
+    todo = [t for t in tasks if t.key not in done_keys]
+    if limit is not None:
+        todo = todo[:limit]
+    skipped = len(done_keys & {t.key for t in tasks})
+    started = time.perf_counter()
+    done = skipped
+    statuses: dict[str, int] = {}
+    progress(f"{len(tasks)} tasks ({len(tasks) // max(len(plan.targets), 1)} models x "
+             f"{len(plan.targets)} targets), {skipped} already done")
+    tracker = bar(len(tasks), "sweep", unit="task")
+    tracker.update(skipped)
+    for result in execute_tasks(todo, workers, scheduler):
+        done += 1
+        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+        tracker.update()
+        if not shown():
+            progress(_progress_line(done, len(tasks), started, skipped))
+    tracker.close()
+    complete = finished_keys(plan.out) >= {t.key for t in tasks}
+    files = gather(plan.out) if complete else None
+    return {"tasks": len(tasks), "ran": len(todo), "skipped": skipped, "statuses": statuses,
+            "complete": complete, "files": files,
+            "seconds": time.perf_counter() - started}
+
+
+PARENT_POLL_S = 1.0
+
+
+def start_worker(parent: int) -> None:
+    """A worker's set-up: its compiles show no progress (the main process shows the
+    sweep's), and it ends with its parent."""
+    set_quiet(True)
+    end_with_parent(parent)
+
+
+def end_with_parent(parent: int) -> None:
+    """In a worker: exit as soon as the sweep's main process is gone (killed, say), so
+    that no worker outlives it holding its memory."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
+def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
+             ) -> Iterable[dict[str, Any]]:
+    if not tasks:
+        return
+    if scheduler:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+
+        try:
+            client = Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
+        except OSError as exc:
+            raise RooflineError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        with client:
+            futures = client.map(run_task, tasks, pure=False)
+            for future in dask_completed(futures):
+                yield future.result()
+        return
+    # Fresh interpreters, not forks: jax is multithreaded and must not be forked.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                             initializer=start_worker, initargs=(os.getpid(),)) as pool:
+        futures = [pool.submit(run_task, task) for task in tasks]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BrokenProcessPool:
+            for future in futures:
+                future.cancel()
+            raise RooflineError("a worker process died mid-task (killed, or out of memory: "
+                                "try fewer --workers); every finished model is kept: run the "
+                                "same command again to resume") from None

@@ -1,6 +1,0 @@
-"""Workloads: named, parameterized JAX programs usable as a SPEC."""
-
-from roofline.workloads import ops, paradnn, resnet, zoo  # noqa: F401  (register their families)
-from roofline.workloads.registry import FAMILIES, Family, Param, Workload, parse_spec
-
-__all__ = ["FAMILIES", "Family", "Param", "Workload", "parse_spec"]

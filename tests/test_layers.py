@@ -1,0 +1,73 @@
+"""The package's layers (README, "How the code is laid out"): a module imports only from
+its own layer or the ones below it, so each layer can be read, tested and replaced
+without the ones above."""
+
+import ast
+from pathlib import Path
+
+import roofline
+
+# Lowest first. A module belongs to the longest prefix that names it.
+LAYERS = (
+    ("roofline.errors", "roofline.units", "roofline.outputs", "roofline.progress"),
+    ("roofline.hardware",),
+    ("roofline.program",),
+    ("roofline.model",),
+    ("roofline.api",),
+    ("roofline.studies",),
+    ("roofline.render",),
+    ("roofline.cli", "roofline.__main__"),
+)
+PACKAGE = Path(roofline.__file__).parent
+
+
+def _layer(module: str) -> int | None:
+    best = None
+    for level, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (level, len(prefix))
+    return None if best is None else best[0]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("roofline")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("roofline"):
+            # `from roofline.program import _xla` imports the submodule
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    modules = [_module_name(p) for p in PACKAGE.rglob("*.py")]
+    assert [m for m in modules if m != "roofline" and _layer(m) is None] == []
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if module == "roofline":   # the package re-exports the public surface
+            continue
+        own = _layer(module)
+        for imported in _imports(path):
+            target = _layer(imported)
+            if target is not None and target > own:
+                upward.append(f"{module} -> {imported}")
+    assert upward == []
+
+
+def test_the_package_root_holds_only_the_foundation_and_the_public_api() -> None:
+    # The tree shows the layers: every other module lives in its layer's subpackage.
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert top == ["__init__", "__main__", "api", "errors", "outputs", "progress", "units"]
