@@ -1,8 +1,8 @@
 """Throughput of roofline's trace reader next to xprof's hlo_stats conversion, on the
-same files: a host trace of at least 100,000 op events captured here, and the TPU v6e
+same files: a host trace of about 500,000 events captured here, and the TPU v6e
 fixture.
 
-Run: .venv/bin/python benchmarks/trace_reader.py [--steps 130]
+Run: .venv/bin/python benchmarks/trace_reader.py [--steps 640]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def best(fn, repeats: int = 3) -> tuple[float, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=130,
+    parser.add_argument("--steps", type=int, default=640,
                         help="profiled steps of the host program (more steps, more events)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:

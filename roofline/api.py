@@ -26,7 +26,7 @@ from roofline.model.floor import given_floor
 from roofline.model.placement import Overlap
 from roofline.model.transfer import run_floor, transfer
 from roofline.program.compile import compile_target_of
-from roofline.program.hlo.costs import OpCost
+from roofline.program.hlo.op_cost import OpCost
 
 if TYPE_CHECKING:
     import pandas

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from roofline.cli import main
-from roofline.render.report import to_json
+from roofline.render.tables import to_json
 
 SPEC = "matmul:m=8,n=8,k=8,dtype=f32"
 WHATIF = ["whatif", SPEC, "--hardware", "v100-sxm2"]

@@ -59,7 +59,7 @@ def compiled(request):
 def test_reconciles_with_xla_cost_analysis(compiled, name):
     target, programs = compiled
     program = programs[name]
-    once = analyze_module(program.module, count_loop_trips=False)  # XLA's loop convention
+    once = analyze_module(parse_hlo_text(program.hlo_text), count_loop_trips=False)  # XLA's loop convention
     assert once.flops == pytest.approx(program.xla.flops, rel=0.01)
     assert once.transcendentals == pytest.approx(program.xla.transcendentals, rel=0.01)
     if target in ("host", "tpu-v3"):
@@ -87,7 +87,7 @@ def test_data_parallel_board_has_gradient_all_reduce(target):
     program = compile_program(fn, args, target, data_parallel=True,
                               batch_argnums=batch_argnums)
     assert program.devices == 8 and program.target.topology.endswith("2x2")
-    once = analyze_module(program.module, count_loop_trips=False)
+    once = analyze_module(parse_hlo_text(program.hlo_text), count_loop_trips=False)
     assert once.flops == pytest.approx(program.xla.flops, rel=0.01)
     reduces = [op for op in program.costs.ops if op.category == "collective"]
     assert reduces, "the gradient all-reduce must appear as a collective op"
@@ -171,3 +171,49 @@ def test_hlo_proto_bytes_read_like_text():
     assert from_proto.flops == from_text.flops == 2 * 64**3
     with pytest.raises(RooflineError, match="not a valid serialized HloModuleProto"):
         _xla.hlo_text_from_proto(b"\x00garbage")
+
+
+def test_a_cached_spec_is_found_without_tracing_or_lowering(tmp_path, monkeypatch):
+    import roofline.program.compile as compile_module
+    from roofline.program.compile import compile_workload
+
+    spec = "fc:layers=2,nodes=64,batch=8,dtype=f32"
+    first = compile_workload(parse_spec(spec), "host", cache_dir=tmp_path)
+    assert not first.cached and first.cache_key
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("traced and lowered again")
+    monkeypatch.setattr(compile_module, "compile_program", no_compile)
+    again = compile_workload(parse_spec(spec), "host", cache_dir=tmp_path)
+    assert again.cached and again.hlo_text == first.hlo_text
+    assert again.cache_key == first.cache_key
+    # The costs are read back, not recomputed, and equal the first analysis op by op.
+    assert again.costs == first.costs
+    # Another target, or a user's own function (whose imports the key cannot see), is
+    # not found by its SPEC.
+    with pytest.raises(AssertionError, match="traced"):
+        compile_workload(parse_spec(spec), "tpu-v2", cache_dir=tmp_path)
+    user = Workload("tests.user_models:mlp", lambda x: x * 2, (jnp.ones(4),))
+    with pytest.raises(AssertionError, match="traced"):
+        compile_workload(user, "host", cache_dir=tmp_path)
+
+
+def test_a_spec_that_does_not_fit_is_refused_again_from_the_cache(tmp_path, monkeypatch):
+    import roofline.program.compile as compile_module
+    from roofline.errors import DoesNotFitError
+    from roofline.program.compile import compile_workload
+
+    # The compiler's own refusal (RESOURCE_EXHAUSTED), stood in for: deviceless TPU
+    # compiles of this suite's sizes all succeed, and fit() judges them afterwards.
+    def refuse(*args, **kwargs):
+        raise DoesNotFitError("the program does not fit one tpu-v2 device: RESOURCE_EXHAUSTED")
+    monkeypatch.setattr(compile_module, "compile_program", refuse)
+    spec = "fc:layers=1,nodes=64,batch=8,dtype=f32"
+    with pytest.raises(DoesNotFitError):
+        compile_workload(parse_spec(spec), "tpu-v2", cache_dir=tmp_path)
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(compile_module, "compile_program", no_compile)
+    with pytest.raises(DoesNotFitError, match="RESOURCE_EXHAUSTED"):
+        compile_workload(parse_spec(spec), "tpu-v2", cache_dir=tmp_path)

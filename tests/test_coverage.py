@@ -107,7 +107,7 @@ def test_sweep_rows_and_summary_carry_the_left_out_share(tmp_path, capsys):
                  "--set", "dtype=bf16", "--target", "tpu-v6e", "--hardware", "tpu-v6e",
                  "--out", str(out), "--workers", "1"]) == 0
     printed = capsys.readouterr().out
-    from roofline.studies.sweep import read_models
+    from roofline.studies.sweep_results import read_models
 
     row = read_models(out).iloc[0]
     assert NO_VECTOR_ROOF in row["left_out"]

@@ -7,7 +7,7 @@ import pytest
 
 from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.render.report import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL, explanation_document
+from roofline.render.runs import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL, explanation_document
 from tests.conftest import DATA
 
 TRACES = DATA / "traces"

@@ -137,3 +137,19 @@ def test_predict_ops_errors_exit_2_without_traceback(tmp_path, capsys):
     assert main(["predict", "resnet50", "--ops", str(path), "--from", "v100-sxm2",
                  "--to", "t4"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_predict_target_floor_at_the_cli(tmp_path, capsys):
+    path = tmp_path / "ops.csv"
+    path.write_text(CSV)
+    argv = ["predict", "--ops", str(path), "--from", "testchip:core", "--to", "testchip:chip",
+            "--ceilings", "peak", "--hardware-dir", str(SPECS), "--format", "json"]
+    assert main([*argv, "--target-floor", "5 us"]) == 0
+    new = {op["op"]: op["target_s"] for op in json.loads(capsys.readouterr().out)["ops"]}
+    # The given 5 us replaces the 2 us floor; the work carries as before: gemm
+    # 2 x 2048^3 / 40e12 / 0.5 = 0.859 ms, tiny (3 us - 2 us) / 2 = 0.5 us.
+    assert new["gemm"] == pytest.approx(5e-6 + 2 * 2048**3 / 40e12 / 0.5)
+    assert new["tiny"] == pytest.approx(5.5e-6)
+    assert main([*argv, "--target-floor", "5"]) == 2   # a time needs its unit
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "5" in err

@@ -84,7 +84,7 @@ _FP32 = 'peak = "2 TFLOP/s"\nscope = "core"\nsource = "sheet"'
 
 MALFORMED = [
     ("typo in a key", ('bandwidth = "250 GB/s"', 'bandwith = "250 GB/s"'),
-     "memory[0].bandwith", "unknown key 'bandwith'; did you mean 'bandwidth'?"),
+     "memory[0].bandwith", "unknown key 'bandwith'. Did you mean 'bandwidth'?"),
     ("bandwidth where a FLOP rate belongs", ('peak = "20 TFLOP/s"', 'peak = "900 GB/s"'),
      "compute[0].peak", "is a bandwidth, but a compute rate belongs here"),
     ("FLOP rate where a capacity belongs", ('capacity = "8 GiB"', 'capacity = "8 TFLOP/s"'),
@@ -104,7 +104,7 @@ MALFORMED = [
      "compute[1].source", "every number needs a source"),
     ("source not defined", ('tdp = "100 W"\nscope = "chip"\nsource = "sheet"',
                             'tdp = "100 W"\nscope = "chip"\nsource = "shet"'),
-     "power.source", "'shet' is not defined in [sources]; did you mean 'sheet'?"),
+     "power.source", "'shet' is not defined in [sources]. Did you mean 'sheet'?"),
     ("unknown scope", ('name = "ICI"\ncount = 4\nbandwidth = "200 GB/s"\nscope = "chip"',
                        'name = "ICI"\ncount = 4\nbandwidth = "200 GB/s"\nscope = "host"'),
      "links[0].scope", "unknown scope 'host'; this file declares core, chip, board"),

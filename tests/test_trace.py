@@ -13,7 +13,7 @@ from roofline.cli import main
 from roofline.errors import RooflineError, TraceError
 from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.render.report import explanation_document
+from roofline.render.runs import explanation_document
 from roofline.program.trace import read_trace
 from roofline.program.trace.capture import capture
 from roofline.program.trace.hlo_protos import split_program

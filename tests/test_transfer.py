@@ -14,7 +14,7 @@ from roofline.model.comparison import Presence
 from roofline.model.coverage import Gap
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.hardware import load_spec_file
-from roofline.program.hlo.costs import OpCost
+from roofline.program.hlo.op_cost import OpCost
 from roofline.model.transfer import efficiencies, transfer
 
 

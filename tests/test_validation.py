@@ -147,7 +147,7 @@ def test_published_suite_errors(tmp_path):
 
 
 def test_a_case_caveat_is_in_the_json_and_the_text():
-    from roofline.render.report import validation_text
+    from roofline.render.questions import validation_text
     from roofline.studies.validation import CaseResult, Validation
 
     caveat = "the all-core run got no second core: its best step was 0.80x the one-core one"

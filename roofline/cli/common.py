@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from roofline.errors import RooflineError
-from roofline.render import report
+from roofline.render.tables import FORMATS, coverage_headline, to_csv, to_json
 
 EXIT_BAD_INPUT = 2
 
@@ -30,7 +30,7 @@ def parents() -> Parents:
     common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
                         help="no progress display (shown on a terminal only, on stderr)")
     formatted = argparse.ArgumentParser(add_help=False)
-    formatted.add_argument("--format", choices=report.FORMATS, default="table",
+    formatted.add_argument("--format", choices=FORMATS, default="table",
                            help="output format (default: table; json is stable, see README)")
     return Parents(common, formatted)
 
@@ -38,9 +38,9 @@ def parents() -> Parents:
 def emit(args: argparse.Namespace, *, text: str, document: dict,
           rows: list[dict], columns: Sequence[str] | None = None) -> None:
     if args.format == "json":
-        sys.stdout.write(report.to_json(document))
+        sys.stdout.write(to_json(document))
     elif args.format == "csv":
-        sys.stdout.write(report.to_csv(rows, columns))
+        sys.stdout.write(to_csv(rows, columns))
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
@@ -104,7 +104,7 @@ def save_plot(fig: Any, path: str, coverage: Any = None) -> None:
     from roofline.render.plot import save_figure
 
     if coverage is not None:
-        for line in report.coverage_headline(coverage.to_document()):
+        for line in coverage_headline(coverage.to_document()):
             print(f"roofline: {line}", file=sys.stderr)
     print(f"wrote {save_figure(fig, path)}", file=sys.stderr)
 

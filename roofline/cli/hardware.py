@@ -12,13 +12,14 @@ from roofline.errors import RooflineError
 from roofline.hardware import list_hardware, load_hardware, load_spec_file
 from roofline.outputs import write_text_atomic
 from roofline.progress import say
-from roofline.render import report
+from roofline.render.hardware import hardware_check_document, hardware_check_text, hardware_document, hardware_list_document, hardware_list_rows, hardware_text, measured_spec_text, ridge_rows
+from roofline.render.tables import format_table
 
 
 def _hardware_list(args: argparse.Namespace) -> int:
     entries = list_hardware(args.hardware_dir)
-    doc = report.hardware_list_document(entries)
-    emit(args, text=report.format_table(report.hardware_list_rows(doc)), document=doc,
+    doc = hardware_list_document(entries)
+    emit(args, text=format_table(hardware_list_rows(doc)), document=doc,
          rows=[{k: v for k, v in r.items() if k != "scopes"} for r in doc["hardware"]])
     for error in doc["errors"]:
         print(f"roofline: error: {error['error']}", file=sys.stderr)
@@ -27,8 +28,8 @@ def _hardware_list(args: argparse.Namespace) -> int:
 
 def _hardware_show(args: argparse.Namespace) -> int:
     hw = load_hardware(args.ref, args.hardware_dir)
-    emit(args, text=report.hardware_text(hw), document=report.hardware_document(hw),
-         rows=report.ridge_rows(hw))
+    emit(args, text=hardware_text(hw), document=hardware_document(hw),
+         rows=ridge_rows(hw))
     return 0
 
 
@@ -37,8 +38,8 @@ def _hardware_check(args: argparse.Namespace) -> int:
     variants = [name for name, _ in hw.variants]
     for name in variants:  # every alternative must build a valid record too
         load_spec_file(args.file, variant=name)
-    doc = report.hardware_check_document(args.file, hw, variants)
-    emit(args, text=report.hardware_check_text(doc, hw), document=doc,
+    doc = hardware_check_document(args.file, hw, variants)
+    emit(args, text=hardware_check_text(doc, hw), document=doc,
          rows=doc["ridge_points"])
     return 0
 
@@ -71,7 +72,7 @@ def _hardware_measure(args: argparse.Namespace) -> int:
     for flag in measurement.flags():
         print(f"roofline: flag: {flag}", file=sys.stderr)
     # What was written must load like any other spec, both variants.
-    print(report.measured_spec_text(out, load_spec_file(out),
+    print(measured_spec_text(out, load_spec_file(out),
                                     load_spec_file(out, variant="one-core", scope="core")))
     print(measurement.datasheet_text())
     return 0

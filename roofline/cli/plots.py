@@ -59,7 +59,7 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
 
 def _plot_heatmap(args: argparse.Namespace) -> int:
     from roofline.render.plot import build_heatmap, heatmap_slice
-    from roofline.studies.sweep import select_models
+    from roofline.studies.sweep_results import select_models
 
     models, notes = select_models(args.sweep_dir, args.hardware, args.target,
                                   first_by_default=True)

@@ -10,7 +10,9 @@ from roofline.cli.common import Parents, device_choice, emit, save_plot
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.outputs import write_text_atomic
-from roofline.render import report
+from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
+from roofline.render.runs import devices_document, devices_text, explanation_document, explanation_text, kernel_document, kernel_text
+from roofline.render.tables import to_csv, to_json
 
 
 def _analyze(args: argparse.Namespace) -> int:
@@ -29,15 +31,15 @@ def _analyze(args: argparse.Namespace) -> int:
     placement = (place_program(program, hardware, Overlap(args.overlap))
                  if hardware is not None else None)
     program_fit = fit(program, hardware) if hardware is not None else None
-    doc = report.analysis_document(workload.spec, program, placement, program_fit)
+    doc = analysis_document(workload.spec, program, placement, program_fit)
     if args.format == "json":
-        text = report.to_json(doc)
+        text = to_json(doc)
     elif args.format == "csv":
-        rows = report.analysis_csv_rows(doc)
+        rows = analysis_csv_rows(doc)
         columns = list(dict.fromkeys(k for row in rows for k in row))
-        text = report.to_csv(rows, columns)
+        text = to_csv(rows, columns)
     else:
-        text = report.analysis_text(doc, args.top)
+        text = analysis_text(doc, args.top)
     if args.out:
         write_text_atomic(args.out, text)
         print(f"wrote {args.out}")
@@ -85,11 +87,11 @@ def _explain(args: argparse.Namespace) -> int:
                 "hardware_specs/host.toml' (or pass --hardware ID)") from exc
         raise
     explanation = explain(loaded, hardware, Overlap(args.overlap))
-    doc = report.explanation_document(explanation)
+    doc = explanation_document(explanation)
     if args.annotate:
         write_annotated_trace(explanation, args.annotate)
         print(f"wrote {args.annotate}", file=sys.stderr)
-    emit(args, text=report.explanation_text(doc, args.top), document=doc,
+    emit(args, text=explanation_text(doc, args.top), document=doc,
           rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
     if args.plot:
         from roofline.render.plot import bound_points, build_roofline, measured_points
@@ -109,8 +111,8 @@ def _explain_devices(args: argparse.Namespace) -> int:
                             "and --plot take one device (--device N)")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
     explanations, skipped = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
-    doc = report.devices_document(explanations, skipped)
-    emit(args, text=report.devices_text(doc), document=doc, rows=doc["devices"])
+    doc = devices_document(explanations, skipped)
+    emit(args, text=devices_text(doc), document=doc, rows=doc["devices"])
     return 0
 
 
@@ -120,9 +122,9 @@ def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
 
     if args.annotate or args.plot:
         raise RooflineError(f"{why}; --annotate and --plot need costed ops")
-    doc = report.kernel_document(read_kernels(args.run_dir, args.device))
+    doc = kernel_document(read_kernels(args.run_dir, args.device))
     print(f"roofline: {why}", file=sys.stderr)
-    emit(args, text=report.kernel_text(doc, args.top), document=doc, rows=doc["kernels"])
+    emit(args, text=kernel_text(doc, args.top), document=doc, rows=doc["kernels"])
     return 0
 
 

@@ -9,7 +9,7 @@ from roofline.cli.common import (
     Parents, emit, key_values, positive_float, save_plot, scale_factor)
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.render import report
+from roofline.render.questions import prediction_text, sensitivity_rows, sensitivity_text, whatif_text
 from roofline.units import Kind, parse_quantity
 
 
@@ -21,7 +21,7 @@ def _whatif(args: argparse.Namespace) -> int:
                     target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency,
                     power_w=args.power)
     doc = result.to_document()
-    emit(args, text=report.whatif_text(result, doc), document=doc, rows=doc["ops"])
+    emit(args, text=whatif_text(result, doc), document=doc, rows=doc["ops"])
     if args.plot:
         from roofline.render.plot import build_breakdown, time_breakdown
 
@@ -57,7 +57,7 @@ def _predict(args: argparse.Namespace) -> int:
                          overlap=args.overlap, clamp=args.clamp_efficiency,
                          ceilings=args.ceilings, target_floor=floor)
     doc = result.to_document()
-    emit(args, text=report.prediction_text(result, doc), document=doc, rows=doc["ops"])
+    emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
     if args.plot:
         from roofline.render.plot import build_speedup
 
@@ -70,8 +70,8 @@ def _sensitivity(args: argparse.Namespace) -> int:
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
                          target=args.target, overlap=args.overlap)
-    emit(args, text=report.sensitivity_text(result), document=result.to_document(),
-         rows=report.sensitivity_rows(result))
+    emit(args, text=sensitivity_text(result), document=result.to_document(),
+         rows=sensitivity_rows(result))
     return 0
 
 

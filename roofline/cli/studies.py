@@ -12,21 +12,22 @@ from roofline.cli.common import Parents, emit, key_values, positive_int, save_pl
 from roofline.errors import RooflineError, did_you_mean
 from roofline.hardware import load_hardware
 from roofline.progress import say
-from roofline.render import report
+from roofline.render.questions import regression_title, validation_text, workloads_document, workloads_rows, workloads_text
+from roofline.render.tables import format_table
 
 
 def _workloads_list(args: argparse.Namespace) -> int:
-    rows = report.workloads_rows()
-    emit(args, text=report.workloads_text(rows, shutil.get_terminal_size((100, 24)).columns),
-         document=report.workloads_document(), rows=rows)
+    rows = workloads_rows()
+    emit(args, text=workloads_text(rows, shutil.get_terminal_size((100, 24)).columns),
+         document=workloads_document(), rows=rows)
     return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from roofline.program.workloads import FAMILIES
     from roofline.program.workloads.paradnn import DEFAULT_GRIDS
-    from roofline.studies.sweep import (
-        SweepPlan, coverage_line, parse_values, run_sweep, select_models)
+    from roofline.studies.sweep import SweepPlan, parse_values, run_sweep
+    from roofline.studies.sweep_results import coverage_line, select_models
 
     if args.family not in FAMILIES:
         raise RooflineError(f"unknown family {args.family!r}."
@@ -77,7 +78,7 @@ def _regress(args: argparse.Namespace) -> int:
     weights = regress_sweep(args.sweep_dir, args.metric, args.hardware, args.baseline,
                             args.target)
     rows = weights.to_dict("records")
-    emit(args, text=report.format_table(rows, title=report.regression_title(
+    emit(args, text=format_table(rows, title=regression_title(
              weights, args.metric, args.hardware, args.baseline)),
          document=regression_document(weights, args.metric, args.hardware, args.baseline),
          rows=rows)
@@ -90,7 +91,7 @@ def _validate(args: argparse.Namespace) -> int:
     result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
                       workdir=args.keep, progress=say)
     doc = result.to_document()
-    emit(args, text=report.validation_text(doc), document=doc, rows=[
+    emit(args, text=validation_text(doc), document=doc, rows=[
         {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
     return 0
 

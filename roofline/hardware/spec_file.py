@@ -6,16 +6,14 @@ The format is documented in ``hardware_specs/README.md``. Every problem raises a
 
 from __future__ import annotations
 
-import difflib
 import re
-import math
 import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import SpecError, UnitError, UnknownHardwareError
+from roofline.errors import SpecError, UnknownHardwareError, did_you_mean
 from roofline.hardware.records import (
     DTYPES,
     KINDS,
@@ -28,7 +26,8 @@ from roofline.hardware.records import (
     MemoryLevel,
     Scalar,
 )
-from roofline.units import Kind, format_quantity, parse_quantity
+from roofline.hardware.spec_fields import FieldReader
+from roofline.units import Kind
 
 SCHEMA_VERSION = 1
 
@@ -41,126 +40,16 @@ _TOP_KEYS = {
     "compute", "memory", "links", "gemm",
 }
 MAX_SPEC_BYTES = 1 << 20   # spec files are a few KiB; refuse anything far larger
-# The largest figure a spec file may state, per kind (at any scope): well past today's
-# boards (a B200 board's fp4 peak is about 1.4e17 FLOP/s, a wafer-scale chip's SRAM about
-# 2e16 B/s); a figure beyond it is a unit-prefix slip, such as "1e30 FLOP/s".
-PLAUSIBLE_MAX = {Kind.FLOP_RATE: 1e19, Kind.BANDWIDTH: 1e17, Kind.BYTES: 1e15,
-                 Kind.FREQUENCY: 1e10, Kind.POWER: 1e6, Kind.TIME: 1.0}
-
 _REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
                  "sources", "overhead", "compute", "memory")
 _COMMON = {"scope", "source", "note"}
 
 
-def _suggest(word: str, choices: object) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)  # type: ignore[arg-type]
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-class _Reader:
-    """Validation helpers that know the file they read, for error messages."""
-
-    def __init__(self, path: Path | None, doc: Mapping[str, Any]):
-        self.path = path
-        self.doc = doc
-        self.scopes: dict[str, int] = {}
-        self.default_scope = ""
-        self.sources: dict[str, str] = {}
-        self.variants: dict[str, str] = {}
-
-    def error(self, key: str | None, problem: str) -> SpecError:
-        return SpecError(self.path, key, problem)
-
-    def check_keys(self, table: Mapping[str, Any], key: str, allowed: set[str],
-                   required: tuple[str, ...] = ()) -> None:
-        for name in table:
-            if name not in allowed:
-                where = f"{key}.{name}" if key else name
-                raise self.error(
-                    where, f"unknown key {name!r}{_suggest(name, allowed)} "
-                    f"(allowed here: {', '.join(sorted(allowed))})"
-                )
-        for name in required:
-            if name not in table:
-                where = f"{key}.{name}" if key else name
-                raise self.error(where, f"missing required key {name!r}")
-
-    def table(self, key: str, value: Any) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            raise self.error(key, f"expected a table, got {type(value).__name__} {value!r}")
-        return value
-
-    def string(self, key: str, value: Any, pattern: re.Pattern[str] | None = None) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.error(key, f"expected a non-empty string, got {value!r}")
-        if pattern is not None and not pattern.match(value):
-            raise self.error(key, f"{value!r} is not a valid name (letters, digits, - and _)")
-        return value
-
-    def choice(self, key: str, value: Any, choices: tuple[str, ...]) -> str:
-        text = self.string(key, value)
-        if text not in choices:
-            raise self.error(
-                key, f"{text!r} is not one of {', '.join(choices)}{_suggest(text, choices)}"
-            )
-        return text
-
-    def quantity(self, key: str, value: Any, kind: Kind) -> float:
-        try:
-            number = parse_quantity(value, kind)
-        except UnitError as exc:
-            raise self.error(key, str(exc)) from None
-        if not number > 0:
-            raise self.error(key, f"{value!r} must be positive")
-        if number > PLAUSIBLE_MAX[kind]:
-            limit = format_quantity(PLAUSIBLE_MAX[kind], kind)
-            raise self.error(key, f"{value!r} is more than {limit}, beyond any device a spec "
-                             "file describes: check the unit prefix")
-        return number
-
-    def positive_number(self, key: str, value: Any) -> float:
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not 0 < value < math.inf):
-            raise self.error(key, f"expected a positive finite number, got {value!r}")
-        return float(value)
-
-    def scope_factor(self, key: str, table: Mapping[str, Any]) -> float:
-        """How much to multiply an extensive value stated in ``table`` to reach the
-        default scope."""
-        scope = table.get("scope", self.default_scope)
-        if not isinstance(scope, str):
-            raise self.error(f"{key}.scope", f"expected the name of a scope (one of "
-                             f"{', '.join(self.scopes)}), got {scope!r}")
-        if scope not in self.scopes:
-            raise self.error(
-                f"{key}.scope", f"unknown scope {scope!r}; this file declares "
-                f"{', '.join(self.scopes)}{_suggest(str(scope), self.scopes)}"
-            )
-        return self.scopes[self.default_scope] / self.scopes[scope]
-
-    def source_keys(self, key: str, table: Mapping[str, Any], field: str = "source"
-                    ) -> tuple[str, ...]:
-        """The keys of [sources] that ``table[field]`` names (one key or a list)."""
-        if field not in table:
-            raise self.error(f"{key}.{field}", f"missing required key {field!r}: every "
-                             "number needs a source (a key of [sources])")
-        raw = table[field]
-        keys = [raw] if isinstance(raw, str) else raw
-        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
-            raise self.error(f"{key}.{field}", f"expected a key of [sources] or a list of "
-                             f"them, got {raw!r}")
-        for k in keys:
-            if k not in self.sources:
-                raise self.error(f"{key}.{field}", f"{k!r} is not defined in [sources]"
-                                 f"{_suggest(k, self.sources)}")
-        return tuple(keys)
-
-
-def _note(reader: _Reader, key: str, table: Mapping[str, Any]) -> str:
+def _note(reader: FieldReader, key: str, table: Mapping[str, Any]) -> str:
     return reader.string(f"{key}.note", table["note"]) if "note" in table else ""
 
 
-def _with_variant(reader: _Reader, key: str, table: Mapping[str, Any], fields: set[str],
+def _with_variant(reader: FieldReader, key: str, table: Mapping[str, Any], fields: set[str],
                   variant: str | None) -> Mapping[str, Any]:
     """``table`` with the fields of its alternative named ``variant`` laid over it."""
     alternatives = reader.table(f"{key}.alternatives", table.get("alternatives", {}))
@@ -168,7 +57,7 @@ def _with_variant(reader: _Reader, key: str, table: Mapping[str, Any], fields: s
         if name not in reader.variants:
             raise reader.error(
                 f"{key}.alternatives.{name}", f"alternative {name!r} is not declared in "
-                f"[variants]{_suggest(name, reader.variants)}"
+                f"[variants].{did_you_mean(name, reader.variants)}"
             )
         alt = reader.table(f"{key}.alternatives.{name}", alt)
         reader.check_keys(alt, f"{key}.alternatives.{name}", fields | _COMMON)
@@ -184,7 +73,7 @@ def _with_variant(reader: _Reader, key: str, table: Mapping[str, Any], fields: s
 _ACHIEVED = {"achieved", "achieved_source", "achieved_note"}
 
 
-def _achieved(reader: _Reader, key: str, entry: Mapping[str, Any], kind: Kind, factor: float,
+def _achieved(reader: FieldReader, key: str, entry: Mapping[str, Any], kind: Kind, factor: float,
               peak: float | None, field: str = "achieved") -> Scalar | None:
     """A measured ceiling beside a peak (``achieved = "97 TFLOP/s"``), with its own
     source: a published microbenchmark, not the datasheet."""
@@ -208,7 +97,7 @@ def _achieved(reader: _Reader, key: str, entry: Mapping[str, Any], kind: Kind, f
     return Scalar(value, sources, note)
 
 
-def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
+def _compute(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
              ) -> tuple[ComputeRoof, ...]:
     entries = doc["compute"]
     if not isinstance(entries, list) or not entries:
@@ -239,7 +128,7 @@ def _compute(reader: _Reader, doc: Mapping[str, Any], variant: str | None
     return tuple(roofs)
 
 
-def _memory(reader: _Reader, doc: Mapping[str, Any], variant: str | None
+def _memory(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
             ) -> tuple[MemoryLevel, ...]:
     entries = doc["memory"]
     if not isinstance(entries, list) or not entries:
@@ -272,7 +161,7 @@ def _memory(reader: _Reader, doc: Mapping[str, Any], variant: str | None
     return tuple(levels)
 
 
-def _check_nearer(reader: _Reader, key: str, farther: list[MemoryLevel], capacity: float,
+def _check_nearer(reader: FieldReader, key: str, farther: list[MemoryLevel], capacity: float,
                   bandwidth: float | None) -> None:
     """Levels are listed far to near: each is smaller than main memory and no slower than
     the levels before it. (Capacities of on-chip levels need not shrink: a V100's 80 SMs
@@ -292,7 +181,7 @@ def _check_nearer(reader: _Reader, key: str, farther: list[MemoryLevel], capacit
         )
 
 
-def _links(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> tuple[Link, ...]:
+def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> tuple[Link, ...]:
     entries = doc.get("links", [])
     if not isinstance(entries, list):
         raise reader.error("links", "expected [[links]] entries")
@@ -326,7 +215,7 @@ _SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"}, "overhead": {"pe
 _SUSTAINED = {"sustained", "sustained_source", "sustained_note"}
 
 
-def _scalar(reader: _Reader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
+def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
             variant: str | None, extensive: bool, optional: bool = False) -> Scalar | None:
     """One sourced number. An unpublished value may be left out if a note says so; it is
     then a Scalar whose value is None. ``optional`` fields are simply None when absent."""
@@ -349,7 +238,7 @@ def _scalar(reader: _Reader, doc: Mapping[str, Any], table_key: str, field: str,
     return Scalar(value=value, sources=reader.source_keys(table_key, table), note=note)
 
 
-def _scopes(reader: _Reader, doc: Mapping[str, Any]) -> None:
+def _scopes(reader: FieldReader, doc: Mapping[str, Any]) -> None:
     scopes = reader.table("scopes", doc["scopes"])
     if not scopes:
         raise reader.error("scopes", "declare at least one scope, e.g. device = 1")
@@ -374,11 +263,11 @@ def _scopes(reader: _Reader, doc: Mapping[str, Any]) -> None:
     default = reader.string("default_scope", doc["default_scope"])
     if default not in reader.scopes:
         raise reader.error("default_scope", f"{default!r} is not declared in [scopes] "
-                           f"({', '.join(reader.scopes)}){_suggest(default, reader.scopes)}")
+                           f"({', '.join(reader.scopes)}).{did_you_mean(default, reader.scopes)}")
     reader.default_scope = default
 
 
-def _string_table(reader: _Reader, doc: Mapping[str, Any], key: str) -> dict[str, str]:
+def _string_table(reader: FieldReader, doc: Mapping[str, Any], key: str) -> dict[str, str]:
     table = reader.table(key, doc.get(key, {}))
     for name, text in table.items():
         reader.string(f"{key}.{name}", name, _NAME)
@@ -386,7 +275,7 @@ def _string_table(reader: _Reader, doc: Mapping[str, Any], key: str) -> dict[str
     return dict(table)
 
 
-def _counts(reader: _Reader, doc: Mapping[str, Any]) -> tuple[tuple[tuple[str, float], ...],
+def _counts(reader: FieldReader, doc: Mapping[str, Any]) -> tuple[tuple[tuple[str, float], ...],
                                                               tuple[str, ...]]:
     if "counts" not in doc:
         return (), ()
@@ -404,7 +293,7 @@ def _counts(reader: _Reader, doc: Mapping[str, Any]) -> tuple[tuple[tuple[str, f
 def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
                variant: str | None = None, scope: str | None = None) -> Hardware:
     """Validate a parsed spec document and build its :class:`Hardware` record."""
-    reader = _Reader(path, doc)
+    reader = FieldReader(path, doc)
     reader.check_keys(doc, "", _TOP_KEYS, _REQUIRED_TOP)
     if isinstance(doc["schema"], bool) or doc["schema"] != SCHEMA_VERSION:
         raise reader.error("schema", f"unsupported schema {doc['schema']!r}; this version of "
@@ -472,7 +361,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
 _TILE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
 
 
-def _gemm(reader: _Reader, doc: Mapping[str, Any],
+def _gemm(reader: FieldReader, doc: Mapping[str, Any],
           counts: tuple[tuple[str, float], ...]) -> GemmTiling | None:
     """[gemm]: tiles = ["256x128", ...] (output rows x columns per thread block, the
     library's choices), units = the count that runs one tile each at a time (e.g. "sm")."""
@@ -499,7 +388,7 @@ def _gemm(reader: _Reader, doc: Mapping[str, Any],
     return GemmTiling(tuple(tiles), units, reader.source_keys("gemm", table), note)
 
 
-def _overhead(reader: _Reader, doc: Mapping[str, Any], variant: str | None) -> Any:
+def _overhead(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> Any:
     overhead = _scalar(reader, doc, "overhead", "per_op", Kind.TIME, variant, extensive=False)
     if overhead.value is None:  # type: ignore[union-attr]
         raise reader.error("overhead.per_op", "the model charges every op a fixed cost: give "

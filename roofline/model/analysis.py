@@ -14,7 +14,7 @@ from roofline.program.compile import CompiledProgram, compile_target_of, compile
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.costs import OpCost
+from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, Overlap, Placement, Work, place
 from roofline.progress import waiting
 

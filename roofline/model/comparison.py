@@ -25,7 +25,7 @@ from roofline.model.analysis import omissions_of, place_op
 from roofline.model.coverage import Coverage, coverage
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.costs import OpCost
+from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, Overlap, Placement, class_text
 
 if TYPE_CHECKING:

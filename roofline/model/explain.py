@@ -35,7 +35,7 @@ from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
-from roofline.program.hlo.costs import OpCost
+from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.standalone import costs_from_instruction_texts
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.program.trace.capture import HLO_DIR, MANIFEST

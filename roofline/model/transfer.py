@@ -56,7 +56,7 @@ from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.model.floor import Floor, FloorSample, fit_floor, target_floor as carried_floor
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.costs import OpCost
+from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
 

@@ -8,6 +8,7 @@ our per-op costs and XLA's own totals and memory footprint.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.program import _xla
 from roofline.errors import DoesNotFitError, RooflineError
-from roofline.program.hlo import HloModule, ModuleCosts, analyze_module, parse_hlo_text
+from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
+from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
 from roofline.outputs import write_text_atomic
 from roofline.progress import waiting
 
@@ -76,16 +78,16 @@ class CompiledProgram:
     devices: int
     device_kind: str
     device_scope: str
-    hlo_text: str
-    module: HloModule = field(repr=False)
+    hlo_text: str = field(repr=False)
     costs: ModuleCosts = field(repr=False)
     xla: _xla.XlaCost
     memory: _xla.MemoryFootprint
     versions: dict[str, str]
-    compile_seconds: float
-    analysis_seconds: float
+    compile_seconds: float       # XLA's compile alone
+    analysis_seconds: float      # our parse and costs of the optimized HLO
     cached: bool = False
     cache_key: str = ""          # of the lowered program, where compiled with a cache
+    lower_seconds: float = 0.0   # JAX's tracing and lowering, before XLA's compile
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -136,76 +138,90 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     gradient reductions appear as collective ops. With ``cache_dir``, a program whose
     lowered text was compiled before for the same target is read back, not recompiled.
     """
-    import jax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
-
     spec = get_target(target)
-    if spec.is_tpu:
-        devices = list(_xla.tpu_topology(spec.topology).devices)  # type: ignore[arg-type]
-    else:
-        with _xla.quiet_native_stderr():
-            devices = [jax.devices("cpu")[0]]
-    if data_parallel:
-        if not spec.is_tpu:
-            raise RooflineError("data-parallel compilation needs a TPU target (a board of "
-                                "devices); the host target has one device")
-        if not batch_argnums:
-            raise RooflineError("data-parallel compilation needs batch_argnums: which "
-                                "arguments carry the batch on their first axis")
-        mesh = Mesh(devices, ("batch",))
-
-        def sharding_for(index: int, arg: Any) -> Any:
-            axis = PartitionSpec("batch") if index in batch_argnums else PartitionSpec()
-            return NamedSharding(mesh, axis)
-        used = devices
-    else:
-        single = SingleDeviceSharding(devices[0])
-
-        def sharding_for(index: int, arg: Any) -> Any:
-            return single
-        used = devices[:1]
+    devices, used, sharding_for = _devices(spec, data_parallel, batch_argnums)
     placed = _place(args, sharding_for)
-
-    start = time.perf_counter()
+    key = ""
     try:
         with _xla.quiet_native_stderr():
-            traced = jax.jit(fn).trace(*placed)
-            _check_sizes(placed, traced.out_info)
-            lowered = traced.lower()
-            key = _cache_key(lowered.as_text(), spec, len(used)) if cache_dir else ""
-            cached = _cache_read(cache_dir, key) if cache_dir else None
-            if cached is not None:
-                return _from_cache(cached, spec, key)
+            start = time.perf_counter()
+            lowered = _lower(fn, placed)
+            lower_seconds = time.perf_counter() - start
+            if cache_dir:
+                key = _cache_key(lowered.as_text(), spec, len(used))
+                cached = _cache_read(cache_dir, key)
+                if cached is not None:
+                    return _from_cache(cached, spec, key)
+            start = time.perf_counter()
             with waiting(f"compiling for {target}"):
                 compiled = lowered.compile()
+            compile_seconds = time.perf_counter() - start
     except RooflineError:
         raise
     except Exception as exc:  # tracing and compilation raise many types
-        message = _first_line(exc)
-        if "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message:
-            raise DoesNotFitError(f"the program does not fit one {spec.name} device: "
-                                  f"{message}") from None
-        raise RooflineError(f"cannot compile the program for {target}: "
-                            f"{type(exc).__name__}: {message}") from None
-    compile_seconds = time.perf_counter() - start
-
+        raise _compile_error(exc, spec) from None
     start = time.perf_counter()
     hlo_text = compiled.as_text()
-    module = parse_hlo_text(hlo_text)
-    costs = analyze_module(module, platform=spec.platform)
+    costs = analyze_module(parse_hlo_text(hlo_text), platform=spec.platform)
     analysis_seconds = time.perf_counter() - start
     per_chip = len(devices) / spec.chips
     program = CompiledProgram(
         target=spec, devices=len(used), device_kind=devices[0].device_kind,
         device_scope="core" if spec.is_tpu and per_chip > 1 else (
             "chip" if spec.is_tpu else "host"),
-        hlo_text=hlo_text, module=module, costs=costs, xla=_xla.xla_cost(compiled),
+        hlo_text=hlo_text, costs=costs, xla=_xla.xla_cost(compiled),
         memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
         compile_seconds=compile_seconds, analysis_seconds=analysis_seconds, cache_key=key,
+        lower_seconds=lower_seconds,
     )
     if cache_dir:
         _cache_write(cache_dir, key, program)
     return program
+
+
+def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]
+             ) -> tuple[list[Any], list[Any], Callable[[int, Any], Any]]:
+    """The target's devices, the ones the program uses, and each argument's sharding."""
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    if spec.is_tpu:
+        devices = list(_xla.tpu_topology(spec.topology).devices)  # type: ignore[arg-type]
+    else:
+        with _xla.quiet_native_stderr():
+            devices = [jax.devices("cpu")[0]]
+    if not data_parallel:
+        single = SingleDeviceSharding(devices[0])
+        return devices, devices[:1], lambda index, arg: single
+    if not spec.is_tpu:
+        raise RooflineError("data-parallel compilation needs a TPU target (a board of "
+                            "devices); the host target has one device")
+    if not batch_argnums:
+        raise RooflineError("data-parallel compilation needs batch_argnums: which "
+                            "arguments carry the batch on their first axis")
+    mesh = Mesh(devices, ("batch",))
+
+    def sharding_for(index: int, arg: Any) -> Any:
+        return NamedSharding(mesh, PartitionSpec("batch") if index in batch_argnums
+                             else PartitionSpec())
+    return devices, devices, sharding_for
+
+
+def _lower(fn: Callable[..., Any], placed: list[Any]) -> Any:
+    """Trace and lower (JAX's work, before XLA's): refuses arrays no device could hold."""
+    import jax
+
+    traced = jax.jit(fn).trace(*placed)
+    _check_sizes(placed, traced.out_info)
+    return traced.lower()
+
+
+def _compile_error(exc: Exception, spec: Target) -> RooflineError:
+    message = _first_line(exc)
+    if "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message:
+        return DoesNotFitError(f"the program does not fit one {spec.name} device: {message}")
+    return RooflineError(f"cannot compile the program for {spec.name}: "
+                         f"{type(exc).__name__}: {message}")
 
 
 def compile_workload(workload: Workload, target: str, *, data_parallel: bool = False,
@@ -216,15 +232,24 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
     With ``cache_dir``, a built-in family's SPEC compiled before is found by the SPEC
     itself, without tracing or lowering (the key also holds the target, the compiler
     versions and the source of the workload families, so an edited family compiles
-    again). Other programs are found by their lowered text (:func:`compile_program`)."""
+    again); so is the compiler's refusal of one that does not fit. Other programs are
+    found by their lowered text (:func:`compile_program`)."""
     index = _spec_index_key(workload, target, data_parallel) if cache_dir else None
     if index is not None:
-        key = _cache_read(cache_dir, index)  # type: ignore[arg-type]
-        record = _cache_read(cache_dir, key["lowered"]) if key else None  # type: ignore[arg-type]
+        entry = _cache_read(cache_dir, index)  # type: ignore[arg-type]
+        if entry is not None and "does_not_fit" in entry:
+            raise DoesNotFitError(entry["does_not_fit"])
+        record = _cache_read(cache_dir, entry["lowered"]) if entry else None  # type: ignore[arg-type]
         if record is not None:
-            return _from_cache(record, get_target(target), key["lowered"])  # type: ignore[index]
-    program = compile_program(workload.fn, workload.args, target, data_parallel=data_parallel,
-                              batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+            return _from_cache(record, get_target(target), entry["lowered"])  # type: ignore[index]
+    try:
+        program = compile_program(workload.fn, workload.args, target,
+                                  data_parallel=data_parallel,
+                                  batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+    except DoesNotFitError as exc:   # the compiler's verdict is as reusable as its program
+        if index is not None:
+            _write_record(cache_dir, index, {"does_not_fit": str(exc)})  # type: ignore[arg-type]
+        raise
     if index is not None and program.cache_key:
         _write_record(cache_dir, index, {"lowered": program.cache_key})  # type: ignore[arg-type]
     return program
@@ -242,13 +267,18 @@ def _spec_index_key(workload: Workload, target: str, data_parallel: bool) -> str
     family = FAMILIES.get(workload.spec.partition(":")[0])
     if family is None or not family.build.__module__.startswith(__package__ + ".workloads"):
         return None
-    sources = hashlib.sha256()
-    for path in sorted(Path(__file__).with_name("workloads").glob("*.py")):
-        sources.update(path.read_bytes())
     versions = json.dumps(_xla.versions(), sort_keys=True)
     material = (f"spec|{workload.spec}|{target}|{data_parallel}|{versions}|"
-                f"{sources.hexdigest()}")
+                f"{_workload_sources_version()}")
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def _workload_sources_version() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).with_name("workloads").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _cache_key(lowered_text: str, target: Target, devices: int) -> str:
@@ -271,8 +301,18 @@ def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> N
         "device_kind": program.device_kind, "device_scope": program.device_scope,
         "xla": dict(program.xla.raw), "memory": dataclasses.asdict(program.memory),
         "versions": program.versions, "compile_seconds": program.compile_seconds,
+        "costs": costs_to_json(program.costs), "cost_rules": _cost_rules_version(),
     }
     _write_record(cache_dir, key, record)
+
+
+@functools.cache
+def _cost_rules_version() -> str:
+    """A hash of the HLO cost code: cached costs are reused only under the same rules."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).with_name("hlo").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _write_record(cache_dir: str | Path, key: str, record: dict[str, Any]) -> None:
@@ -283,12 +323,14 @@ def _write_record(cache_dir: str | Path, key: str, record: dict[str, Any]) -> No
 
 def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledProgram:
     start = time.perf_counter()
-    module = parse_hlo_text(record["hlo_text"])
-    costs = analyze_module(module, platform=target.platform)
+    if record.get("cost_rules") == _cost_rules_version():
+        costs = costs_from_json(record["costs"])
+    else:
+        costs = analyze_module(parse_hlo_text(record["hlo_text"]), platform=target.platform)
     raw = record["xla"]
     return CompiledProgram(
         target=target, devices=record["devices"], device_kind=record["device_kind"],
-        device_scope=record["device_scope"], hlo_text=record["hlo_text"], module=module,
+        device_scope=record["device_scope"], hlo_text=record["hlo_text"],
         costs=costs, xla=_xla.xla_cost_from_raw(raw),
         memory=_xla.MemoryFootprint(**record["memory"]), versions=record["versions"],
         compile_seconds=0.0, analysis_seconds=time.perf_counter() - start,

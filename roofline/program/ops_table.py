@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline.errors import OpsTableError, UnitError
-from roofline.program.hlo.costs import OpCost, analyze_module
+from roofline.program.hlo.costs import analyze_module
+from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.parser import parse_hlo_text
 from roofline.units import Kind, parse_quantity
 

@@ -75,7 +75,7 @@ def regress_sweep(sweep_dir: str | Path, metric: str, hardware: str,
     """ParaDnn's regression of ``metric`` on the hyperparameters of a finished sweep (its
     family's parameters), on ``hardware`` (over ``baseline`` for ``speedup``)."""
     from roofline.program.workloads import FAMILIES
-    from roofline.studies.sweep import read_models
+    from roofline.studies.sweep_results import read_models
 
     models = read_models(sweep_dir)
     parameters = [p.name for p in FAMILIES[str(models["family"].iloc[0])].params]

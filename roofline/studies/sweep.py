@@ -167,11 +167,9 @@ def run_task(task: Task) -> dict[str, Any]:
     Runs in a worker process; everything it needs is in ``task``.
     """
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from roofline.model.analysis import fit, place_program
-    from roofline.program.compile import compile_workload
     from roofline.hardware import load_hardware
-    from roofline.model.placement import BoundKind
-    from roofline.model.placement import class_text
+    from roofline.model.analysis import place_program
+    from roofline.program.compile import compile_workload
     from roofline.program.workloads import FAMILIES
 
     base = {"key": task.key, "spec": task.spec, "family": task.family, **task.params,
@@ -193,64 +191,78 @@ def run_task(task: Task) -> dict[str, Any]:
                        "message": f"{type(exc).__name__}: {exc}"} for hw in task.hardware]
         program = None
     if program is not None:
-        costs = program.costs
         for ref in task.hardware:
-            hardware = load_hardware(ref, task.hardware_dirs)
-            placement = place_program(program, hardware)
-            program_fit = fit(program, hardware)
-            by_bound = placement.seconds_by_bound()
-            total = placement.seconds or 1.0
-            shares = {f"share_{kind.value}": sum(v for k, v in by_bound.items()
-                                                 if k.kind is kind) / total
-                      for kind in (BoundKind.COMPUTE, BoundKind.MEMORY, BoundKind.LINK,
-                                   BoundKind.OVERHEAD)}
-            covered = placement.coverage
-            left_flops, left_time = covered.left_out_share()
-            used = [op.placement.roof.flop_per_s for op in placement.ops
-                    if op.placement is not None and op.placement.roof is not None
-                    and op.cost.flops]
-            peak = max(used, default=0.0)
-            predicted = placement.seconds
-            model_rows.append({
-                **base, "hardware": ref, "scope": placement.hardware.scope,
-                "status": "ok" if program_fit.fits else "does not fit",
-                "message": "" if program_fit.fits else
-                _needs_text(program_fit.footprint_bytes, program_fit.capacity_bytes),
-                "flops": costs.flops, "transcendentals": costs.transcendentals,
-                "bytes": costs.bytes, "link_bytes": costs.link_bytes,
-                "intensity": costs.flops / costs.bytes if costs.bytes else None,
-                "predicted_s": predicted, **shares,
-                "peak_flop_per_s": peak,
-                "utilization": costs.flops / predicted / peak if predicted and peak else None,
-                "footprint_bytes": program_fit.footprint_bytes,
-                "capacity_bytes": program_fit.capacity_bytes, "fits": program_fit.fits,
-                "parameters": parameters, "compile_s": program.compile_seconds,
-                "cached": program.cached,
-                "left_out_flops_share": left_flops, "left_out_time_share": left_time,
-                "left_out": "; ".join(f"{g.gap.value}: {g.detail} ({len(g.ops)} ops)"
-                                      for g in covered.summary()),
-            })
-            for op in placement.ops:
-                if op.placement is None:
-                    continue
-                op_rows.append({"key": task.key, "spec": task.spec, "target": task.target,
-                                "data_parallel": task.data_parallel,
-                                "hardware": ref, "op": op.cost.name,
-                                "category": op.cost.category, "dtype": op.cost.dtype,
-                                "unit": op.cost.unit, "flops": op.cost.flops,
-                                "bytes": op.cost.bytes, "seconds": op.seconds,
-                                "bound": class_text(op.placement.bound)})
-    parts = Path(task.out) / PARTS
-    parts.mkdir(parents=True, exist_ok=True)
-    if op_rows:
-        payload = _parquet_bytes(op_rows)
-        write_atomic(parts / f"{task.key}.ops.parquet", lambda h: h.write(payload))
-    # The models part is written last: its presence marks the task done.
-    payload = _parquet_bytes(model_rows)
-    write_atomic(parts / f"{task.key}.models.parquet", lambda h: h.write(payload))
+            placement = place_program(program, load_hardware(ref, task.hardware_dirs))
+            model_rows.append({**base, "hardware": ref,
+                               **_model_row(program, placement, parameters)})
+            op_rows += [{"key": task.key, "spec": task.spec, "target": task.target,
+                         "data_parallel": task.data_parallel, "hardware": ref, **row}
+                        for row in _op_rows(placement)]
+    _write_parts(Path(task.out) / PARTS, task.key, model_rows, op_rows)
     return {"key": task.key, "spec": task.spec, "target": task.target,
             "status": model_rows[0]["status"] if model_rows else "error",
             "seconds": time.perf_counter() - started}
+
+
+def _model_row(program: Any, placement: Any, parameters: int) -> dict[str, Any]:
+    """One model on one hardware: totals, predicted time, shares by bound kind,
+    utilization, fit and what the placement leaves out."""
+    from roofline.model.analysis import fit
+    from roofline.model.placement import BoundKind
+
+    costs = program.costs
+    program_fit = fit(program, placement.hardware)
+    by_bound = placement.seconds_by_bound()
+    total = placement.seconds or 1.0
+    shares = {f"share_{kind.value}": sum(v for k, v in by_bound.items()
+                                         if k.kind is kind) / total
+              for kind in (BoundKind.COMPUTE, BoundKind.MEMORY, BoundKind.LINK,
+                           BoundKind.OVERHEAD)}
+    covered = placement.coverage
+    left_flops, left_time = covered.left_out_share()
+    peak = max((op.placement.roof.flop_per_s for op in placement.ops
+                if op.placement is not None and op.placement.roof is not None
+                and op.cost.flops), default=0.0)
+    predicted = placement.seconds
+    return {
+        "scope": placement.hardware.scope,
+        "status": "ok" if program_fit.fits else "does not fit",
+        "message": "" if program_fit.fits else
+        _needs_text(program_fit.footprint_bytes, program_fit.capacity_bytes),
+        "flops": costs.flops, "transcendentals": costs.transcendentals,
+        "bytes": costs.bytes, "link_bytes": costs.link_bytes,
+        "intensity": costs.flops / costs.bytes if costs.bytes else None,
+        "predicted_s": predicted, **shares,
+        "peak_flop_per_s": peak,
+        "utilization": costs.flops / predicted / peak if predicted and peak else None,
+        "footprint_bytes": program_fit.footprint_bytes,
+        "capacity_bytes": program_fit.capacity_bytes, "fits": program_fit.fits,
+        "parameters": parameters, "compile_s": program.compile_seconds,
+        "cached": program.cached,
+        "left_out_flops_share": left_flops, "left_out_time_share": left_time,
+        "left_out": "; ".join(f"{g.gap.value}: {g.detail} ({len(g.ops)} ops)"
+                              for g in covered.summary()),
+    }
+
+
+def _op_rows(placement: Any) -> list[dict[str, Any]]:
+    from roofline.model.placement import class_text
+
+    return [{"op": op.cost.name, "category": op.cost.category, "dtype": op.cost.dtype,
+             "unit": op.cost.unit, "flops": op.cost.flops, "bytes": op.cost.bytes,
+             "seconds": op.seconds, "bound": class_text(op.placement.bound)}
+            for op in placement.ops if op.placement is not None]
+
+
+def _write_parts(parts: Path, key: str, model_rows: list[dict[str, Any]],
+                 op_rows: list[dict[str, Any]]) -> None:
+    parts.mkdir(parents=True, exist_ok=True)
+    if op_rows:
+        payload = _parquet_bytes(op_rows)
+        write_atomic(parts / f"{key}.ops.parquet", lambda h: h.write(payload))
+    # The models part is written last: its presence marks the task done.
+    payload = _parquet_bytes(model_rows)
+    write_atomic(parts / f"{key}.models.parquet", lambda h: h.write(payload))
 
 
 _REQUIRED = re.compile(r"memory required for [^(]*\(([\d.]+)([KMGT]?)\)")
@@ -291,68 +303,6 @@ def finished_keys(out: Path, set_aside: list[str] | None = None) -> set[str]:
             continue
         keys.add(key)
     return keys
-
-
-def read_models(out: str | Path) -> Any:
-    """The gathered ``models.parquet`` of a finished sweep, as a DataFrame."""
-    import pandas
-
-    path = Path(out) / MODELS_FILE
-    if not path.is_file():
-        raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out {out}' "
-                            "to completion first")
-    try:
-        models = pandas.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise RooflineError(f"{path}: not a readable sweep table ({type(exc).__name__}); "
-                            f"run the sweep again with --out {out} to gather it anew"
-                            ) from None
-    if models.empty:
-        raise RooflineError(f"{path} holds no models: the sweep ran nothing")
-    return models
-
-
-def select_models(out: str | Path, hardware: str | None, target: str | None, *,
-                  first_by_default: bool = False) -> tuple[Any, list[str]]:
-    """The sweep's models for one hardware and target, and notes on what was chosen: where
-    the sweep has several and none is named, the first in the sweep's order with
-    ``first_by_default``, an error otherwise."""
-    path = Path(out) / MODELS_FILE
-    models = read_models(out)
-    for column, value in (("hardware", hardware), ("target", target)):
-        if value is not None:
-            models = models[models[column] == value]
-    if models.empty:
-        raise RooflineError(f"{path} has no models for hardware {hardware!r} and target "
-                            f"{target!r}")
-    notes = []
-    for column in ("hardware", "target"):
-        choices = list(dict.fromkeys(models[column]))
-        if len(choices) > 1:
-            if not first_by_default:
-                raise RooflineError(f"{path} holds several {column}s ({', '.join(choices)}): "
-                                    f"choose one with --{column}")
-            notes.append(f"the sweep has {len(choices)} {column}s ({', '.join(choices)}): "
-                         f"showing {choices[0]}; choose another with --{column}")
-            models = models[models[column] == choices[0]]
-    return models, notes
-
-
-def coverage_line(out: str | Path) -> str:
-    """One line on what the sweep's model rows leave out."""
-    from roofline.model.coverage import HEADLINE_SHARE
-
-    models = read_models(out)
-    if "left_out_flops_share" not in models:
-        return "coverage: no model was placed"
-    worst = models[["left_out_flops_share", "left_out_time_share"]].max(axis=1)
-    leaky = models[worst > HEADLINE_SHARE]
-    if leaky.empty:
-        return ("coverage: no model row leaves out more than 1% of its FLOPs or time (column "
-                "left_out)")
-    reasons = sorted({r for text in leaky["left_out"] for r in text.split("; ") if r})
-    return (f"LEFT OUT: {len(leaky)} of {len(models)} model rows leave out more than 1% of "
-            f"their FLOPs or time (columns left_out*): " + "; ".join(reasons[:5]))
 
 
 # A row's identity in the gathered tables: an extended sweep can place one model on one

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from roofline.program.hlo.formulas import (
     Flops,
@@ -28,9 +28,19 @@ from roofline.program.hlo.formulas import (
     first_array,
     select_and_scatter_computations,
 )
+from roofline.program.hlo.buffers import (
+    SCRATCH_DTYPES,
+    array_bytes,
+    fusion_outputs,
+    in_place_update,
+    output_shapes,
+    split_by_space,
+    users_through_views,
+)
 from roofline.program.hlo.loops import trip_count
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.errors import HloParseError, RooflineError
-from roofline.program.hlo.parser import Computation, HloModule, Instruction
+from roofline.program.hlo.parser import Computation, HloModule, Instruction, gc_paused
 from roofline.program.hlo.rules import (
     CATEGORIES,
     Half,
@@ -41,9 +51,9 @@ from roofline.program.hlo.rules import (
     unknown_label,
     wrapped_result,
 )
-from roofline.program.hlo.shapes import ELEMENT_BITS, SPEC_DTYPE, ArrayShape, Shape, TupleShape, arrays
+from roofline.program.hlo.shapes import ELEMENT_BITS, SPEC_DTYPE, ArrayShape, Shape, arrays
 
-__all__ = ["CATEGORIES", "MISSING_BODY", "ModuleCosts", "OpCost", "analyze_module"]
+__all__ = ["CATEGORIES", "MISSING_BODY", "analyze_module"]
 
 MISSING_BODY = "fusion body not in the HLO"
 UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
@@ -51,79 +61,6 @@ _SLICING = ("slice", "dynamic-slice", "gather")
 # Ops that move data without arithmetic: a value keeps the dtype of what they move.
 _VIEWS = ("bitcast", "reshape", "copy", "transpose", "broadcast", "reverse", "slice", "pad",
           "dynamic-slice")
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """The work of one top-level op, as the compiler laid it out."""
-
-    name: str
-    opcode: str
-    category: str
-    dtype: str
-    unit: str
-    flops: float
-    transcendentals: float
-    bytes_read: float
-    bytes_written: float
-    onchip_bytes: float
-    link_bytes: float
-    op_name: str
-    operands: tuple[str, ...]
-    unknown: tuple[str, ...] = ()
-    free: bool = False
-    trip_count: int = 1
-    kernels: int = 1
-    host_bytes: float = 0.0
-    written_dtype: str = ""      # matrix ops: the dtype the operands are stored in
-    platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
-    notes: tuple[str, ...] = ()  # assumptions made in costing it
-    gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
-
-    @property
-    def bytes(self) -> float:
-        """Main-memory traffic: bytes read plus bytes written."""
-        return self.bytes_read + self.bytes_written
-
-    @property
-    def intensity(self) -> float:
-        return self.flops / self.bytes if self.bytes else (math.inf if self.flops else 0.0)
-
-    @property
-    def as_written_dtype(self) -> str:
-        return self.written_dtype or self.dtype
-
-    @property
-    def does_work(self) -> bool:
-        """Whether the op runs a kernel: not a parameter, tuple, bitcast or the completion
-        of an async op (the one definition of "an op that does work")."""
-        return not self.free and self.kernels > 0
-
-
-@dataclass(frozen=True)
-class ModuleCosts:
-    """The ops of a module's entry computation with their costs."""
-
-    module: str
-    ops: tuple[OpCost, ...]
-    unknown_opcodes: dict[str, int] = field(default_factory=dict)
-    loops_counted_once: bool = False
-
-    @property
-    def flops(self) -> float:
-        return sum(op.flops for op in self.ops)
-
-    @property
-    def transcendentals(self) -> float:
-        return sum(op.transcendentals for op in self.ops)
-
-    @property
-    def bytes(self) -> float:
-        return sum(op.bytes for op in self.ops)
-
-    @property
-    def link_bytes(self) -> float:
-        return sum(op.link_bytes for op in self.ops)
 
 
 def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) -> OpCost:
@@ -141,6 +78,7 @@ def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) ->
                             "the HLO text damaged?") from None
 
 
+@gc_paused()
 def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
                    platform: str = "") -> ModuleCosts:
     """Costs of every top-level op of the entry computation.
@@ -358,13 +296,13 @@ class _Analyzer:
         elif traffic in (Traffic.SLICE, Traffic.GATHER) and shapes:
             # Only the rows the op takes are read from its first operand (a slice of 8
             # rows of a 4 MiB array reads 8 rows), plus any index operands.
-            reads[0] = (shapes[0], _array_bytes(instruction.shape))
+            reads[0] = (shapes[0], array_bytes(instruction.shape))
         elif traffic is Traffic.UPDATE and len(shapes) >= 2:
             reads[0] = (shapes[0], 0.0)
-            writes = [(instruction.shape, _array_bytes(shapes[1]))]
+            writes = [(instruction.shape, array_bytes(shapes[1]))]
         elif traffic is Traffic.SCATTER and len(shapes) >= 3:
             count = (len(shapes) - 1) // 2       # operands..., indices, updates...
-            updated = sum(_array_bytes(s) for s in shapes[count + 1:])
+            updated = sum(array_bytes(s) for s in shapes[count + 1:])
             reads = [(s, 0.0) for s in shapes[:count]] + [(s, None) for s in shapes[count:]]
             reads.append((shapes[0], updated))   # the rows updated, read by the combiner
             writes = [(instruction.shape, updated)]
@@ -374,11 +312,11 @@ class _Analyzer:
                 results = results[:-1]       # the library's workspace, not data
             writes = [(result, None) for result in results]
         elif traffic is Traffic.HOST_IN:
-            host = _array_bytes(instruction.shape)
+            host = array_bytes(instruction.shape)
         elif traffic is Traffic.HOST_OUT:
-            host, writes = sum(_array_bytes(s) for s in shapes), []
-        read, onchip_read, host_read = _split_by_space(reads)
-        written, onchip_written, host_written = _split_by_space(writes)
+            host, writes = sum(array_bytes(s) for s in shapes), []
+        read, onchip_read, host_read = split_by_space(reads)
+        written, onchip_written, host_written = split_by_space(writes)
         return _Traffic(read, written, onchip_read + onchip_written,
                         host + host_read + host_written, kernels=1)
 
@@ -391,10 +329,10 @@ class _Analyzer:
             return reads, writes
         body = self.module.computations[fusion.called[0]]
         reads = self._fusion_reads(body, shapes)
-        outputs = _fusion_outputs(body)
+        outputs = fusion_outputs(body)
         writes = []
-        for output, shape in zip(outputs, _output_shapes(fusion.shape, len(outputs))):
-            in_place = _in_place_update(body, output)
+        for output, shape in zip(outputs, output_shapes(fusion.shape, len(outputs))):
+            in_place = in_place_update(body, output)
             if in_place is None:
                 writes.append((shape, None))
                 continue
@@ -413,9 +351,9 @@ class _Analyzer:
         params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
         for index, shape in enumerate(shapes):
             param = params.get(index)
-            consumers = _users_through_views(param, users) if param is not None else []
+            consumers = users_through_views(param, users) if param is not None else []
             if consumers and all(c.opcode in _SLICING and i == 0 for c, i in consumers):
-                parts.append((shape, float(sum(_array_bytes(c.shape) for c, _ in consumers))))
+                parts.append((shape, float(sum(array_bytes(c.shape) for c, _ in consumers))))
             else:
                 parts.append((shape, None))
         return parts
@@ -459,7 +397,7 @@ class _Analyzer:
         """Bytes one device sends over its links for a collective."""
         n = self.group_size(instruction)
         if instruction.opcode == "recv":   # what arrives, not the token it is given
-            moved = _array_bytes(first_array(instruction.shape))
+            moved = array_bytes(first_array(instruction.shape))
         elif (instruction.opcode == "ragged-all-to-all" and instruction.operands
               and instruction.operands[0] in computation.by_name):
             # Operands: input, output buffer, offsets and sizes: only the input is sent.
@@ -614,79 +552,3 @@ def _is_spatial(instruction: Instruction) -> bool:
 
 def _output_dtype(shape: Shape) -> str:
     return first_array(shape).dtype if arrays(shape) else "f32"
-
-
-SCRATCH_DTYPES = ("u8", "s8")   # the trailing workspace buffer of GPU library calls
-
-
-def _array_bytes(shape: Shape) -> float:
-    return float(sum(a.bytes for a in arrays(shape)))
-
-
-# XLA's memory spaces (the S(n) of a layout): 0 is device main memory, 5 is host memory
-# (xla/layout.h kHostMemorySpace); the others are on-chip (TPU VMEM, SMEM, sync flags).
-HOST_MEMORY_SPACE = 5
-
-
-def _split_by_space(parts: list[tuple[Shape, float | None]]) -> tuple[float, float, float]:
-    """Sum bytes (or the override in each pair) into (main memory, on-chip, host)."""
-    totals = [0.0, 0.0, 0.0]
-
-    def slot(space: int) -> int:
-        return 0 if space == 0 else (2 if space == HOST_MEMORY_SPACE else 1)
-    for shape, override in parts:
-        members = arrays(shape)
-        if override is not None:
-            totals[slot(members[0].memory_space if members else 0)] += override
-            continue
-        for array in members:
-            totals[slot(array.memory_space)] += array.bytes
-    return totals[0], totals[1], totals[2]
-
-
-def _users_through_views(param: Instruction, users: dict[str, list[Instruction]]
-                         ) -> list[tuple[Instruction, int]]:
-    """(consumer, operand position) of ``param``, looking through bitcasts and reshapes."""
-    found: list[tuple[Instruction, int]] = []
-    frontier = [param.name]
-    while frontier:
-        name = frontier.pop()
-        for user in users.get(name, []):
-            if user.opcode in ("bitcast", "reshape"):
-                frontier.append(user.name)
-            else:
-                found.append((user, user.operands.index(name)))
-    return found
-
-
-def _fusion_outputs(body: Computation) -> list[Instruction]:
-    """The values a fusion returns: its root, or the elements of a root tuple."""
-    root = body.root
-    if root.opcode == "tuple":
-        return [body.by_name[name] for name in root.operands]
-    return [root]
-
-
-def _output_shapes(shape: Shape, count: int) -> list[Shape]:
-    if count > 1 and isinstance(shape, TupleShape):
-        return list(shape.elements)
-    return [shape]
-
-
-def _through_views(body: Computation, instruction: Instruction) -> Instruction:
-    while instruction.opcode in ("bitcast", "reshape", "copy") and instruction.operands:
-        instruction = body.by_name[instruction.operands[0]]
-    return instruction
-
-
-def _in_place_update(body: Computation, output: Instruction) -> tuple[int, float] | None:
-    """(buffer parameter index, update bytes) if ``output`` updates a fusion operand in
-    place: a dynamic-update-slice (seen through bitcasts) into a parameter."""
-    update_op = _through_views(body, output)
-    if update_op.opcode != "dynamic-update-slice":
-        return None
-    buffer = _through_views(body, body.by_name[update_op.operands[0]])
-    if buffer.opcode != "parameter":
-        return None
-    update = body.by_name[update_op.operands[1]]
-    return buffer.parameter_number, update.shape.bytes

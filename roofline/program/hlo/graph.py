@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import networkx as nx
 
-from roofline.program.hlo.costs import ModuleCosts, OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 
 
 def build_graph(costs: ModuleCosts) -> nx.DiGraph:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from roofline.errors import HloParseError, ShapeSyntaxError
-from roofline.program.hlo.costs import ModuleCosts, analyze_module
+from roofline.program.hlo.costs import analyze_module
+from roofline.program.hlo.op_cost import ModuleCosts
 from roofline.program.hlo.parser import (
     _INSTRUCTION,
     _OPCODE,

@@ -1,0 +1,103 @@
+"""What costing an op gives: :class:`OpCost` per op, :class:`ModuleCosts` per module
+(see :mod:`roofline.program.hlo.costs` for how they are computed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from roofline.program.hlo.formulas import GemmShape
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The work of one top-level op, as the compiler laid it out."""
+
+    name: str
+    opcode: str
+    category: str
+    dtype: str
+    unit: str
+    flops: float
+    transcendentals: float
+    bytes_read: float
+    bytes_written: float
+    onchip_bytes: float
+    link_bytes: float
+    op_name: str
+    operands: tuple[str, ...]
+    unknown: tuple[str, ...] = ()
+    free: bool = False
+    trip_count: int = 1
+    kernels: int = 1
+    host_bytes: float = 0.0
+    written_dtype: str = ""      # matrix ops: the dtype the operands are stored in
+    platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
+    notes: tuple[str, ...] = ()  # assumptions made in costing it
+    gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
+
+    @property
+    def bytes(self) -> float:
+        """Main-memory traffic: bytes read plus bytes written."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else (math.inf if self.flops else 0.0)
+
+    @property
+    def as_written_dtype(self) -> str:
+        return self.written_dtype or self.dtype
+
+    @property
+    def does_work(self) -> bool:
+        """Whether the op runs a kernel: not a parameter, tuple, bitcast or the completion
+        of an async op (the one definition of "an op that does work")."""
+        return not self.free and self.kernels > 0
+
+
+@dataclass(frozen=True)
+class ModuleCosts:
+    """The ops of a module's entry computation with their costs."""
+
+    module: str
+    ops: tuple[OpCost, ...]
+    unknown_opcodes: dict[str, int] = field(default_factory=dict)
+    loops_counted_once: bool = False
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops for op in self.ops)
+
+    @property
+    def transcendentals(self) -> float:
+        return sum(op.transcendentals for op in self.ops)
+
+    @property
+    def bytes(self) -> float:
+        return sum(op.bytes for op in self.ops)
+
+    @property
+    def link_bytes(self) -> float:
+        return sum(op.link_bytes for op in self.ops)
+
+
+_TUPLE_FIELDS = ("operands", "unknown", "notes")
+
+
+def costs_to_json(costs: ModuleCosts) -> dict[str, Any]:
+    """``costs`` as plain JSON values (for the compile cache)."""
+    return dataclasses.asdict(costs)
+
+
+def costs_from_json(record: dict[str, Any]) -> ModuleCosts:
+    """The inverse of :func:`costs_to_json`."""
+    def op(fields: dict[str, Any]) -> OpCost:
+        values = {**fields, **{name: tuple(fields[name]) for name in _TUPLE_FIELDS}}
+        if values["gemm"] is not None:
+            values["gemm"] = GemmShape(**values["gemm"])
+        return OpCost(**values)
+    return ModuleCosts(record["module"], tuple(op(o) for o in record["ops"]),
+                       dict(record["unknown_opcodes"]), record["loops_counted_once"])

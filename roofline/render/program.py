@@ -1,0 +1,179 @@
+"""A compiled program's ops, predicted times and footprint, as JSON, CSV and text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roofline.model.coverage import coverage
+from roofline.model.placement import class_text
+from roofline.units import Kind, format_quantity
+from roofline.render.hardware import FLOP_CONVENTION
+from roofline.render.tables import format_table, with_coverage
+
+if TYPE_CHECKING:
+    from roofline.model.analysis import Fit, ProgramPlacement
+    from roofline.program.compile import CompiledProgram
+
+
+def op_rows(program: CompiledProgram, placement: ProgramPlacement | None) -> list[dict[str, Any]]:
+    """One row per op of the entry computation (free ops included, marked)."""
+    placed = {p.cost.name: p.placement for p in placement.ops} if placement else {}
+    rows = []
+    for op in program.costs.ops:
+        row: dict[str, Any] = {
+            "name": op.name, "opcode": op.opcode, "category": op.category,
+            "dtype": op.dtype, "unit": op.unit, "flops": op.flops,
+            "transcendentals": op.transcendentals, "bytes_read": op.bytes_read,
+            "bytes_written": op.bytes_written, "onchip_bytes": op.onchip_bytes,
+            "link_bytes": op.link_bytes, "intensity": op.intensity
+            if op.intensity != float("inf") else None,
+            "kernels": op.kernels, "trip_count": op.trip_count, "free": op.free,
+            "unknown": list(op.unknown), "source_op": op.op_name,
+        }
+        p = placed.get(op.name)
+        if placement is not None:
+            row.update({
+                "compute_s": p.compute_s if p else 0.0,
+                "memory_s": dict(p.memory_s) if p else {},
+                "link_s": p.link_s if p else 0.0,
+                "overhead_s": p.overhead_s if p else 0.0,
+                "seconds": p.seconds if p else 0.0,
+                "bound": class_text(p.bound) if p else None,
+                "roof": p.roof.label if p and p.roof else None,
+            })
+        rows.append(row)
+    return rows
+
+
+def analysis_document(spec: str, program: CompiledProgram,
+                      placement: ProgramPlacement | None, fit: Fit | None) -> dict[str, Any]:
+    """``analyze`` as JSON: schema ``roofline/analysis/1``."""
+    from roofline.model.analysis import omissions_of
+
+    costs = program.costs
+    doc: dict[str, Any] = {
+        "schema": "roofline/analysis/1",
+        "flop_convention": FLOP_CONVENTION,
+        "spec": spec,
+        "target": program.target.name,
+        "topology": program.target.topology,
+        "devices": program.devices,
+        "device_kind": program.device_kind,
+        "device_scope": program.device_scope,
+        "versions": program.versions,
+        "lower_seconds": program.lower_seconds,
+        "compile_seconds": program.compile_seconds,
+        "analysis_seconds": program.analysis_seconds,
+        "totals": {
+            "flops": costs.flops, "transcendentals": costs.transcendentals,
+            "bytes": costs.bytes, "link_bytes": costs.link_bytes,
+            "ops": sum(1 for op in costs.ops if not op.free),
+        },
+        "xla": {
+            "flops": program.xla.flops, "transcendentals": program.xla.transcendentals,
+            "bytes_accessed": program.xla.bytes_accessed,
+            "optimal_seconds": program.xla.optimal_seconds,
+            "note": "XLA counts a loop body once; roofline counts it per iteration",
+        },
+        "memory": {
+            "argument_bytes": program.memory.argument_bytes,
+            "output_bytes": program.memory.output_bytes,
+            "alias_bytes": program.memory.alias_bytes,
+            "temp_bytes": program.memory.temp_bytes,
+            "peak_bytes": program.memory.peak_bytes,
+        },
+        "unknown_opcodes": costs.unknown_opcodes,
+        "coverage": (placement.coverage if placement is not None else
+                     coverage(omissions_of(((op, None, 0.0) for op in costs.ops), None))
+                     ).to_document(),
+        "ops": op_rows(program, placement),
+    }
+    if placement is not None:
+        doc["hardware"] = {"ref": placement.hardware.ref, "label": placement.hardware.label,
+                           "overlap": placement.overlap.value,
+                           "onchip_level": placement.onchip_level}
+        doc["predicted"] = {
+            "seconds": placement.seconds,
+            "seconds_by_bound": {class_text(b): s
+                                 for b, s in placement.seconds_by_bound().items()},
+            "seconds_by_category": placement.seconds_by_category(),
+            "critical_path": _critical_path(program, placement),
+        }
+    if fit is not None:
+        doc["fit"] = {"footprint_bytes": fit.footprint_bytes,
+                      "capacity_bytes": fit.capacity_bytes, "scope": fit.scope,
+                      "fits": fit.fits}
+    return doc
+
+
+def _critical_path(program: CompiledProgram, placement: ProgramPlacement) -> dict[str, Any]:
+    """The longest chain of dependent ops at their placed times: what the step would
+    take if every independent op overlapped (XLA runs them one after another, so the
+    prediction is their sum)."""
+    from roofline.program.hlo.graph import critical_path
+
+    seconds = {op.cost.name: op.placement.seconds for op in placement.ops
+               if op.placement is not None}
+    total, path = critical_path(program.graph, seconds)
+    return {"seconds": total, "ops": [name for name in path if seconds.get(name)]}
+
+
+OP_COLUMNS = ("name", "category", "dtype", "unit", "flops", "bytes", "intensity")
+PLACED_COLUMNS = ("seconds", "bound")
+
+
+def analysis_text(doc: dict[str, Any], top: int) -> str:
+    """``analyze`` for people: totals, then the heaviest ops."""
+    q = format_quantity
+    t, x = doc["totals"], doc["xla"]
+    lines = [f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "
+             f"device{'s' if doc['devices'] > 1 else ''}, one {doc['device_scope']} each)",
+             f"FLOPs {t['flops']:.4g} (XLA {x['flops']:.4g}), transcendentals "
+             f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g} "
+             f"(XLA {x['bytes_accessed']:.4g}), link bytes {t['link_bytes']:.4g}, "
+             f"{t['ops']} kernel{'s' if t['ops'] != 1 else ''}",
+             f"memory per device "
+             + q(doc['memory']['peak_bytes'], Kind.BYTES,
+                 like=doc["fit"]["capacity_bytes"] if "fit" in doc else None)]
+    if "fit" in doc:
+        f = doc["fit"]
+        lines[-1] += (f" of {q(f['capacity_bytes'], Kind.BYTES)} ({f['scope']}): "
+                      + ("fits" if f["fits"] else "DOES NOT FIT"))
+    if "predicted" in doc:
+        p = doc["predicted"]
+        lines.append(f"predicted on {doc['hardware']['label']} (overlap "
+                     f"{doc['hardware']['overlap']}): {q(p['seconds'], Kind.TIME)}")
+        for bound, seconds in sorted(p["seconds_by_bound"].items(), key=lambda kv: -kv[1]):
+            share = seconds / p["seconds"] if p["seconds"] else 0.0
+            lines.append(f"  {bound:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+        path = p["critical_path"]
+        if p["seconds"]:
+            lines.append(f"critical path {q(path['seconds'], Kind.TIME)} "
+                         f"({path['seconds'] / p['seconds']:.0%} of the sum) through "
+                         f"{len(path['ops'])} ops: the step if every independent op "
+                         "overlapped (ops run one after another, so the prediction is "
+                         "their sum)")
+    lines.append(f"convention: {doc['flop_convention']}")
+    ops = [o for o in doc["ops"] if not o["free"]]
+    key = "seconds" if "predicted" in doc else "flops"
+    ops.sort(key=lambda o: -(o.get(key) or 0))
+    shown = ops if top <= 0 else ops[:top]
+    rows = [{**{c: o[c] for c in OP_COLUMNS if c in o},
+             "bytes": o["bytes_read"] + o["bytes_written"],
+             **({c: o[c] for c in PLACED_COLUMNS} if "predicted" in doc else {})}
+            for o in shown]
+    columns = list(OP_COLUMNS) + (list(PLACED_COLUMNS) if "predicted" in doc else [])
+    title = (f"top {len(shown)} of {len(ops)} ops by {key}" if len(shown) < len(ops)
+             else f"{len(ops)} ops")
+    return with_coverage("\n".join(lines) + "\n\n" + format_table(rows, columns, title=title),
+                         doc["coverage"])
+
+
+def analysis_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for o in doc["ops"]:
+        row = {k: v for k, v in o.items() if k != "memory_s"}
+        for level, seconds in (o.get("memory_s") or {}).items():
+            row[f"memory_s:{level}"] = seconds
+        rows.append(row)
+    return rows

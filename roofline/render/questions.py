@@ -1,0 +1,182 @@
+"""What-if, prediction, sensitivity, validation, workloads and regression for people."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from roofline.units import Kind, format_quantity
+from roofline.render.tables import format_table, with_coverage
+
+
+def workloads_rows() -> list[dict[str, str]]:
+    """One row per workload family: its parameters with defaults (and choices)."""
+    from roofline.program.workloads import FAMILIES
+
+    return [{"family": f.name, "parameters": ", ".join(
+                f"{p.name}={p.default}" + (f" ({'|'.join(p.choices)})" if p.choices else "")
+                for p in f.params), "description": f.description}
+            for f in sorted(FAMILIES.values(), key=lambda f: f.name)]
+
+
+def workloads_document() -> dict[str, Any]:
+    from roofline.program.workloads import FAMILIES
+
+    return {"schema": "roofline/workloads/1", "workloads": [
+        {"family": f.name, "description": f.description,
+         "parameters": [{"name": p.name, "default": p.default, "choices": list(p.choices)}
+                        for p in f.params]} for f in FAMILIES.values()]}
+
+
+def rows_text(attrs: dict[str, Any]) -> str:
+    """"6 models", or "6 models x 2 compile targets (tpu-v2, tpu-v3) = 12 rows"."""
+    text = f"{attrs['models']} model{'s' if attrs['models'] != 1 else ''}"
+    if len(attrs["targets"]) > 1:
+        text += (f" x {len(attrs['targets'])} compile targets "
+                 f"({', '.join(attrs['targets'])}) = {attrs['rows']} rows")
+    return text
+
+
+def regression_title(weights: Any, metric: str, hardware: str, baseline: str | None) -> str:
+    return (f"{metric} on {hardware}" + (f" over {baseline}" if baseline else "")
+            + f": least-squares weights of standardized log2 hyperparameters "
+            f"({rows_text(weights.attrs)}, R^2 {weights.attrs['r2']:.2f}, "
+            f"intercept {weights.attrs['intercept']:.3g})")
+
+
+def workloads_text(rows: Sequence[Mapping[str, str]], width: int = 100) -> str:
+    """``workloads list`` for people: each family's description, then its parameters
+    (defaults and choices), wrapped to ``width`` columns under the family's name."""
+    name_width = max(len(row["family"]) for row in rows) + 2
+    indent = " " * name_width
+    width = max(width, name_width + 40)
+    blocks = []
+    for row in rows:
+        description = textwrap.fill(row["description"], width, initial_indent=indent,
+                                    subsequent_indent=indent)
+        parameters = textwrap.fill(row["parameters"], width,
+                                   initial_indent=indent + "parameters: ",
+                                   subsequent_indent=indent + "  ")
+        blocks.append(row["family"].ljust(name_width) + description[name_width:] + "\n"
+                      + parameters)
+    return "\n\n".join(blocks)
+
+
+def speedup_text(speedup: float) -> str:
+    """"1.58x", or "0.316x (3.16x slower)" where the change slows the program down."""
+    if 0 < speedup < 1:
+        return f"{speedup:.3g}x ({1 / speedup:.3g}x slower)"
+    return f"{speedup:.3g}x"
+
+
+def comparison_tables(classes: list[dict], changed: list[dict], class_title: str) -> str:
+    """The class and changed-op tables for people: times with units, shares in percent;
+    a note where ops exist on one side only."""
+    shown = [{key: (format_quantity(value, Kind.TIME) if key.endswith("_s") and value
+                    else None if key.endswith("_s")
+                    else f"{value:.1%}" if key == "share" else value)
+              for key, value in row.items()} for row in classes]
+    text = format_table(shown, title=class_title,
+                        right=[key for key in shown[0] if key != "bound"] if shown else ())
+    if any(row["speedup"] is None for row in classes):
+        text += ("\n(only before / only after: ops of one program with no counterpart "
+                 "in the other, e.g. fused differently; each counts in its own side's total)")
+    changes = (format_table(changed, title=f"{len(changed)} op{'s' if len(changed) != 1 else ''}"
+                            " change class") if changed else "no op changes bound class")
+    return text + "\n\n" + changes + "\n"
+
+
+def whatif_text(result: Any, doc: dict[str, Any]) -> str:
+    """``whatif`` for people: the two times, the speedup and its decomposition by class."""
+    q = format_quantity
+    energy = doc.get("energy_per_sample_j")
+    text = (f"{result.input} on {result.before.label} -> {result.after.label} "
+            f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
+            f"speedup {speedup_text(result.speedup)} (by Amdahl over classes "
+            f"{result.amdahl_speedup():.3g}x)"
+            + (f"; energy per sample {energy['old']:.3g} J -> {energy['new']:.3g} J"
+               if energy else "")
+            + "\n\n" + comparison_tables(doc["by_class"], doc["changed_class"],
+                                         "speedup by old bound class"))
+    return with_coverage(text, doc["coverage"])
+
+
+def prediction_text(result: Any, doc: dict[str, Any]) -> str:
+    """``predict`` for people: the two times, the speedup by class, and the throughput at
+    the largest batch that fits each device where it was asked for."""
+    q = format_quantity
+    text = (f"{result.input}: {result.source.label} -> {result.destination.label} "
+            f"({result.basis})\n{q(result.comparison.old_s, Kind.TIME)} -> "
+            f"{q(result.comparison.new_s, Kind.TIME)}: speedup "
+            f"{speedup_text(result.speedup)}\n\n"
+            + comparison_tables(doc["by_class"], doc["changed_class"],
+                                "by bound class on the source"))
+    if result.capacity is not None:
+        source, target = result.capacity
+        text += (f"\nat the largest batch that fits each device: {source.batch} -> "
+                 f"{target.batch} samples, {source.samples_per_s:.4g} -> "
+                 f"{target.samples_per_s:.4g} samples/s: throughput speedup "
+                 f"{result.throughput_speedup:.3g}x (step-time speedup "
+                 f"{result.speedup:.3g}x)\n")
+        for side, found in (("source", source), ("target", target)):
+            if found.at_limit:
+                text += (f"the {side}'s batch is the search's limit, not its memory's: "
+                         "a larger batch fits too\n")
+    return with_coverage(text, doc["coverage"])
+
+
+def sensitivity_rows(result: Any) -> list[dict[str, Any]]:
+    return [{"parameter": e.parameter, "elasticity": e.elasticity,
+             "same as": ", ".join(e.aliases)} for e in result.elasticities]
+
+
+def sensitivity_text(result: Any) -> str:
+    title = (f"{result.input} on {result.hardware.label}: d log(time) / d log(parameter), "
+             "most influential first (-1: doubling the parameter halves the time)")
+    return with_coverage(format_table(sensitivity_rows(result), title=title),
+                         result.coverage.to_document())
+
+
+def validation_text(doc: dict[str, Any]) -> str:
+    def value(case: dict[str, Any], number: float | None) -> Any:
+        # Host cases compare step times (shown with units); the others are ratios.
+        if number is not None and case["suite"] == "host":
+            return format_quantity(number, Kind.TIME)
+        return number
+
+    def rows(independent: bool) -> list[dict[str, Any]]:
+        return [{"case": f"{c['suite']}: {c['case']}", "predicted": value(c, c["predicted"]),
+                 "reference": "bound holds" if c["reference"] is None and c["error"] == 0
+                 else value(c, c["reference"]), "error": f"{c['error']:+.1%}",
+                 "ops": c["ops"],
+                 "per-op error": "" if c["op_error"] is None else f"{c['op_error']:.1%}",
+                 "left out": f"{max(c['left_out_flops_share'], c['left_out_time_share']):.1%}"}
+                for c in doc["cases"] if c["independent"] is independent]
+    parts = []
+    measured = rows(True)
+    if measured:
+        parts.append(format_table(measured, title="validation: predicted against measurements "
+                                  "the model does not read (published: speedup of "
+                                  "throughput; host: step time)",
+                                  right=("predicted", "reference", "error", "per-op error",
+                                         "left out")))
+        parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
+                               f"{doc['median_over'][suite]} cases"
+                               for suite, value in doc["median_abs_error"].items()))
+    consistency = rows(False)
+    if consistency:
+        parts.append(format_table(consistency, title="consistency of the model's arithmetic "
+                                  "(ParaDnn's classes are ratios of the spec numbers the "
+                                  "model reads: not validation, not in the medians)"))
+    parts += [f"caveat, {c['suite']}: {c['case']}: {c['caveat']}"
+              for c in doc["cases"] if c["caveat"]]
+    parts += [f"skipped {reason}" for reason in doc["skipped"]]
+    gaps = [f"{c['suite']}: {c['case']}: " + "; ".join(
+                f"{g['gap']} {g['detail']} ({g['op_count']} ops)"
+                for g in c["coverage"]["gaps"] if g["headline"])
+            for c in doc["cases"] if any(g["headline"] for g in c["coverage"]["gaps"])]
+    if gaps:
+        parts.append("cases that leave out or approximate more than 1% of their work:\n  "
+                     + "\n  ".join(gaps))
+    return "\n\n".join(parts) + "\n"
