@@ -115,3 +115,31 @@ def test_memory_space_is_read():
 def test_malformed_hlo_is_refused(text, message):
     with pytest.raises(HloParseError, match=message):
         parse_hlo_text(text)
+
+
+# Lines the one-regex fast path reads, and lines it must leave to the general parser:
+# each has its fields by hand, and both paths must give the same instruction.
+PARSE_CASES = [
+    ("  %add.1 = f32[8,128]{1,0} add(f32[8,128]{1,0} %a, %b), metadata={op_name=\"x\"}",
+     ("add.1", "add", ("a", "b"), "")),          # operands with shapes: general path
+    ("  ROOT %fusion.3 = bf16[4,256]{1,0:T(8,128)(2,1)} fusion(%p0, %p1), kind=kLoop, "
+     "calls=%fused_computation.3", ("fusion.3", "fusion", ("p0", "p1"), "")),
+    ("  %param_0.2 = s32[] parameter(0)", ("param_0.2", "parameter", (), "0")),
+    ("  %t = (f32[2]{0}, s32[]) tuple(%x, %y)", ("t", "tuple", ("x", "y"), "")),
+    ("  %ynn = f32[8]{0} fusion(%a, /*index=1*/%b), kind=kCustom, calls=%c",
+     ("ynn", "fusion", ("a", "b"), "")),
+]
+
+
+@pytest.mark.parametrize("line, expected", PARSE_CASES)
+def test_instruction_lines_parse_the_same_by_either_path(line, expected, monkeypatch):
+    from roofline.program.hlo import parser
+
+    fast = parser._parse_instruction(line)
+    monkeypatch.setattr(parser, "_SIMPLE_LINE", parser.re.compile(r"(?!)"))  # never matches
+    general = parser._parse_instruction(line)
+    fields = (fast.name, fast.opcode, fast.operands, fast.literal)
+    assert fields == expected
+    assert (fast.shape, fast.attribute_text, fast.is_root, fast.called) == (
+        general.shape, general.attribute_text, general.is_root, general.called)
+    assert (general.name, general.opcode, general.operands, general.literal) == expected

@@ -103,7 +103,11 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p = wl_commands.add_parser("list", parents=[parents.formatted],
                                help="every workload family with its parameters and defaults")
     p.set_defaults(handler=_workloads_list)
+    _add_sweep_parser(commands, parents)
+    _add_regress_and_validate_parsers(commands, parents)
 
+
+def _add_sweep_parser(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "sweep", parents=[parents.common],
         help="compile-only analysis of every model of a parameter grid, into Parquet")
@@ -131,6 +135,8 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="also draw utilization over the first two grid axes to FILE")
     p.set_defaults(handler=_sweep, out_is_directory=True)
 
+
+def _add_regress_and_validate_parsers(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "regress", parents=[parents.formatted],
         help="ParaDnn's regression of a metric on the hyperparameters of a sweep")

@@ -312,21 +312,23 @@ def _monotone(levels: list[str], values: dict[str, float]) -> dict[str, float | 
 
 def host_spec_toml(m: HostMeasurement, spec_id: str) -> str:
     """The measurement as a spec file (schema 1) marked ``measured = true``."""
-    facts, cores = m.facts, m.facts.cores
     caches = _cache_sizes()
     far_to_near = ["DRAM"] + [lvl for lvl in ("L3", "L2", "L1") if lvl in caches]
-    all_bw = _monotone(far_to_near, m.all_cores["bandwidth"])
-    one_bw = _monotone(far_to_near, m.one_core["bandwidth"])
-    # A variant cannot remove a bandwidth: where the one-core figure is left out, the
-    # all-core one would stand in for it beside one-core neighbours, so leave both out.
-    all_bw = {level: None if one_bw[level] is None else bw for level, bw in all_bw.items()}
+    lines = (_header_toml(m, spec_id) + _compute_toml(m)
+             + _memory_toml(m, far_to_near, caches))
+    return "\n".join(lines) + "\n"
+
+
+def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
+    """Identity, scopes, sources, variants, clock, counts, power and per-op overhead."""
+    facts, cores = m.facts, m.facts.cores
     method = ("Measured by 'roofline hardware measure' on " + m.date + " on " + facts.model
               + f" ({cores} cores visible): XLA:CPU kernels, best of several runs; GEMMs for "
               "matrix peaks, chains of 4 to 64 multiply-adds per element for vector peaks "
               "(the best), y = 0.999*y + x looped over arrays sized per cache level for "
               "bandwidth, a chain of 4x4 matmuls for the per-op overhead. One-core figures "
               "from a process pinned to one core.")
-    lines = [
+    return [
         "# Written by 'roofline hardware measure'. Re-run it rather than editing by hand.",
         "schema = 1", f'id = "{spec_id}"',
         f'name = "This host: {facts.model} (measured)"', f'vendor = "{facts.vendor}"',
@@ -349,20 +351,36 @@ def host_spec_toml(m: HostMeasurement, spec_id: str) -> str:
         'source = "measured"',
         'note = "In-program cost of one extra kernel (thunk) on XLA:CPU: a 4x4 matmul."',
     ]
+
+
+def _compute_toml(m: HostMeasurement) -> list[str]:
     # A CPU runs GEMMs and elementwise work on the same vector units, but XLA's GEMM kernels
     # reach a far higher rate: GEMMs are described as the "matrix" roof.
     roofs = [("matrix", dtype, m.all_cores["matrix"][dtype], m.one_core["matrix"][dtype],
               "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
     roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
                "Elementwise work: the best of chains of 4 to 64 multiply-adds.") for dtype, _ in DTYPES]
+    lines: list[str] = []
     for unit, dtype, every, one, note in roofs:
         lines += ["", "[[compute]]", f'unit = "{unit}"', f'dtype = "{dtype}"',
                   f'peak = "{_rate(every)}"', 'source = "measured"', f'note = "{note}"',
                   f'alternatives.one-core = {{ peak = "{_rate(one)}", scope = "core", '
                   'source = "measured" }']
+    return lines
+
+
+def _memory_toml(m: HostMeasurement, far_to_near: list[str],
+                 caches: dict[str, tuple[int, str]]) -> list[str]:
+    cores = m.facts.cores
+    all_bw = _monotone(far_to_near, m.all_cores["bandwidth"])
+    one_bw = _monotone(far_to_near, m.one_core["bandwidth"])
+    # A variant cannot remove a bandwidth: where the one-core figure is left out, the
+    # all-core one would stand in for it beside one-core neighbours, so leave both out.
+    all_bw = {level: None if one_bw[level] is None else bw for level, bw in all_bw.items()}
+    lines: list[str] = []
     for level in far_to_near:
         if level == "DRAM":
-            whole = one_core_size = facts.memory_bytes
+            whole = one_core_size = m.facts.memory_bytes
         else:
             size, shared = caches[level]
             private = "," not in shared and "-" not in shared
@@ -382,4 +400,4 @@ def host_spec_toml(m: HostMeasurement, spec_id: str) -> str:
         if one_bw[level] is not None:
             one += f', bandwidth = "{_bandwidth(one_bw[level])}"'
         lines.append(one + " }")
-    return "\n".join(lines) + "\n"
+    return lines

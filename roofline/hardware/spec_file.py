@@ -318,16 +318,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
             reader.check_keys(reader.table(table_key, doc[table_key]), table_key,
                               fields | {"alternatives"} | _COMMON
                               | (_SUSTAINED if table_key == "clock" else set()))
-    clock = _scalar(reader, doc, "clock", "boost", Kind.FREQUENCY, variant, extensive=False)
-    base_clock = _scalar(reader, doc, "clock", "base", Kind.FREQUENCY, variant,
-                         extensive=False, optional=True)
-    if (base_clock is not None and clock is not None and clock.value is not None
-            and base_clock.value > clock.value):  # type: ignore[operator]
-        raise reader.error("clock.base", "the base clock cannot exceed the boost clock")
-    sustained = None
-    if "clock" in doc:
-        sustained = _achieved(reader, "clock", doc["clock"], Kind.FREQUENCY, 1.0,
-                              clock.value if clock is not None else None, "sustained")
+    clock, base_clock, sustained = _clocks(reader, doc, variant)
     counts, counts_sources = _counts(reader, doc)
     hardware = Hardware(
         id=hw_id,
@@ -356,6 +347,22 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         gemm=_gemm(reader, doc, counts),
     )
     return hardware.at_scope(scope) if scope is not None else hardware
+
+
+def _clocks(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
+            ) -> tuple[Any, Any, Any]:
+    """The boost clock, the base clock (at most the boost) and the sustained clock."""
+    clock = _scalar(reader, doc, "clock", "boost", Kind.FREQUENCY, variant, extensive=False)
+    base_clock = _scalar(reader, doc, "clock", "base", Kind.FREQUENCY, variant,
+                         extensive=False, optional=True)
+    if (base_clock is not None and clock is not None and clock.value is not None
+            and base_clock.value > clock.value):  # type: ignore[operator]
+        raise reader.error("clock.base", "the base clock cannot exceed the boost clock")
+    sustained = None
+    if "clock" in doc:
+        sustained = _achieved(reader, "clock", doc["clock"], Kind.FREQUENCY, 1.0,
+                              clock.value if clock is not None else None, "sustained")
+    return clock, base_clock, sustained
 
 
 _TILE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")

@@ -198,6 +198,23 @@ def _xprof_reason(doc: dict[str, Any], op: dict[str, Any], quantity: str, ours: 
     return None
 
 
+def _xprof_lines(versus: dict[str, Any]) -> list[str]:
+    """How our costs compare with xprof's hlo_stats: agreement, then differences by reason."""
+    if not versus["compared"]:
+        return []
+    lines = [f"xprof hlo_stats: FLOPs and bytes agree within {versus['tolerance']:.0%} on "
+             f"{versus['agree']} of {versus['compared']} ops that both sides cost"]
+    reasons: dict[str | None, list[str]] = {}
+    for difference in versus["differences"]:
+        reasons.setdefault(difference["reason"], []).append(
+            f"{difference['op']} {difference['quantity']} {difference['ours']:.4g} "
+            f"vs {difference['xprof']:.4g}")
+    for reason, items in sorted(reasons.items(), key=lambda kv: kv[0] is not None):
+        shown = ", ".join(items[:4]) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
+        lines.append(f"  {len(items)} differ: {reason or 'NOT EXPLAINED'}: {shown}")
+    return lines
+
+
 def explanation_text(doc: dict[str, Any], top: int) -> str:
     q = format_quantity
     lines = [f"{doc['run']} ({doc['platform']}, {doc['device']}), {doc['steps']} steps; "
@@ -235,20 +252,7 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
         lines.append("most time lost against the roof: " + ", ".join(
             f"{o['module']}/{o['name']} {q(o['measured_s'] - o['lower_bound_s'], Kind.TIME)}"
             for o in losses[:5]))
-    versus = doc["xprof_comparison"]
-    if versus["compared"]:
-        lines.append(f"xprof hlo_stats: FLOPs and bytes agree within "
-                     f"{versus['tolerance']:.0%} on {versus['agree']} of "
-                     f"{versus['compared']} ops that both sides cost")
-        reasons: dict[str | None, list[str]] = {}
-        for difference in versus["differences"]:
-            reasons.setdefault(difference["reason"], []).append(
-                f"{difference['op']} {difference['quantity']} {difference['ours']:.4g} "
-                f"vs {difference['xprof']:.4g}")
-        for reason, items in sorted(reasons.items(), key=lambda kv: kv[0] is not None):
-            shown = ", ".join(items[:4]) + (f" and {len(items) - 4} more"
-                                             if len(items) > 4 else "")
-            lines.append(f"  {len(items)} differ: {reason or 'NOT EXPLAINED'}: {shown}")
+    lines += _xprof_lines(doc["xprof_comparison"])
     for label in ("served_by_cache", "above_roof"):
         if doc[label]:
             shown = doc[label][:8]

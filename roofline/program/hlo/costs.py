@@ -17,6 +17,7 @@ compiled for the host multiplies widened f32 copies of bf16 arrays.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -37,6 +38,7 @@ from roofline.program.hlo.buffers import (
     split_by_space,
     users_through_views,
 )
+from roofline.program.hlo.dtypes import output_dtype, written_dtype
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.errors import HloParseError, RooflineError
@@ -51,16 +53,13 @@ from roofline.program.hlo.rules import (
     unknown_label,
     wrapped_result,
 )
-from roofline.program.hlo.shapes import ELEMENT_BITS, SPEC_DTYPE, ArrayShape, Shape, arrays
+from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, arrays
 
 __all__ = ["CATEGORIES", "MISSING_BODY", "analyze_module"]
 
 MISSING_BODY = "fusion body not in the HLO"
 UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
 _SLICING = ("slice", "dynamic-slice", "gather")
-# Ops that move data without arithmetic: a value keeps the dtype of what they move.
-_VIEWS = ("bitcast", "reshape", "copy", "transpose", "broadcast", "reverse", "slice", "pad",
-          "dynamic-slice")
 
 
 def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) -> OpCost:
@@ -123,6 +122,11 @@ class _Analyzer:
         self._trips: dict[str, int | None] = {}
         self._branches: dict[str, str] = {}
         self._bodies: dict[str, _Traffic] = {}
+        # Memos by instruction name (unique in a module) and by computation name: an op
+        # asks about what it calls several times (category, unit, GEMM, what is unknown).
+        self._reachable: dict[str, list[str]] = {}
+        self._heaviest: dict[str, Instruction | None] = {}
+        self._inside: dict[str, tuple[set[str], set[str], list[str]]] = {}
 
     # --- the Env protocol of the formulas ----------------------------------------------
     def computation_flops(self, name: str) -> Flops:
@@ -263,14 +267,25 @@ class _Analyzer:
         if instruction.opcode == "while" and self._trips.get(instruction.name, 0) is None:
             found.add(UNKNOWN_TRIPS)
         for name in self._called_recursively(instruction):
-            for inner in self.module.computations[name].instructions:
-                if lookup(inner) is None:
-                    found.add(unknown_label(inner))
-                elif inner.opcode == "while" and self._trips.get(inner.name, 0) is None:
-                    found.add(UNKNOWN_TRIPS)
+            _, unknown, loops = self._computation_summary(name)
+            found |= unknown
+            if any(self._trips.get(loop, 0) is None for loop in loops):
+                found.add(UNKNOWN_TRIPS)
         return tuple(sorted(found))
 
+    def _computation_summary(self, name: str) -> tuple[set[str], set[str], list[str]]:
+        """A computation's opcodes, the labels of its unknown instructions, and the names
+        of its loops."""
+        if name not in self._inside:
+            instructions = self.module.computations[name].instructions
+            self._inside[name] = ({i.opcode for i in instructions},
+                                  {unknown_label(i) for i in instructions if lookup(i) is None},
+                                  [i.name for i in instructions if i.opcode == "while"])
+        return self._inside[name]
+
     def _called_recursively(self, instruction: Instruction) -> list[str]:
+        if instruction.name in self._reachable:
+            return self._reachable[instruction.name]
         names, stack = [], list(_all_called(instruction))
         while stack:
             name = stack.pop()
@@ -279,6 +294,7 @@ class _Analyzer:
             names.append(name)
             for inner in self.module.computations[name].instructions:
                 stack.extend(_all_called(inner))
+        self._reachable[instruction.name] = names
         return names
 
     # --- bytes -------------------------------------------------------------------------
@@ -419,14 +435,14 @@ class _Analyzer:
         if inner is not None:
             owner = self._owner.get(inner.name, computation)
             lhs = owner.by_name.get(inner.operands[0]) if inner.operands else None
-            compiled = _output_dtype(lhs.shape if lhs is not None else inner.shape)
+            compiled = output_dtype(lhs.shape if lhs is not None else inner.shape)
             caller = (instruction, computation) if inner is not instruction else None
-            written = self._written_dtype(inner, owner, caller) or compiled
+            written = written_dtype(self.module, inner, owner, caller) or compiled
             category = ("convolution" if inner.opcode == "convolution" and _is_spatial(inner)
                         else "matmul")
             return (category, "matrix", SPEC_DTYPE.get(compiled, "fp32"),
                     SPEC_DTYPE.get(written, "fp32"))
-        dtype = SPEC_DTYPE.get(_output_dtype(instruction.shape), "fp32")
+        dtype = SPEC_DTYPE.get(output_dtype(instruction.shape), "fp32")
         category = resolved.rule.category if resolved is not None else "other"
         if category is None:  # a fusion: what it fused decides
             named = self._opcodes_inside(instruction)
@@ -445,7 +461,7 @@ class _Analyzer:
         kinds = {instruction.opcode}
         bodies = self._called_recursively(instruction)
         for name in bodies:
-            kinds |= {i.opcode for i in self.module.computations[name].instructions}
+            kinds |= self._computation_summary(name)[0]
         if instruction.opcode == "fusion" and not bodies:
             # Without its body (a trace names only the fusion), XLA's fusion name still
             # lists the ops it fused: "broadcast_add_fusion", "convolution_add_fusion".
@@ -460,6 +476,11 @@ class _Analyzer:
             return instruction
         if instruction.opcode != "fusion":
             return None
+        if instruction.name not in self._heaviest:
+            self._heaviest[instruction.name] = self._heaviest_in_fusion(instruction)
+        return self._heaviest[instruction.name]
+
+    def _heaviest_in_fusion(self, instruction: Instruction) -> Instruction | None:
         best, best_flops = None, -1.0
         for name in self._called_recursively(instruction):
             body = self.module.computations[name]
@@ -470,54 +491,12 @@ class _Analyzer:
                         best, best_flops = inner, flops
         return best
 
-    def _written_dtype(self, matrix_op: Instruction, owner: Computation,
-                       caller: tuple[Instruction, Computation] | None) -> str:
-        """The narrow float both operands of a matmul are stored in, when the compiler
-        widened them to compute ("" when it did not)."""
-        stored = {self._stored_dtype(name, owner, caller) for name in matrix_op.operands[:2]}
-        if len(stored) == 1:
-            dtype = stored.pop()
-            if _is_narrow_float(dtype):
-                return dtype
-        return ""
-
-    def _stored_dtype(self, name: str, computation: Computation,
-                      caller: tuple[Instruction, Computation] | None, depth: int = 0) -> str:
-        instruction = computation.by_name.get(name)
-        if instruction is None:
-            return ""
-        while instruction.opcode in _VIEWS and instruction.operands:
-            instruction = computation.by_name[instruction.operands[0]]
-        dtype = _output_dtype(instruction.shape)
-        if instruction.opcode == "convert":
-            source = _output_dtype(computation.by_name[instruction.operands[0]].shape)
-            return source if _is_narrow_float(source) and _bits(source) < _bits(dtype) else dtype
-        if depth >= 4:
-            return dtype
-        if instruction.opcode == "parameter" and caller is not None:
-            fusion, parent = caller
-            if instruction.parameter_number < len(fusion.operands):
-                return self._stored_dtype(fusion.operands[instruction.parameter_number],
-                                          parent, None, depth + 1)
-        if instruction.opcode == "fusion" and instruction.called and (
-                instruction.called[0] in self.module.computations):
-            body = self.module.computations[instruction.called[0]]
-            return self._stored_dtype(body.root.name, body, (instruction, computation),
-                                      depth + 1)
-        return dtype
 
 
+@functools.cache
 def _lookup_opcode(opcode: str) -> Resolved | None:
     return lookup(Instruction(name="", opcode=opcode, shape=ArrayShape("f32", ()),
                               operands=(), attribute_text=""))
-
-
-def _is_narrow_float(dtype: str) -> bool:
-    return dtype in ("bf16", "f16") or dtype.startswith("f8") or dtype.startswith("f4")
-
-
-def _bits(dtype: str) -> int:
-    return ELEMENT_BITS.get(dtype, 32)
 
 
 def replica_group_size(text: str, all_devices: int) -> int:
@@ -548,7 +527,3 @@ def _all_called(instruction: Instruction) -> list[str]:
 def _is_spatial(instruction: Instruction) -> bool:
     labels = instruction.attributes.get("dim_labels", "")
     return any(c.isdigit() for c in labels.split("_", 1)[0])
-
-
-def _output_dtype(shape: Shape) -> str:
-    return first_array(shape).dtype if arrays(shape) else "f32"

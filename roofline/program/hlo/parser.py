@@ -177,7 +177,28 @@ def _check_operands(computation: Computation) -> None:
                                     "(damaged HLO text?)")
 
 
+# Most lines in one match: an array shape (layout braces may hold tiling parentheses but
+# no nested braces), an opcode, plain operand names (as _SIMPLE_OPERANDS), then the
+# attributes. Lines it does not match (tuple shapes, operands with shapes or comments) take
+# the general path below; both give the same Instruction.
+_SIMPLE_LINE = re.compile(
+    r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*([a-z][a-z0-9]*\[[0-9,]*\](?:\{[^{}\[\]]*\})?)\s*"
+    r"([a-z][a-z0-9\-]*)\(([\s%\w.\-,]*)\)")
+
+
 def _parse_instruction(line: str) -> Instruction:
+    simple = _SIMPLE_LINE.match(line)
+    if simple is not None:
+        root, name, shape_text, opcode, operand_text = simple.groups()
+        if opcode in ("parameter", "constant", "iota"):
+            literal, operands = operand_text.strip(), ()
+        else:
+            literal = ""
+            operands = tuple(n.strip().lstrip("%") for n in operand_text.split(",")
+                             if n.strip())
+        return Instruction(name=name, opcode=opcode, shape=parse_shape(shape_text),
+                           operands=operands, attribute_text=line[simple.end():],
+                           is_root=bool(root), literal=literal)
     head = _INSTRUCTION.match(line)
     if head is None:
         raise HloParseError("not an instruction")
