@@ -7,7 +7,7 @@ import pytest
 
 from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.render.runs import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL, explanation_document
+from roofline.model.explain_document import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL
 from tests.conftest import DATA
 
 TRACES = DATA / "traces"
@@ -17,8 +17,8 @@ MI300X = ("gemm", "conv", "attention", "elementwise")
 @pytest.fixture(scope="module")
 def explained() -> dict:
     mi300x = load_hardware("mi300x")
-    return {name: explanation_document(explain(
-        load_run(TRACES / f"mi300x_jax08_{name}.xplane.pb"), mi300x)) for name in MI300X}
+    return {name: explain(load_run(TRACES / f"mi300x_jax08_{name}.xplane.pb"),
+                          mi300x).to_document() for name in MI300X}
 
 
 def _op(doc: dict, module: str, name: str) -> dict:
@@ -115,7 +115,7 @@ def test_a_profiler_run_directory_is_costed_from_its_hlo_proto_files(tmp_path):
     (run / "NO_MODULE.hlo_proto.pb").write_bytes(b"")
     loaded = load_run(tmp_path)
     assert loaded.cost_source == "the *.hlo_proto.pb files of the profiler run directory"
-    doc = explanation_document(explain(loaded, load_hardware("mi300x")))
+    doc = explain(loaded, load_hardware("mi300x")).to_document()
     conv = _op(doc, "jit_forward_3d_conv(15)", "cudnn-conv.1")
     assert (conv["flops"], conv["bytes"]) == (32715571200, 579072000)
     uncosted = {o["name"] for o in doc["ops"] if o["flops"] is None}

@@ -13,7 +13,6 @@ from roofline.cli import main
 from roofline.errors import RooflineError, TraceError
 from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
-from roofline.render.runs import explanation_document
 from roofline.program.trace import read_trace
 from roofline.program.trace.capture import capture
 from roofline.program.trace.hlo_protos import split_program
@@ -72,7 +71,7 @@ def test_tpu_trace_peaks_and_costs_against_xprof():
     assert peaks["flop_per_s"] == 918e12                       # the v6e's bf16 peak
     assert peaks["hbm_bytes_per_s"] == pytest.approx(1638e9, rel=1e-3)
     ex = explain(loaded, load_hardware("tpu-v6e"))
-    doc = explanation_document(ex)
+    doc = ex.to_document()
     ops = {o["name"]: o for o in doc["ops"] if not o["async"]}
     # broadcast_add_fusion adds two f32[5,1024,1024,256] arrays: it reads 2 x 5 GiB... of
     # which one is broadcast; ours and xprof both count 10 GiB = 10737418240 B per run.
@@ -100,8 +99,8 @@ def test_tpu_time_breakdowns_add_up_to_the_op_time_per_step():
     # breakdowns divide the summed op self time by those 105 steps, 750.3 ms, within the
     # 750.6 ms of wall time per step. Summing each op's time per run of its own module
     # instead gave 910 ms: jit__psum's all-reduce counted 122 ms per run of jit__psum.
-    doc = explanation_document(explain(load_run(TRACES / "tpu_v6e_inference.xplane.pb"),
-                                       load_hardware("tpu-v6e")))
+    doc = explain(load_run(TRACES / "tpu_v6e_inference.xplane.pb"),
+                  load_hardware("tpu-v6e")).to_document()
     assert doc["op_seconds_per_step"] == pytest.approx(0.7503, abs=5e-4)
     for key in ("seconds_by_class", "seconds_by_category"):
         assert sum(doc[key].values()) == pytest.approx(doc["op_seconds_per_step"])
@@ -144,7 +143,7 @@ def test_host_run_reports_op_time_and_wall_time(captured):
 
 def test_explain_joins_every_op_of_a_host_run(captured, tmp_path):
     ex = explain(load_run(captured), load_hardware("xeon-8163"))
-    doc = explanation_document(ex)
+    doc = ex.to_document()
     assert doc["coverage"]["gaps"] == []   # every op timed and costed, every cost timed
     assert all(o["lower_bound_s"] and 0 < o["efficiency"] for o in doc["ops"])
     # Both breakdowns divide the same op time per step, exactly.
@@ -257,7 +256,7 @@ def test_measure_refuses_to_overwrite(measured_host, capsys):
 def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkeypatch):
     monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(measured_host.parent))
     ex = explain(load_run(captured), load_hardware("host"))
-    doc = explanation_document(ex)
+    doc = ex.to_document()
     assert doc["hardware"]["ref"] == "host:host"
     assert {o["measured_class"] for o in doc["ops"]} <= {
         "overhead", "other", "compute (fp32 matrix)", "compute (fp32 vector)",

@@ -11,7 +11,8 @@ from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.outputs import write_text_atomic
 from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
-from roofline.render.runs import devices_document, devices_text, explanation_document, explanation_text, kernel_document, kernel_text
+from roofline.render.runs import (
+    devices_document, devices_text, explanation_text, kernel_document, kernel_text)
 from roofline.render.tables import to_csv, to_json
 
 
@@ -87,7 +88,7 @@ def _explain(args: argparse.Namespace) -> int:
                 "hardware_specs/host.toml' (or pass --hardware ID)") from exc
         raise
     explanation = explain(loaded, hardware, Overlap(args.overlap))
-    doc = explanation_document(explanation)
+    doc = explanation.to_document()
     if args.annotate:
         write_annotated_trace(explanation, args.annotate)
         print(f"wrote {args.annotate}", file=sys.stderr)

@@ -310,6 +310,12 @@ class Explanation:
         placed = [op for op in self.ops if op.placement is not None]
         return sorted(placed, key=lambda op: -op.lost_s)[:count]
 
+    def to_document(self) -> dict[str, Any]:
+        """As JSON (schema ``roofline/explanation/1``), compared with xprof's costs."""
+        from roofline.model.explain_document import explanation_document
+
+        return explanation_document(self)
+
 
 def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MAX
             ) -> Explanation:

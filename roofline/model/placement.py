@@ -16,6 +16,9 @@ from roofline.errors import UnknownHardwareError
 from roofline.hardware.records import ComputeRoof, Hardware, Link, MemoryLevel
 
 
+FLOP_CONVENTION = "dense peaks; a fused multiply-add counts as 2 FLOPs"
+
+
 class Overlap(enum.Enum):
     """How an op's time terms combine.
 

@@ -6,12 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from roofline.hardware.records import Hardware
-from roofline.model.placement import ridge_points
+from roofline.model.placement import FLOP_CONVENTION, ridge_points
 from roofline.units import Kind, format_quantity
 from roofline.render.tables import format_table
 
 
-FLOP_CONVENTION = "dense peaks; a fused multiply-add counts as 2 FLOPs"
 
 
 def hardware_summary(hw: Hardware) -> dict[str, Any]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roofline.model.coverage import coverage
-from roofline.model.placement import class_text
+from roofline.model.placement import FLOP_CONVENTION, class_text
 from roofline.units import Kind, format_quantity
-from roofline.render.hardware import FLOP_CONVENTION
 from roofline.render.tables import format_table, with_coverage
 
 if TYPE_CHECKING:
