@@ -131,6 +131,21 @@ def test_capture_writes_a_self_contained_run(captured):
         capture(_training_step(), captured, steps=1, warmup=0, progress=lambda m: None)
 
 
+def test_host_trace_read_from_its_protobuf_equals_jaxlibs_view(captured):
+    # The host reader decodes the xplane protobuf itself and reads only the stats it
+    # needs; jaxlib's ProfileData (what jax.profiler gives) must see the same ops.
+    from roofline.program.trace import find_xplane
+    from roofline.program.trace import reader
+
+    run = read_trace(captured)
+    plane = next(p for p in ProfileData.from_file(str(find_xplane(captured))).planes
+                 if p.name == "/host:CPU")
+    events, steps, count = reader._tagged_events(plane, skip_prefixes=())
+    assert count == run.events and len(events) == len(run.timeline) > 0
+    assert sorted(events) == sorted(run.timeline)
+    assert reader._module_runs(events) == run.module_runs
+
+
 def test_host_run_reports_op_time_and_wall_time(captured):
     manifest = json.loads((captured / "manifest.json").read_text())
     run = read_trace(captured)

@@ -42,7 +42,8 @@ from roofline.program.hlo.dtypes import output_dtype, written_dtype
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.errors import HloParseError, RooflineError
-from roofline.program.hlo.parser import Computation, HloModule, Instruction, gc_paused
+from roofline.program.gc_pause import gc_paused
+from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
     CATEGORIES,
     Half,

@@ -8,14 +8,12 @@ and the stack-frame tables that jax prints before the computations are skipped.
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from roofline.errors import HloParseError, ShapeSyntaxError
+from roofline.program.gc_pause import gc_paused
 from roofline.program.hlo.shapes import Shape, parse_shape
 
 
@@ -101,21 +99,6 @@ _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?\s*(?:->.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cycle collector off for a block (as a decorator: for a call). Parsing and
-    costing allocate hundreds of thousands of small objects that form no cycles; the
-    collector would trace them again and again while they are built (a third of the
-    analysis time of a large module)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @gc_paused()

@@ -22,9 +22,10 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from roofline.program import _xla
+from roofline.program.gc_pause import gc_paused
 from roofline.errors import NoXlaOpsError, TraceError
 
 
@@ -124,26 +125,44 @@ def load_xspace(path: Path) -> Any:
             "expected the *.xplane.pb written by jax.profiler") from None
 
 
+@gc_paused()
 def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
     """Read a trace file (or run directory) into measured per-op times.
 
     ``device`` picks a device plane on GPU/TPU traces; by default the first with XLA ops.
     """
     xplane = find_xplane(path)
-    space = load_xspace(xplane)
-    planes = {plane.name: plane for plane in space.planes}
-    if any(n.startswith("/device:TPU:") for n in planes):
-        return _read_device(xplane, planes, "tpu", device, _tpu_events)
-    if any(n.startswith("/device:GPU:") for n in planes):
+    space = _xspace_message(xplane)
+    names = [plane.name for plane in space.planes]
+    if any(n.startswith(("/device:TPU:", "/device:GPU:")) for n in names):
+        planes = {plane.name: plane for plane in load_xspace(xplane).planes}
+        if any(n.startswith("/device:TPU:") for n in planes):
+            return _read_device(xplane, planes, "tpu", device, _tpu_events)
         return _read_device(xplane, planes, "gpu", device, _gpu_events)
-    if "/host:CPU" in planes:
-        return _read_cpu(xplane, planes["/host:CPU"])
+    if "/host:CPU" in names:
+        return _read_cpu(xplane, space.planes[names.index("/host:CPU")])
     raise TraceError(f"{xplane}: no /host:CPU, GPU or TPU plane: not a JAX profile")
 
 
-@dataclass(frozen=True, slots=True)
-class OpEvent:
-    """One execution of an op on one thread, stream or device line (times in ns)."""
+def _xspace_message(path: Path) -> Any:
+    """The trace as its protobuf message (the host reader's view; device traces are read
+    through jaxlib's ProfileData, which also resolves TPU op texts and device stats)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    try:
+        return _xla.xspace_message(data)
+    except Exception:   # protobuf's DecodeError for bytes that are not a trace
+        raise TraceError(
+            f"{path}: not a readable xplane trace (truncated, or another kind of file); "
+            "expected the *.xplane.pb written by jax.profiler") from None
+
+
+class OpEvent(NamedTuple):
+    """One execution of an op on one thread, stream or device line (times in ns). A named
+    tuple: a host trace has hundreds of thousands, and a frozen dataclass takes 2 us to
+    build each."""
 
     module: str
     op: str
@@ -230,8 +249,56 @@ def _tagged_events(plane: Any, with_program: bool = False,
     return events, steps, count
 
 
+def _host_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
+    """As :func:`_tagged_events`, for the host plane read as a protobuf message
+    (:func:`roofline.program._xla.xspace_message`): only the stats it needs are touched."""
+    names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+    ids = {name: key for key, name in names.items()}
+    op_id, module_id, run_id, step_id = (ids.get(name, -1) for name in
+                                         ("hlo_op", "hlo_module", "run_id", "step_num"))
+    wanted = {op_id, module_id, run_id, step_id}
+    skipped = {key for key, meta in plane.event_metadata.items()
+               if meta.name.startswith(CPU_NON_OP_PREFIXES)}
+
+    def value(stat: Any) -> Any:
+        kind = stat.WhichOneof("value")
+        return names.get(stat.ref_value, "") if kind == "ref_value" else getattr(stat, kind)
+
+    events: list[OpEvent] = []
+    steps: list[float] = []
+    count = 0
+    for line_index, line in enumerate(plane.lines):
+        origin_ns = line.timestamp_ns
+        for event in line.events:
+            count += 1
+            if event.metadata_id in skipped:
+                continue
+            stats = event.stats
+            start = origin_ns + event.offset_ps / 1000
+            # XLA:CPU writes an op's tags first, its names as references to stat names:
+            # hlo_op, hlo_module, program_id, run_id. Read those four alone.
+            first = stats[:4]
+            if (len(first) == 4 and first[0].metadata_id == op_id
+                    and first[1].metadata_id == module_id and first[3].metadata_id == run_id):
+                op_ref, module_ref = first[0].ref_value, first[1].ref_value
+                if op_ref and module_ref:
+                    events.append(OpEvent(names[module_ref], names[op_ref], start,
+                                          start + event.duration_ps / 1000, line_index,
+                                          str(value(first[3]))))
+                    continue
+            tags = {stat.metadata_id: value(stat) for stat in stats
+                    if stat.metadata_id in wanted}
+            if op_id in tags and module_id in tags:
+                events.append(OpEvent(str(tags[module_id]), str(tags[op_id]), start,
+                                      start + event.duration_ps / 1000, line_index,
+                                      run=str(tags.get(run_id, ""))))
+            elif step_id in tags:
+                steps.append(event.duration_ps / 1000 * 1e-9)   # as ProfileData rounds
+    return events, steps, count
+
+
 def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
-    events, steps, count = _tagged_events(plane, skip_prefixes=CPU_NON_OP_PREFIXES)
+    events, steps, count = _host_events(plane)
     if not events:
         raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
                          "hlo_module stats); was anything compiled and run while tracing?")
