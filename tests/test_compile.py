@@ -1,6 +1,8 @@
 """Real JAX programs compiled for the host and, deviceless, for TPUs; costs against XLA's
 own totals and against published operator FLOPs."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -217,3 +219,19 @@ def test_a_spec_that_does_not_fit_is_refused_again_from_the_cache(tmp_path, monk
     monkeypatch.setattr(compile_module, "compile_program", no_compile)
     with pytest.raises(DoesNotFitError, match="RESOURCE_EXHAUSTED"):
         compile_workload(parse_spec(spec), "tpu-v2", cache_dir=tmp_path)
+
+
+def test_a_damaged_cache_index_compiles_again(tmp_path):
+    from roofline.program.compile import _spec_index_key, compile_workload
+
+    workload = parse_spec("fc:layers=1,nodes=32,batch=4,dtype=f32")
+    key = _spec_index_key(workload, "host", False)
+    index = tmp_path / key[:2] / f"{key}.json"
+    index.parent.mkdir(parents=True)
+    for garbage in ("[1, 2]", '{"lowered": 7}', "\xff not json"):
+        index.write_text(garbage)
+        # Found again by its lowered text (traced and lowered, not compiled after the
+        # first time), and the index is written anew.
+        program = compile_workload(workload, "host", cache_dir=tmp_path)
+        assert program.costs.ops
+        assert json.loads(index.read_text()) == {"lowered": program.cache_key}

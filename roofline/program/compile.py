@@ -234,24 +234,27 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
     versions and the source of the workload families, so an edited family compiles
     again); so is the compiler's refusal of one that does not fit. Other programs are
     found by their lowered text (:func:`compile_program`)."""
-    index = _spec_index_key(workload, target, data_parallel) if cache_dir else None
-    if index is not None:
-        entry = _cache_read(cache_dir, index)  # type: ignore[arg-type]
-        if entry is not None and "does_not_fit" in entry:
-            raise DoesNotFitError(entry["does_not_fit"])
-        record = _cache_read(cache_dir, entry["lowered"]) if entry else None  # type: ignore[arg-type]
-        if record is not None:
-            return _from_cache(record, get_target(target), entry["lowered"])  # type: ignore[index]
+    def compile_it() -> CompiledProgram:
+        return compile_program(workload.fn, workload.args, target,
+                               data_parallel=data_parallel,
+                               batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+    index = _spec_index_key(workload, target, data_parallel)
+    if cache_dir is None or index is None:
+        return compile_it()
+    entry = _cache_read(cache_dir, index) or {}
+    if isinstance(entry.get("does_not_fit"), str):
+        raise DoesNotFitError(entry["does_not_fit"])
+    lowered = entry.get("lowered")
+    record = _cache_read(cache_dir, lowered) if isinstance(lowered, str) else None
+    if record is not None:
+        return _from_cache(record, get_target(target), lowered)  # type: ignore[arg-type]
     try:
-        program = compile_program(workload.fn, workload.args, target,
-                                  data_parallel=data_parallel,
-                                  batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+        program = compile_it()
     except DoesNotFitError as exc:   # the compiler's verdict is as reusable as its program
-        if index is not None:
-            _write_record(cache_dir, index, {"does_not_fit": str(exc)})  # type: ignore[arg-type]
+        _write_record(cache_dir, index, {"does_not_fit": str(exc)})
         raise
-    if index is not None and program.cache_key:
-        _write_record(cache_dir, index, {"lowered": program.cache_key})  # type: ignore[arg-type]
+    if program.cache_key:
+        _write_record(cache_dir, index, {"lowered": program.cache_key})
     return program
 
 
@@ -290,9 +293,10 @@ def _cache_key(lowered_text: str, target: Target, devices: int) -> str:
 def _cache_read(cache_dir: str | Path, key: str) -> dict[str, Any] | None:
     path = Path(cache_dir) / key[:2] / f"{key}.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None  # absent or half-written by a killed process: compile again
+    return record if isinstance(record, dict) else None
 
 
 def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> None:
