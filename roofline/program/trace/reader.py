@@ -262,7 +262,14 @@ def _host_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
 
     def value(stat: Any) -> Any:
         kind = stat.WhichOneof("value")
+        if kind is None:
+            return ""
         return names.get(stat.ref_value, "") if kind == "ref_value" else getattr(stat, kind)
+
+    # Tags an event's metadata carries for every event of that name (jaxlib's ProfileData
+    # shows them among each event's stats).
+    shared = {key: {s.metadata_id: value(s) for s in meta.stats if s.metadata_id in wanted}
+              for key, meta in plane.event_metadata.items() if meta.stats}
 
     events: list[OpEvent] = []
     steps: list[float] = []
@@ -281,13 +288,14 @@ def _host_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
             if (len(first) == 4 and first[0].metadata_id == op_id
                     and first[1].metadata_id == module_id and first[3].metadata_id == run_id):
                 op_ref, module_ref = first[0].ref_value, first[1].ref_value
-                if op_ref and module_ref:
+                if op_ref in names and module_ref in names:
                     events.append(OpEvent(names[module_ref], names[op_ref], start,
                                           start + event.duration_ps / 1000, line_index,
                                           str(value(first[3]))))
                     continue
-            tags = {stat.metadata_id: value(stat) for stat in stats
-                    if stat.metadata_id in wanted}
+            tags = {**shared.get(event.metadata_id, {}),
+                    **{stat.metadata_id: value(stat) for stat in stats
+                       if stat.metadata_id in wanted}}
             if op_id in tags and module_id in tags:
                 events.append(OpEvent(str(tags[module_id]), str(tags[op_id]), start,
                                       start + event.duration_ps / 1000, line_index,
