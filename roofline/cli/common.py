@@ -36,7 +36,7 @@ def parents() -> Parents:
 
 
 def emit(args: argparse.Namespace, *, text: str, document: dict,
-          rows: list[dict], columns: Sequence[str] | None = None) -> None:
+         rows: list[dict], columns: Sequence[str] | None = None) -> None:
     if args.format == "json":
         sys.stdout.write(to_json(document))
     elif args.format == "csv":
@@ -121,4 +121,3 @@ def check_output_files(args: argparse.Namespace) -> None:
     for name in names:
         if getattr(args, name, None):
             check_output_path(getattr(args, name))
-

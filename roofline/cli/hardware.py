@@ -12,7 +12,16 @@ from roofline.errors import RooflineError
 from roofline.hardware import list_hardware, load_hardware, load_spec_file
 from roofline.outputs import write_text_atomic
 from roofline.progress import say
-from roofline.render.hardware import hardware_check_document, hardware_check_text, hardware_document, hardware_list_document, hardware_list_rows, hardware_text, measured_spec_text, ridge_rows
+from roofline.render.hardware import (
+    hardware_check_document,
+    hardware_check_text,
+    hardware_document,
+    hardware_list_document,
+    hardware_list_rows,
+    hardware_text,
+    measured_spec_text,
+    ridge_rows,
+)
 from roofline.render.tables import format_table
 
 
@@ -73,7 +82,7 @@ def _hardware_measure(args: argparse.Namespace) -> int:
         print(f"roofline: flag: {flag}", file=sys.stderr)
     # What was written must load like any other spec, both variants.
     print(measured_spec_text(out, load_spec_file(out),
-                                    load_spec_file(out, variant="one-core", scope="core")))
+                             load_spec_file(out, variant="one-core", scope="core")))
     print(measurement.datasheet_text())
     return 0
 

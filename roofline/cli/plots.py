@@ -53,7 +53,7 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
     for _, comparison in scenarios[1:]:
         covered = covered + comparison.coverage
     save_plot(build_breakdown(bars, title=f"{args.input}: time by {args.by}"), args.out,
-               covered)
+              covered)
     return 0
 
 
@@ -77,9 +77,8 @@ def _plot_sensitivity(args: argparse.Namespace) -> int:
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
                          target=args.target)
     save_plot(build_sensitivity(result, title=f"{args.input} on {result.hardware.label}"),
-               args.out, result.coverage)
+              args.out, result.coverage)
     return 0
-
 
 
 def add_parsers(commands: Any, parents: Parents) -> None:

@@ -50,8 +50,8 @@ def _analyze(args: argparse.Namespace) -> int:
         from roofline.render.plot import build_roofline, predicted_points
 
         save_plot(build_roofline([placement.hardware], predicted_points(placement),
-                                  title=f"{workload.spec} on {placement.hardware.label}"),
-                   args.plot)
+                                 title=f"{workload.spec} on {placement.hardware.label}"),
+                  args.plot)
     return 0
 
 
@@ -93,13 +93,13 @@ def _explain(args: argparse.Namespace) -> int:
         write_annotated_trace(explanation, args.annotate)
         print(f"wrote {args.annotate}", file=sys.stderr)
     emit(args, text=explanation_text(doc, args.top), document=doc,
-          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
+         rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
     if args.plot:
         from roofline.render.plot import bound_points, build_roofline, measured_points
 
         points = measured_points(explanation) + bound_points(explanation)
         save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "
-                                  f"bound on {hardware.label}"), args.plot)
+                                 f"bound on {hardware.label}"), args.plot)
     return 0
 
 
@@ -127,7 +127,6 @@ def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
     print(f"roofline: {why}", file=sys.stderr)
     emit(args, text=kernel_text(doc, args.top), document=doc, rows=doc["kernels"])
     return 0
-
 
 
 def add_parsers(commands: Any, parents: Parents) -> None:

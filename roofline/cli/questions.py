@@ -9,7 +9,12 @@ from roofline.cli.common import (
     Parents, emit, key_values, positive_float, save_plot, scale_factor)
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.render.questions import prediction_text, sensitivity_rows, sensitivity_text, whatif_text
+from roofline.render.questions import (
+    prediction_text,
+    sensitivity_rows,
+    sensitivity_text,
+    whatif_text,
+)
 from roofline.units import Kind, parse_quantity
 
 

@@ -12,7 +12,13 @@ from roofline.cli.common import Parents, emit, key_values, positive_int, save_pl
 from roofline.errors import RooflineError, did_you_mean
 from roofline.hardware import load_hardware
 from roofline.progress import say
-from roofline.render.questions import regression_title, validation_text, workloads_document, workloads_rows, workloads_text
+from roofline.render.questions import (
+    regression_title,
+    validation_text,
+    workloads_document,
+    workloads_rows,
+    workloads_text,
+)
 from roofline.render.tables import format_table
 
 

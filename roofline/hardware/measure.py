@@ -359,7 +359,8 @@ def _compute_toml(m: HostMeasurement) -> list[str]:
     roofs = [("matrix", dtype, m.all_cores["matrix"][dtype], m.one_core["matrix"][dtype],
               "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
     roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
-               "Elementwise work: the best of chains of 4 to 64 multiply-adds.") for dtype, _ in DTYPES]
+               "Elementwise work: the best of chains of 4 to 64 multiply-adds.")
+              for dtype, _ in DTYPES]
     lines: list[str] = []
     for unit, dtype, every, one, note in roofs:
         lines += ["", "[[compute]]", f'unit = "{unit}"', f'dtype = "{dtype}"',

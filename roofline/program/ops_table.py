@@ -402,4 +402,3 @@ _MODULES: dict[str, Callable[[_Row], str]] = {
     "matmul": _matmul, "linear": _linear, "conv2d": _conv2d, "elementwise": _elementwise,
     "reduce": _reduce, "softmax": _softmax,
 }
-

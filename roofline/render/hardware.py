@@ -11,8 +11,6 @@ from roofline.units import Kind, format_quantity
 from roofline.render.tables import format_table
 
 
-
-
 def hardware_summary(hw: Hardware) -> dict[str, Any]:
     """The one-line description of a device used by ``hardware list``."""
     return {

@@ -493,7 +493,6 @@ class _Analyzer:
         return best
 
 
-
 @functools.cache
 def _lookup_opcode(opcode: str) -> Resolved | None:
     return lookup(Instruction(name="", opcode=opcode, shape=ArrayShape("f32", ()),

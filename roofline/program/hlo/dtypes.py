@@ -10,7 +10,7 @@ from roofline.program.hlo.shapes import ELEMENT_BITS, Shape, arrays
 
 # Ops that move data without arithmetic: a value keeps the dtype of what they move.
 VIEWS = ("bitcast", "reshape", "copy", "transpose", "broadcast", "reverse", "slice", "pad",
-          "dynamic-slice")
+         "dynamic-slice")
 
 
 def output_dtype(shape: Shape) -> str:
@@ -26,7 +26,7 @@ def bits(dtype: str) -> int:
 
 
 def written_dtype(module: HloModule, matrix_op: Instruction, owner: Computation,
-              caller: tuple[Instruction, Computation] | None) -> str:
+                  caller: tuple[Instruction, Computation] | None) -> str:
     """The narrow float both operands of a matmul are stored in, when the compiler
     widened them to compute ("" when it did not)."""
     stored = {_stored_dtype(module, name, owner, caller) for name in matrix_op.operands[:2]}
@@ -36,8 +36,9 @@ def written_dtype(module: HloModule, matrix_op: Instruction, owner: Computation,
             return dtype
     return ""
 
+
 def _stored_dtype(module: HloModule, name: str, computation: Computation,
-              caller: tuple[Instruction, Computation] | None, depth: int = 0) -> str:
+                  caller: tuple[Instruction, Computation] | None, depth: int = 0) -> str:
     instruction = computation.by_name.get(name)
     if instruction is None:
         return ""
@@ -53,10 +54,10 @@ def _stored_dtype(module: HloModule, name: str, computation: Computation,
         fusion, parent = caller
         if instruction.parameter_number < len(fusion.operands):
             return _stored_dtype(module, fusion.operands[instruction.parameter_number],
-                                      parent, None, depth + 1)
+                                 parent, None, depth + 1)
     if instruction.opcode == "fusion" and instruction.called and (
             instruction.called[0] in module.computations):
         body = module.computations[instruction.called[0]]
         return _stored_dtype(module, body.root.name, body, (instruction, computation),
-                                  depth + 1)
+                             depth + 1)
     return dtype

@@ -502,4 +502,3 @@ def describe() -> list[dict[str, str]]:
                          "traffic": rule.traffic.value, "free": str(rule.free),
                          "link": rule.link.value if rule.link else ""})
     return rows
-

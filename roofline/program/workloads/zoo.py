@@ -20,7 +20,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from roofline.program.workloads.registry import Family, Param, Workload, dtype_param, jnp_dtype, register
+from roofline.program.workloads.registry import (
+    Family,
+    Param,
+    Workload,
+    dtype_param,
+    jnp_dtype,
+    register,
+)
 
 DN = ("NHWC", "HWIO", "NHWC")
 MODE = Param("mode", str, "train", "training step or forward pass", ("train", "inference"))
