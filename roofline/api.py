@@ -157,6 +157,16 @@ class Prediction:
     comparison: Comparison
     batch: int | None
     capacity: tuple[CapacityThroughput, CapacityThroughput] | None = None
+    bound: Comparison | None = None   # the same ops on both rooflines at datasheet peaks
+
+    @property
+    def over_bound(self) -> tuple[float, float] | None:
+        """This prediction's time over the roofline lower bound, on the source and on the
+        destination (1 where the prediction is the bound itself)."""
+        if self.bound is None or not (self.bound.old_s and self.bound.new_s):
+            return None
+        return (self.comparison.old_s / self.bound.old_s,
+                self.comparison.new_s / self.bound.new_s)
 
     @property
     def source(self) -> Hardware:
@@ -193,6 +203,11 @@ class Prediction:
                "source": self.source.ref, "target": self.destination.ref,
                **self.comparison.to_document("source", "target")}
         del doc["basis"], doc["amdahl_speedup"]
+        if self.bound is not None:
+            doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
+                                  "speedup": self.bound.speedup,
+                                  "basis": "roofline at datasheet peaks"}
+            doc["over_bound"] = dict(zip(("source", "target"), self.over_bound or ()))
         if self.capacity is not None:
             source, target = self.capacity
             doc["capacity"] = {
@@ -241,6 +256,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
         if not same and (to_program or dest_target not in ("host", program.target)):
             after = program_ops(after_input, dest, target=dest_target, cache_dir=cache_dir)
             after_ops, dest = after.ops, after.hardware
+    bound = _lower_bound(program.ops, source_hw, dest, overlap, after_ops)
     source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     measured_s = program.measured_s
     if measured is not None:
@@ -259,7 +275,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
                           _hardware(destination, hardware_dir)) if max_batch else None)
     comparison = dataclasses.replace(comparison,
                                      coverage=comparison.coverage + program.coverage)
-    return Prediction(str(input), mode, comparison, program.batch, capacity)
+    return Prediction(str(input), mode, comparison, program.batch, capacity, bound)
 
 
 def predict_ops(table: str | Path | Any, source: HardwareRef, destination: HardwareRef, *,
@@ -275,14 +291,26 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
     from roofline.program.ops_table import OpsTable, read_ops_table
 
     ops = table if isinstance(table, OpsTable) else read_ops_table(table)
-    source_hw = _hardware(source, hardware_dir).at_ceilings(ceilings)
-    dest = _hardware(destination, hardware_dir).at_ceilings(ceilings)
+    source_hw = _hardware(source, hardware_dir)
+    dest = _hardware(destination, hardware_dir)
     after_ops = list(ops.with_dtype(to_dtype).ops) if to_dtype else None
+    bound = _lower_bound(list(ops.ops), source_hw, dest, overlap, after_ops)
+    source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
                           target_ops=after_ops, clamp=clamp,
                           target_floor=None if target_floor is None
                           else given_floor(target_floor))
-    return Prediction(ops.source, "transfer", comparison, None)
+    return Prediction(ops.source, "transfer", comparison, None, bound=bound)
+
+
+def _lower_bound(ops: list[OpCost], source: Hardware, dest: Hardware,
+                 overlap: Overlap | str, after_ops: list[OpCost] | None) -> Comparison | None:
+    """The ops on both rooflines at datasheet peaks: what the hardware permits, beside a
+    prediction at achievable ceilings or from measured times. None where a device was
+    given already at its achievable ceilings (its peaks are not at hand)."""
+    if "achievable" in (source.ceilings, dest.ceilings):
+        return None
+    return compare_costs(ops, source, dest, Overlap(overlap), after_ops=after_ops)
 
 
 def _capacity(spec: str, source: Hardware, dest: Hardware

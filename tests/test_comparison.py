@@ -217,3 +217,23 @@ def test_python_api_transfers_a_table_of_measured_times():
     assert 1.0 < carried.speedup <= analytical.speedup * 1.001
     with pytest.raises(roofline.RooflineError, match="columns 'op' and 'seconds'"):
         roofline.predict(spec, "tpu-v2", "tpu-v3", measured=pandas.DataFrame({"x": [1]}))
+
+
+def test_predict_gives_the_roofline_lower_bound_beside_the_expected_time(capsys):
+    spec = "matmul:m=4096,n=4096,k=4096,dtype=f32"
+    argv = ["predict", spec, "--from", "v100-sxm2", "--to", "a100-40gb", "--format", "json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # The matmul (2 x 4096^3 FLOPs over 3 x 4096^2 x 4 B: 683 FLOP/B) is compute-bound on
+    # both. V100's spec cites 13.7 TFLOP/s achieved for fp32 against its 15.7 peak, so the
+    # expected time is 15.7 / 13.7 = 1.146x the bound; A100's cites no fp32 figure: 1x.
+    assert doc["over_bound"]["source"] == pytest.approx(15.7 / 13.7, rel=1e-3)
+    assert doc["over_bound"]["target"] == pytest.approx(1.0)
+    bound = doc["lower_bound"]
+    assert bound["speedup"] == pytest.approx(bound["source_s"] / bound["target_s"])
+    assert doc["speedup"] == pytest.approx(bound["speedup"] * 15.7 / 13.7, rel=1e-3)
+    # At the datasheet peaks the prediction is the bound itself.
+    assert main([*argv, "--ceilings", "peak"]) == 0
+    peak = json.loads(capsys.readouterr().out)
+    assert peak["target_s"] == pytest.approx(bound["target_s"])
+    assert peak["source_s"] == pytest.approx(bound["source_s"])

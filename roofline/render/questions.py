@@ -109,7 +109,7 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
     text = (f"{result.input}: {result.source.label} -> {result.destination.label} "
             f"({result.basis})\n{q(result.comparison.old_s, Kind.TIME)} -> "
             f"{q(result.comparison.new_s, Kind.TIME)}: speedup "
-            f"{speedup_text(result.speedup)}\n\n"
+            f"{speedup_text(result.speedup)}\n" + _bound_line(doc) + "\n"
             + comparison_tables(doc["by_class"], doc["changed_class"],
                                 "by bound class on the source"))
     if result.capacity is not None:
@@ -124,6 +124,19 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
                 text += (f"the {side}'s batch is the search's limit, not its memory's: "
                          "a larger batch fits too\n")
     return with_coverage(text, doc["coverage"])
+
+
+def _bound_line(doc: dict[str, Any]) -> str:
+    """The roofline lower bound beside the prediction, and how far above it each side is."""
+    bound = doc.get("lower_bound")
+    if bound is None:
+        return ""
+    q = format_quantity
+    over = doc["over_bound"]
+    return (f"roofline lower bound (datasheet peaks): {q(bound['source_s'], Kind.TIME)} -> "
+            f"{q(bound['target_s'], Kind.TIME)}: speedup {speedup_text(bound['speedup'])}; "
+            f"this prediction is {over['source']:.3g}x the bound on the source, "
+            f"{over['target']:.3g}x on the target\n")
 
 
 def sensitivity_rows(result: Any) -> list[dict[str, Any]]:
