@@ -151,3 +151,22 @@ def test_bf16_matmuls_on_a_v100_fall_back_to_fp32_and_say_so(bf16_on_host):
     substitutes = v100.coverage.of(Gap.SUBSTITUTE_ROOF)
     assert len(substitutes) == len(placed)
     assert "bf16 matrix work on v100-sxm2's fp32 vector roof" in substitutes[0].detail
+
+
+def test_a_host_program_on_a_tpu_board_says_it_spreads_over_the_board():
+    # A host compile runs on one device; placed on tpu-v2 at its default scope (the board,
+    # 8 cores) its roofs are 8 cores' worth. That is said, as a whole-program gap; a
+    # program compiled for the TPU is placed on one core and carries no such gap.
+    workload = parse_spec("matmul:m=256,n=256,k=256,dtype=bf16")
+    tpu = load_hardware("tpu-v2")
+    on_host = place_program(compile_program(workload.fn, workload.args, "host"), tpu)
+    [gap] = on_host.coverage.of(Gap.SCOPE)
+    assert on_host.hardware.scope == "board"
+    assert "tpu-v2's whole board (8 cores)" in gap.detail and "--target tpu-v2" in gap.detail
+    assert (gap.flops_share, gap.time_share) == (1.0, 1.0)
+    on_tpu = place_program(compile_program(workload.fn, workload.args, "tpu-v2"), tpu)
+    assert on_tpu.hardware.scope == "core" and not on_tpu.coverage.of(Gap.SCOPE)
+    # A GPU is one device: a host compile placed on it has nothing to say about scope.
+    on_gpu = place_program(compile_program(workload.fn, workload.args, "host"),
+                           load_hardware("v100-sxm2"))
+    assert not on_gpu.coverage.of(Gap.SCOPE)

@@ -50,6 +50,7 @@ class ProgramPlacement:
     overlap: Overlap
     ops: tuple[PlacedOp, ...]
     onchip_level: str | None
+    scope_note: str = ""   # the program ran on one device, the roofs are of several
 
     @property
     def seconds(self) -> float:
@@ -58,8 +59,11 @@ class ProgramPlacement:
     @property
     def coverage(self) -> Coverage:
         """The ops this placement could not cost or place, or placed by a substitute."""
-        return coverage(omissions_of(((op.cost, op.placement, op.seconds) for op in self.ops),
-                                     self.hardware))
+        found = omissions_of(((op.cost, op.placement, op.seconds) for op in self.ops),
+                             self.hardware)
+        if self.scope_note:
+            found.append(Omission(Gap.SCOPE, "(the whole program)", self.scope_note, 1.0, 1.0))
+        return coverage(found)
 
     def seconds_by_bound(self) -> dict[Bound, float]:
         shares: dict[Bound, float] = defaultdict(float)
@@ -228,7 +232,23 @@ def place_program(program: CompiledProgram, hardware: Hardware,
     device = device_hardware(program, hardware)
     ops = [PlacedOp(op, place_op(op, device, overlap) if op.does_work else None)
            for op in program.costs.ops]
-    return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device))
+    return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device),
+                            scope_note(program, device))
+
+
+def scope_note(program: CompiledProgram, device: Hardware) -> str:
+    """What to say when a program compiled for one device is placed on the roofs of a
+    scope of several (a host compile on a TPU board): the roofs then assume the work
+    spreads over all of them, which no compile arranged. Empty when the scopes match."""
+    counts = dict(device.scopes)
+    if program.target.is_tpu or device.kind != "tpu" or not counts:
+        return ""
+    if counts.get(device.scope, 1) <= min(counts.values()):
+        return ""
+    return (f"compiled for {program.target.name} (one device) but placed on the roofs of "
+            f"{device.id}'s whole {device.scope} ({counts[device.scope]} "
+            f"{min(counts, key=counts.get)}s), as if the work spread over all of them; "
+            f"compile for the TPU (--target {device.id}) to place it on one of its devices")
 
 
 @dataclass(frozen=True)

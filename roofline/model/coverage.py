@@ -45,6 +45,7 @@ class Gap(enum.Enum):
     FASTER_ALGORITHM = "faster algorithm"
     ESTIMATED_BANDWIDTH = "estimated bandwidth"
     CACHE_RESIDENCY = "cache residency"
+    SCOPE = "scope"
 
     @property
     def leaves_out(self) -> bool:
