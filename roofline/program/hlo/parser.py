@@ -48,6 +48,9 @@ class Instruction:
     @cached_property
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
+        text = self.attribute_text
+        if not any(key in text for key in _CALL_KEYS):
+            return ()   # most instructions call nothing: skip the regular expression
         names: list[str] = []
         for match in _CALLS.finditer(self.attribute_text):
             names += [n.strip().lstrip("%") for n in match.group(1).strip("{}").split(",")
@@ -91,6 +94,7 @@ class HloModule:
         return self.computations[self.entry_name]
 
 
+_CALL_KEYS = ("calls=", "to_apply=", "body=", "condition=", "computation")
 _CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')

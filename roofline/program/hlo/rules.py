@@ -23,6 +23,7 @@ costed as zero silently. How composite ops are costed:
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -454,6 +455,13 @@ def lookup(instruction: Instruction) -> Resolved | None:
                             and rule.needs_config not in backend_config(instruction)):
             return None
         return Resolved(rule, opcode)
+    return _by_opcode(opcode)
+
+
+@functools.cache
+def _by_opcode(opcode: str) -> Resolved | None:
+    """The rule of any opcode but custom-call (whose target decides): the same for every
+    instruction, looked up once per opcode."""
     if opcode in RULES:
         return Resolved(RULES[opcode], opcode)
     if opcode in ("async-update", "async-done"):
