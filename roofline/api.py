@@ -127,9 +127,9 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
     device's ``ceilings`` (``achievable`` or ``peak``); scaling ``overhead`` scales the
     run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's peaks.
     """
-    _hardware(hardware, hardware_dir).scaled(dict(scale))   # bad names fail before a compile
-    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
-                          cache_dir=cache_dir)
+    hw = _hardware(hardware, hardware_dir)
+    hw.scaled(dict(scale))   # bad names fail before a compile
+    program = program_ops(input, hw, target=target, cache_dir=cache_dir)
     if program.measured_s is not None:
         before = program.hardware.at_ceilings(ceilings)
         floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))

@@ -238,7 +238,7 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
         return compile_program(workload.fn, workload.args, target,
                                data_parallel=data_parallel,
                                batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
-    index = _spec_index_key(workload, target, data_parallel)
+    index = None if cache_dir is None else _spec_index_key(workload, target, data_parallel)
     if cache_dir is None or index is None:
         return compile_it()
     entry = _cache_read(cache_dir, index) or {}

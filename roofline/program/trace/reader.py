@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -112,14 +113,23 @@ def find_xplane(path: str | Path) -> Path:
     return path
 
 
-def load_xspace(path: Path) -> Any:
+def load_xspace(path: Path, data: bytes | None = None) -> Any:
+    """The trace as jaxlib's ProfileData (``data``: its bytes, where already read)."""
+    return _parsed(path, _trace_bytes(path) if data is None else data,
+                   _xla.xspace_from_bytes)
+
+
+def _trace_bytes(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read: {exc}") from None
+
+
+def _parsed(path: Path, data: bytes, parse: Callable[[bytes], Any]) -> Any:
     try:
-        return _xla.xspace_from_bytes(data)
-    except Exception:  # the C++ reader raises RuntimeError for any parse failure
+        return parse(data)
+    except Exception:  # jaxlib raises RuntimeError, protobuf DecodeError, for any failure
         raise TraceError(
             f"{path}: not a readable xplane trace (truncated, or another kind of file); "
             "expected the *.xplane.pb written by jax.profiler") from None
@@ -132,31 +142,19 @@ def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
     ``device`` picks a device plane on GPU/TPU traces; by default the first with XLA ops.
     """
     xplane = find_xplane(path)
-    space = _xspace_message(xplane)
+    data = _trace_bytes(xplane)
+    # The protobuf message is the host reader's view; device traces are read through
+    # jaxlib's ProfileData, which also resolves TPU op texts and device stats.
+    space = _parsed(xplane, data, _xla.xspace_message)
     names = [plane.name for plane in space.planes]
     if any(n.startswith(("/device:TPU:", "/device:GPU:")) for n in names):
-        planes = {plane.name: plane for plane in load_xspace(xplane).planes}
+        planes = {plane.name: plane for plane in load_xspace(xplane, data).planes}
         if any(n.startswith("/device:TPU:") for n in planes):
             return _read_device(xplane, planes, "tpu", device, _tpu_events)
         return _read_device(xplane, planes, "gpu", device, _gpu_events)
     if "/host:CPU" in names:
         return _read_cpu(xplane, space.planes[names.index("/host:CPU")])
     raise TraceError(f"{xplane}: no /host:CPU, GPU or TPU plane: not a JAX profile")
-
-
-def _xspace_message(path: Path) -> Any:
-    """The trace as its protobuf message (the host reader's view; device traces are read
-    through jaxlib's ProfileData, which also resolves TPU op texts and device stats)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
-    try:
-        return _xla.xspace_message(data)
-    except Exception:   # protobuf's DecodeError for bytes that are not a trace
-        raise TraceError(
-            f"{path}: not a readable xplane trace (truncated, or another kind of file); "
-            "expected the *.xplane.pb written by jax.profiler") from None
 
 
 class OpEvent(NamedTuple):
