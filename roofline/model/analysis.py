@@ -4,8 +4,9 @@ whether its memory footprint fits the device, and the largest batch that does.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import Hardware
 from roofline.program.hlo.op_cost import OpCost
-from roofline.model.placement import Bound, Overlap, Placement, Work, place
+from roofline.model.placement import Bound, Overlap, Placement, Work, place, place_group
 from roofline.progress import waiting
 
 if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither
@@ -155,7 +156,12 @@ def onchip_level_of(hardware: Hardware) -> str | None:
 
 def place_op(op: OpCost, hardware: Hardware, overlap: Overlap = Overlap.MAX,
              served_by: str | None = None) -> Placement:
-    """One op on ``hardware``'s roofline (see :func:`work_of`)."""
+    """One op on ``hardware``'s roofline (see :func:`work_of`); a loop, call or
+    conditional as the group of its body's kernels, each on its own roof, times its trips
+    (:func:`place_group`)."""
+    if op.body:
+        return place_group([place_op(inner, hardware, overlap, served_by)
+                            for inner in op.body], op.trip_count, overlap)
     return place(work_of(op, hardware, served_by), hardware, overlap)
 
 
@@ -187,30 +193,48 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
     seconds = sum(t for _, _, t in placed)
     found = []
 
-    def add(gap: Gap, op: OpCost, detail: str, time_s: float) -> None:
-        found.append(Omission(gap, op.name, detail, share(op.flops, flops),
+    def add(gap: Gap, name: str, op: OpCost, detail: str, time_s: float) -> None:
+        found.append(Omission(gap, name, detail, share(op.flops, flops),
                               share(time_s, seconds)))
     for op, placement, time_s in placed:
         if op.unknown:
-            add(Gap.NOT_COSTED, op, ", ".join(op.unknown), time_s)
+            add(Gap.NOT_COSTED, op.name, op, ", ".join(op.unknown), time_s)
         if hardware is None:
             continue
         if op.link_bytes and not hardware.links:
-            add(Gap.NO_LINK, op, f"{hardware.id} lists no link: collective bytes not "
-                "placed", time_s)
+            add(Gap.NO_LINK, op.name, op, f"{hardware.id} lists no link: collective bytes "
+                "not placed", time_s)
         if placement is None:
             continue
-        dtype, unit = placement.wanted
-        if placement.compute_left_out:
-            add(Gap.NO_ROOF, op, f"{hardware.id} publishes no {dtype} {unit} roof: compute "
-                "time left out", time_s)
-        elif placement.substituted and placement.roof is not None:
-            add(Gap.SUBSTITUTE_ROOF, op, f"{dtype} {unit} work on {hardware.id}'s "
-                f"{placement.roof.label} roof (it has no {dtype} {unit} roof)", time_s)
-        if unit == "matrix" and dtype != op.dtype:
-            add(Gap.AS_WRITTEN, op, f"placed in {dtype} as the program stores it; the "
-                f"{op.platform or 'source'} compile computes it in {op.dtype}", time_s)
+        for name, kernel, part, part_s in _kernels(op.name, op, placement, time_s):
+            dtype, unit = part.wanted
+            if part.compute_left_out:
+                add(Gap.NO_ROOF, name, kernel, f"{hardware.id} publishes no {dtype} {unit} "
+                    "roof: compute time left out", part_s)
+            elif part.substituted and part.roof is not None:
+                add(Gap.SUBSTITUTE_ROOF, name, kernel, f"{dtype} {unit} work on "
+                    f"{hardware.id}'s {part.roof.label} roof (it has no {dtype} {unit} "
+                    "roof)", part_s)
+            if unit == "matrix" and dtype != kernel.dtype:
+                add(Gap.AS_WRITTEN, name, kernel, f"placed in {dtype} as the program stores "
+                    f"it; the {kernel.platform or 'source'} compile computes it in "
+                    f"{kernel.dtype}", part_s)
     return found
+
+
+def _kernels(name: str, op: OpCost, placement: Placement, time_s: float, runs: int = 1
+             ) -> Iterator[tuple[str, OpCost, Placement, float]]:
+    """The kernels of an op that runs ``runs`` times, as (name, cost, placement, seconds):
+    itself, or for a loop, call or conditional those of its body (named ``loop/kernel``,
+    with the FLOPs of all their runs), ``time_s`` shared by their predicted times."""
+    if not placement.parts:
+        yield name, dataclasses.replace(op, flops=op.flops * runs), placement, time_s
+        return
+    total = placement.seconds or 1.0
+    for inner, part in zip(op.body, placement.parts):
+        yield from _kernels(f"{name}/{inner.name}", inner, part,
+                            time_s * part.seconds * placement.trips / total,
+                            runs * placement.trips)
 
 
 def place_spec(spec: str, hardware: Hardware, *, target: str | None = None,

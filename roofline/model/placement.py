@@ -105,6 +105,10 @@ class Placement:
     None when the device publishes no roof for it: the compute term is then left out, so
     the time is still a lower bound, and ``compute_left_out`` says so.
     ``wave_efficiency`` below 1 stretched the compute term (:class:`Work`).
+
+    A loop, call or conditional is placed as a group (:func:`place_group`): ``parts`` are
+    the placements of the kernels of one trip, each on its own roof, and ``trips`` how
+    many times they run; its terms are their sums, its bound the class of most of its time.
     """
 
     compute_s: float
@@ -118,6 +122,8 @@ class Placement:
     wanted: tuple[str, str]
     compute_left_out: bool
     wave_efficiency: float
+    parts: tuple[Placement, ...] = ()
+    trips: int = 1
 
     @property
     def substituted(self) -> bool:
@@ -141,15 +147,19 @@ def choose_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof | None:
     """The roof an op of ``dtype`` on ``unit`` runs at, or None if the device has none.
 
     Fallbacks, in order: a matrix op on a device with no matrix unit for its dtype runs on
-    the vector unit (fp16 matmuls on a P100); a narrow float the vector unit cannot compute
-    in is widened to fp32 (bf16 elementwise work on a TPU v2/v3 VPU, bf16 matmuls on a
-    V100, whose tensor cores take fp16 only). Nothing else is substituted: an int8 matmul
-    on a TPU v3, or vector work on a TPU v6e (whose VPU rate is unpublished), has no roof.
+    the vector unit (fp16 matmuls on a P100); a narrow float matmul with neither runs
+    widened on the fp32 matrix unit where there is one (fp16 matmuls on a TPU, whose MXU
+    takes bf16 passes of f32); a narrow float the vector unit cannot compute in is widened
+    to fp32 (bf16 elementwise work on a TPU v2/v3 VPU, bf16 matmuls on a V100, whose
+    tensor cores take fp16 only). Nothing else is substituted: an int8 matmul on a TPU
+    v3, or vector work on a TPU v6e (whose VPU rate is unpublished), has no roof.
     """
     candidates = [(dtype, unit)]
     if unit == "matrix":
         candidates.append((dtype, "vector"))
     if dtype in _WIDENED_ON_VECTOR_UNIT:
+        if unit == "matrix":
+            candidates.append(("fp32", "matrix"))
         candidates.append(("fp32", "vector"))
     for candidate_dtype, candidate_unit in candidates:
         if hw.has_roof(candidate_dtype, candidate_unit):
@@ -232,6 +242,35 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
                      roof=roof, wanted=(work.dtype, work.unit),
                      compute_left_out=roof is None and work.flops > 0,
                      wave_efficiency=work.wave_efficiency)
+
+
+def place_group(parts: list[Placement], trips: int, overlap: Overlap) -> Placement:
+    """The kernels of one trip of a loop (or of a call or a branch), each already placed on
+    its own roof, run ``trips`` times one after another: every term and the time are the
+    sums over the kernels times the trips (each kernel is bound by its own largest term,
+    so the group's time is not the largest of its summed terms). Its bound is the class
+    holding most of that time, and its roof, dtype and unit those of the longest kernel of
+    that class: a loop of recurrent matmuls is compute-bound on the matrix unit."""
+    if not parts:
+        return Placement(0.0, (), 0.0, 0.0, 0.0, Bound(BoundKind.OVERHEAD, ""), overlap,
+                         None, ("fp32", "vector"), False, 1.0, (), trips)
+    by_bound: dict[Bound, float] = {}
+    for part in parts:
+        by_bound[part.bound] = by_bound.get(part.bound, 0.0) + part.seconds
+    bound = max(by_bound, key=lambda b: by_bound[b])
+    lead = max((p for p in parts if p.bound == bound), key=lambda p: p.seconds)
+    memory: dict[str, float] = {}
+    for part in parts:
+        for name, seconds in part.memory_s:
+            memory[name] = memory.get(name, 0.0) + seconds * trips
+    return Placement(
+        compute_s=trips * sum(p.compute_s for p in parts), memory_s=tuple(memory.items()),
+        link_s=trips * sum(p.link_s for p in parts),
+        overhead_s=trips * sum(p.overhead_s for p in parts),
+        seconds=trips * sum(p.seconds for p in parts), bound=bound, overlap=overlap,
+        roof=lead.roof, wanted=lead.wanted,
+        compute_left_out=any(p.compute_left_out for p in parts),
+        wave_efficiency=lead.wave_efficiency, parts=tuple(parts), trips=trips)
 
 
 def _link(hw: Hardware, name: str | None) -> Link:

@@ -62,7 +62,10 @@ from roofline.units import Kind, format_quantity
 
 
 def work_seconds(placement: Placement) -> float:
-    """The roofline time without the fixed per-op overhead."""
+    """The roofline time without the fixed per-op overhead (of a loop: that of each of
+    its kernels, summed over its trips)."""
+    if placement.parts:
+        return placement.trips * sum(work_seconds(part) for part in placement.parts)
     terms = [placement.compute_s, *(t for _, t in placement.memory_s), placement.link_s]
     return max(terms) if placement.overlap is Overlap.MAX else sum(terms)
 
@@ -198,7 +201,8 @@ def _carried_work(source_op: MeasuredEfficiency, target: Placement, source: Hard
     keeps its efficiency there."""
     e = source_op.efficiency
     assert e is not None
-    if target.overlap is Overlap.SUM:
+    if target.overlap is Overlap.SUM or target.parts:
+        # A loop's kernels are bound by different resources: one efficiency for them all.
         return work_seconds(target) / e
     kind, resource = _work_bound(source_op.placement)
     on_its_bytes = resource == (source_op.served_by or source.main_memory.name)

@@ -11,37 +11,44 @@ from roofline.render.tables import format_table, with_coverage
 
 if TYPE_CHECKING:
     from roofline.model.analysis import Fit, ProgramPlacement
+    from roofline.model.placement import Placement
+    from roofline.program.hlo.op_cost import OpCost
     from roofline.program.compile import CompiledProgram
 
 
 def op_rows(program: CompiledProgram, placement: ProgramPlacement | None) -> list[dict[str, Any]]:
-    """One row per op of the entry computation (free ops included, marked)."""
+    """One row per op of the entry computation (free ops included, marked). A loop, call
+    or conditional also has ``body``: the rows of the kernels of one trip."""
     placed = {p.cost.name: p.placement for p in placement.ops} if placement else {}
-    rows = []
-    for op in program.costs.ops:
-        row: dict[str, Any] = {
-            "name": op.name, "opcode": op.opcode, "category": op.category,
-            "dtype": op.dtype, "unit": op.unit, "flops": op.flops,
-            "transcendentals": op.transcendentals, "bytes_read": op.bytes_read,
-            "bytes_written": op.bytes_written, "onchip_bytes": op.onchip_bytes,
-            "link_bytes": op.link_bytes, "intensity": op.intensity
-            if op.intensity != float("inf") else None,
-            "kernels": op.kernels, "trip_count": op.trip_count, "free": op.free,
-            "unknown": list(op.unknown), "source_op": op.op_name,
-        }
-        p = placed.get(op.name)
-        if placement is not None:
-            row.update({
-                "compute_s": p.compute_s if p else 0.0,
-                "memory_s": dict(p.memory_s) if p else {},
-                "link_s": p.link_s if p else 0.0,
-                "overhead_s": p.overhead_s if p else 0.0,
-                "seconds": p.seconds if p else 0.0,
-                "bound": class_text(p.bound) if p else None,
-                "roof": p.roof.label if p and p.roof else None,
-            })
-        rows.append(row)
-    return rows
+    return [_op_row(op, placed.get(op.name), placement is not None)
+            for op in program.costs.ops]
+
+
+def _op_row(op: OpCost, p: Placement | None, placed: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": op.name, "opcode": op.opcode, "category": op.category,
+        "dtype": op.dtype, "unit": op.unit, "flops": op.flops,
+        "transcendentals": op.transcendentals, "bytes_read": op.bytes_read,
+        "bytes_written": op.bytes_written, "onchip_bytes": op.onchip_bytes,
+        "link_bytes": op.link_bytes, "intensity": op.intensity
+        if op.intensity != float("inf") else None,
+        "kernels": op.kernels, "trip_count": op.trip_count, "free": op.free,
+        "unknown": list(op.unknown), "source_op": op.op_name,
+    }
+    if placed:
+        row.update({
+            "compute_s": p.compute_s if p else 0.0,
+            "memory_s": dict(p.memory_s) if p else {},
+            "link_s": p.link_s if p else 0.0,
+            "overhead_s": p.overhead_s if p else 0.0,
+            "seconds": p.seconds if p else 0.0,
+            "bound": class_text(p.bound) if p else None,
+            "roof": p.roof.label if p and p.roof else None,
+        })
+    if op.body:
+        parts = p.parts if p is not None else (None,) * len(op.body)
+        row["body"] = [_op_row(inner, part, placed) for inner, part in zip(op.body, parts)]
+    return row
 
 
 def analysis_document(spec: str, program: CompiledProgram,
@@ -157,7 +164,7 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     key = "seconds" if "predicted" in doc else "flops"
     ops.sort(key=lambda o: -(o.get(key) or 0))
     shown = ops if top <= 0 else ops[:top]
-    rows = [{**{c: o[c] for c in OP_COLUMNS if c in o},
+    rows = [{**{c: o[c] for c in OP_COLUMNS if c in o}, "name": _name_text(o),
              "bytes": o["bytes_read"] + o["bytes_written"],
              **({c: o[c] for c in PLACED_COLUMNS} if "predicted" in doc else {})}
             for o in shown]
@@ -168,10 +175,20 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
                          doc["coverage"])
 
 
+def _name_text(row: dict[str, Any]) -> str:
+    """An op's name; a loop's with its trips and how many kernels one trip runs."""
+    if "body" not in row:
+        return row["name"]
+    trips = row["trip_count"]
+    return (f"{row['name']} ({trips} trip{'s' if trips != 1 else ''} of "
+            f"{len(row['body'])} kernel{'s' if len(row['body']) != 1 else ''})")
+
+
 def analysis_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One flat row per op (a loop's body is in the JSON only)."""
     rows = []
     for o in doc["ops"]:
-        row = {k: v for k, v in o.items() if k != "memory_s"}
+        row = {k: v for k, v in o.items() if k not in ("memory_s", "body")}
         for level, seconds in (o.get("memory_s") or {}).items():
             row[f"memory_s:{level}"] = seconds
         rows.append(row)

@@ -123,6 +123,7 @@ class _Analyzer:
         self._trips: dict[str, int | None] = {}
         self._branches: dict[str, str] = {}
         self._bodies: dict[str, _Traffic] = {}
+        self._body_costs: dict[str, tuple[OpCost, ...]] = {}
         # Memos by instruction name (unique in a module) and by computation name: an op
         # asks about what it calls several times (category, unit, GEMM, what is unknown).
         self._reachable: dict[str, list[str]] = {}
@@ -202,11 +203,11 @@ class _Analyzer:
         if resolved is not None and resolved.half is Half.START:
             effective = self._as_wrapped(instruction, computation, resolved)
         free = resolved is not None and resolved.free
-        trips, notes = 1, ()
+        trips, notes, body = 1, (), ()
         if free:
             traffic = _Traffic()
         elif resolved is not None and resolved.rule.traffic is Traffic.BODY:
-            traffic, trips, notes = self._control(effective)
+            traffic, trips, notes, body = self._control(effective)
         else:
             traffic = self._memory(effective, computation, resolved)
             link = resolved.rule.link if resolved is not None else None
@@ -214,6 +215,9 @@ class _Analyzer:
                 traffic = traffic + _Traffic(link=self._link_bytes(effective, computation,
                                                                     link))
         category, unit, dtype, written = self._classify(effective, computation, resolved)
+        if body:   # a loop computes in the unit and dtype of its heaviest kernel
+            heaviest = max(body, key=lambda op: op.flops)
+            unit, dtype, written = heaviest.unit, heaviest.dtype, heaviest.written_dtype
         return OpCost(
             name=instruction.name, opcode=instruction.opcode, category=category, dtype=dtype,
             unit=unit, flops=flops.flops, transcendentals=flops.transcendentals,
@@ -223,7 +227,7 @@ class _Analyzer:
             unknown=self._unknown_inside(instruction), free=free, trip_count=trips,
             kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
             platform=self.platform, notes=notes,
-            gemm=self._gemm(effective, computation, resolved),
+            gemm=self._gemm(effective, computation, resolved), body=body,
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,
@@ -375,21 +379,29 @@ class _Analyzer:
                 parts.append((shape, None))
         return parts
 
+    def _body_ops(self, name: str) -> tuple[OpCost, ...]:
+        """The ops of one computation that run a kernel, each costed (memoized)."""
+        if name not in self._body_costs:
+            body = self.module.computations[name]
+            costs = (self.op_cost(inner, body) for inner in body.instructions)
+            self._body_costs[name] = tuple(cost for cost in costs if cost.does_work)
+        return self._body_costs[name]
+
     def _body(self, name: str) -> _Traffic:
         """The kernels of one computation, summed (memoized)."""
         if name not in self._bodies:
-            body = self.module.computations[name]
             total = _Traffic()
-            for inner in body.instructions:
-                cost = self.op_cost(inner, body)
+            for cost in self._body_ops(name):
                 total = total + _Traffic(cost.bytes_read, cost.bytes_written,
                                          cost.onchip_bytes, cost.host_bytes, cost.link_bytes,
                                          cost.kernels)
             self._bodies[name] = total
         return self._bodies[name]
 
-    def _control(self, instruction: Instruction) -> tuple[_Traffic, int, tuple[str, ...]]:
-        """A loop, call or conditional: its body's kernels, times the trips."""
+    def _control(self, instruction: Instruction
+                 ) -> tuple[_Traffic, int, tuple[str, ...], tuple[OpCost, ...]]:
+        """A loop, call or conditional: its body's kernels, times the trips, and the ops of
+        one trip."""
         notes: tuple[str, ...] = ()
         if instruction.opcode == "while":
             bodies = [instruction.attributes["body"].lstrip("%"),
@@ -403,11 +415,12 @@ class _Analyzer:
                          f"{len(instruction.called)}): which runs is known only at run time",)
         else:
             bodies, trips = list(instruction.called), 1
-        total = _Traffic()
+        total, ops = _Traffic(), tuple[OpCost, ...]()
         for name in bodies:
             if name in self.module.computations:
                 total = total + self._body(name)
-        return total * trips, trips, notes
+                ops += self._body_ops(name)
+        return total * trips, trips, notes, ops
 
     def _link_bytes(self, instruction: Instruction, computation: Computation,
                     pattern: LinkPattern) -> float:

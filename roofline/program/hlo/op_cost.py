@@ -37,6 +37,10 @@ class OpCost:
     platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
     notes: tuple[str, ...] = ()  # assumptions made in costing it
     gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
+    # A loop, call or conditional: the kernels one trip of it runs (its body's and its
+    # condition's, or the branch costed), each costed on its own; its totals above are
+    # these times ``trip_count``. Empty for a kernel.
+    body: tuple[OpCost, ...] = ()
 
     @property
     def bytes(self) -> float:
@@ -87,6 +91,14 @@ class ModuleCosts:
 _TUPLE_FIELDS = ("operands", "unknown", "notes")
 
 
+def _op_from_json(fields: dict[str, Any]) -> OpCost:
+    values = {**fields, **{name: tuple(fields[name]) for name in _TUPLE_FIELDS}}
+    if values["gemm"] is not None:
+        values["gemm"] = GemmShape(**values["gemm"])
+    values["body"] = tuple(_op_from_json(inner) for inner in fields.get("body", ()))
+    return OpCost(**values)
+
+
 def costs_to_json(costs: ModuleCosts) -> dict[str, Any]:
     """``costs`` as plain JSON values (for the compile cache)."""
     return dataclasses.asdict(costs)
@@ -94,10 +106,5 @@ def costs_to_json(costs: ModuleCosts) -> dict[str, Any]:
 
 def costs_from_json(record: dict[str, Any]) -> ModuleCosts:
     """The inverse of :func:`costs_to_json`."""
-    def op(fields: dict[str, Any]) -> OpCost:
-        values = {**fields, **{name: tuple(fields[name]) for name in _TUPLE_FIELDS}}
-        if values["gemm"] is not None:
-            values["gemm"] = GemmShape(**values["gemm"])
-        return OpCost(**values)
-    return ModuleCosts(record["module"], tuple(op(o) for o in record["ops"]),
+    return ModuleCosts(record["module"], tuple(_op_from_json(o) for o in record["ops"]),
                        dict(record["unknown_opcodes"]), record["loops_counted_once"])

@@ -93,6 +93,14 @@ class HloModule:
     def entry(self) -> Computation:
         return self.computations[self.entry_name]
 
+    @cached_property
+    def loop_of_body(self) -> dict[str, tuple[Instruction, Computation]]:
+        """Each while loop's body computation -> (the loop, the computation it is in)."""
+        return {loop.attributes["body"].lstrip("%"): (loop, computation)
+                for computation in self.computations.values()
+                for loop in computation.instructions
+                if loop.opcode == "while" and "body" in loop.attributes}
+
 
 _CALL_KEYS = ("calls=", "to_apply=", "body=", "condition=", "computation")
 _CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
