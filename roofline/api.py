@@ -215,7 +215,12 @@ class Prediction:
                 "source_samples_per_s": source.samples_per_s,
                 "target_samples_per_s": target.samples_per_s,
                 "throughput_speedup": self.throughput_speedup,
-                "source_at_limit": source.at_limit, "target_at_limit": target.at_limit}
+                "source_at_limit": source.at_limit, "target_at_limit": target.at_limit,
+                "source_best_batch": source.best_batch, "target_best_batch": target.best_batch,
+                "source_best_samples_per_s": source.best_samples_per_s,
+                "target_best_samples_per_s": target.best_samples_per_s,
+                "best_throughput_speedup": (target.best_samples_per_s
+                                            / source.best_samples_per_s)}
         return doc
 
 
@@ -272,7 +277,8 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
                                    after_ops=after_ops)
         mode = "analytical"
     capacity = (_capacity(str(input), _hardware(source, hardware_dir),
-                          _hardware(destination, hardware_dir)) if max_batch else None)
+                          _hardware(destination, hardware_dir), cache_dir)
+                if max_batch else None)
     comparison = dataclasses.replace(comparison,
                                      coverage=comparison.coverage + program.coverage)
     return Prediction(str(input), mode, comparison, program.batch, capacity, bound)
@@ -313,7 +319,7 @@ def _lower_bound(ops: list[OpCost], source: Hardware, dest: Hardware,
     return compare_costs(ops, source, dest, Overlap(overlap), after_ops=after_ops)
 
 
-def _capacity(spec: str, source: Hardware, dest: Hardware
+def _capacity(spec: str, source: Hardware, dest: Hardware, cache_dir: str | Path | None
               ) -> tuple[CapacityThroughput, CapacityThroughput]:
     from roofline.model.analysis import throughput_at_capacity
     from roofline.program.workloads import FAMILIES, parse_spec
@@ -331,7 +337,7 @@ def _capacity(spec: str, source: Hardware, dest: Hardware
                                 f"{hw.ref} is not a TPU compile target")
         results.append(throughput_at_capacity(
             lambda batch: family.make(**{**workload.params, "batch": batch}), target, hw,
-            start=workload.params["batch"]))
+            start=workload.params["batch"], cache_dir=cache_dir))
     return results[0], results[1]
 
 

@@ -1,8 +1,16 @@
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 # The tests compile for XLA:CPU and, deviceless, for TPUs: never probe for accelerators.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Commands keep compiled programs in the user's cache by default: the suite keeps its own,
+# shared by its tests and removed at the end, and never touches the user's.
+_CACHE = tempfile.mkdtemp(prefix="roofline-test-cache-")
+os.environ["ROOFLINE_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 import pytest
 

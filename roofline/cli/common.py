@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from roofline.errors import RooflineError
@@ -15,11 +16,13 @@ EXIT_BAD_INPUT = 2
 
 
 class Parents(NamedTuple):
-    """Argument groups commands inherit: ``common`` (spec directories, --quiet) and
-    ``formatted`` (--format)."""
+    """Argument groups commands inherit: ``common`` (spec directories, --quiet),
+    ``formatted`` (--format) and ``compiling`` (--cache, --no-cache: commands that compile
+    a SPEC)."""
 
     common: argparse.ArgumentParser
     formatted: argparse.ArgumentParser
+    compiling: argparse.ArgumentParser
 
 
 def parents() -> Parents:
@@ -32,7 +35,24 @@ def parents() -> Parents:
     formatted = argparse.ArgumentParser(add_help=False)
     formatted.add_argument("--format", choices=FORMATS, default="table",
                            help="output format (default: table; json is stable, see README)")
-    return Parents(common, formatted)
+    compiling = argparse.ArgumentParser(add_help=False)
+    cache = compiling.add_mutually_exclusive_group()
+    cache.add_argument("--cache", metavar="DIR",
+                       help="keep compiled programs in DIR and reuse them (default: "
+                            "$ROOFLINE_CACHE_DIR, else ~/.cache/roofline/programs)")
+    cache.add_argument("--no-cache", action="store_true",
+                       help="compile again and keep nothing")
+    return Parents(common, formatted, compiling)
+
+
+def cache_dir_of(args: argparse.Namespace) -> Path | None:
+    """The compile cache a command uses: ``--cache DIR``, none with ``--no-cache``, else
+    the user's (:func:`roofline.program.compile.default_cache_dir`)."""
+    from roofline.program.compile import default_cache_dir
+
+    if getattr(args, "no_cache", False):
+        return None
+    return Path(args.cache) if getattr(args, "cache", None) else default_cache_dir()
 
 
 def emit(args: argparse.Namespace, *, text: str, document: dict,

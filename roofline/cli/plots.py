@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from roofline.cli.common import Parents, key_values, save_plot, scale_factor
+from roofline.cli.common import Parents, cache_dir_of, key_values, save_plot, scale_factor
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 
@@ -16,7 +16,7 @@ def _plot_roofline(args: argparse.Namespace) -> int:
     from roofline.render.plot import build_roofline, input_points
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
-    found = input_points(args.input, devices[0], args.target)
+    found = input_points(args.input, devices[0], args.target, cache_dir_of(args))
     device = found.hardware
     # Every device at the scope the ops were placed at (one TPU core), where it has it.
     devices = [device] + [aligned_scope(hw, device.scope, device.kind) for hw in devices[1:]]
@@ -30,7 +30,8 @@ def _plot_speedup(args: argparse.Namespace) -> int:
     from roofline.render.plot import build_speedup
 
     result = predict(args.input, load_hardware(args.source, args.hardware_dir),
-                     load_hardware(args.dest, args.hardware_dir), target=args.target)
+                     load_hardware(args.dest, args.hardware_dir), target=args.target,
+                     cache_dir=cache_dir_of(args))
     save_plot(build_speedup(result.comparison), args.out, result.comparison.coverage)
     return 0
 
@@ -41,11 +42,14 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
     base = devices[0].id
-    scenarios = [(hw.id, predict(args.input, devices[0], hw, target=args.target).comparison)
+    cache = cache_dir_of(args)
+    scenarios = [(hw.id, predict(args.input, devices[0], hw, target=args.target,
+                                 cache_dir=cache).comparison)
                  for hw in devices[1:]]
     for item in args.scale:
         factors = key_values([item], scale_factor, "--scale")
-        scenarios.append((item, whatif(args.input, devices[0], factors, target=args.target)))
+        scenarios.append((item, whatif(args.input, devices[0], factors, target=args.target,
+                                       cache_dir=cache)))
     if not scenarios:
         raise RooflineError("name a second --hardware or a --scale to compare with")
     bars = scenario_bars(scenarios, base, args.by)
@@ -75,7 +79,7 @@ def _plot_sensitivity(args: argparse.Namespace) -> int:
     from roofline.render.plot import build_sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
-                         target=args.target)
+                         target=args.target, cache_dir=cache_dir_of(args))
     save_plot(build_sensitivity(result, title=f"{args.input} on {result.hardware.label}"),
               args.out, result.coverage)
     return 0
@@ -88,7 +92,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     out = argparse.ArgumentParser(add_help=False)
     out.add_argument("--out", required=True, metavar="FILE",
                      help="the figure; .png, .svg or .pdf")
-    spec_input = argparse.ArgumentParser(add_help=False)
+    spec_input = argparse.ArgumentParser(add_help=False, parents=[parents.compiling])
     spec_input.add_argument("input", metavar="INPUT",
                             help="a SPEC (compiled for --target) or a measured run directory")
     spec_input.add_argument("--target", help="compile target (default: the hardware's own, "

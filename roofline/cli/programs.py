@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from roofline.cli.common import Parents, device_choice, emit, save_plot
+from roofline.cli.common import Parents, cache_dir_of, device_choice, emit, save_plot
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.outputs import write_text_atomic
@@ -28,7 +28,8 @@ def _analyze(args: argparse.Namespace) -> int:
     target = args.target or compile_target_of(hardware)
     get_target(target)  # an unknown target fails before any work
     workload = parse_spec(args.spec)
-    program = compile_workload(workload, target, data_parallel=args.data_parallel)
+    program = compile_workload(workload, target, data_parallel=args.data_parallel,
+                               cache_dir=cache_dir_of(args))
     placement = (place_program(program, hardware, Overlap(args.overlap))
                  if hardware is not None else None)
     program_fit = fit(program, hardware) if hardware is not None else None
@@ -131,7 +132,7 @@ def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
 
 def add_parsers(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
-        "analyze", parents=[parents.common, parents.formatted],
+        "analyze", parents=[parents.common, parents.formatted, parents.compiling],
         help="compile a program for a target and report per-op FLOPs, bytes and bounds",
         description="Compile SPEC for TARGET and report per-op costs; with --hardware, "
                     "place every op on that device's roofline.")

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from roofline.cli.common import (
-    Parents, emit, key_values, positive_float, save_plot, scale_factor)
+    Parents, cache_dir_of, emit, key_values, positive_float, save_plot, scale_factor)
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.render.questions import (
@@ -24,7 +24,7 @@ def _whatif(args: argparse.Namespace) -> int:
     factors = key_values(args.scale, scale_factor, "--scale")
     result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
                     target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency,
-                    power_w=args.power)
+                    power_w=args.power, cache_dir=cache_dir_of(args))
     doc = result.to_document()
     emit(args, text=whatif_text(result, doc), document=doc, rows=doc["ops"])
     if args.plot:
@@ -60,7 +60,8 @@ def _predict(args: argparse.Namespace) -> int:
         result = predict(args.input, source, dest, target=args.target,
                          to_program=args.to_program, max_batch=args.max_batch,
                          overlap=args.overlap, clamp=args.clamp_efficiency,
-                         ceilings=args.ceilings, target_floor=floor)
+                         ceilings=args.ceilings, target_floor=floor,
+                         cache_dir=cache_dir_of(args))
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
     if args.plot:
@@ -74,7 +75,8 @@ def _sensitivity(args: argparse.Namespace) -> int:
     from roofline.api import sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
-                         target=args.target, overlap=args.overlap)
+                         target=args.target, overlap=args.overlap,
+                         cache_dir=cache_dir_of(args))
     emit(args, text=sensitivity_text(result), document=result.to_document(),
          rows=sensitivity_rows(result))
     return 0
@@ -84,7 +86,8 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     for name, handler, help_text in (
             ("whatif", _whatif, "the same program on hardware with scaled parameters"),
             ("sensitivity", _sensitivity, "which hardware parameter buys the most time")):
-        p = commands.add_parser(name, parents=[parents.common, parents.formatted], help=help_text)
+        p = commands.add_parser(name, parents=[parents.common, parents.formatted,
+                                               parents.compiling], help=help_text)
         p.add_argument("input", metavar="INPUT",
                        help="a SPEC (compiled for --target) or a measured run directory")
         p.add_argument("--hardware", required=True, metavar="ID")
@@ -105,7 +108,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
         p.set_defaults(handler=handler)
 
     p = commands.add_parser(
-        "predict", parents=[parents.common, parents.formatted],
+        "predict", parents=[parents.common, parents.formatted, parents.compiling],
         help="predict a program's time on another device, class by class")
     p.add_argument("input", metavar="INPUT", nargs="?",
                    help="a SPEC (compiled for --target) or a measured run directory (transfer)")

@@ -319,6 +319,17 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
     compilation for ``target`` (reused from ``cache_dir`` if compiled there before). Raises
     if even ``start`` does not fit.
     """
+    return _search_batches(build, target, hardware, start=start, limit=limit,
+                           data_parallel=data_parallel, resolution=resolution,
+                           cache_dir=cache_dir)[0]
+
+
+def _search_batches(build: Callable[[int], Workload], target: str, hardware: Hardware, *,
+                    start: int, limit: int, data_parallel: bool, resolution: float,
+                    cache_dir: str | Path | None
+                    ) -> tuple[MaxBatch, dict[int, CompiledProgram]]:
+    """:func:`max_batch`, and the programs of every batch it found to fit."""
+    fitting: dict[int, CompiledProgram] = {}
     compiles = 0
     device_capacity = hardware.main_memory.capacity_bytes
 
@@ -332,7 +343,10 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
                                            cache_dir=cache_dir)
         except DoesNotFitError:  # the compiler itself refused: more than the device has
             return Fit(float("inf"), device_capacity, "compiler")
-        return fit(program, hardware)
+        result = fit(program, hardware)
+        if result.fits:
+            fitting[batch] = program
+        return result
 
     first = probe(start)
     if not first.fits:
@@ -345,7 +359,7 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
         candidate = good * 2
         if candidate > limit:
             return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles,
-                            at_limit=True)
+                            at_limit=True), fitting
         result = probe(candidate)
         if result.fits:
             good, good_fit = candidate, result
@@ -358,35 +372,45 @@ def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware,
             good, good_fit = middle, result
         else:
             bad = middle
-    return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles)
+    return MaxBatch(good, good_fit.footprint_bytes, good_fit.capacity_bytes, compiles), fitting
 
 
 @dataclass(frozen=True)
 class CapacityThroughput:
-    """Predicted throughput at the largest batch that fits one device."""
+    """Predicted throughput at the largest batch that fits one device, and at the batch of
+    the best predicted throughput among those the search compiled (the largest is not
+    always the fastest per sample: a larger batch can tile worse or spill)."""
 
     batch: int
     seconds: float
     footprint_bytes: float
     at_limit: bool = False      # the batch search stopped at its limit, not at the memory
+    best_batch: int = 0
+    best_seconds: float = 0.0
 
     @property
     def samples_per_s(self) -> float:
         return self.batch / self.seconds
 
+    @property
+    def best_samples_per_s(self) -> float:
+        return self.best_batch / self.best_seconds
+
 
 def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardware: Hardware,
                            *, start: int = 1, resolution: float = 0.05,
                            cache_dir: str | Path | None = None) -> CapacityThroughput:
-    """Compile at the largest batch that fits ``hardware`` and predict its step time.
+    """Predict the step time at the largest batch that fits ``hardware``, and at every
+    batch the search compiled that fits (each compiled once), to name the best.
 
     This is how ParaDnn's 3x for memory-bound matmuls on TPU v3 arises: twice the memory
     holds twice the batch, which doubles the intensity of weight-bound layers.
     """
-    largest = max_batch(build, target, hardware, start=start, resolution=resolution,
-                        cache_dir=cache_dir)
-    workload = build(largest.batch)
-    placement = place_program(compile_workload(workload, target, cache_dir=cache_dir),
-                              hardware)
-    return CapacityThroughput(largest.batch, placement.seconds, largest.footprint_bytes,
-                              largest.at_limit)
+    largest, fitting = _search_batches(build, target, hardware, start=start,
+                                       limit=1 << 20, data_parallel=False,
+                                       resolution=resolution, cache_dir=cache_dir)
+    seconds = {batch: place_program(program, hardware).seconds
+               for batch, program in fitting.items()}
+    best = max(seconds, key=lambda batch: batch / seconds[batch])
+    return CapacityThroughput(largest.batch, seconds[largest.batch], largest.footprint_bytes,
+                              largest.at_limit, best, seconds[best])

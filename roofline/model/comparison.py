@@ -85,6 +85,17 @@ class ClassShare:
 
 
 @dataclass(frozen=True)
+class SideShare:
+    """One bound class's time on each side, each counted over that side's own ops."""
+
+    bound: Bound
+    old_s: float
+    new_s: float
+    old_share: float      # of the total old time
+    new_share: float      # of the total new time
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A program's ops before and after; ``basis`` names how the times were obtained."""
 
@@ -127,6 +138,30 @@ class Comparison:
         total = self.old_s
         return total / sum(c.new_s for c in self.by_class()) if total else math.inf
 
+    def by_side(self) -> list[SideShare]:
+        """Each side's time by its own bound class, every op counted on the side it runs
+        on (paired or not): how two different compiles spend their time, with totals that
+        are the two sides' times. Largest share on either side first."""
+        old: dict[Bound, float] = defaultdict(float)
+        new: dict[Bound, float] = defaultdict(float)
+        for op in self.ops:
+            if op.old_bound is not None:
+                old[op.old_bound] += op.old_s
+            if op.new_bound is not None:
+                new[op.new_bound] += op.new_s
+        rows = [SideShare(bound, old.get(bound, 0.0), new.get(bound, 0.0),
+                          old.get(bound, 0.0) / (self.old_s or 1.0),
+                          new.get(bound, 0.0) / (self.new_s or 1.0))
+                for bound in {*old, *new}]
+        return sorted(rows, key=lambda r: (-max(r.old_share, r.new_share), str(r.bound)))
+
+    @property
+    def unpaired_share(self) -> tuple[float, float]:
+        """The share of each side's time in ops with no counterpart on the other side."""
+        old = sum(op.old_s for op in self.ops if op.presence is Presence.ONLY_BEFORE)
+        new = sum(op.new_s for op in self.ops if op.presence is Presence.ONLY_AFTER)
+        return old / (self.old_s or 1.0), new / (self.new_s or 1.0)
+
     def changed_class(self) -> list[OpChange]:
         return [op for op in self.ops
                 if op.presence is Presence.BOTH and op.old_bound != op.new_bound]
@@ -146,12 +181,21 @@ class Comparison:
                 f"{after}_bound": class_text(op.new_bound)} for op in self.ops]
         return classes, changed, ops
 
+    def side_rows(self, before: str = "old", after: str = "new") -> list[dict]:
+        """:meth:`by_side` as rows, sides named as in :meth:`rows`."""
+        return [{"bound": class_text(r.bound), f"{before}_s": r.old_s,
+                 f"{before}_share": r.old_share, f"{after}_s": r.new_s,
+                 f"{after}_share": r.new_share} for r in self.by_side()]
+
     def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
         """The comparison as JSON, sides named as in :meth:`rows`."""
         classes, changed, ops = self.rows(before, after)
+        unpaired = self.unpaired_share
         return {"basis": self.basis, f"{before}_s": self.old_s, f"{after}_s": self.new_s,
                 "speedup": self.speedup, "amdahl_speedup": self.amdahl_speedup(),
-                "by_class": classes, "changed_class": changed,
+                "by_class": classes, "by_side": self.side_rows(before, after),
+                "unpaired_share": {before: unpaired[0], after: unpaired[1]},
+                "changed_class": changed,
                 "coverage": self.coverage.to_document(), "ops": ops}
 
     def to_dataframe(self) -> pandas.DataFrame:
@@ -188,13 +232,31 @@ def placements(ops: list[OpCost], hardware: Hardware, overlap: Overlap
     return [(op, place_op(op, hardware, overlap)) for op in ops]
 
 
+def same_computation(a: OpCost, b: OpCost) -> bool:
+    """Whether two ops of the same name and category in two compiles compute the same
+    thing: the same FLOPs (within 1%), and bytes that differ by no more than a change of
+    dtype does (a factor of 4: f32 against f8). Two compilers number their ops alike by
+    chance: a host ``fusion.39`` is not a TPU ``fusion.39``."""
+    if not math.isclose(a.flops, b.flops, rel_tol=0.01):
+        return False
+    low, high = sorted((a.bytes, b.bytes))
+    return high <= 4 * low if low else high == low
+
+
 def pair_ops(before: list[OpCost], after: list[OpCost]
              ) -> list[tuple[OpCost | None, OpCost | None]]:
-    """Ops of two compiles paired by name and category, in the order of ``before`` then the
-    new ops of ``after``; an op without a counterpart is paired with None."""
+    """Ops of two compiles paired where they are the same computation (the same name and
+    category, and :func:`same_computation`), in the order of ``before`` then the new ops of
+    ``after``; an op without a counterpart is paired with None."""
     later = {op_key(op): op for op in after}
-    pairs: list[tuple[OpCost | None, OpCost | None]] = [
-        (op, later.pop(op_key(op), None)) for op in before]
+    pairs: list[tuple[OpCost | None, OpCost | None]] = []
+    for op in before:
+        match = later.get(op_key(op))
+        if match is not None and (match is op or same_computation(op, match)):
+            del later[op_key(op)]
+            pairs.append((op, match))
+        else:
+            pairs.append((op, None))
     pairs += [(None, op) for op in after if op_key(op) in later]
     return pairs
 

@@ -259,6 +259,21 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
 
 
 # --- a content-addressed cache of compiled programs ---------------------------------------
+CACHE_ENV_VAR = "ROOFLINE_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """Where commands keep compiled programs unless told otherwise: ``$ROOFLINE_CACHE_DIR``,
+    else ``roofline/programs`` in the user's cache directory (``$XDG_CACHE_HOME``, else
+    ``~/.cache``)."""
+    import os
+
+    if os.environ.get(CACHE_ENV_VAR):
+        return Path(os.environ[CACHE_ENV_VAR]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "roofline" / "programs"
+
+
 # Keyed by the lowered program text (shapes, dtypes, shardings and the computation itself),
 # the target and the compiler versions: the same model compiled twice is read back.
 

@@ -110,6 +110,7 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
             f"({result.basis})\n{q(result.comparison.old_s, Kind.TIME)} -> "
             f"{q(result.comparison.new_s, Kind.TIME)}: speedup "
             f"{speedup_text(result.speedup)}\n" + _bound_line(doc) + "\n"
+            + _sides_table(doc)
             + comparison_tables(doc["by_class"], doc["changed_class"],
                                 "by bound class on the source"))
     if result.capacity is not None:
@@ -120,10 +121,36 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
                  f"{result.throughput_speedup:.3g}x (step-time speedup "
                  f"{result.speedup:.3g}x)\n")
         for side, found in (("source", source), ("target", target)):
+            if found.best_batch != found.batch:
+                text += (f"the {side}'s best predicted throughput of the batches tried is at "
+                         f"batch {found.best_batch}: {found.best_samples_per_s:.4g} samples/s "
+                         f"({found.best_samples_per_s / found.samples_per_s:.3g}x its "
+                         "largest batch's)\n")
             if found.at_limit:
                 text += (f"the {side}'s batch is the search's limit, not its memory's: "
                          "a larger batch fits too\n")
     return with_coverage(text, doc["coverage"])
+
+
+def _sides_table(doc: dict[str, Any]) -> str:
+    """Where the two sides are different compiles whose ops do not all pair: each side's
+    time by its own classes, with the totals (empty where every op pairs)."""
+    unpaired = doc["unpaired_share"]
+    if not (unpaired["source"] or unpaired["target"]):
+        return ""
+    rows = [{"bound": row["bound"],
+             "source_s": format_quantity(row["source_s"], Kind.TIME) if row["source_s"]
+             else None, "source": f"{row['source_share']:.1%}",
+             "target_s": format_quantity(row["target_s"], Kind.TIME) if row["target_s"]
+             else None, "target": f"{row['target_share']:.1%}"} for row in doc["by_side"]]
+    rows.append({"bound": "total", "source_s": format_quantity(doc["source_s"], Kind.TIME),
+                 "source": "100.0%", "target_s": format_quantity(doc["target_s"], Kind.TIME),
+                 "target": "100.0%"})
+    title = (f"each side by its own bound classes (two compiles: {unpaired['source']:.1%} of "
+             f"the source's time and {unpaired['target']:.1%} of the target's is in ops "
+             "with no counterpart on the other side)")
+    return format_table(rows, title=title, right=["source_s", "source", "target_s",
+                                                  "target"]) + "\n\n"
 
 
 def _bound_line(doc: dict[str, Any]) -> str:

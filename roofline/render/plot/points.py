@@ -87,9 +87,10 @@ class InputPoints:
     coverage: Coverage
 
 
-def input_points(input: str, hardware: Hardware, target: str | None = None) -> InputPoints:
+def input_points(input: str, hardware: Hardware, target: str | None = None,
+                 cache_dir: str | Path | None = None) -> InputPoints:
     """Measured and bound points for a run directory; predicted points for a SPEC
-    (compiled for ``target``, default the hardware's own)."""
+    (compiled for ``target``, default the hardware's own; reused from ``cache_dir``)."""
     if Path(input).is_dir():
         from roofline.model.explain import explain, load_run
 
@@ -98,6 +99,6 @@ def input_points(input: str, hardware: Hardware, target: str | None = None) -> I
                            f"{input}: measured and bound", explanation.coverage)
     from roofline.model.analysis import place_spec
 
-    _, placement = place_spec(input, hardware, target=target)
+    _, placement = place_spec(input, hardware, target=target, cache_dir=cache_dir)
     return InputPoints(predicted_points(placement), placement.hardware,
                        f"{input}: predicted", placement.coverage)
