@@ -77,21 +77,26 @@ def test_devices_without_a_gemm_tiling_are_not_quantized(ops):
     assert wave_efficiency(ops["bmm"], load_hardware("mi300x")) == 1.0
 
 
+# The spec floors: a null kernel launched back to back (CSCS's regression references).
+V100_FLOOR, A100_FLOOR = 1.83e-6, 2.7e-6
+
+
 def test_transfer_sees_the_wave_an_a100_leaves_idle(tmp_path):
     # 1024 x 1024 x 4096 in fp16 measured at 100 us on a V100 (peaks). Its compute work
     # there: 8.590e9 FLOP / (125e12 x 0.8) = 85.90 us, so at efficiency 85.90 / (100 - F)
-    # with F the spec floor (3 us): 0.8856. On an A100 (312 TFLOP/s, 108 SMs): 64x64 gives
-    # 256 tiles, ceil(256 / 108) = 3 waves, 1024^2 / (3 x 108 x 4096) = 0.7901; 128x128:
-    # 64 tiles in 1 wave, 1024^2 / (108 x 16384) = 0.5926; 128x64: 128 tiles, 2 waves,
-    # 1024^2 / (216 x 8192) = 0.5926. Best 0.7901: work 8.590e9 / (312e12 x 0.7901) =
-    # 34.85 us; carried: floor 3 us (the A100's, spec) + 34.85 / 0.8856 = 42.35 us.
-    # Without quantization the ratio would be 125 / 312 of the work: 3 + 27.53 / 0.8856.
+    # with F the V100's spec floor (1.83 us): 0.8750. On an A100 (312 TFLOP/s, 108 SMs):
+    # 64x64 gives 256 tiles, ceil(256 / 108) = 3 waves, 1024^2 / (3 x 108 x 4096) = 0.7901;
+    # 128x128: 64 tiles in 1 wave, 1024^2 / (108 x 16384) = 0.5926; 128x64: 128 tiles,
+    # 2 waves, 1024^2 / (216 x 8192) = 0.5926. Best 0.7901: work 8.590e9 / (312e12 x
+    # 0.7901) = 34.85 us; carried: floor 2.7 us (the A100's, spec) + 34.85 / 0.8750 =
+    # 42.53 us. Without quantization the ratio would be 125 / 312 of the work.
     table = _table("mm,matmul,1024x4096;4096x1024,f16,100 us")
     result = predict_ops(table, "v100-sxm2", "a100-40gb", ceilings="peak")
     flops = 2 * 1024**2 * 4096
-    efficiency = (flops / 125e12 / 0.8) / (100e-6 - 3e-6)
+    efficiency = (flops / 125e12 / 0.8) / (100e-6 - V100_FLOOR)
     a100_work = flops / 312e12 / (1024**2 / (3 * 108 * 4096))
-    expected = 3e-6 + a100_work / efficiency
+    expected = A100_FLOOR + a100_work / efficiency
+    assert expected == pytest.approx(42.53e-6, rel=1e-3)
     assert result.comparison.ops[0].new_s == pytest.approx(expected, rel=0.02)
 
 
@@ -142,32 +147,36 @@ def _adds(small_us: float, big_us: float):
 
 
 def test_an_op_too_large_for_the_sources_l2_is_served_by_a_larger_l2_that_holds_it():
-    # On a V100 (6 MiB L2, the floor 3 us from its spec): the 6 MiB add takes 5 us where
-    # HBM needs 6 MiB / 900 GB/s = 6.99 us, so L2 held it (5 >= 3 us overhead and
+    # On a V100 (6 MiB L2, the floor 1.83 us from its spec): the 6 MiB add takes 5 us where
+    # HBM needs 6 MiB / 900 GB/s = 6.99 us, so L2 held it (5 >= 1.83 us overhead and
     # 6 MiB / 3.13 TB/s = 2.01 us): this run keeps arrays in L2 between calls. The 24 MiB
     # add cannot fit: 32 us against 24 MiB / 900 GB/s = 27.96 us of HBM work, efficiency
-    # 27.96 / (32 - 3) = 0.964. An A100's 40 MiB L2 holds it: 24 MiB / 7.219 TB/s =
-    # 3.486 us of work, 3 + 3.486 / 0.964 = 6.62 us (in its HBM: 3 + 16.18 / 0.964 = 19.8).
+    # 27.96 / (32 - 1.83) = 0.9268. An A100's 40 MiB L2 holds it: 24 MiB / 7.219 TB/s =
+    # 3.486 us of work, 2.7 + 3.486 / 0.9268 = 6.46 us (in its HBM: 2.7 + 16.18 / 0.9268 =
+    # 20.2 us).
     result = predict_ops(_adds(5, 32), "v100-sxm2", "a100-40gb", ceilings="peak")
     new = {op.name: op.new_s for op in result.comparison.ops}
-    efficiency = (BIG / V100_HBM) / (32e-6 - 3e-6)
-    assert new["big"] == pytest.approx(3e-6 + BIG / A100_L2 / efficiency, rel=1e-3)
-    # The small add stays in L2: efficiency 2.01 / (5 - 3) = 1.005, at the A100's L2.
-    small_efficiency = (SMALL / V100_L2) / 2e-6
-    assert new["small"] == pytest.approx(3e-6 + SMALL / A100_L2 / small_efficiency, rel=1e-3)
+    efficiency = (BIG / V100_HBM) / (32e-6 - V100_FLOOR)
+    assert new["big"] == pytest.approx(A100_FLOOR + BIG / A100_L2 / efficiency, rel=1e-3)
+    assert new["big"] == pytest.approx(6.46e-6, rel=2e-3)
+    # The small add stays in L2: efficiency 2.01 / (5 - 1.83) = 0.634, at the A100's L2.
+    small_efficiency = (SMALL / V100_L2) / (5e-6 - V100_FLOOR)
+    assert new["small"] == pytest.approx(A100_FLOOR + SMALL / A100_L2 / small_efficiency,
+                                         rel=1e-3)
     listed = [o for o in result.comparison.coverage.omissions if o.gap.value == "cache residency"]
     assert [o.op for o in listed] == ["big"] and "fits a100-40gb's" in listed[0].detail
 
 
 def test_an_op_a_smaller_l2_cannot_hold_goes_back_to_main_memory():
     # On an A100 the 24 MiB add takes 6 us: its HBM needs 24 MiB / 1555 GB/s = 16.18 us,
-    # its L2 3.486 us: served by L2, efficiency 3.486 / (6 - 3) = 1.162. A V100's 6 MiB L2
-    # cannot hold 24 MiB: HBM, 3 + 27.96 us / 1.162 = 27.06 us (in L2 it would be
-    # 3 + 8.04 / 1.162 = 9.9 us).
+    # its L2 3.486 us: served by L2, efficiency 3.486 / (6 - 2.7) = 1.056. A V100's 6 MiB
+    # L2 cannot hold 24 MiB: HBM, 1.83 + 27.96 us / 1.056 = 28.29 us (in L2 it would be
+    # 1.83 + 8.04 / 1.056 = 9.4 us).
     result = predict_ops(_adds(4, 6), "a100-40gb", "v100-sxm2", ceilings="peak")
     new = {op.name: op.new_s for op in result.comparison.ops}
-    efficiency = (BIG / A100_L2) / 3e-6
-    assert new["big"] == pytest.approx(3e-6 + BIG / V100_HBM / efficiency, rel=1e-3)
+    efficiency = (BIG / A100_L2) / (6e-6 - A100_FLOOR)
+    assert new["big"] == pytest.approx(V100_FLOOR + BIG / V100_HBM / efficiency, rel=1e-3)
+    assert new["big"] == pytest.approx(28.29e-6, rel=2e-3)
     listed = [o for o in result.comparison.coverage.omissions if o.gap.value == "cache residency"]
     assert [o.op for o in listed] == ["big"] and "do not fit v100-sxm2's L2" in listed[0].detail
 
@@ -177,8 +186,8 @@ def test_a_run_that_shows_no_residency_promotes_nothing():
     # held anything, so the A100's larger L2 is not assumed to either.
     result = predict_ops(_adds(10, 32), "v100-sxm2", "a100-40gb", ceilings="peak")
     new = {op.name: op.new_s for op in result.comparison.ops}
-    efficiency = (BIG / V100_HBM) / (32e-6 - 3e-6)
-    assert new["big"] == pytest.approx(3e-6 + BIG / A100_HBM / efficiency, rel=1e-3)
+    efficiency = (BIG / V100_HBM) / (32e-6 - V100_FLOOR)
+    assert new["big"] == pytest.approx(A100_FLOOR + BIG / A100_HBM / efficiency, rel=1e-3)
     assert not [o for o in result.comparison.coverage.omissions
                 if o.gap.value == "cache residency"]
 
@@ -187,13 +196,14 @@ def test_bytes_larger_than_the_sources_level_beat_main_memory_and_keep_their_lev
     # 48 MiB (an add of 4 Mi f32 elements) in 20 us on an A100: its HBM needs
     # 48 MiB / 1555 GB/s = 32.4 us, its L2 6.97 us, so it is charged to L2, but 48 MiB
     # cannot sit in a 40 MiB L2: the HBM figure was beaten, not a cache shown. It keeps
-    # L2 on the V100 as well (efficiency 6.97 / (20 - 3) = 0.410: 3 + 16.08 / 0.410 us),
+    # L2 on the V100 as well (efficiency 6.97 / (20 - 2.7) = 0.4029: 1.83 + 16.08 / 0.4029
+    # us),
     # and nothing about residency is listed.
     huge = 3 * 16 * 2**20
     table = _table(f"huge,add,{1 << 22};{1 << 22},f32,20 us")
     result = predict_ops(table, "a100-40gb", "v100-sxm2", ceilings="peak")
-    efficiency = (huge / A100_L2) / 17e-6
+    efficiency = (huge / A100_L2) / (20e-6 - A100_FLOOR)
     assert result.comparison.ops[0].new_s == pytest.approx(
-        3e-6 + huge / V100_L2 / efficiency, rel=1e-3)
+        V100_FLOOR + huge / V100_L2 / efficiency, rel=1e-3)
     assert not [o for o in result.comparison.coverage.omissions
                 if o.gap.value == "cache residency"]
