@@ -24,6 +24,7 @@ from roofline.model.comparison import (
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import given_floor
 from roofline.model.placement import Overlap
+from roofline.model.sides import default_unit, place_side
 from roofline.model.transfer import run_floor, transfer
 from roofline.program.compile import compile_target_of
 from roofline.program.hlo.op_cost import OpCost
@@ -158,6 +159,8 @@ class Prediction:
     batch: int | None
     capacity: tuple[CapacityThroughput, CapacityThroughput] | None = None
     bound: Comparison | None = None   # the same ops on both rooflines at datasheet peaks
+    per: str | None = None            # the unit compared (model/sides.py); None: one
+    sides: tuple[str, str] = ("", "")  # compile device each; how each side runs the step
 
     @property
     def over_bound(self) -> tuple[float, float] | None:
@@ -203,6 +206,9 @@ class Prediction:
                "source": self.source.ref, "target": self.destination.ref,
                **self.comparison.to_document("source", "target")}
         del doc["basis"], doc["amdahl_speedup"]
+        if self.per is not None:
+            doc["per"] = self.per
+            doc["sides"] = dict(zip(("source", "target"), self.sides))
         if self.bound is not None:
             doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
                                   "speedup": self.bound.speedup,
@@ -229,7 +235,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             measured: MeasuredTimes | None = None, max_batch: bool = False,
             overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
             ceilings: str = "achievable", target_floor: float | None = None,
-            hardware_dir: str | Path | None = None,
+            per: str | None = None, hardware_dir: str | Path | None = None,
             cache_dir: str | Path | None = None) -> Prediction:
     """INPUT's time on ``destination`` predicted from ``source``.
 
@@ -247,7 +253,24 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     their category and size. ``max_batch`` also predicts throughput at the largest batch
     that fits each device. A program compiled for the destination is placed on one device
     of that compile (a TPU v4 chip, a TPU v3 core).
+
+    ``per`` compares the same step (the same global batch) on each device as a whole
+    (``device``), per ``board``, ``chip`` or TPU ``core`` (:mod:`roofline.model.sides`);
+    the default for devices of different kinds is ``device``, for two of one kind one
+    compile device each (a TPU core against a TPU core).
     """
+    if per is None and measured is None and target is None and not Path(input).is_dir():
+        per = default_unit(_hardware(source, hardware_dir),
+                           _hardware(destination, hardware_dir))
+    if per is not None:
+        if measured is not None or Path(input).is_dir() or target is not None:
+            raise RooflineError("comparing per board, chip, core or device (--per) compiles "
+                                "the SPEC for each device's own target: give a SPEC, "
+                                "without --target or measured times")
+        return _predict_per(str(input), _hardware(source, hardware_dir),
+                            _hardware(destination, hardware_dir), per, to_program=to_program,
+                            max_batch=max_batch, overlap=overlap, ceilings=ceilings,
+                            cache_dir=cache_dir)
     program = program_ops(input, source, target=target, hardware_dir=hardware_dir,
                           cache_dir=cache_dir)
     source_hw = program.hardware
@@ -282,6 +305,25 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     comparison = dataclasses.replace(comparison,
                                      coverage=comparison.coverage + program.coverage)
     return Prediction(str(input), mode, comparison, program.batch, capacity, bound)
+
+
+def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *,
+                 to_program: str | None, max_batch: bool, overlap: Overlap | str,
+                 ceilings: str, cache_dir: str | Path | None) -> Prediction:
+    """:func:`predict` of the same step on ``per`` of each device (model/sides.py)."""
+    before = place_side(spec, source, per, cache_dir=cache_dir)
+    after = place_side(to_program or spec, destination, per, cache_dir=cache_dir)
+    bound = _lower_bound(before.ops, before.hardware, after.hardware, overlap, after.ops)
+    comparison = compare_costs(before.ops, before.hardware.at_ceilings(ceilings),
+                               after.hardware.at_ceilings(ceilings), Overlap(overlap),
+                               after_ops=after.ops)
+    comparison = dataclasses.replace(
+        comparison, coverage=comparison.coverage + coverage(before.gaps + after.gaps))
+    capacity = _capacity(spec, source, destination, cache_dir) if max_batch else None
+    from roofline.program.workloads import parse_spec
+
+    return Prediction(spec, "analytical", comparison, parse_spec(spec).batch, capacity,
+                      bound, per, (before.description, after.description))
 
 
 def predict_ops(table: str | Path | Any, source: HardwareRef, destination: HardwareRef, *,

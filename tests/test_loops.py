@@ -156,3 +156,26 @@ def test_host_compiled_loops_keep_the_programs_half_precision(tmp_path):
     left = [o for o in placed.coverage.omissions if o.gap.name == "AS_WRITTEN"]
     assert any("/" in o.op for o in left)   # a loop's kernel, named loop/kernel
     assert math.isclose(sum(op.seconds for op in placed.ops), placed.seconds)
+
+
+@pytest.mark.parametrize("spec", [
+    "rnn:cell=gru,layers=2,embed=64,length=4,vocab=128,batch=16,dtype=f16",
+    "lstm_lm:batch=4,sequence=4,dtype=bf16",
+    "deepspeech2:batch=2,frames=40,hidden=64,dtype=bf16",
+])
+def test_recurrent_workloads_run_their_loop_matmuls_on_matrix_units(spec):
+    # Compiled once for the host, placed on an A100 (bf16 and fp16 tensor cores) and on a
+    # TPU v3 core (bf16 MXU; fp16 widened to its f32 matrix roof): every matmul inside a
+    # loop is on a matrix roof, none on a vector unit.
+    from roofline.model.analysis import place_program
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
+
+    program = compile_workload(parse_spec(spec), "host")
+    for device in ("a100-40gb", "tpu-v3"):
+        placed = place_program(program, load_hardware(device))
+        inside = [(op, p) for placed_op in placed.ops if placed_op.cost.body
+                  for op, p in _kernels(placed_op.cost, placed_op.placement)]
+        matmuls = [p for op, p in inside if op.unit == "matrix"]
+        assert matmuls, spec
+        assert all(p.roof.unit == "matrix" for p in matmuls), (spec, device)

@@ -46,8 +46,14 @@ def _predict(args: argparse.Namespace) -> int:
                                                                   Kind.TIME)
     source = load_hardware(args.source, args.hardware_dir)
     dest = load_hardware(args.dest, args.hardware_dir)
+    per = args.per
+    if args.data_parallel:
+        if per not in (None, "board"):
+            raise RooflineError(f"--data-parallel compares boards; it contradicts --per "
+                                f"{per}: give one of them")
+        per = "board"
     if args.ops is not None:
-        for flag in ("to_program", "target", "max_batch"):
+        for flag in ("to_program", "target", "max_batch", "per", "data_parallel"):
             if getattr(args, flag):
                 raise RooflineError(f"--{flag.replace('_', '-')} needs INPUT, not --ops")
         result = predict_ops(args.ops, source, dest, to_dtype=args.to_dtype,
@@ -60,7 +66,7 @@ def _predict(args: argparse.Namespace) -> int:
         result = predict(args.input, source, dest, target=args.target,
                          to_program=args.to_program, max_batch=args.max_batch,
                          overlap=args.overlap, clamp=args.clamp_efficiency,
-                         ceilings=args.ceilings, target_floor=floor,
+                         ceilings=args.ceilings, target_floor=floor, per=per,
                          cache_dir=cache_dir_of(args))
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
@@ -126,6 +132,14 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--from", dest="source", required=True, metavar="ID")
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host)")
+    p.add_argument("--per", choices=("device", "board", "chip", "core"),
+                   help="compare the same step (global batch) on each device as a whole, "
+                        "per board, chip or TPU core: a TPU board runs it data-parallel "
+                        "over its cores, a GPU as one device (default: device for devices "
+                        "of different kinds, else one compile device each)")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="compare boards, each running the step data-parallel over its "
+                        "devices (the same as --per board)")
     p.add_argument("--to-program", metavar="SPEC",
                    help="predict this SPEC on the target instead (e.g. the bf16 version of "
                         "a measured f32 run)")

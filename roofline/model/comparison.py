@@ -18,6 +18,7 @@ import dataclasses
 import enum
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -243,16 +244,25 @@ def same_computation(a: OpCost, b: OpCost) -> bool:
     return high <= 4 * low if low else high == low
 
 
-def pair_ops(before: list[OpCost], after: list[OpCost]
+def same_layer(a: OpCost, b: OpCost) -> bool:
+    """Ops of the same name and category pair whatever their size: the same layer of a
+    program compiled at another batch (ParaDnn's doubled-batch comparison)."""
+    return True
+
+
+Pairing = Callable[[OpCost, OpCost], bool]
+
+
+def pair_ops(before: list[OpCost], after: list[OpCost], pairs_with: Pairing = same_computation
              ) -> list[tuple[OpCost | None, OpCost | None]]:
-    """Ops of two compiles paired where they are the same computation (the same name and
-    category, and :func:`same_computation`), in the order of ``before`` then the new ops of
-    ``after``; an op without a counterpart is paired with None."""
+    """Ops of two compiles paired where they have the same name and category and
+    ``pairs_with`` holds (by default :func:`same_computation`), in the order of ``before``
+    then the new ops of ``after``; an op without a counterpart is paired with None."""
     later = {op_key(op): op for op in after}
     pairs: list[tuple[OpCost | None, OpCost | None]] = []
     for op in before:
         match = later.get(op_key(op))
-        if match is not None and (match is op or same_computation(op, match)):
+        if match is not None and (match is op or pairs_with(op, match)):
             del later[op_key(op)]
             pairs.append((op, match))
         else:
@@ -263,16 +273,18 @@ def pair_ops(before: list[OpCost], after: list[OpCost]
 
 def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
                   overlap: Overlap = Overlap.MAX,
-                  after_ops: list[OpCost] | None = None) -> Comparison:
+                  after_ops: list[OpCost] | None = None,
+                  pairs_with: Pairing = same_computation) -> Comparison:
     """The roofline times of ``ops`` on ``hardware`` and of ``after_ops`` (default: the same
-    ops) on ``after``, a scaled record or another device."""
+    ops) on ``after``, a scaled record or another device; ops of two compiles pair as
+    :func:`pair_ops` says."""
     second_ops = ops if after_ops is None else after_ops
     placed_old = placements(ops, hardware, overlap)
     placed_new = placements(second_ops, after, overlap)
     old = {op_key(op): p for op, p in placed_old}
     new = {op_key(op): p for op, p in placed_new}
     changes = []
-    for first, second in pair_ops(ops, second_ops):
+    for first, second in pair_ops(ops, second_ops, pairs_with):
         op = first or second
         assert op is not None
         p_old = old[op_key(first)] if first else None

@@ -164,11 +164,9 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     hlo_text = compiled.as_text()
     costs = analyze_module(parse_hlo_text(hlo_text), platform=spec.platform)
     analysis_seconds = time.perf_counter() - start
-    per_chip = len(devices) / spec.chips
     program = CompiledProgram(
         target=spec, devices=len(used), device_kind=devices[0].device_kind,
-        device_scope="core" if spec.is_tpu and per_chip > 1 else (
-            "chip" if spec.is_tpu else "host"),
+        device_scope=_device_scope(spec, len(devices)),
         hlo_text=hlo_text, costs=costs, xla=_xla.xla_cost(compiled),
         memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
         compile_seconds=compile_seconds, analysis_seconds=analysis_seconds, cache_key=key,
@@ -177,6 +175,22 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     if cache_dir:
         _cache_write(cache_dir, key, program)
     return program
+
+
+def _device_scope(spec: Target, devices: int) -> str:
+    """What one device of a compile is: a TPU core where a chip shows several (v2, v3),
+    a chip where it shows one (megacore v4, v5p; v5e, v6e), the host."""
+    if not spec.is_tpu:
+        return "host"
+    return "core" if devices / spec.chips > 1 else "chip"
+
+
+def board_devices(target: str) -> tuple[str, int]:
+    """One device of ``target``'s compile (its scope: ``core``, ``chip``, ``host``) and
+    how many a data-parallel compile spreads a step over (the board's)."""
+    spec = get_target(target)
+    devices, _, _ = _devices(spec, False, ())
+    return _device_scope(spec, len(devices)), len(devices)
 
 
 def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]

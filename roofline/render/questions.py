@@ -110,9 +110,9 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
             f"({result.basis})\n{q(result.comparison.old_s, Kind.TIME)} -> "
             f"{q(result.comparison.new_s, Kind.TIME)}: speedup "
             f"{speedup_text(result.speedup)}\n" + _bound_line(doc) + "\n"
-            + _sides_table(doc)
-            + comparison_tables(doc["by_class"], doc["changed_class"],
-                                "by bound class on the source"))
+            + _per_lines(doc) + _sides_table(doc)
+            + ("" if _nothing_pairs(doc) else comparison_tables(
+                doc["by_class"], doc["changed_class"], "by bound class on the source")))
     if result.capacity is not None:
         source, target = result.capacity
         text += (f"\nat the largest batch that fits each device: {source.batch} -> "
@@ -130,6 +130,21 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
                 text += (f"the {side}'s batch is the search's limit, not its memory's: "
                          "a larger batch fits too\n")
     return with_coverage(text, doc["coverage"])
+
+
+def _per_lines(doc: dict[str, Any]) -> str:
+    """What each side runs, where the prediction compares a unit of each device."""
+    if "per" not in doc:
+        return ""
+    what = ("on each device as a whole" if doc["per"] == "device"
+            else f"per {doc['per']}")
+    return (f"compared: the same step {what}\n  source: {doc['sides']['source']}\n"
+            f"  target: {doc['sides']['target']}\n\n")
+
+
+def _nothing_pairs(doc: dict[str, Any]) -> bool:
+    """Whether no op of one side has a counterpart on the other (two compiles)."""
+    return doc["unpaired_share"]["source"] == doc["unpaired_share"]["target"] == 1.0
 
 
 def _sides_table(doc: dict[str, Any]) -> str:

@@ -200,7 +200,7 @@ def _paradnn_class(select: str, op: OpChange) -> bool:
 def consistency_cases(config: dict[str, Any], quick: bool = False,
                       progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     from roofline.api import program_ops
-    from roofline.model.comparison import compare_costs
+    from roofline.model.comparison import compare_costs, same_computation, same_layer
     from roofline.program.workloads import FAMILIES
 
     family = FAMILIES[config["family"]]
@@ -220,8 +220,10 @@ def consistency_cases(config: dict[str, Any], quick: bool = False,
         for name, batch in (("same", params["batch"]), ("doubled", 2 * params["batch"])):
             after = program_ops(family.make(**{**params, "batch": batch}).spec,
                                 config["target"])
-            comparisons[name] = compare_costs(before.ops, before.hardware, after.hardware,
-                                              after_ops=after.ops)
+            # At twice the batch a layer does twice the work: pair it by name.
+            comparisons[name] = compare_costs(
+                before.ops, before.hardware, after.hardware, after_ops=after.ops,
+                pairs_with=same_layer if name == "doubled" else same_computation)
             covered = covered + comparisons[name].coverage
         same, doubled = comparisons["same"], comparisons["doubled"]
         for case in config["case"]:

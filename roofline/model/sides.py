@@ -1,0 +1,126 @@
+"""What each side of a prediction between two devices runs, so that like is compared with
+like: the same step (the same global batch) on each device as a whole, or per chip, or
+per TPU core (``per``).
+
+A TPU unit of several compile devices (a board of 8 cores, a chip of 2) runs the step
+data-parallel: compiled over the board's devices where the unit is the whole board (the
+gradient all-reduce appears as collective ops, placed on the links), or else compiled for
+one device at its share of the batch, the collectives between the unit's devices left out
+and said so. A GPU or CPU is one device whatever the unit: it runs the whole batch. Each
+side's ops are placed on one compile device; all devices of a unit run at once, so that
+device's time is the unit's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roofline.errors import RooflineError
+from roofline.hardware.records import Hardware
+from roofline.model.analysis import device_hardware
+from roofline.model.comparison import working_ops
+from roofline.model.coverage import Gap, Omission
+from roofline.program.compile import board_devices, compile_target_of, compile_workload
+from roofline.program.hlo.op_cost import OpCost
+
+if TYPE_CHECKING:   # workloads import jax
+    from roofline.program.workloads.registry import Workload
+
+UNITS = ("device", "board", "chip", "core")   # "device": each as given (its default scope)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One device's part in a prediction: its ops, placed on ``hardware`` (one compile
+    device), and what was compared."""
+
+    hardware: Hardware
+    ops: list[OpCost]
+    unit: str              # the scope compared: board, chip, core, device
+    description: str       # how the step runs there, for people
+    target: str            # the compile target its ops come from
+    gaps: tuple[Omission, ...] = field(default=())
+
+
+def default_unit(source: Hardware, destination: Hardware) -> str | None:
+    """The unit a prediction compares when none is asked for: devices of different kinds
+    each as a whole (a GPU against a TPU board); None (one compile device each, the
+    same scope on both sides) for two devices of one kind."""
+    return "device" if source.kind != destination.kind else None
+
+
+def place_side(spec: str, hardware: Hardware, unit: str, *,
+               cache_dir: str | Path | None = None) -> Side:
+    """``spec``'s step on ``unit`` of ``hardware`` (module docstring)."""
+    from roofline.program.workloads import parse_spec
+
+    if unit not in UNITS:
+        raise RooflineError(f"cannot compare per {unit!r}: give one of {', '.join(UNITS)}")
+    workload = parse_spec(spec)
+    target = compile_target_of(hardware)
+    if hardware.kind != "tpu":
+        if unit == "core":
+            raise RooflineError(
+                f"--per core compares one TPU core; {hardware.id} is a {hardware.kind}, "
+                "one device: compare per chip, board or device")
+        program = compile_workload(workload, target, cache_dir=cache_dir)
+        return Side(hardware, working_ops(program.costs.ops), unit,
+                    f"{hardware.id}: one device, {_batch_text(workload.batch)}", target)
+    scope = hardware.scope if unit == "device" else unit
+    device_scope, board = board_devices(target)
+    share = hardware.scope_size(scope) / hardware.scope_size(device_scope)
+    if share < 1 or share != int(share):
+        raise RooflineError(f"{hardware.id}'s {scope} is not a whole number of the "
+                            f"{device_scope}s a {target} program runs on")
+    share = int(share)
+    what = f"{hardware.id} {scope}"
+    if share == 1:
+        program = compile_workload(workload, target, cache_dir=cache_dir)
+        description = f"{what}: one {device_scope}, {_batch_text(workload.batch)}"
+        gaps: tuple[Omission, ...] = ()
+    elif share == board and workload.batch_argnums:
+        each = _share_of_batch(workload.batch, share, what)
+        program = compile_workload(workload, target, data_parallel=True, cache_dir=cache_dir)
+        description = (f"{what}: {share} {device_scope}s data-parallel, batch {each} each "
+                       f"(global {workload.batch}), gradients all-reduced over the links")
+        gaps = ()
+    else:
+        each = _share_of_batch(workload.batch, share, what)
+        program = compile_workload(_with_batch(spec, each), target, cache_dir=cache_dir)
+        description = (f"{what}: {share} {device_scope}s, batch {each} each (global "
+                       f"{workload.batch}); collectives between them left out")
+        gaps = (Omission(Gap.SCOPE, "(the whole program)",
+                         f"the step is spread over the {share} {device_scope}s of a "
+                         f"{scope} by splitting its batch; the collectives between them "
+                         f"(a gradient all-reduce) are not modelled: {target} programs "
+                         f"compile data-parallel over a whole board ({board} devices) only",
+                         1.0, 1.0),)
+    return Side(device_hardware(program, hardware), working_ops(program.costs.ops), unit,
+                description, target, gaps)
+
+
+def _batch_text(batch: int | None) -> str:
+    return f"batch {batch}" if batch else "the whole program"
+
+
+def _share_of_batch(batch: int | None, share: int, what: str) -> int:
+    """Each of ``share`` devices' part of the step's batch."""
+    if not batch or batch % share:
+        raise RooflineError(
+            f"running the step on a {what} spreads its batch over {share} devices: give "
+            f"a SPEC whose batch is a multiple of {share} (it is {batch or 'not given'})")
+    return batch // share
+
+
+def _with_batch(spec: str, batch: int) -> Workload:
+    from roofline.program.workloads import FAMILIES, parse_spec
+
+    head = spec.split(":")[0]
+    if head not in FAMILIES:
+        raise RooflineError(f"comparing part of a board needs the batch of {spec!r} split, "
+                            "which only a built-in family SPEC can do: compare per board "
+                            "or per device")
+    workload = parse_spec(spec)
+    return FAMILIES[head].make(**{**workload.params, "batch": batch})

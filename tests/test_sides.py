@@ -1,0 +1,99 @@
+"""Predictions between devices of different kinds and scopes compare like with like
+(issue 17): the same step, the same global batch, on each device as a whole, per board,
+chip or TPU core, and each side says what it ran."""
+
+import re
+
+import pytest
+
+from roofline.api import predict
+from roofline.errors import RooflineError
+from roofline.hardware import load_hardware
+from roofline.model.analysis import place_program
+from roofline.model.coverage import Gap
+from roofline.program.compile import compile_workload
+from roofline.program.workloads import parse_spec
+
+FC = "fc:layers=2,nodes=512,input=512,output=512,batch=64,dtype=bf16"
+# Its parameters: three 512 x 512 weights and three 512 biases.
+PARAMETERS = 3 * (512 * 512 + 512)
+
+
+@pytest.fixture(scope="module")
+def board_steps():
+    """The FC step data-parallel over a TPU v2 and a v3 board (8 cores each), one core's
+    placement."""
+    workload = parse_spec(FC)
+    return {device: place_program(compile_workload(workload, device, data_parallel=True),
+                                  load_hardware(device))
+            for device in ("tpu-v2", "tpu-v3")}
+
+
+def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
+    result = predict(FC, "v100-sxm2", "tpu-v3", ceilings="peak")
+    doc = result.to_document()
+    # Different kinds: each device as a whole. The V100 runs batch 64; the board's 8 cores
+    # run 64 / 8 = 8 each, at the same time, so one core's step is the board's.
+    assert doc["per"] == "device"
+    assert doc["sides"]["source"] == "v100-sxm2: one device, batch 64"
+    assert doc["sides"]["target"].startswith("tpu-v3 board: 8 cores data-parallel, batch 8 "
+                                             "each (global 64)")
+    assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
+    assert result.destination.scope == "core"
+    on_v100 = place_program(compile_workload(parse_spec(FC), "host"),
+                            load_hardware("v100-sxm2"))
+    assert result.comparison.old_s == pytest.approx(on_v100.seconds)
+
+
+def test_the_board_side_is_one_cores_share_with_its_gradient_all_reduce(board_steps):
+    ops = [p.cost for p in board_steps["tpu-v3"].ops]
+    # One core multiplies its 8 rows: forward [8, 512] x [512, 512], weight gradients
+    # [512, 8] x [8, 512]; no matmul sees the global 64.
+    shapes = {(op.gemm.m, op.gemm.n, op.gemm.k) for op in ops if op.gemm is not None}
+    assert (8, 512, 512) in shapes and (512, 512, 8) in shapes
+    assert not any(64 in shape for shape in shapes)
+    # A ring all-reduce sends 2 (n - 1) / n of the gradients from each of the n = 8 cores:
+    # 1.75 x 787,968 values x 2 B (XLA reduces them in bf16, the dtype the step computes
+    # its gradients in, before the f32 update) = 2,757,888 B.
+    assert sum(op.link_bytes for op in ops) == 1.75 * PARAMETERS * 2
+
+
+def test_a_tpu_board_against_a_gpu(board_steps):
+    result = predict(FC, "tpu-v2", "a100-40gb", ceilings="peak")
+    assert result.per == "device"
+    assert result.comparison.old_s == pytest.approx(board_steps["tpu-v2"].seconds)
+    assert result.sides[1] == "a100-40gb: one device, batch 64"
+
+
+def test_board_against_board_through_the_data_parallel_compile(board_steps):
+    result = predict(FC, "tpu-v2", "tpu-v3", per="board", ceilings="peak")
+    assert result.comparison.old_s == pytest.approx(board_steps["tpu-v2"].seconds)
+    assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
+    assert all("8 cores data-parallel" in side for side in result.sides)
+    # The v3 board has 7/3 the matrix rate, 1.5x the HBM bandwidth and the same 4 ICI
+    # links per chip at 400 GB/s against the v2's 4 x 496 Gbit/s: no class gains more
+    # than 7/3, and the step gains more than the links alone.
+    assert 1.0 < result.speedup < 7 / 3
+
+
+def test_part_of_a_board_splits_the_batch_and_says_what_it_leaves_out():
+    result = predict(FC, "v100-sxm2", "tpu-v3", per="chip", ceilings="peak")
+    assert result.sides[1] == ("tpu-v3 chip: 2 cores, batch 32 each (global 64); "
+                               "collectives between them left out")
+    (gap,) = result.comparison.coverage.of(Gap.SCOPE)
+    assert "not modelled" in gap.detail
+    one_core = place_program(compile_workload(parse_spec(FC.replace("batch=64", "batch=32")),
+                                              "tpu-v3"), load_hardware("tpu-v3"))
+    assert result.comparison.new_s == pytest.approx(one_core.seconds)
+
+
+@pytest.mark.parametrize("spec, source, destination, per, message", [
+    (FC, "v100-sxm2", "tpu-v3", "core", "compares one TPU core; v100-sxm2 is a gpu"),
+    (FC.replace("batch=64", "batch=12"), "v100-sxm2", "tpu-v3", None,
+     "a multiple of 8 (it is 12)"),
+    ("matmul:m=64,n=64,k=64", "v100-sxm2", "tpu-v3", "chip", "a multiple of 2"),
+])
+def test_comparisons_that_cannot_be_like_for_like_are_refused(spec, source, destination,
+                                                              per, message):
+    with pytest.raises(RooflineError, match=re.escape(message)):
+        predict(spec, source, destination, per=per)
