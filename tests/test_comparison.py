@@ -237,3 +237,46 @@ def test_predict_gives_the_roofline_lower_bound_beside_the_expected_time(capsys)
     peak = json.loads(capsys.readouterr().out)
     assert peak["target_s"] == pytest.approx(bound["target_s"])
     assert peak["source_s"] == pytest.approx(bound["source_s"])
+
+
+def _op(name, flops, nbytes, category="elementwise"):
+    from roofline.program.hlo.op_cost import OpCost
+
+    return OpCost(name=name, opcode="fusion", category=category, dtype="fp32",
+                  unit="vector", flops=flops, transcendentals=0.0, bytes_read=nbytes / 2,
+                  bytes_written=nbytes / 2, onchip_bytes=0.0, link_bytes=0.0, op_name="",
+                  operands=())
+
+
+def test_ops_of_two_compiles_pair_only_where_they_compute_the_same_thing():
+    from roofline.model.comparison import compare_costs
+
+    # fusion.1 does the same work in both compiles (bf16 halves its bytes): a pair.
+    # fusion.2 is a different computation that the second compiler happened to number
+    # alike (3x the FLOPs): two unpaired ops, not a "3x slower" op.
+    v100 = load_hardware("v100-sxm2")
+    before = [_op("fusion.1", 1e6, 8e6), _op("fusion.2", 1e6, 8e6)]
+    after = [_op("fusion.1", 1e6, 4e6), _op("fusion.2", 3e6, 8e6)]
+    result = compare_costs(before, v100, v100, after_ops=after)
+    presence = {(op.name, op.presence.value) for op in result.ops}
+    assert presence == {("fusion.1", "both"), ("fusion.2", "only before"),
+                        ("fusion.2", "only after")}
+    # Each op is memory-bound on HBM2 (900 GB/s): 8.889, 8.889 us before; 4.444 and
+    # 8.889 us after. Each side's own classes sum to its total, paired or not.
+    (side,) = result.by_side()
+    assert side.old_s == pytest.approx(2 * 8e6 / 900e9)
+    assert side.new_s == pytest.approx((4e6 + 8e6) / 900e9)
+    assert side.old_share == side.new_share == 1.0
+    assert result.unpaired_share == pytest.approx((0.5, 8e6 / 12e6))
+
+
+def test_an_overhead_bound_program_follows_each_gpus_own_per_op_floor():
+    from roofline.model.comparison import compare_costs
+
+    # 100 tiny kernels (1 kB each): each pays the spec's per-op floor, a null kernel
+    # launched back to back (CSCS): P100 2.2 us, V100 1.83 us: 2.2 / 1.83 = 1.202x, where
+    # one 3 us default for every GPU gave 1.0x.
+    tiny = [_op(f"fusion.{i}", 256, 1024) for i in range(100)]
+    result = compare_costs(tiny, load_hardware("p100-sxm2"), load_hardware("v100-sxm2"))
+    assert result.old_s == pytest.approx(100 * 2.2e-6)
+    assert result.speedup == pytest.approx(2.2 / 1.83)

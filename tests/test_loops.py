@@ -179,3 +179,64 @@ def test_recurrent_workloads_run_their_loop_matmuls_on_matrix_units(spec):
         matmuls = [p for op, p in inside if op.unit == "matrix"]
         assert matmuls, spec
         assert all(p.roof.unit == "matrix" for p in matmuls), (spec, device)
+
+
+# A conditional: one branch multiplies (bf16, 512^3), the other adds.
+BRANCHES = """HloModule branches, num_partitions=1
+
+%heavy (a: bf16[512,512]) -> bf16[512,512] {
+  %a = bf16[512,512]{1,0} parameter(0)
+  ROOT %d = bf16[512,512]{1,0} dot(%a, %a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%light (b: bf16[512,512]) -> bf16[512,512] {
+  %b = bf16[512,512]{1,0} parameter(0)
+  ROOT %s = bf16[512,512]{1,0} add(%b, %b)
+}
+
+ENTRY %main (p: pred[], x: bf16[512,512]) -> bf16[512,512] {
+  %p = pred[] parameter(0)
+  %x = bf16[512,512]{1,0} parameter(1)
+  ROOT %c = bf16[512,512]{1,0} conditional(%p, %x, %x), true_computation=%heavy, false_computation=%light
+}
+"""
+
+
+def test_a_conditional_is_placed_as_its_heaviest_branch():
+    costs = analyze_module(parse_hlo_text(BRANCHES), platform="tpu")
+    (cond,) = [op for op in costs.ops if op.opcode == "conditional"]
+    assert [op.name for op in cond.body] == ["d"] and cond.trip_count == 1
+    placement = place_op(cond, core("tpu-v3"))
+    # 2 x 512^3 = 2.684e8 FLOPs at 52.5 TFLOP/s = 5.113 us > 3 x 512 KiB / 450 GB/s =
+    # 1.748 us: the matrix unit bounds it, as the branch that multiplies.
+    assert placement.seconds == pytest.approx(2 * 512**3 / 52.5e12)
+    assert placement.bound == Bound(BoundKind.COMPUTE, "bf16 matrix")
+    assert any("heaviest branch" in note for note in cond.notes)
+
+
+def test_a_tpu_dense_layer_written_as_a_convolution_is_a_matmul():
+    # XLA:TPU writes dense layers as convolutions whose labels have no spatial dimension.
+    text = """HloModule dense, num_partitions=1
+
+ENTRY %main (x: bf16[128,256], w: bf16[256,512]) -> bf16[128,512] {
+  %x = bf16[128,256]{1,0} parameter(0)
+  %w = bf16[256,512]{1,0} parameter(1)
+  ROOT %c = bf16[128,512]{1,0} convolution(%x, %w), dim_labels=bf_io->bf
+}
+"""
+    (op,) = [op for op in analyze_module(parse_hlo_text(text), platform="tpu").ops
+             if op.opcode == "convolution"]
+    assert (op.category, op.unit) == ("matmul", "matrix")
+    assert op.flops == 2 * 128 * 256 * 512
+
+
+def test_a_tpu_compiled_bf16_matmul_runs_on_a_gpus_bf16_tensor_cores():
+    from roofline.model.analysis import place_program
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
+
+    program = compile_workload(parse_spec("matmul:m=1024,n=1024,k=1024,dtype=bf16"),
+                               "tpu-v3")
+    placed = place_program(program, load_hardware("a100-40gb"))
+    (op,) = [p for p in placed.ops if p.cost.unit == "matrix"]
+    assert op.placement.roof.label == "bf16 matrix"

@@ -35,9 +35,12 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
     # Different kinds: each device as a whole. The V100 runs batch 64; the board's 8 cores
     # run 64 / 8 = 8 each, at the same time, so one core's step is the board's.
     assert doc["per"] == "device"
-    assert doc["sides"]["source"] == "v100-sxm2: one device, batch 64"
+    assert doc["sides"]["source"] == ("v100-sxm2: one device, batch 64; ops of the host "
+                                      "compile (XLA:CPU), placed in the dtypes the program "
+                                      "stores")
     assert doc["sides"]["target"].startswith("tpu-v3 board: 8 cores data-parallel, batch 8 "
                                              "each (global 64)")
+    assert doc["sides"]["target"].endswith("ops of the tpu-v3 compile")
     assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
     assert result.destination.scope == "core"
     on_v100 = place_program(compile_workload(parse_spec(FC), "host"),
@@ -62,7 +65,7 @@ def test_a_tpu_board_against_a_gpu(board_steps):
     result = predict(FC, "tpu-v2", "a100-40gb", ceilings="peak")
     assert result.per == "device"
     assert result.comparison.old_s == pytest.approx(board_steps["tpu-v2"].seconds)
-    assert result.sides[1] == "a100-40gb: one device, batch 64"
+    assert result.sides[1].startswith("a100-40gb: one device, batch 64; ops of the host")
 
 
 def test_board_against_board_through_the_data_parallel_compile(board_steps):
@@ -79,7 +82,8 @@ def test_board_against_board_through_the_data_parallel_compile(board_steps):
 def test_part_of_a_board_splits_the_batch_and_says_what_it_leaves_out():
     result = predict(FC, "v100-sxm2", "tpu-v3", per="chip", ceilings="peak")
     assert result.sides[1] == ("tpu-v3 chip: 2 cores, batch 32 each (global 64); "
-                               "collectives between them left out")
+                               "collectives between them left out; ops of the tpu-v3 "
+                               "compile")
     (gap,) = result.comparison.coverage.of(Gap.SCOPE)
     assert "not modelled" in gap.detail
     one_core = place_program(compile_workload(parse_spec(FC.replace("batch=64", "batch=32")),

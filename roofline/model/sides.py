@@ -67,7 +67,9 @@ def place_side(spec: str, hardware: Hardware, unit: str, *,
                 "one device: compare per chip, board or device")
         program = compile_workload(workload, target, cache_dir=cache_dir)
         return Side(hardware, working_ops(program.costs.ops), unit,
-                    f"{hardware.id}: one device, {_batch_text(workload.batch)}", target)
+                    f"{hardware.id}: one device, {_batch_text(workload.batch)}; ops of the "
+                    f"{target} compile (XLA:CPU), placed in the dtypes the program stores",
+                    target)
     scope = hardware.scope if unit == "device" else unit
     device_scope, board = board_devices(target)
     share = hardware.scope_size(scope) / hardware.scope_size(device_scope)
@@ -98,7 +100,7 @@ def place_side(spec: str, hardware: Hardware, unit: str, *,
                          f"compile data-parallel over a whole board ({board} devices) only",
                          1.0, 1.0),)
     return Side(device_hardware(program, hardware), working_ops(program.costs.ops), unit,
-                description, target, gaps)
+                f"{description}; ops of the {target} compile", target, gaps)
 
 
 def _batch_text(batch: int | None) -> str:
