@@ -24,7 +24,7 @@ from roofline.model.comparison import (
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import given_floor
 from roofline.model.placement import Overlap
-from roofline.model.sides import default_unit, place_side
+from roofline.model.sides import default_stand_in, default_unit, place_side
 from roofline.model.transfer import run_floor, transfer
 from roofline.program.compile import compile_target_of
 from roofline.program.hlo.op_cost import OpCost
@@ -257,18 +257,21 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     ``per`` compares the same step (the same global batch) on each device as a whole
     (``device``), per ``board``, ``chip`` or TPU ``core`` (:mod:`roofline.model.sides`);
     the default for devices of different kinds is ``device``, for two of one kind one
-    compile device each (a TPU core against a TPU core).
+    compile device each (a TPU core against a TPU core). There ``target`` names the
+    compile whose ops a GPU or CPU side takes (default: the TPU side's, whose fusion is
+    closer to a GPU compiler's than XLA:CPU's; see :func:`roofline.model.sides.
+    default_stand_in`).
     """
-    if per is None and measured is None and target is None and not Path(input).is_dir():
+    if per is None and measured is None and not Path(input).is_dir():
         per = default_unit(_hardware(source, hardware_dir),
                            _hardware(destination, hardware_dir))
     if per is not None:
-        if measured is not None or Path(input).is_dir() or target is not None:
+        if measured is not None or Path(input).is_dir():
             raise RooflineError("comparing per board, chip, core or device (--per) compiles "
-                                "the SPEC for each device's own target: give a SPEC, "
-                                "without --target or measured times")
+                                "the SPEC for each device: give a SPEC, not measured times")
         return _predict_per(str(input), _hardware(source, hardware_dir),
-                            _hardware(destination, hardware_dir), per, to_program=to_program,
+                            _hardware(destination, hardware_dir), per, stand_in=target,
+                            to_program=to_program,
                             max_batch=max_batch, overlap=overlap, ceilings=ceilings,
                             cache_dir=cache_dir)
     program = program_ops(input, source, target=target, hardware_dir=hardware_dir,
@@ -308,11 +311,16 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
 
 
 def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *,
-                 to_program: str | None, max_batch: bool, overlap: Overlap | str,
-                 ceilings: str, cache_dir: str | Path | None) -> Prediction:
-    """:func:`predict` of the same step on ``per`` of each device (model/sides.py)."""
-    before = place_side(spec, source, per, cache_dir=cache_dir)
-    after = place_side(to_program or spec, destination, per, cache_dir=cache_dir)
+                 stand_in: str | None, to_program: str | None, max_batch: bool,
+                 overlap: Overlap | str, ceilings: str,
+                 cache_dir: str | Path | None) -> Prediction:
+    """:func:`predict` of the same step on ``per`` of each device (model/sides.py); a GPU
+    or CPU side takes its ops from the ``stand_in`` compile target's (default: the other
+    side's TPU compiler, else this host's)."""
+    stand_in = stand_in or default_stand_in(source, destination)
+    before = place_side(spec, source, per, stand_in=stand_in, cache_dir=cache_dir)
+    after = place_side(to_program or spec, destination, per, stand_in=stand_in,
+                       cache_dir=cache_dir)
     bound = _lower_bound(before.ops, before.hardware, after.hardware, overlap, after.ops)
     comparison = compare_costs(before.ops, before.hardware.at_ceilings(ceilings),
                                after.hardware.at_ceilings(ceilings), Overlap(overlap),

@@ -131,7 +131,9 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                         "(default: the floor fitted from the measured run carries over)")
     p.add_argument("--from", dest="source", required=True, metavar="ID")
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
-    p.add_argument("--target", help="compile target (default: the --from TPU, else host)")
+    p.add_argument("--target", help="compile target (default: the --from TPU, else host); "
+                                    "with --per, the compile a GPU or CPU side takes its "
+                                    "ops from (default: host)")
     p.add_argument("--per", choices=("device", "board", "chip", "core"),
                    help="compare the same step (global batch) on each device as a whole, "
                         "per board, chip or TPU core: a TPU board runs it data-parallel "
