@@ -56,7 +56,7 @@ def default_stand_in(source: Hardware, destination: Hardware) -> str | None:
     TPU's. There is no GPU compiler here, and XLA:TPU fuses a network's normalization and
     activations much as a GPU compiler does, where XLA:CPU leaves them apart (a ResNet-50
     step: 333 element-wise kernels and 3.2 GB on TPU, 660 and 13.6 GB on the host). Placed
-    on a V100 its ResNet-50 steps come to 1,042 images/s against the 1,200 NVIDIA
+    on a V100 its ResNet-50 steps come to 1,103 images/s against the 1,200 NVIDIA
     measured; XLA:CPU's come to 397 (README, "Across device kinds"). None (this host's
     compile) when neither side is a TPU."""
     tpus = [hw for hw in (source, destination) if hw.kind == "tpu"]
