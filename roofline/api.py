@@ -317,6 +317,8 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *
     """:func:`predict` of the same step on ``per`` of each device (model/sides.py); a GPU
     or CPU side takes its ops from the ``stand_in`` compile target's (default: the other
     side's TPU compiler, else this host's)."""
+    from roofline.program.workloads import parse_spec
+
     stand_in = stand_in or default_stand_in(source, destination)
     before = place_side(spec, source, per, stand_in=stand_in, cache_dir=cache_dir)
     after = place_side(to_program or spec, destination, per, stand_in=stand_in,
@@ -328,8 +330,6 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *
     comparison = dataclasses.replace(
         comparison, coverage=comparison.coverage + coverage(before.gaps + after.gaps))
     capacity = _capacity(spec, source, destination, cache_dir) if max_batch else None
-    from roofline.program.workloads import parse_spec
-
     return Prediction(spec, "analytical", comparison, parse_spec(spec).batch, capacity,
                       bound, per, (before.description, after.description))
 
