@@ -235,7 +235,8 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             measured: MeasuredTimes | None = None, max_batch: bool = False,
             overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
             ceilings: str = "achievable", target_floor: float | None = None,
-            per: str | None = None, hardware_dir: str | Path | None = None,
+            per: str | None = None, devices: int = 1,
+            hardware_dir: str | Path | None = None,
             cache_dir: str | Path | None = None) -> Prediction:
     """INPUT's time on ``destination`` predicted from ``source``.
 
@@ -260,8 +261,11 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     compile device each (a TPU core against a TPU core). There ``target`` names the
     compile whose ops a GPU or CPU side takes (default: the TPU side's, whose fusion is
     closer to a GPU compiler's than XLA:CPU's; see :func:`roofline.model.sides.
-    default_stand_in`).
+    default_stand_in`), and ``devices`` how many GPUs (or CPUs) run the step
+    data-parallel, with a ring all-reduce of its gradients over their links.
     """
+    if devices > 1 and per is None:
+        per = "device"
     if per is None and measured is None and not Path(input).is_dir():
         per = default_unit(_hardware(source, hardware_dir),
                            _hardware(destination, hardware_dir))
@@ -271,7 +275,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
                                 "the SPEC for each device: give a SPEC, not measured times")
         return _predict_per(str(input), _hardware(source, hardware_dir),
                             _hardware(destination, hardware_dir), per, stand_in=target,
-                            to_program=to_program,
+                            devices=devices, to_program=to_program,
                             max_batch=max_batch, overlap=overlap, ceilings=ceilings,
                             cache_dir=cache_dir)
     program = program_ops(input, source, target=target, hardware_dir=hardware_dir,
@@ -311,7 +315,8 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
 
 
 def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *,
-                 stand_in: str | None, to_program: str | None, max_batch: bool,
+                 stand_in: str | None, devices: int, to_program: str | None,
+                 max_batch: bool,
                  overlap: Overlap | str, ceilings: str,
                  cache_dir: str | Path | None) -> Prediction:
     """:func:`predict` of the same step on ``per`` of each device (model/sides.py); a GPU
@@ -320,9 +325,10 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *
     from roofline.program.workloads import parse_spec
 
     stand_in = stand_in or default_stand_in(source, destination)
-    before = place_side(spec, source, per, stand_in=stand_in, cache_dir=cache_dir)
+    before = place_side(spec, source, per, stand_in=stand_in, devices=devices,
+                        cache_dir=cache_dir)
     after = place_side(to_program or spec, destination, per, stand_in=stand_in,
-                       cache_dir=cache_dir)
+                       devices=devices, cache_dir=cache_dir)
     bound = _lower_bound(before.ops, before.hardware, after.hardware, overlap, after.ops)
     comparison = compare_costs(before.ops, before.hardware.at_ceilings(ceilings),
                                after.hardware.at_ceilings(ceilings), Overlap(overlap),

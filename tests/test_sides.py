@@ -108,3 +108,20 @@ def test_comparisons_that_cannot_be_like_for_like_are_refused(spec, source, dest
                                                               per, message):
     with pytest.raises(RooflineError, match=re.escape(message)):
         predict(spec, source, destination, per=per)
+
+
+def test_eight_gpus_run_their_share_and_all_reduce_the_gradients_over_nvlink():
+    result = predict(FC, "v100-sxm2", "tpu-v3", devices=8, ceilings="peak")
+    assert result.sides[0].startswith("v100-sxm2 x 8: data-parallel, batch 8 each (global 64)")
+    (reduce,) = [op for op in result.comparison.ops if op.name == "gradient all-reduce"]
+    # The gradients the TPU board compile reduces: 787,968 values in bf16 = 1,575,936 B.
+    # A ring over 8 V100s sends 1.75 x that from each, over its 6 NVLink2 links at
+    # 25 GB/s a direction (150 GB/s): 2,757,888 / 150e9 = 18.39 us.
+    assert reduce.old_s == pytest.approx(1.75 * PARAMETERS * 2 / 150e9)
+    assert reduce.old_bound.kind.value == "link"
+    # The rest is one V100 running batch 8 of the same compile.
+    one = place_program(compile_workload(parse_spec(FC.replace("batch=64", "batch=8")),
+                                         "tpu-v3"), load_hardware("v100-sxm2"))
+    assert result.comparison.old_s == pytest.approx(one.seconds + reduce.old_s)
+    with pytest.raises(RooflineError, match="only a board compile shows"):
+        predict(FC, "v100-sxm2", "tpu-v3", devices=8, target="host")

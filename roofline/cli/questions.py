@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from roofline.cli.common import (
-    Parents, cache_dir_of, emit, key_values, positive_float, save_plot, scale_factor)
+    Parents, cache_dir_of, emit, key_values, positive_float, positive_int, save_plot,
+    scale_factor)
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.render.questions import (
@@ -66,7 +67,7 @@ def _predict(args: argparse.Namespace) -> int:
         result = predict(args.input, source, dest, target=args.target,
                          to_program=args.to_program, max_batch=args.max_batch,
                          overlap=args.overlap, clamp=args.clamp_efficiency,
-                         ceilings=args.ceilings, target_floor=floor, per=per,
+                         ceilings=args.ceilings, target_floor=floor, per=per, devices=args.devices,
                          cache_dir=cache_dir_of(args))
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
@@ -139,6 +140,9 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                         "per board, chip or TPU core: a TPU board runs it data-parallel "
                         "over its cores, a GPU as one device (default: device for devices "
                         "of different kinds, else one compile device each)")
+    p.add_argument("--devices", type=positive_int, default=1, metavar="N",
+                   help="a GPU or CPU side is N devices running the step data-parallel, "
+                        "its gradients all-reduced as a ring over its links (default 1)")
     p.add_argument("--data-parallel", action="store_true",
                    help="compare boards, each running the step data-parallel over its "
                         "devices (the same as --per board)")

@@ -22,7 +22,8 @@ from roofline.hardware.records import Hardware
 from roofline.model.analysis import device_hardware
 from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
-from roofline.program.compile import board_devices, compile_target_of, compile_workload
+from roofline.program.compile import (
+    board_devices, compile_target_of, compile_workload, get_target)
 from roofline.program.hlo.op_cost import OpCost
 
 if TYPE_CHECKING:   # workloads import jax
@@ -64,10 +65,10 @@ def default_stand_in(source: Hardware, destination: Hardware) -> str | None:
 
 
 def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None = None,
-               cache_dir: str | Path | None = None) -> Side:
+               devices: int = 1, cache_dir: str | Path | None = None) -> Side:
     """``spec``'s step on ``unit`` of ``hardware`` (module docstring). A device that is no
     compile target (a GPU, a CPU) takes its ops from the ``stand_in`` target's compile
-    (default: this host's)."""
+    (default: this host's), and is ``devices`` of it running the step data-parallel."""
     from roofline.program.workloads import parse_spec
 
     if unit not in UNITS:
@@ -80,11 +81,13 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
             raise RooflineError(
                 f"--per core compares one TPU core; {hardware.id} is a {hardware.kind}, "
                 "one device: compare per chip, board or device")
+        if devices > 1:
+            return _devices_side(spec, workload, hardware, unit, devices, target, cache_dir)
         program = compile_workload(workload, target, cache_dir=cache_dir)
         return Side(hardware, working_ops(program.costs.ops), unit,
                     f"{hardware.id}: one device, {_batch_text(workload.batch)}; ops of the "
-                    f"{target} compile{' (XLA:CPU)' if target == 'host' else ''}, placed in "
-                    "the dtypes the program stores", target)
+                    f"{_compile_text(target)}, placed in the dtypes the program stores",
+                    target)
     scope = hardware.scope if unit == "device" else unit
     device_scope, board = board_devices(target)
     share = hardware.scope_size(scope) / hardware.scope_size(device_scope)
@@ -116,6 +119,46 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
                          1.0, 1.0),)
     return Side(device_hardware(program, hardware), working_ops(program.costs.ops), unit,
                 f"{description}; ops of the {target} compile", target, gaps)
+
+
+def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: str,
+                  devices: int, target: str, cache_dir: str | Path | None) -> Side:
+    """``devices`` GPUs (or CPUs) each running its share of the batch, then a ring
+    all-reduce of the gradients over the device's first link. The gradients are those the
+    ``target`` compiler reduces in its board compile of the whole step: a ring over n
+    devices sends 2 (n - 1) / n of them from each, so they are its collectives' link bytes
+    divided by that factor (none for inference)."""
+    if not get_target(target).is_tpu:
+        raise RooflineError(
+            f"{devices} {hardware.id}s need the step's gradients, which only a board "
+            f"compile shows: give a TPU --target for the {hardware.kind}'s ops (e.g. "
+            "tpu-v3), or compare one device")
+    if not hardware.links:
+        raise RooflineError(f"{hardware.id} lists no link to all-reduce gradients over: "
+                            "compare one device, or add its links to the spec file")
+    each = _share_of_batch(workload.batch, devices, f"{devices}-device {hardware.id}")
+    program = compile_workload(_with_batch(spec, each), target, cache_dir=cache_dir)
+    _, board = board_devices(target)
+    whole = compile_workload(workload, target, data_parallel=True, cache_dir=cache_dir)
+    gradients = sum(op.link_bytes for op in whole.costs.ops) / (2 * (board - 1) / board)
+    link = hardware.links[0]
+    reduce = OpCost(
+        name="gradient all-reduce", opcode="all-reduce", category="collective",
+        dtype="fp32", unit="vector", flops=0.0, transcendentals=0.0, bytes_read=0.0,
+        bytes_written=0.0, onchip_bytes=0.0,
+        link_bytes=2 * (devices - 1) / devices * gradients, op_name="", operands=(),
+        notes=(f"a ring over {devices} devices: 2 x {devices - 1} / {devices} of "
+               f"{gradients:.4g} B of gradients, from the {target} board compile",))
+    ops = working_ops(program.costs.ops) + ([reduce] if gradients else [])
+    return Side(hardware, ops, unit,
+                f"{hardware.id} x {devices}: data-parallel, batch {each} each (global "
+                f"{workload.batch}), {gradients:.4g} B of gradients all-reduced as a ring "
+                f"over {link.name}; ops of the {_compile_text(target)}, placed in the "
+                "dtypes the program stores", target)
+
+
+def _compile_text(target: str) -> str:
+    return f"{target} compile" + (" (XLA:CPU)" if target == "host" else "")
 
 
 def _batch_text(batch: int | None) -> str:
