@@ -264,8 +264,11 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     default_stand_in`), and ``devices`` how many GPUs (or CPUs) run the step
     data-parallel, with a ring all-reduce of its gradients over their links.
     """
-    if devices > 1 and per is None:
-        per = "device"
+    if devices > 1:
+        if all(_hardware(ref, hardware_dir).kind == "tpu" for ref in (source, destination)):
+            raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
+                                "devices are its cores: compare per board")
+        per = per or "device"
     if per is None and measured is None and not Path(input).is_dir():
         per = default_unit(_hardware(source, hardware_dir),
                            _hardware(destination, hardware_dir))

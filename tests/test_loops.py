@@ -8,7 +8,7 @@ import pytest
 
 from roofline.hardware import load_hardware
 from roofline.model.analysis import place_op, place_spec
-from roofline.model.comparison import compare_costs, working_ops
+from roofline.model.comparison import compare_costs
 from roofline.model.placement import Bound, BoundKind
 from roofline.program.hlo import analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import costs_from_json, costs_to_json

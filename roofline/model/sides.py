@@ -6,9 +6,10 @@ A TPU unit of several compile devices (a board of 8 cores, a chip of 2) runs the
 data-parallel: compiled over the board's devices where the unit is the whole board (the
 gradient all-reduce appears as collective ops, placed on the links), or else compiled for
 one device at its share of the batch, the collectives between the unit's devices left out
-and said so. A GPU or CPU is one device whatever the unit: it runs the whole batch. Each
-side's ops are placed on one compile device; all devices of a unit run at once, so that
-device's time is the unit's.
+and said so. A GPU or CPU is one device whatever the unit, running the whole batch, or
+N devices each running its share, their gradients all-reduced as a ring over their
+links. Each side's ops are placed on one compile device; all devices of a unit run at
+once, so that device's time is the unit's.
 """
 
 from __future__ import annotations
