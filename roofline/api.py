@@ -264,28 +264,26 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     default_stand_in`), and ``devices`` how many GPUs (or CPUs) run the step
     data-parallel, with a ring all-reduce of its gradients over their links.
     """
+    source = _hardware(source, hardware_dir)
+    destination = _hardware(destination, hardware_dir)
     if devices > 1:
-        if all(_hardware(ref, hardware_dir).kind == "tpu" for ref in (source, destination)):
+        if source.kind == destination.kind == "tpu":
             raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
                                 "devices are its cores: compare per board")
         per = per or "device"
     if per is None and measured is None and not Path(input).is_dir():
-        per = default_unit(_hardware(source, hardware_dir),
-                           _hardware(destination, hardware_dir))
+        per = default_unit(source, destination)
     if per is not None:
         if measured is not None or Path(input).is_dir():
             raise RooflineError("comparing per board, chip, core or device (--per) compiles "
                                 "the SPEC for each device: give a SPEC, not measured times")
-        return _predict_per(str(input), _hardware(source, hardware_dir),
-                            _hardware(destination, hardware_dir), per, stand_in=target,
+        return _predict_per(str(input), source, destination, per, stand_in=target,
                             devices=devices, to_program=to_program,
                             max_batch=max_batch, overlap=overlap, ceilings=ceilings,
                             cache_dir=cache_dir)
-    program = program_ops(input, source, target=target, hardware_dir=hardware_dir,
-                          cache_dir=cache_dir)
+    program = program_ops(input, source, target=target, cache_dir=cache_dir)
     source_hw = program.hardware
-    dest = _hardware(destination, hardware_dir)
-    dest = aligned_scope(dest, source_hw.scope, source_hw.kind)
+    dest = aligned_scope(destination, source_hw.scope, source_hw.kind)
     after_ops = None
     after_input = to_program or (None if program.target is None else str(input))
     if after_input is not None:
@@ -309,8 +307,7 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
         comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
                                    after_ops=after_ops)
         mode = "analytical"
-    capacity = (_capacity(str(input), _hardware(source, hardware_dir),
-                          _hardware(destination, hardware_dir), cache_dir)
+    capacity = (_capacity(str(input), source, destination, cache_dir)
                 if max_batch else None)
     comparison = dataclasses.replace(comparison,
                                      coverage=comparison.coverage + program.coverage)

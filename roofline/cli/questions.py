@@ -67,8 +67,8 @@ def _predict(args: argparse.Namespace) -> int:
         result = predict(args.input, source, dest, target=args.target,
                          to_program=args.to_program, max_batch=args.max_batch,
                          overlap=args.overlap, clamp=args.clamp_efficiency,
-                         ceilings=args.ceilings, target_floor=floor, per=per, devices=args.devices,
-                         cache_dir=cache_dir_of(args))
+                         ceilings=args.ceilings, target_floor=floor, per=per,
+                         devices=args.devices, cache_dir=cache_dir_of(args))
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
     if args.plot:
@@ -134,7 +134,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host); "
                                     "with --per, the compile a GPU or CPU side takes its "
-                                    "ops from (default: host)")
+                                    "ops from (default: the TPU side's, else host)")
     p.add_argument("--per", choices=("device", "board", "chip", "core"),
                    help="compare the same step (global batch) on each device as a whole, "
                         "per board, chip or TPU core: a TPU board runs it data-parallel "

@@ -309,8 +309,11 @@ class MaxBatch:
     at_limit: bool = False
 
 
+BATCH_LIMIT = 1 << 20   # the largest batch a capacity search tries
+
+
 def max_batch(build: Callable[[int], Workload], target: str, hardware: Hardware, *,
-              start: int = 1, limit: int = 1 << 20, data_parallel: bool = False,
+              start: int = 1, limit: int = BATCH_LIMIT, data_parallel: bool = False,
               resolution: float = 0.0, cache_dir: str | Path | None = None) -> MaxBatch:
     """The largest batch whose compiled footprint fits one device of ``hardware``.
 
@@ -407,7 +410,7 @@ def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardwa
     holds twice the batch, which doubles the intensity of weight-bound layers.
     """
     largest, fitting = _search_batches(build, target, hardware, start=start,
-                                       limit=1 << 20, data_parallel=False,
+                                       limit=BATCH_LIMIT, data_parallel=False,
                                        resolution=resolution, cache_dir=cache_dir)
     seconds = {batch: place_program(program, hardware).seconds
                for batch, program in fitting.items()}
