@@ -352,14 +352,20 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
     for :func:`predict`."""
     from roofline.program.ops_table import OpsTable, read_ops_table
 
-    ops = table if isinstance(table, OpsTable) else read_ops_table(table)
+    from roofline.model.comparison import same_layer
+
+    given = table if isinstance(table, OpsTable) else read_ops_table(table)
     source_hw = _hardware(source, hardware_dir)
     dest = _hardware(destination, hardware_dir)
-    after_ops = list(ops.with_dtype(to_dtype).ops) if to_dtype else None
+    # Each side's ops as its compiler lays them out; a row is the same op on both sides
+    # whatever its dtype or layout, so rows pair by name.
+    ops = given.laid_out_for(source_hw.kind)
+    after = (given.with_dtype(to_dtype) if to_dtype else given).laid_out_for(dest.kind)
+    after_ops = None if after is ops else list(after.ops)
     bound = _lower_bound(list(ops.ops), source_hw, dest, overlap, after_ops)
     source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
-                          target_ops=after_ops, clamp=clamp,
+                          target_ops=after_ops, clamp=clamp, calls=True, pairs_with=same_layer,
                           target_floor=None if target_floor is None
                           else given_floor(target_floor))
     return Prediction(ops.source, "transfer", comparison, None, bound=bound)

@@ -141,3 +141,34 @@ def test_what_if_bandwidth_moves_ridge(tpu_v2):
     # 1.5x bandwidth: 180 / 3.6 = 50 FLOP/B; the original record still says 75.
     assert ridge_point(tpu_v2.scaled(memory_bandwidth=1.5), "bf16", "matrix") == pytest.approx(50)
     assert ridge_point(tpu_v2, "bf16", "matrix") == pytest.approx(75)
+
+
+def test_transcendentals_take_time_at_the_transcendental_roof_beside_the_flops():
+    # twocore (tests/data/specs/twocore.toml) with a transcendental roof of 4 G/s added:
+    # 2^20 exponentials and 2^20 FLOPs in f32: 2^20 / 100 GFLOP/s = 10.49 us of vector
+    # work plus 2^20 / 4e9 = 262.1 us of exponentials on the same units: 272.6 us,
+    # compute-bound on the transcendental roof (its bytes, 8 MiB / 20 GB/s = 419.4 us,
+    # would bound it without: so give it 1 MiB, 52.4 us).
+    import dataclasses
+    from pathlib import Path
+
+    from roofline.hardware import ComputeRoof
+    from roofline.model.placement import ridge_points
+
+    path = Path(__file__).parent / "data" / "specs" / "twocore.toml"
+    plain = load_spec_file(path)
+    roof = ComputeRoof("transcendental", "fp32", 4e9, ("sheet",))
+    cpu = dataclasses.replace(plain, compute=(*plain.compute, roof))
+    work = Work(flops=2**20, bytes=2**20, dtype="fp32", transcendentals=2**20)
+    placed = place(work, cpu)
+    assert placed.compute_s == pytest.approx(2**20 / 100e9 + 2**20 / 4e9)
+    assert (placed.bound.kind, placed.bound.resource) == (BoundKind.COMPUTE,
+                                                          "fp32 transcendental")
+    # bf16 exponentials are evaluated widened, at the fp32 roof.
+    narrow = place(dataclasses.replace(work, dtype="bf16", flops=0), cpu)
+    assert narrow.compute_s == pytest.approx(2**20 / 4e9)
+    # Without the roof their time is not placed: memory-bound, 1 MiB / 20 GB/s.
+    assert place(work, plain).seconds == pytest.approx(2**20 / 20e9)
+    # A transcendental roof is no ridge: ridges stay those of the FLOP roofs.
+    assert {r.roof.unit for r in ridge_points(cpu)} == {"matrix", "vector"}
+    assert roof.peak_text == "4 G/s"

@@ -65,6 +65,21 @@ def test_every_kind_is_costed_by_the_registry_conventions():
     assert table.with_dtype("bf16").ops[0].bytes_read == ops["mm"].bytes_read / 2
 
 
+def test_narrow_sums_accumulate_in_f32_as_jax_does():
+    # jnp.sum of bf16 widens to f32 and adds in f32: 128 x 999 f32 additions plus the
+    # 128 x 1000 conversions that widen the input (one FLOP each, XLA's convention), on the
+    # fp32 vector roof; the input is read as bf16 (2 B), the row sums written as f32 (4 B).
+    table = read_ops_table(_table("s,sum,128x1000,bf16,20 us", "m,mean,128x1000,bf16,20 us"))
+    total, mean = table.ops
+    assert total.flops == 128 * 999 + 128 * 1000
+    assert (total.dtype, total.bytes_read, total.bytes_written) == ("fp32", 128 * 1000 * 2,
+                                                                    128 * 4)
+    # mean: the same and one division per row.
+    assert mean.flops == 128 * 999 + 128 * 1000 + 128
+    # In f32 nothing is widened: 128 x 999 FLOPs, as before.
+    assert read_ops_table(_table("s,sum,128x1000,f32,20 us")).ops[0].flops == 128 * 999
+
+
 @pytest.mark.parametrize("row, header, column, message", [
     ("a,matmull,4x4;4x4,f32,1 us", None, "kind", "unknown op kind 'matmull'"),
     ("a,matmul,4x4;5x4,f32,1 us", None, "shapes", "must equal B's second to last"),
@@ -153,3 +168,44 @@ def test_predict_target_floor_at_the_cli(tmp_path, capsys):
     assert main([*argv, "--target-floor", "5"]) == 2   # a time needs its unit
     err = capsys.readouterr().err
     assert "Traceback" not in err and "5" in err
+
+
+@pytest.mark.parametrize("kind, fn", [
+    ("relu", "relu"), ("add", "add"), ("exp", "exp"), ("gelu", "gelu")])
+def test_bf16_rows_laid_out_for_xla_cpu_cost_what_xla_cpu_compiles(kind, fn):
+    # XLA:CPU computes bf16 element-wise work in f32 and rounds each result (a convert to
+    # bf16 and back, one FLOP each): gelu's 9 operations become 26 FLOPs per element
+    # (param convert 1, seven rounded operations 3 each, tanh 2 (its rounding), the last
+    # multiply and its convert 2). The table's row, laid out for a CPU, costs what the
+    # registry counts in the program XLA:CPU compiles for the same JAX function.
+    import jax
+    import jax.numpy as jnp
+
+    from roofline.program.compile import compile_program
+    from tests.programs import sds
+
+    functions = {"relu": jax.nn.relu, "exp": jnp.exp, "add": lambda a, b: a + b,
+                 "gelu": lambda x: jax.nn.gelu(x, approximate=True)}
+    operands = 2 if kind == "add" else 1
+    table = read_ops_table(_table(f"a,{kind},{';'.join(['4096'] * operands)},bf16,1 us"))
+    (row,) = table.laid_out_for("cpu").ops
+    compiled = compile_program(functions[fn], [sds((4096,), jnp.bfloat16)] * operands)
+    (op,) = [o for o in compiled.costs.ops if o.does_work]
+    assert (row.flops, row.transcendentals) == (op.flops, op.transcendentals)
+    assert row.bytes == op.bytes
+    # Laid out for a GPU or TPU, the row computes in bf16 as written: gelu 8 FLOPs each.
+    if kind == "gelu":
+        assert table.laid_out_for("gpu").ops[0].flops == 8 * 4096
+
+
+def test_rows_pair_by_name_whatever_their_dtype_or_layout():
+    # A bf16 sum accumulates in f32 (128 x 1000 more FLOPs of conversion) and a bf16 gelu
+    # on XLA:CPU is rounded after every operation (26 FLOPs an element against 8): still
+    # the same rows, carried with their measured times, not ops of another compile.
+    from roofline.model.comparison import Presence
+
+    table = read_ops_table(_table("s,sum,128x1000,f32,20 us", "g,gelu,4096,f32,15 us"))
+    spec = str(SPECS / "twocore.toml")
+    result = predict_ops(table, spec, spec, to_dtype="bf16")
+    assert {op.name: op.presence for op in result.comparison.ops} == {
+        "s": Presence.BOTH, "g": Presence.BOTH}

@@ -134,8 +134,8 @@ RUN_S = {f"mm{w}": (10 + w / 0.5) * 1e-6 for w in WORK_US}
 
 
 def test_the_floor_is_fitted_from_the_run_and_carried_to_the_target(chip):
-    # Theil-Sen through the smaller half (work 1, 2, 4 us -> 12, 14, 18 us): slope 2,
-    # intercept 10 us. Every op has e = w / (m - 10 us) = 0.5.
+    # Theil-Sen through the ops doing less work than the fastest time, 12 us (work 1, 2,
+    # 4 us -> 12, 14, 18 us): slope 2, intercept 10 us. Every op has e = w / (m - 10 us) = 0.5.
     measured = efficiencies(RUN, RUN_S, chip)
     assert [m.floor_s for m in measured] == pytest.approx([10e-6] * 6)
     assert [m.efficiency for m in measured] == pytest.approx([0.5] * 6)
@@ -196,3 +196,88 @@ def test_cache_served_bytes_on_a_target_without_that_bandwidth_are_estimated(chi
     assert result.ops[0].new_s == pytest.approx(2.5e-6)
     [estimate] = result.coverage.of(Gap.ESTIMATED_BANDWIDTH)
     assert "taken as 8 TB/s" in estimate.detail
+
+
+# --- one CPU at two core counts (tests/data/specs/twocore.toml) ---------------------------
+# One core: 100 GFLOP/s fp32 matrix, 50 vector, 16 GB/s DRAM; two cores: 200, 100, 20 GB/s.
+
+
+def test_one_cpu_at_more_cores_divides_the_work_over_the_cores_each_op_occupies():
+    import pandas
+
+    from roofline.model.floor import given_floor
+    from roofline.program.ops_table import read_ops_table
+    from tests.conftest import DATA
+
+    path = DATA / "specs" / "twocore.toml"
+    one = load_spec_file(path, variant="one-core", scope="core")
+    both = load_spec_file(path)
+    table = read_ops_table(pandas.DataFrame({
+        "name": ["tiny", "big", "streaming", "gemm"],
+        "kind": ["relu", "relu", "relu", "matmul"],
+        "shapes": ["1024", "1048576", "1048576", "512x512;512x512"],
+        "dtype": ["f32"] * 4,
+        "time_us": [15, 1005, 605, 3005]}))
+    result = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6))
+    new_us = {op.name: op.new_s * 1e6 for op in result.ops}
+    # tiny: 8 KiB accessed, one task (XLA:CPU splits loops per 256 KiB): its 10 us of work
+    # above the 5 us floor stay on one core: 5 + 10 = 15 us. (Carrying its efficiency on
+    # DRAM instead, 0.512 us / 10 us, would give 5 + 0.41 / 0.0512 = 13 us.)
+    assert new_us["tiny"] == pytest.approx(15)
+    # big: 8 MiB accessed, two tasks: 1000 us / 2 = 500 us per core, above its 8,388,608 B /
+    # 20 GB/s = 419.4 us at the shared DRAM roof: 505 us (efficiency carried on DRAM would
+    # give 5 + 419.4 / (524.3 / 1000) = 805 us: DRAM is not what held it).
+    assert new_us["big"] == pytest.approx(505)
+    # streaming: the same op near the DRAM roof, 600 us: 300 us per core is below 419.4 us,
+    # so the shared DRAM holds it: 5 + 419.43 = 424.43 us.
+    assert new_us["streaming"] == pytest.approx(5 + 8388608 / 20e9 * 1e6)
+    # gemm: a library call, on every core: 3000 / 2 = 1500 us above the 2 x 512^3 /
+    # 200 GFLOP/s = 1342.2 us of the two-core matrix roof: 1505 us.
+    assert new_us["gemm"] == pytest.approx(1505)
+    assert "one CPU at 1 and 2 cores: work per occupied core" in result.basis
+    # The same record on both sides is untouched by the rule: the measured times back.
+    same = transfer(list(table.ops), table.measured_s, one, one, floor=given_floor(5e-6))
+    assert [op.new_s for op in same.ops] == pytest.approx([op.old_s for op in same.ops])
+
+
+def test_the_floor_is_fitted_through_the_ops_near_it_not_the_smaller_half(chip):
+    # Three small matmuls on the floor (work 1, 2, 3 us measured 11, 12, 13 us: a 10 us
+    # floor, e = 1) and five at 10% efficiency (work 12..20 us, measured 130..210 us).
+    # Only ops doing less work than the fastest time (11 us) are fitted: the line through
+    # (1, 11), (2, 12), (3, 13) has intercept 10 us. Through the smaller half, which adds
+    # (12, 130), Theil-Sen's intercept would be -2.27 us: no floor, the spec's 2 us.
+    works = {"a": 1, "b": 2, "c": 3, "d": 12, "e": 14, "f": 16, "g": 18, "h": 20}
+    times = {name: (10 + work if work < 10 else 10 + work / 0.1)
+             for name, work in works.items()}
+    ops = [_op(n, w * 1e-6 * 20e12, 1e3) for n, w in works.items()]
+    measured = efficiencies(ops, {n: t * 1e-6 for n, t in times.items()}, chip)
+    assert [m.floor_s for m in measured] == pytest.approx([10e-6] * 8)
+
+
+def test_ops_timed_as_their_own_programs_pay_each_side_s_handoff_to_a_worker_thread():
+    import pandas
+
+    from roofline.model.floor import given_floor
+    from roofline.program.ops_table import read_ops_table
+    from tests.conftest import DATA
+
+    # twocore's handoff: 3 us pinned to one core, 0.5 us on both. relu of 1024 elements
+    # is 1024 FLOPs (XLA:CPU hands programs of 1000 or more to a worker thread); exp of 256
+    # is 0 FLOPs (exponentials are counted apart) and runs on the caller's thread.
+    path = DATA / "specs" / "twocore.toml"
+    one = load_spec_file(path, variant="one-core", scope="core")
+    both = load_spec_file(path)
+    table = read_ops_table(pandas.DataFrame({
+        "name": ["handed", "inline"], "kind": ["relu", "exp"], "shapes": ["1024", "256"],
+        "dtype": ["f32"] * 2, "time_us": [15, 6]}))
+    result = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6),
+                      calls=True)
+    new_us = {op.name: op.new_s * 1e6 for op in result.ops}
+    # handed: 15 = 5 (floor) + 3 (handoff) + 7 of work, one task: 5 + 0.5 + 7 = 12.5 us.
+    assert new_us["handed"] == pytest.approx(12.5)
+    # inline: 6 = 5 + 1, no handoff on either side: 6 us.
+    assert new_us["inline"] == pytest.approx(6)
+    assert "handoff to a worker thread: twocore@one-core (core) 3 us" in result.basis
+    # Not timed as programs of their own (a profiled run): no handoff, 15 us stays 15 us.
+    profiled = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6))
+    assert {op.name: op.new_s for op in profiled.ops}["handed"] == pytest.approx(15e-6)

@@ -3,13 +3,22 @@
 Peaks are what XLA:CPU achieves, which is what an explained host run can hope for:
 
 - matrix work: GEMMs of growing size per dtype, best FLOP/s;
-- vector work: chains of 4 to 64 multiply-adds per element of a large array, best rate;
+- vector work: chains of 4 to 64 multiply-adds per element of a large array, best rate,
+  in FLOPs as XLA counts the compiled chain (in bfloat16 the conversions XLA:CPU rounds
+  every result with count too: 6 FLOPs a multiply-add);
 - bandwidth per level: ``y = 0.999 * y + x`` repeated in a compiled loop over arrays sized
-  to fit L1, L2, L3 (two arrays in half the cache) or to spill to DRAM; bytes per pass are
+  to fit L1, L2, L3 (two arrays in half the cache, and in an eighth: the better) or to
+  spill to DRAM; bytes per pass are
   3 x the array (read x and y, write y), and the loop's own cost per pass (measured on an
   8-element array) is subtracted;
 - fixed per-op overhead: a chain of 65 dependent 4x4 matmuls (one kernel each, with no
-  work to speak of), less a chain of 1, per op.
+  work to speak of), less a chain of 1, per op;
+- transcendentals: a loop of 100 kernels each taking the exponential of a 1 MiB f32
+  array (times a constant), exponentials per second;
+- handoff: a one-kernel program just over XLA:CPU's inline threshold (1024 elements of 2
+  FLOPs each, run on the runtime's worker thread) less one just under it (256 elements,
+  run on the caller's thread), the median of five pairs: what an op timed as its own
+  program pays to be handed over (:func:`roofline.program.hlo.cpu_threads.runs_inline`).
 
 Each runs in a fresh process pinned to one core, then to all cores. The datasheet peak
 (cores x clock x FLOP/cycle from the CPU's vector extensions) is computed beside it, and a
@@ -21,6 +30,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +43,12 @@ from roofline.units import Kind, format_quantity
 
 DTYPES = (("fp32", "float32"), ("bf16", "bfloat16"))
 VECTOR_DEPTHS = (4, 8, 16, 32, 64)
+# FLOPs of one multiply-add step of a vector chain as XLA counts the compiled program, the
+# count the roofs are placed against: a multiply and an add; in bfloat16 also the two
+# conversions of each (XLA:CPU computes a bf16 operation in f32 and rounds its result to
+# bf16 and back), one FLOP each by XLA's convention.
+CHAIN_STEP_FLOPS = {"float32": 2, "bfloat16": 6}
+TRANSCENDENTAL_TRIPS = 100
 
 
 def best_seconds(fn: Any, *args: Any, reps: int, inner: int = 1) -> float:
@@ -84,9 +100,19 @@ def _worker(quick: bool) -> dict[str, Any]:
         x = jnp.ones((elements,), getattr(jnp, name))
         a, b = x.dtype.type(1.0001), x.dtype.type(0.5)
         results[f"vector_{spec_dtype}"] = max(
-            2 * depth * elements / best_seconds(jax.jit(chain, static_argnums=3), x, a, b, depth,
-                                         reps=reps)
+            CHAIN_STEP_FLOPS[name] * depth * elements
+            / best_seconds(jax.jit(chain, static_argnums=3), x, a, b, depth, reps=reps)
             for depth in VECTOR_DEPTHS)
+
+    # Transcendentals: a loop of one-exponential kernels (each with one multiply) over a
+    # 1 MiB array, large enough for XLA:CPU to split over every core. A chain of
+    # exponentials in one kernel runs at half the rate of single ones here, so it is no
+    # ceiling. Evaluated in f32 (XLA:CPU widens narrow floats to evaluate them).
+    exps = jax.jit(lambda v: jax.lax.fori_loop(0, TRANSCENDENTAL_TRIPS,
+                                               lambda _, u: jnp.exp(u * -0.5), v))
+    field = jnp.full((1 << 18,), 0.5, jnp.float32)
+    results["transcendental_fp32"] = (TRANSCENDENTAL_TRIPS * field.size
+                                      / best_seconds(exps, field, reps=reps))
 
     def dots(x: Any, count: int) -> Any:
         for _ in range(count):
@@ -97,6 +123,13 @@ def _worker(quick: bool) -> dict[str, Any]:
     many = best_seconds(jax.jit(lambda x: dots(x, 65)), small, reps=reps, inner=100)
     results["overhead_s"] = max((many - one) / 64, 1e-9)
     results["dispatch_s"] = one
+    affine = jax.jit(lambda x: x * 0.5 + 1.0)   # 2 FLOPs per element
+    under, over = jnp.ones((256,), jnp.float32), jnp.ones((1024,), jnp.float32)
+    # Pairs taken close together, their median: a neighbour's burst or a worker thread
+    # scheduled on the caller's core moves single pairs by several microseconds.
+    results["handoff_s"] = max(statistics.median(
+        best_seconds(affine, over, reps=reps, inner=200)
+        - best_seconds(affine, under, reps=reps, inner=200) for _ in range(5)), 0.0)
     tiny = jnp.ones((8,), jnp.float32)
 
     def passes(x: Any, y: Any, count: int) -> Any:
@@ -104,12 +137,15 @@ def _worker(quick: bool) -> dict[str, Any]:
     loop = jax.jit(passes, static_argnums=2)
     base = tiny
     loop_cost = best_seconds(loop, base, base, 10000, reps=reps) / 10000
-    for level, array_bytes in _level_sizes(quick).items():
-        n = max(array_bytes // 4, 8)
-        x = jnp.ones((n,), jnp.float32)
-        count = int(min(20000, max(4, (2e8 if quick else 1e9) // (3 * array_bytes))))
-        per_pass = best_seconds(loop, x, x, count, reps=reps) / count - loop_cost
-        results["bandwidth"][level] = 3 * n * 4 / max(per_pass, 1e-12)
+    for level, sizes in _level_sizes(quick).items():
+        rates = []
+        for array_bytes in sizes:
+            n = max(array_bytes // 4, 8)
+            x = jnp.ones((n,), jnp.float32)
+            count = int(min(20000, max(4, (2e8 if quick else 1e9) // (3 * array_bytes))))
+            per_pass = best_seconds(loop, x, x, count, reps=reps) / count - loop_cost
+            rates.append(3 * n * 4 / max(per_pass, 1e-12))
+        results["bandwidth"][level] = max(rates)
     results["loop_cost_s"] = loop_cost
     return results
 
@@ -133,12 +169,16 @@ def _cache_sizes() -> dict[str, tuple[int, str]]:
     return caches
 
 
-def _level_sizes(quick: bool) -> dict[str, int]:
-    """Bytes per array for each level: two arrays in half the cache; DRAM well past L3."""
+def _level_sizes(quick: bool) -> dict[str, tuple[int, ...]]:
+    """Bytes per array for each level: two arrays in half the cache, and in an eighth of
+    it (the best of the two is the level's ceiling: a cache shared with other machines'
+    work, as a VM's last level is, does not always hold half its size for one process,
+    and an eighth still overflows the level below); DRAM well past the last level."""
     caches = _cache_sizes()
-    sizes = {level: max(size // 4, 1024) for level, (size, _) in caches.items()}
+    sizes = {level: (max(size // 4, 1024), max(size // 16, 1024))
+             for level, (size, _) in caches.items()}
     last = max((size for size, _ in caches.values()), default=32 << 20)
-    sizes["DRAM"] = max(4 * last, (32 if quick else 128) << 20)
+    sizes["DRAM"] = (max(4 * last, (32 if quick else 128) << 20),)
     return sizes
 
 
@@ -349,7 +389,12 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
         "", "[power]", 'note = "Not measured: no power counters are read."',
         "", "[overhead]", f'per_op = "{m.all_cores["overhead_s"] * 1e9:.4g} ns"',
         'source = "measured"',
-        'note = "In-program cost of one extra kernel (thunk) on XLA:CPU: a 4x4 matmul."',
+        'note = "In-program cost of one extra kernel (thunk) on XLA:CPU: a 4x4 matmul. '
+        'handoff: what a program of 1000 FLOPs or more pays to run on the runtime\'s worker '
+        'thread rather than the caller\'s (a 1024-element program less a 256-element one)."',
+        f'handoff = "{m.all_cores["handoff_s"] * 1e9:.4g} ns"',
+        f'alternatives.one-core = {{ handoff = "{m.one_core["handoff_s"] * 1e9:.4g} ns", '
+        'source = "measured" }',
     ]
 
 
@@ -361,6 +406,9 @@ def _compute_toml(m: HostMeasurement) -> list[str]:
     roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
                "Elementwise work: the best of chains of 4 to 64 multiply-adds.")
               for dtype, _ in DTYPES]
+    roofs.append(("transcendental", "fp32", m.all_cores["transcendental_fp32"],
+                  m.one_core["transcendental_fp32"], "Exponentials per second (written as "
+                  "FLOP/s, one each): a loop of one-exponential kernels over 1 MiB."))
     lines: list[str] = []
     for unit, dtype, every, one, note in roofs:
         lines += ["", "[[compute]]", f'unit = "{unit}"', f'dtype = "{dtype}"',

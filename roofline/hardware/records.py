@@ -16,7 +16,10 @@ from roofline.errors import ScaleError, UnknownHardwareError, did_you_mean
 from roofline.units import Kind, format_quantity
 
 Unit = Literal["matrix", "vector"]
-UNITS: tuple[str, ...] = ("matrix", "vector")
+# "transcendental": exponentials, logarithms, tanh... per second, each counted as one (XLA
+# counts them apart from FLOPs); a roof of the units that evaluate them, not of FLOPs.
+UNITS: tuple[str, ...] = ("matrix", "vector", "transcendental")
+TRANSCENDENTAL = "transcendental"
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
 PRECISIONS: tuple[str, ...] = ("DEFAULT", "HIGH", "HIGHEST")   # jax.lax.Precision
 KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
@@ -56,8 +59,11 @@ class ComputeRoof:
 
     @property
     def peak_text(self) -> str:
-        """The peak for people: "125 TFLOP/s", or "624 TOP/s" for integer dtypes."""
+        """The peak for people: "125 TFLOP/s", "624 TOP/s" for integer dtypes, "3.9 G/s"
+        for transcendentals."""
         text = format_quantity(self.flop_per_s, Kind.FLOP_RATE)
+        if self.unit == TRANSCENDENTAL:
+            return text.replace("FLOP/s", "/s")
         return text.replace("FLOP/s", "OP/s") if self.dtype.startswith("int") else text
 
 
@@ -132,6 +138,9 @@ class Hardware:
     sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
     ceilings: str = "peak"                  # what the rates are: "peak" or "achievable"
     gemm: GemmTiling | None = None          # how its GEMM library tiles a matrix product
+    # XLA:CPU hosts: what a program run on the runtime's worker thread pays over one run on
+    # the caller's (roofline.program.hlo.cpu_threads.runs_inline), where measured.
+    handoff: Scalar | None = None
 
     # --- naming -------------------------------------------------------------------
     @property
@@ -168,6 +177,11 @@ class Hardware:
 
     def has_roof(self, dtype: str, unit: str) -> bool:
         return any(r.dtype == dtype and r.unit == unit for r in self.compute)
+
+    @property
+    def arithmetic(self) -> tuple[ComputeRoof, ...]:
+        """The roofs of FLOPs: every compute roof but the transcendental ones."""
+        return tuple(r for r in self.compute if r.unit != TRANSCENDENTAL)
 
     @property
     def main_memory(self) -> MemoryLevel:

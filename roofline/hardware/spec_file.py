@@ -211,7 +211,8 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
     return tuple(links)
 
 
-_SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"}, "overhead": {"per_op"}}
+_SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"},
+                  "overhead": {"per_op", "handoff"}}
 _SUSTAINED = {"sustained", "sustained_source", "sustained_note"}
 
 
@@ -331,6 +332,8 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         memory=_memory(reader, doc, variant),
         links=_links(reader, doc, variant),
         overhead=_overhead(reader, doc, variant),
+        handoff=_scalar(reader, doc, "overhead", "handoff", Kind.TIME, variant,
+                        extensive=False, optional=True),
         clock=clock,  # type: ignore[arg-type]
         base_clock=base_clock,
         tdp=_scalar(reader, doc, "power", "tdp", Kind.POWER, variant,

@@ -124,7 +124,8 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
         link_bytes, link = link_bytes + op.host_bytes, pcie
     return Work(flops=op.flops, bytes=main, dtype=placement_dtype(op, hardware),
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
-                launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware))
+                launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware),
+                transcendentals=op.transcendentals)
 
 
 def wave_efficiency(op: OpCost, hardware: Hardware) -> float:

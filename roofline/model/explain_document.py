@@ -34,8 +34,8 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
             "xprof": _xprof_row(ex.loaded.xprof_for(op.measured)),
         })
     peaks = run.device_peaks()
-    main_roof = next((r for r in hw.compute if (r.unit, r.dtype) == ("matrix", "bf16")),
-                     max(hw.compute, key=lambda r: r.flop_per_s))
+    main_roof = next((r for r in hw.arithmetic if (r.unit, r.dtype) == ("matrix", "bf16")),
+                     max(hw.arithmetic, key=lambda r: r.flop_per_s))
     spec_numbers = {"flop_per_s": main_roof.flop_per_s,
                     "memory_bytes_per_s": hw.main_memory.bytes_per_s,
                     "hbm_bytes_per_s": hw.main_memory.bytes_per_s}

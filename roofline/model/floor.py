@@ -7,12 +7,18 @@ op timed from Python, far above a spec's launch overhead. So it is measured, not
 the spec: :func:`fit_floor` fits it from the run itself.
 
 Per category, a robust line (Theil-Sen, :func:`scipy.stats.theilslopes`) through measured
-time against roofline work time, over the category's smaller half of ops (at least
-``MIN_FIT``); its intercept is the category's floor, clipped to [0, the fastest op]. The
-intercept is trusted only where the run has ops on the floor (at least ``ON_FLOOR`` ops
-whose work is below it); otherwise it would be an extrapolation, and the category takes
-the floor fitted over all the run's ops the same way. A run with fewer than ``MIN_FIT``
-ops, or none on its floor, falls back to the spec's per-op overhead.
+time against roofline work time; its intercept is the category's floor, clipped to [0,
+the fastest op]. The line goes through the ops near the floor: those whose roofline work
+is less than the fastest time measured in the whole run (whatever they cost beyond their
+work, no op ran faster), when there are at least ``NEAR_FLOOR`` of them; otherwise the
+category's smaller half of ops (at least ``MIN_FIT``). Ops far above the floor would tilt
+the line: element-wise ops served by a cache and transcendental ops the roofline places
+as memory-bound have efficiencies an order of magnitude apart, and a line through all of
+them crosses zero below the floor. The intercept is trusted only where the run has ops
+on the floor (at least ``ON_FLOOR`` ops whose work is below it); otherwise it would be an
+extrapolation, and the category takes the floor fitted over all the run's ops the same
+way. A run with fewer than ``MIN_FIT`` ops, or none on its floor, falls back to the
+spec's per-op overhead.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from roofline.hardware.records import Hardware
 from roofline.units import Kind, format_quantity
 
 MIN_FIT = 4
+NEAR_FLOOR = 3    # ops doing less work than the run's fastest time, to fit through them alone
 ON_FLOOR = 2      # ops whose work is below the fitted floor, for it not to be extrapolated
 
 
@@ -80,15 +87,18 @@ def given_floor(seconds: float) -> Floor:
     return Floor(seconds, "given", f"{format_quantity(seconds, Kind.TIME)} per op (given)")
 
 
-def _intercept(samples: list[FloorSample]) -> float | None:
-    """The robust floor of these samples, or None if they show no floor."""
+def _intercept(samples: list[FloorSample], fastest_s: float) -> float | None:
+    """The robust floor of these samples, or None if they show no floor. ``fastest_s``:
+    the fastest time measured in the run."""
     import numpy
     from scipy.stats import theilslopes
 
     if len(samples) < MIN_FIT:
         return None
     ordered = sorted(samples, key=lambda s: s.work_s)
-    small = ordered[:max(MIN_FIT, len(ordered) // 2)]
+    small = [s for s in ordered if s.work_s < fastest_s]
+    if len(small) < NEAR_FLOOR or len({s.work_s for s in small}) < 2:
+        small = ordered[:max(MIN_FIT, len(ordered) // 2)]
     with numpy.errstate(invalid="ignore"):   # the slope's confidence interval, unused
         fit = theilslopes([s.measured_s for s in small], [s.work_s for s in small])
     floor = min(max(float(fit.intercept), 0.0), min(s.measured_s for s in small))
@@ -100,16 +110,17 @@ def fit_floor(samples: Iterable[FloorSample], fallback: Hardware) -> Floor:
     """The floor of a measured run (module docstring); ``fallback``'s spec overhead where
     the run shows none."""
     samples = list(samples)
-    overall = _intercept(samples)
+    fastest = min((s.measured_s for s in samples), default=0.0)
+    overall = _intercept(samples, fastest)
     if overall is None:
         return spec_floor(fallback)
     groups: dict[str, list[FloorSample]] = defaultdict(list)
     for sample in samples:
         groups[sample.category].append(sample)
     fitted = {category: value for category, items in sorted(groups.items())
-              if (value := _intercept(items)) is not None}
+              if (value := _intercept(items, fastest)) is not None}
     q = format_quantity
     parts = [f"{category} {q(value, Kind.TIME)}" for category, value in fitted.items()]
-    detail = (f"fitted from {len(samples)} measured ops (Theil-Sen over the smaller half): "
+    detail = (f"fitted from {len(samples)} measured ops (Theil-Sen near the floor): "
               + ", ".join(parts + [f"other {q(overall, Kind.TIME)}"]))
     return Floor(overall, "fitted", detail, tuple(fitted.items()))

@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 
 from roofline.errors import UnknownHardwareError
-from roofline.hardware.records import ComputeRoof, Hardware, Link, MemoryLevel
+from roofline.hardware.records import TRANSCENDENTAL, ComputeRoof, Hardware, Link, MemoryLevel
 
 
 FLOP_CONVENTION = "dense peaks; a fused multiply-add counts as 2 FLOPs"
@@ -69,6 +69,8 @@ class Work:
     fixed per-op overhead is paid (a loop of 10 iterations over 3 kernels pays it 30 times).
     ``wave_efficiency`` is the share of the compute roof a GPU matrix product can use after
     tile and wave quantization (:meth:`roofline.program.hlo.formulas.GemmShape.wave_efficiency`).
+    ``transcendentals`` (exponentials, tanh...) take time at the device's transcendental
+    roof where its spec has one, on the same units as the FLOPs (the two add up).
     """
 
     flops: float
@@ -80,9 +82,10 @@ class Work:
     link: str | None = None
     launches: int = 1
     wave_efficiency: float = 1.0
+    transcendentals: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("flops", "bytes", "link_bytes"):
+        for name in ("flops", "bytes", "link_bytes", "transcendentals"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Work.{name} cannot be negative: {getattr(self, name)}")
         if not 0 < self.wave_efficiency <= 1:
@@ -167,6 +170,16 @@ def choose_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof | None:
     return None
 
 
+def transcendental_roof(hw: Hardware, dtype: str) -> ComputeRoof | None:
+    """The rate ``hw`` evaluates transcendentals of ``dtype`` at: its own roof, else the
+    fp32 one (narrow floats are widened to evaluate them); None where the spec has neither
+    (their time is then not placed)."""
+    for candidate in (dtype, "fp32"):
+        if hw.has_roof(candidate, TRANSCENDENTAL):
+            return hw.roof(candidate, TRANSCENDENTAL)
+    return None
+
+
 def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
     """:func:`choose_roof`, or an error that lists the roofs the device has."""
     roof = choose_roof(hw, dtype, unit)
@@ -208,7 +221,7 @@ def ridge_points(hw: Hardware) -> list[Ridge]:
     """Every ridge: each compute roof against each memory level with a bandwidth."""
     return [Ridge(roof, level, roof.flop_per_s / level.bytes_per_s)
             for level in hw.memory if level.bytes_per_s is not None
-            for roof in hw.compute]
+            for roof in hw.arithmetic]
 
 
 def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement:
@@ -220,6 +233,11 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     """
     roof = choose_roof(hw, work.dtype, work.unit)
     compute_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
+    special = transcendental_roof(hw, work.dtype) if work.transcendentals else None
+    special_s = work.transcendentals / special.flop_per_s if special else 0.0
+    compute_label = (special.label if special and special_s > compute_s
+                     else roof.label if roof else "")
+    compute_s += special_s
     memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
     for name, nbytes in work.near_bytes:
         level = hw.level(name)
@@ -229,7 +247,7 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
         link_s = work.link_bytes / _link(hw, work.link).bytes_per_s
     overhead_s = hw.overhead.value * work.launches  # type: ignore[operator]
 
-    candidates = [(compute_s, Bound(BoundKind.COMPUTE, roof.label if roof else ""))]
+    candidates = [(compute_s, Bound(BoundKind.COMPUTE, compute_label))]
     candidates += [(t, Bound(BoundKind.MEMORY, name)) for name, t in memory_s]
     link_name = _link(hw, work.link).name if work.link_bytes > 0 else ""
     candidates += [(link_s, Bound(BoundKind.LINK, link_name)),

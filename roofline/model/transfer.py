@@ -35,6 +35,26 @@ direct one the FLOPs count (Winograd, FFT): it is carried at its measured ratio 
 Any other such op means the spec understates the device: refused, unless ``clamp`` caps
 its efficiency at 1 (the result lists the capped ops).
 
+Between two records of one CPU at different core counts (``host@one-core:core`` and
+``host``), efficiency does not carry on the resource that bound the op: an op far below
+the memory roof is held by its own cores (instruction issue, latency, first touch of new
+pages), not by the shared bandwidth, and it speeds up with the cores it occupies while
+the shared bandwidth barely moves. So the work measured above the floor divides over the
+cores the op keeps busy on each side (XLA:CPU's task assignment,
+:mod:`roofline.program.hlo.cpu_threads`: a small loop runs on one core whatever the host
+has; a library call such as a GEMM on all of them), and never falls below the op's
+roofline work on the target (the all-core roofs at 100%, its bytes at the nearest level
+that holds them: the one that served it on the source, or one its bytes fit that the run
+shows holding ops).
+
+Ops timed as programs of their own (an ops table: one jitted call per op) on an XLA:CPU
+host pay one more fixed cost: the client runs a program of 1000 FLOPs or more on its
+worker thread, not the caller's (:mod:`roofline.program.hlo.cpu_threads`), and the handoff
+costs what the spec measured (``[overhead] handoff``, about 3 us on one core, where the
+two threads share it, and well under 1 us on two). Each such op's fixed cost is the floor
+plus its device's handoff, on the source (taken off before the floor is fitted) and on
+the target alike.
+
 An op of the target program with no measured counterpart (a different compile, e.g.
 bfloat16 instead of float32) reads its efficiency off a curve of the measured ops of its
 category (of all measured ops when its category was not measured): efficiency against log
@@ -51,11 +71,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from roofline.model.analysis import NOISE, omissions_of, place_measured, place_op
-from roofline.model.comparison import Comparison, OpChange, op_key, pair_ops, working_ops
+from roofline.model.comparison import (
+    Comparison,
+    OpChange,
+    Pairing,
+    op_key,
+    pair_ops,
+    same_computation,
+    working_ops,
+)
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.model.floor import Floor, FloorSample, fit_floor, target_floor as carried_floor
 from roofline.hardware.records import Hardware
+from roofline.program.hlo.cpu_threads import occupied_cores, runs_inline
 from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
@@ -106,8 +135,20 @@ def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardwa
     return placed
 
 
-def _floor_of(placed: list[_Placed], hardware: Hardware) -> Floor:
-    return fit_floor((FloorSample(op.category, work_seconds(p), m)
+def handoff_s(hardware: Hardware, op: OpCost) -> float:
+    """What ``op``, timed as a program of its own on ``hardware``, pays to be handed to the
+    XLA:CPU runtime's worker thread: the spec's measured handoff unless the op runs on the
+    caller's thread (:func:`roofline.program.hlo.cpu_threads.runs_inline`); 0 on a device
+    with no measured handoff."""
+    handoff = hardware.handoff
+    if handoff is None or handoff.value is None or runs_inline(op):
+        return 0.0
+    return handoff.value
+
+
+def _floor_of(placed: list[_Placed], hardware: Hardware, calls: bool = False) -> Floor:
+    return fit_floor((FloorSample(op.category, work_seconds(p),
+                                  m - (handoff_s(hardware, op) if calls else 0.0))
                       for op, m, p, _ in placed if op.kernels <= 1), hardware)
 
 
@@ -126,12 +167,13 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
     return _efficiencies(placed, floor or _floor_of(placed, hardware), hardware, clamp)
 
 
-def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp: bool
-                  ) -> list[MeasuredEfficiency]:
+def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp: bool,
+                  calls: bool = False) -> list[MeasuredEfficiency]:
     result = []
     for op, measured, placement, served_by in placed:
         work = work_seconds(placement)
-        fixed = floor.seconds(op.category, op.kernels)
+        fixed = floor.seconds(op.category, op.kernels) + (handoff_s(hardware, op) if calls
+                                                          else 0.0)
         residual = measured - fixed
         beats_work = measured < work * (1 - NOISE)
         faster = beats_work and op.category == "convolution"
@@ -280,17 +322,50 @@ def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
                    f"x {ratio:.2f} ({source.id}'s {level} / {source.main_memory.name})")
 
 
+def _core_counts(source: Hardware, target: Hardware) -> tuple[int, int] | None:
+    """(source cores, target cores) where the two records are one CPU at two core counts;
+    None otherwise."""
+    if source.id != target.id or source.kind != "cpu" or target.kind != "cpu":
+        return None
+    before, after = source.count("cores"), target.count("cores")
+    if not before or not after or before == after:
+        return None
+    return int(before), int(after)
+
+
+def _work_over_cores(m: MeasuredEfficiency, target_op: OpCost, target: Hardware,
+                     cores: tuple[int, int], holding: set[str], overlap: Overlap) -> float:
+    """One CPU at another core count: the work measured above the floor divided over the
+    cores the op occupies on each side, never below its roofline work on the target with
+    its bytes at the nearest level that holds them: the one that served it on the source,
+    or one its bytes fit that the run shows holding ops."""
+    before, after = occupied_cores(m.op, cores[0]), occupied_cores(target_op, cores[1])
+    names = [level.name for level in target.memory]
+    # Served by a level on the source: that level, or any farther one, holds it.
+    served = names.index(m.served_by) if m.served_by in names else 0
+    near = [level for index, level in enumerate(target.memory[1:], start=1)
+            if level.bytes_per_s is not None and (
+                index <= served
+                or (level.name in holding and target_op.bytes <= level.capacity_bytes))]
+    bound = place_op(target_op, target, overlap, near[-1].name if near else None)
+    return max((m.measured_s - m.floor_s) * before / after, work_seconds(bound))
+
+
 def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardware,
              target: Hardware, overlap: Overlap = Overlap.MAX,
              target_ops: list[OpCost] | None = None, clamp: bool = False,
-             floor: Floor | None = None, target_floor: Floor | None = None) -> Comparison:
+             floor: Floor | None = None, target_floor: Floor | None = None,
+             calls: bool = False, pairs_with: Pairing = same_computation) -> Comparison:
     """Measured times of ``ops`` on ``source`` carried to ``target_ops`` (default: the same
     ops) on ``target``, per the model in this module's docstring. ``floor``: the source's,
     fitted from the run when not given; ``target_floor``: the target's, carried from it
-    when not given."""
+    when not given. ``calls``: each op was timed as a program of its own (an ops table), so
+    each pays its device's handoff on top of the floor, where it applies. ``pairs_with``:
+    when an op of ``ops`` and one of ``target_ops`` of the same name are the same op
+    (:func:`roofline.model.comparison.pair_ops`)."""
     placed = _placed(ops, measured_s, source, overlap)
-    floor = floor or _floor_of(placed, source)
-    measured = _efficiencies(placed, floor, source, clamp)
+    floor = floor or _floor_of(placed, source, calls)
+    measured = _efficiencies(placed, floor, source, clamp, calls)
     if target_floor is None:
         target_floor = carried_floor(floor, target)
     by_key = {op_key(m.op): m for m in measured}
@@ -306,8 +381,9 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         route = served.get(level) if level is not None else None
         after[op_key(op)] = (place_op(op, route.hardware, overlap, route.level) if route
                              else place_op(op, target, overlap))
+    cores = _core_counts(source, target)
     changes = []
-    for first, second in pair_ops([m.op for m in measured], after_ops):
+    for first, second in pair_ops([m.op for m in measured], after_ops, pairs_with):
         op = first or second
         assert op is not None
         source_op = by_key.get(op_key(first)) if first else None
@@ -317,7 +393,8 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
                                     source_op.bound, None, op.intensity))
             continue
-        fixed = target_floor.seconds(op.category, op.kernels)
+        fixed = target_floor.seconds(op.category, op.kernels) + (
+            handoff_s(target, op) if calls else 0.0)
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = fixed + work_seconds(p_new) / efficiency
@@ -327,6 +404,10 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         if source_op.efficiency is None:
             ratio = fixed / source_op.floor_s if source_op.floor_s else 1.0
             new_s = source_op.measured_s * ratio
+        elif cores is not None and not source_op.faster_algorithm:
+            assert second is not None
+            new_s = fixed + _work_over_cores(source_op, second, target, cores, holding,
+                                             overlap)
         else:
             level = routes[op_key(source_op.op)][0]
             route = served.get(level) if level is not None else None
@@ -334,7 +415,15 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
                                           route.level if route else None)
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
                                 source_op.bound, p_new.bound, op.intensity))
-    method = ("per-op floor + work at the measured efficiency; floor "
+    handoffs = [f"{hw.label} {format_quantity(hw.handoff.value, Kind.TIME)}"
+                for hw in (source, target) if calls and hw.handoff is not None
+                and hw.handoff.value is not None]
+    method = ("per-op floor + work at the measured efficiency"
+              + ("; ops of 1000 FLOPs or more timed as their own programs pay the XLA:CPU "
+                 "handoff to a worker thread: " + ", ".join(handoffs) if handoffs else "")
+              + (f"; one CPU at {cores[0]} and {cores[1]} cores: work per occupied core "
+                 "carried (XLA:CPU's task assignment)" if cores else "")
+              + "; floor "
               + floor.detail + ("" if target_floor is floor else
                                 f"; target floor {target_floor.detail}")
               + f"; ceilings {source.ceilings_summary()}, {target.ceilings_summary()}")

@@ -11,7 +11,8 @@ Columns (CSV, or a DataFrame with the same columns):
     ``matmul`` (numpy semantics, ``bmm`` is the same), ``linear`` (``X;W`` with ``W`` as
     ``[out, in]``), ``conv2d`` (``N,C,H,W;K,C/groups,R,S``), element-wise ``add``, ``sub``,
     ``mul``, ``div``, ``max``, ``min`` (numpy broadcasting), ``relu``, ``exp``, ``tanh``,
-    ``sigmoid``, ``gelu`` (tanh form), ``copy``; ``sum`` and ``mean`` (over ``axis``),
+    ``sigmoid``, ``gelu`` (tanh form), ``copy``; ``sum`` and ``mean`` (over ``axis``; in
+    bf16 or f16 accumulated in f32, as JAX does),
     ``softmax`` (over ``axis``).
 ``shapes``
     operand shapes, ``;`` between operands, ``x`` or ``,`` between dimensions:
@@ -75,9 +76,21 @@ class OpsTable:
             raise OpsTableError(self.source, None, "dtype", f"unknown dtype {dtype!r}; use "
                                 f"one of {', '.join(DTYPES)}")
         rows = tuple(replace(row, dtype=hlo) for row in self.rows)
-        return OpsTable(self.source, tuple(_cost(row, self.source, number)
-                                           for number, row in enumerate(rows, start=1)),
-                        {}, rows)
+        return OpsTable(self.source, _cost_rows(rows, self.source), {}, rows)
+
+    def laid_out_for(self, kind: str) -> OpsTable:
+        """The same ops, with their times, costed as the compiler of a device of ``kind``
+        (``cpu``, ``gpu``, ``tpu``) lays them out: XLA:CPU computes bf16 and f16 element-wise
+        work in f32 and rounds every result (:class:`_Body`); the others as written."""
+        platform = "cpu" if kind == "cpu" else ""
+        if all(row.platform == platform for row in self.rows):
+            return self
+        rows = tuple(replace(row, platform=platform) for row in self.rows)
+        return OpsTable(self.source, _cost_rows(rows, self.source), self.measured_s, rows)
+
+
+def _cost_rows(rows: tuple[_Row, ...], where: str) -> tuple[OpCost, ...]:
+    return tuple(_cost(row, where, number) for number, row in enumerate(rows, start=1))
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ class _Row:
     shapes: tuple[tuple[int, ...], ...]
     dtype: str                        # HLO element type
     params: dict[str, str]
+    platform: str = ""                # the compiler it is laid out for: "cpu" (XLA:CPU), or any
 
 
 def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
@@ -107,7 +121,7 @@ def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
         except (ValueError, UnicodeDecodeError, pandas.errors.ParserError) as exc:
             raise OpsTableError(where, None, None, f"not a readable CSV ({exc})") from None
     rows, times = _rows(frame, where)
-    ops = tuple(_cost(row, where, number) for number, row in enumerate(rows, start=1))
+    ops = _cost_rows(tuple(rows), where)
     return OpsTable(where, ops, {op.name: t for op, t in zip(ops, times)}, tuple(rows))
 
 
@@ -203,11 +217,11 @@ def _array(dtype: str, dims: tuple[int, ...]) -> str:
 
 
 def _module(row: _Row, root: str, result: tuple[int, ...], operands: tuple[tuple[int, ...], ...],
-            bodies: str = "") -> str:
+            bodies: str = "", result_dtype: str | None = None) -> str:
     params = [f"  %p{i} = {_array(row.dtype, dims)} parameter({i})"
               for i, dims in enumerate(operands)]
     return (f"HloModule ops_table\n\n{bodies}\nENTRY %main {{\n" + "\n".join(params)
-            + f"\n  ROOT %op = {_array(row.dtype, result)} {root}\n}}\n")
+            + f"\n  ROOT %op = {_array(result_dtype or row.dtype, result)} {root}\n}}\n")
 
 
 def _matmul(row: _Row) -> str:
@@ -284,21 +298,70 @@ def _broadcast(shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
     return tuple(result)
 
 
-def _operands_in_body(row: _Row, out: tuple[int, ...]) -> list[str]:
-    """Body parameters, each broadcast to the output shape where it is smaller."""
-    lines = []
+NARROW = ("bf16", "f16")
+
+
+class _Body:
+    """The lines of a fused computation, in the dtype the target's compiler computes in.
+    XLA:CPU has no bf16 or f16 arithmetic: it computes them in f32 and rounds every result
+    to the stored dtype (a convert to it and back after each operation, as its compiled
+    HLO shows, each convert a FLOP by XLA's count). Other compilers: the stored dtype."""
+
+    def __init__(self, row: _Row):
+        self.stored = row.dtype
+        self.computed = "f32" if row.platform == "cpu" and row.dtype in NARROW else row.dtype
+        self.lines: list[str] = []
+
+    def array(self, shape: tuple[int, ...]) -> str:
+        return _array(self.computed, shape)
+
+    def add(self, line: str) -> None:
+        self.lines.append(f"  {line}")
+
+    def value(self, name: str, shape: tuple[int, ...], expr: str) -> str:
+        """An operation's result, rounded to the stored dtype where the compiler does."""
+        self.add(f"%{name} = {self.array(shape)} {expr}")
+        if self.computed == self.stored:
+            return f"%{name}"
+        self.add(f"%{name}.n = {_array(self.stored, shape)} convert(%{name})")
+        self.add(f"%{name}.w = {self.array(shape)} convert(%{name}.n)")
+        return f"%{name}.w"
+
+    def root(self, shape: tuple[int, ...], expr: str) -> list[str]:
+        """The last operation, stored in the stored dtype."""
+        if self.computed == self.stored:
+            self.add(f"ROOT %y = {self.array(shape)} {expr}")
+        else:
+            self.add(f"%y.w = {self.array(shape)} {expr}")
+            self.add(f"ROOT %y = {_array(self.stored, shape)} convert(%y.w)")
+        return self.lines
+
+    def constant(self, name: str, value: str, shape: tuple[int, ...]) -> str:
+        self.add(f"%{name}.s = {self.computed}[] constant({value})")
+        self.add(f"%{name} = {self.array(shape)} broadcast(%{name}.s), dimensions={{}}")
+        return f"%{name}"
+
+
+def _operands_in_body(row: _Row, out: tuple[int, ...], body: _Body) -> list[str]:
+    """Body parameters in the computed dtype, each broadcast to the output shape where it
+    is smaller; their names."""
+    names = []
     for i, shape in enumerate(row.shapes):
-        lines.append(f"  %x{i} = {_array(row.dtype, shape)} parameter({i})")
+        body.add(f"%x{i} = {_array(row.dtype, shape)} parameter({i})")
+        value = f"%x{i}"
+        if body.computed != body.stored:
+            body.add(f"%w{i} = {body.array(shape)} convert(%x{i})")
+            value = f"%w{i}"
         if shape != out:
             kept = [len(out) - len(shape) + a for a, size in enumerate(shape)
                     if size == out[len(out) - len(shape) + a]]
             kept_shape = tuple(out[a] for a in kept)
-            lines.append(f"  %r{i} = {_array(row.dtype, kept_shape)} reshape(%x{i})")
-            lines.append(f"  %b{i} = {_array(row.dtype, out)} broadcast(%r{i}), "
-                         f"dimensions={{{','.join(map(str, kept))}}}")
-        else:
-            lines.append(f"  %b{i} = {_array(row.dtype, out)} bitcast(%x{i})")
-    return lines
+            body.add(f"%r{i} = {body.array(kept_shape)} reshape({value})")
+            body.add(f"%b{i} = {body.array(out)} broadcast(%r{i}), "
+                     f"dimensions={{{','.join(map(str, kept))}}}")
+            value = f"%b{i}"
+        names.append(value)
+    return names
 
 
 def _elementwise(row: _Row) -> str:
@@ -310,36 +373,36 @@ def _elementwise(row: _Row) -> str:
         if len(row.shapes) != 1:
             raise _ShapeProblem("give one operand")
         out = row.shapes[0]
-    o = _array(row.dtype, out)
-    body = _operands_in_body(row, out)
-    scalar = f"{row.dtype}[]"
+    if row.kind == "copy":   # no arithmetic: nothing computed, nothing rounded
+        body = [f"  %x0 = {_array(row.dtype, out)} parameter(0)",
+                f"  ROOT %y = {_array(row.dtype, out)} copy(%x0)"]
+        return _fusion(row, out, body)
+    b = _Body(row)
+    x = _operands_in_body(row, out, b)
     if row.kind in BINARY:
-        body.append(f"  ROOT %y = {o} {BINARY[row.kind]}(%b0, %b1)")
-    elif row.kind == "relu":
-        body += [f"  %z = {scalar} constant(0)", f"  %zb = {o} broadcast(%z), dimensions={{}}",
-                 f"  ROOT %y = {o} maximum(%b0, %zb)"]
-    elif row.kind in ("exp", "tanh", "sigmoid"):
+        return _fusion(row, out, b.root(out, f"{BINARY[row.kind]}({x[0]}, {x[1]})"))
+    if row.kind == "relu":
+        return _fusion(row, out, b.root(out, f"maximum({x[0]}, {b.constant('z', '0', out)})"))
+    if row.kind in ("exp", "tanh", "sigmoid"):
         opcode = {"exp": "exponential", "tanh": "tanh", "sigmoid": "logistic"}[row.kind]
-        body.append(f"  ROOT %y = {o} {opcode}(%b0)")
-    elif row.kind == "gelu":   # 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3)))
-        body += [f"  %c{i} = {scalar} constant({v})" for i, v in
-                 enumerate(("0.5", "1", "0.7978845608", "0.044715"))]
-        body += [f"  %k{i} = {o} broadcast(%c{i}), dimensions={{}}" for i in range(4)]
-        body += [f"  %sq = {o} multiply(%b0, %b0)", f"  %cu = {o} multiply(%sq, %b0)",
-                 f"  %sc = {o} multiply(%cu, %k3)", f"  %in = {o} add(%b0, %sc)",
-                 f"  %ar = {o} multiply(%in, %k2)", f"  %th = {o} tanh(%ar)",
-                 f"  %on = {o} add(%th, %k1)", f"  %hx = {o} multiply(%b0, %k0)",
-                 f"  ROOT %y = {o} multiply(%hx, %on)"]
-    else:  # copy
-        body.append(f"  ROOT %y = {o} copy(%b0)")
-    return _fusion(row, out, body)
+        return _fusion(row, out, b.root(out, f"{opcode}({x[0]})"))
+    # gelu, tanh form: 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3)))
+    half, one, scale, cubic = (b.constant(f"k{i}", v, out) for i, v in
+                               enumerate(("0.5", "1", "0.7978845608", "0.044715")))
+    square = b.value("sq", out, f"multiply({x[0]}, {x[0]})")
+    cube = b.value("cu", out, f"multiply({square}, {x[0]})")
+    inner = b.value("in", out, f"add({x[0]}, {b.value('sc', out, f'multiply({cube}, {cubic})')})")
+    tanh = b.value("th", out, f"tanh({b.value('ar', out, f'multiply({inner}, {scale})')})")
+    on = b.value("on", out, f"add({tanh}, {one})")
+    return _fusion(row, out, b.root(out, f"multiply({b.value('hx', out, f'multiply({x[0]}, {half})')}, {on})"))
 
 
-def _fusion(row: _Row, out: tuple[int, ...], body: list[str], helpers: str = "") -> str:
+def _fusion(row: _Row, out: tuple[int, ...], body: list[str], helpers: str = "",
+            result_dtype: str | None = None) -> str:
     params = ", ".join(f"%p{i}" for i in range(len(row.shapes)))
     fused = "%fused {\n" + "\n".join(body) + "\n}\n"
     return _module(row, f"fusion({params}), kind=kLoop, calls=%fused", out, row.shapes,
-                   helpers + fused)
+                   helpers + fused, result_dtype)
 
 
 def _axis(row: _Row) -> int:
@@ -354,29 +417,35 @@ def _axis(row: _Row) -> int:
     return axis % rank
 
 
-def _reducer(row: _Row, name: str, opcode: str) -> str:
-    s = f"{row.dtype}[]"
+def _reducer(row: _Row, name: str, opcode: str, dtype: str | None = None) -> str:
+    s = f"{dtype or row.dtype}[]"
     return (f"%{name} {{\n  %l = {s} parameter(0)\n  %r = {s} parameter(1)\n"
             f"  ROOT %o = {s} {opcode}(%l, %r)\n}}\n")
 
 
 def _reduce(row: _Row) -> str:
+    """A sum or mean, accumulated as JAX does: narrow floats (bf16, f16) are widened to f32
+    first and reduced in f32 (the result stays f32 here: its conversion back is a separate,
+    output-sized op, left out)."""
     if len(row.shapes) != 1:
         raise _ShapeProblem("give one operand")
     axis, shape = _axis(row), row.shapes[0]
     out = tuple(d for a, d in enumerate(shape) if a != axis)
-    s = f"{row.dtype}[]"
-    body = [f"  %b0 = {_array(row.dtype, shape)} parameter(0)", f"  %z = {s} constant(0)"]
+    acc = "f32" if row.dtype in ("bf16", "f16") else row.dtype
+    s = f"{acc}[]"
+    body = [f"  %p = {_array(row.dtype, shape)} parameter(0)", f"  %z = {s} constant(0)"]
+    body.append(f"  %b0 = {_array(acc, shape)} convert(%p)" if acc != row.dtype
+                else f"  %b0 = {_array(acc, shape)} bitcast(%p)")
     if row.kind == "mean":
-        body += [f"  %t = {_array(row.dtype, out)} reduce(%b0, %z), dimensions={{{axis}}}, "
+        body += [f"  %t = {_array(acc, out)} reduce(%b0, %z), dimensions={{{axis}}}, "
                  "to_apply=%sum",
                  f"  %n = {s} constant({shape[axis]})",
-                 f"  %nb = {_array(row.dtype, out)} broadcast(%n), dimensions={{}}",
-                 f"  ROOT %y = {_array(row.dtype, out)} divide(%t, %nb)"]
+                 f"  %nb = {_array(acc, out)} broadcast(%n), dimensions={{}}",
+                 f"  ROOT %y = {_array(acc, out)} divide(%t, %nb)"]
     else:
-        body.append(f"  ROOT %y = {_array(row.dtype, out)} reduce(%b0, %z), "
+        body.append(f"  ROOT %y = {_array(acc, out)} reduce(%b0, %z), "
                     f"dimensions={{{axis}}}, to_apply=%sum")
-    return _fusion(row, out, body, _reducer(row, "sum", "add"))
+    return _fusion(row, out, body, _reducer(row, "sum", "add", acc), result_dtype=acc)
 
 
 def _softmax(row: _Row) -> str:
@@ -385,17 +454,19 @@ def _softmax(row: _Row) -> str:
     axis, shape = _axis(row), row.shapes[0]
     kept = tuple(d for a, d in enumerate(shape) if a != axis)
     rest = ",".join(str(a) for a in range(len(shape)) if a != axis)
-    x, r, s = _array(row.dtype, shape), _array(row.dtype, kept), f"{row.dtype}[]"
-    body = [f"  %b0 = {x} parameter(0)", f"  %lo = {s} constant(-inf)",
-            f"  %z = {s} constant(0)",
-            f"  %m = {r} reduce(%b0, %lo), dimensions={{{axis}}}, to_apply=%max",
-            f"  %mb = {x} broadcast(%m), dimensions={{{rest}}}",
-            f"  %d = {x} subtract(%b0, %mb)", f"  %e = {x} exponential(%d)",
-            f"  %t = {r} reduce(%e, %z), dimensions={{{axis}}}, to_apply=%sum",
-            f"  %tb = {x} broadcast(%t), dimensions={{{rest}}}",
-            f"  ROOT %y = {x} divide(%e, %tb)"]
-    return _fusion(row, shape, body,
-                   _reducer(row, "max", "maximum") + _reducer(row, "sum", "add"))
+    b = _Body(row)
+    (x,) = _operands_in_body(row, shape, b)
+    s = f"{b.computed}[]"
+    b.add(f"%lo = {s} constant(-inf)")
+    b.add(f"%z = {s} constant(0)")
+    top = b.value("m", kept, f"reduce({x}, %lo), dimensions={{{axis}}}, to_apply=%max")
+    b.add(f"%mb = {b.array(shape)} broadcast({top}), dimensions={{{rest}}}")
+    e = b.value("e", shape, f"exponential({b.value('d', shape, f'subtract({x}, %mb)')})")
+    total = b.value("t", kept, f"reduce({e}, %z), dimensions={{{axis}}}, to_apply=%sum")
+    b.add(f"%tb = {b.array(shape)} broadcast({total}), dimensions={{{rest}}}")
+    return _fusion(row, shape, b.root(shape, f"divide({e}, %tb)"),
+                   _reducer(row, "max", "maximum", b.computed)
+                   + _reducer(row, "sum", "add", b.computed))
 
 
 _MODULES: dict[str, Callable[[_Row], str]] = {

@@ -94,6 +94,8 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                                   hw.base_clock.note) if hw.base_clock else None),
         "tdp_w": sourced(hw.tdp.value, hw.tdp.sources, hw.tdp.note),
         "overhead_s": sourced(hw.overhead.value, hw.overhead.sources, hw.overhead.note),
+        "handoff_s": (sourced(hw.handoff.value, hw.handoff.sources, hw.handoff.note)
+                      if hw.handoff else None),
         "counts": {"values": dict(hw.counts), "sources": list(hw.counts_sources)},
         "gemm": ({"tiles": [f"{r}x{c}" for r, c in hw.gemm.tiles], "units": hw.gemm.units,
                   "sources": list(hw.gemm.sources), "note": hw.gemm.note}
@@ -132,8 +134,11 @@ def hardware_text(hw: Hardware) -> str:
         + ", ".join(sustained.sources) + "])" if sustained and sustained.value else "")
     head.append(f"clock {clock}, "
                 f"TDP {maybe(hw.tdp.value, Kind.POWER)}, "
-                f"per-op overhead {q(hw.overhead.value, Kind.TIME)}; "  # type: ignore[arg-type]
-                + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
+                f"per-op overhead {q(hw.overhead.value, Kind.TIME)}"  # type: ignore[arg-type]
+                + (f" (handoff to a worker thread {q(hw.handoff.value, Kind.TIME)} per "
+                   "program of 1000 FLOPs or more)" if hw.handoff and hw.handoff.value
+                   is not None else "")
+                + "; " + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
     if hw.gemm:
         head.append("GEMM tiles (tile and wave quantization of matrix products): "

@@ -228,6 +228,8 @@ class _Analyzer:
             kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
             platform=self.platform, notes=notes,
             gemm=self._gemm(effective, computation, resolved), body=body,
+            fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
+            else "",
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,

@@ -37,6 +37,7 @@ class OpCost:
     platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
     notes: tuple[str, ...] = ()  # assumptions made in costing it
     gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
+    fusion_kind: str = ""        # a fusion's kind as compiled: kLoop, kInput, kOutput, kCustom
     # A loop, call or conditional: the kernels one trip of it runs (its body's and its
     # condition's, or the branch costed), each costed on its own; its totals above are
     # these times ``trip_count``. Empty for a kernel.

@@ -36,7 +36,7 @@ _RIDGE_SPOTS = (Spot(-2, -3, "right", "top"), Spot(2, -3, "left", "top"),
 
 def main_ridge(hardware: Hardware) -> float:
     """The ridge of the device's fastest roof over its main memory, FLOP/B."""
-    top = max(hardware.compute, key=lambda r: r.flop_per_s)
+    top = max(hardware.arithmetic, key=lambda r: r.flop_per_s)
     return top.flop_per_s / hardware.main_memory.bytes_per_s  # type: ignore[operator]
 
 

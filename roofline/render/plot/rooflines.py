@@ -126,7 +126,7 @@ def ridge_text(flop_per_byte: float) -> str:
 
 def _selected_roofs(devices: Sequence[Hardware], dtypes: Sequence[str] | None,
                     units: Sequence[str] | None) -> dict[str, list[ComputeRoof]]:
-    selected = {hw.ref: [r for r in hw.compute
+    selected = {hw.ref: [r for r in hw.arithmetic
                          if (dtypes is None or r.dtype in dtypes)
                          and (units is None or r.unit in units)] for hw in devices}
     for hw in devices:
