@@ -281,3 +281,15 @@ def test_ops_timed_as_their_own_programs_pay_each_side_s_handoff_to_a_worker_thr
     # Not timed as programs of their own (a profiled run): no handoff, 15 us stays 15 us.
     profiled = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6))
     assert {op.name: op.new_s for op in profiled.ops}["handed"] == pytest.approx(15e-6)
+
+
+def test_a_run_of_ops_of_one_size_shows_no_floor_and_no_warning(chip):
+    # Five copies of one op: every point at the same work, so no line goes through them
+    # (Theil-Sen would warn and divide by zero): the spec's 2 us, silently.
+    import warnings
+
+    ops = [_op(f"mm{i}", 20e6, 1e3) for i in range(5)]     # 1 us of work each
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        measured = efficiencies(ops, {f"mm{i}": (3 + i) * 1e-6 for i in range(5)}, chip)
+    assert [m.floor_s for m in measured] == pytest.approx([2e-6] * 5)

@@ -365,9 +365,11 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
     method = ("Measured by 'roofline hardware measure' on " + m.date + " on " + facts.model
               + f" ({cores} cores visible): XLA:CPU kernels, best of several runs; GEMMs for "
               "matrix peaks, chains of 4 to 64 multiply-adds per element for vector peaks "
-              "(the best), y = 0.999*y + x looped over arrays sized per cache level for "
-              "bandwidth, a chain of 4x4 matmuls for the per-op overhead. One-core figures "
-              "from a process pinned to one core.")
+              "(the best, in FLOPs as XLA counts the compiled chain), a loop of exponentials "
+              "for the transcendental rate, y = 0.999*y + x looped over arrays sized per "
+              "cache level for bandwidth, a chain of 4x4 matmuls for the per-op overhead, "
+              "programs either side of XLA:CPU's inline threshold for the handoff. One-core "
+              "figures from a process pinned to one core.")
     return [
         "# Written by 'roofline hardware measure'. Re-run it rather than editing by hand.",
         "schema = 1", f'id = "{spec_id}"',
@@ -404,7 +406,8 @@ def _compute_toml(m: HostMeasurement) -> list[str]:
     roofs = [("matrix", dtype, m.all_cores["matrix"][dtype], m.one_core["matrix"][dtype],
               "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
     roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
-               "Elementwise work: the best of chains of 4 to 64 multiply-adds.")
+               "Elementwise work: the best of chains of 4 to 64 multiply-adds, in XLA's "
+               "FLOP count.")
               for dtype, _ in DTYPES]
     roofs.append(("transcendental", "fp32", m.all_cores["transcendental_fp32"],
                   m.one_core["transcendental_fp32"], "Exponentials per second (written as "

@@ -99,6 +99,8 @@ def _intercept(samples: list[FloorSample], fastest_s: float) -> float | None:
     small = [s for s in ordered if s.work_s < fastest_s]
     if len(small) < NEAR_FLOOR or len({s.work_s for s in small}) < 2:
         small = ordered[:max(MIN_FIT, len(ordered) // 2)]
+    if len({s.work_s for s in small}) < 2:
+        return None     # ops of one size: no line through them
     with numpy.errstate(invalid="ignore"):   # the slope's confidence interval, unused
         fit = theilslopes([s.measured_s for s in small], [s.work_s for s in small])
     floor = min(max(float(fit.intercept), 0.0), min(s.measured_s for s in small))
