@@ -279,6 +279,7 @@ def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkey
     assert doc["hardware"]["ref"] == "host:host"
     assert {o["measured_class"] for o in doc["ops"]} <= {
         "overhead", "other", "compute (fp32 matrix)", "compute (fp32 vector)",
+        "compute (fp32 transcendental)",
         "memory (DRAM)", "memory (L3)", "memory (L2)", "memory (L1)"}
     # An op faster than DRAM allows was served by a cache: it is placed against the
     # farthest level whose bandwidth explains its time, and is above its roof only when
