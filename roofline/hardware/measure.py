@@ -69,11 +69,20 @@ def best_seconds(fn: Any, *args: Any, reps: int, inner: int = 1) -> float:
 
 def _worker(quick: bool) -> dict[str, Any]:
     """Measure in this process (its CPU affinity decides one core or all)."""
+    reps = 3 if quick else 5
+    results: dict[str, Any] = {"matrix": _matrix_rates(quick, reps),
+                               **_vector_rates(reps),
+                               "transcendental_fp32": _transcendental_rate(reps),
+                               **_fixed_costs(reps)}
+    results["bandwidth"], results["loop_cost_s"] = _bandwidths(quick, reps)
+    return results
+
+
+def _matrix_rates(quick: bool, reps: int) -> dict[str, float]:
     import jax
     import jax.numpy as jnp
 
-    reps = 3 if quick else 5
-    results: dict[str, Any] = {"matrix": {}, "bandwidth": {}}
+    rates = {}
     # Quick keeps the large GEMM and array: smaller ones do not spread over all cores.
     sizes = (512, 2048) if quick else (256, 512, 1024, 2048)
     for spec_dtype, name in DTYPES:
@@ -85,7 +94,13 @@ def _worker(quick: bool) -> dict[str, Any]:
             a = jnp.ones((n, n), dtype)
             seconds = best_seconds(jax.jit(lambda x, y: x @ y), a, a, reps=reps)
             best = max(best, 2 * n**3 / seconds)
-        results["matrix"][spec_dtype] = best
+        rates[spec_dtype] = best
+    return rates
+
+
+def _vector_rates(reps: int) -> dict[str, float]:
+    import jax
+    import jax.numpy as jnp
 
     elements = 1 << 20
 
@@ -93,26 +108,38 @@ def _worker(quick: bool) -> dict[str, Any]:
         for _ in range(depth):
             x = x * a + b
         return x
+    rates = {}
     for spec_dtype, name in DTYPES:
         # The rate depends on the depth of the fused chain (XLA:CPU vectorizes short
         # chains best, and in bfloat16 rounds at every step, computing in float32 with
         # conversions): the roof is the best depth.
         x = jnp.ones((elements,), getattr(jnp, name))
         a, b = x.dtype.type(1.0001), x.dtype.type(0.5)
-        results[f"vector_{spec_dtype}"] = max(
+        rates[f"vector_{spec_dtype}"] = max(
             CHAIN_STEP_FLOPS[name] * depth * elements
             / best_seconds(jax.jit(chain, static_argnums=3), x, a, b, depth, reps=reps)
             for depth in VECTOR_DEPTHS)
+    return rates
 
-    # Transcendentals: a loop of one-exponential kernels (each with one multiply) over a
-    # 1 MiB array, large enough for XLA:CPU to split over every core. A chain of
-    # exponentials in one kernel runs at half the rate of single ones here, so it is no
-    # ceiling. Evaluated in f32 (XLA:CPU widens narrow floats to evaluate them).
+
+def _transcendental_rate(reps: int) -> float:
+    """A loop of one-exponential kernels (each with one multiply) over a 1 MiB array, large
+    enough for XLA:CPU to split over every core. A chain of exponentials in one kernel runs
+    at half the rate of single ones here, so it is no ceiling. Evaluated in f32 (XLA:CPU
+    widens narrow floats to evaluate them)."""
+    import jax
+    import jax.numpy as jnp
+
     exps = jax.jit(lambda v: jax.lax.fori_loop(0, TRANSCENDENTAL_TRIPS,
                                                lambda _, u: jnp.exp(u * -0.5), v))
     field = jnp.full((1 << 18,), 0.5, jnp.float32)
-    results["transcendental_fp32"] = (TRANSCENDENTAL_TRIPS * field.size
-                                      / best_seconds(exps, field, reps=reps))
+    return TRANSCENDENTAL_TRIPS * field.size / best_seconds(exps, field, reps=reps)
+
+
+def _fixed_costs(reps: int) -> dict[str, float]:
+    """The per-op overhead, a program's dispatch, and the handoff to a worker thread."""
+    import jax
+    import jax.numpy as jnp
 
     def dots(x: Any, count: int) -> Any:
         for _ in range(count):
@@ -121,22 +148,28 @@ def _worker(quick: bool) -> dict[str, Any]:
     small = jnp.ones((4, 4), jnp.float32)
     one = best_seconds(jax.jit(lambda x: dots(x, 1)), small, reps=reps, inner=100)
     many = best_seconds(jax.jit(lambda x: dots(x, 65)), small, reps=reps, inner=100)
-    results["overhead_s"] = max((many - one) / 64, 1e-9)
-    results["dispatch_s"] = one
     affine = jax.jit(lambda x: x * 0.5 + 1.0)   # 2 FLOPs per element
     under, over = jnp.ones((256,), jnp.float32), jnp.ones((1024,), jnp.float32)
     # Pairs taken close together, their median: a neighbour's burst or a worker thread
     # scheduled on the caller's core moves single pairs by several microseconds.
-    results["handoff_s"] = max(statistics.median(
-        best_seconds(affine, over, reps=reps, inner=200)
-        - best_seconds(affine, under, reps=reps, inner=200) for _ in range(5)), 0.0)
-    tiny = jnp.ones((8,), jnp.float32)
+    handoff = statistics.median(best_seconds(affine, over, reps=reps, inner=200)
+                                - best_seconds(affine, under, reps=reps, inner=200)
+                                for _ in range(5))
+    return {"overhead_s": max((many - one) / 64, 1e-9), "dispatch_s": one,
+            "handoff_s": max(handoff, 0.0)}
+
+
+def _bandwidths(quick: bool, reps: int) -> tuple[dict[str, float], float]:
+    """Bytes per second per level, and the loop's own cost per pass."""
+    import jax
+    import jax.numpy as jnp
 
     def passes(x: Any, y: Any, count: int) -> Any:
         return jax.lax.fori_loop(0, count, lambda i, v: v * 0.999 + x, y)
     loop = jax.jit(passes, static_argnums=2)
-    base = tiny
-    loop_cost = best_seconds(loop, base, base, 10000, reps=reps) / 10000
+    tiny = jnp.ones((8,), jnp.float32)
+    loop_cost = best_seconds(loop, tiny, tiny, 10000, reps=reps) / 10000
+    bandwidth = {}
     for level, sizes in _level_sizes(quick).items():
         rates = []
         for array_bytes in sizes:
@@ -145,9 +178,8 @@ def _worker(quick: bool) -> dict[str, Any]:
             count = int(min(20000, max(4, (2e8 if quick else 1e9) // (3 * array_bytes))))
             per_pass = best_seconds(loop, x, x, count, reps=reps) / count - loop_cost
             rates.append(3 * n * 4 / max(per_pass, 1e-12))
-        results["bandwidth"][level] = max(rates)
-    results["loop_cost_s"] = loop_cost
-    return results
+        bandwidth[level] = max(rates)
+    return bandwidth, loop_cost
 
 
 def _cache_sizes() -> dict[str, tuple[int, str]]:

@@ -322,6 +322,18 @@ def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
                    f"x {ratio:.2f} ({source.id}'s {level} / {source.main_memory.name})")
 
 
+_Routes = dict[tuple[str, str], tuple[str | None, Omission | None]]
+
+
+def _place_target(op: OpCost, routes: _Routes, served: dict[str, _Served], target: Hardware,
+                  overlap: Overlap) -> Placement:
+    """A target op placed with its bytes where its route sends them."""
+    level = routes.get(op_key(op), (None, None))[0]
+    route = served.get(level) if level is not None else None
+    return (place_op(op, route.hardware, overlap, route.level) if route
+            else place_op(op, target, overlap))
+
+
 def _core_counts(source: Hardware, target: Hardware) -> tuple[int, int] | None:
     """(source cores, target cores) where the two records are one CPU at two core counts;
     None otherwise."""
@@ -375,12 +387,8 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     routes = {op_key(m.op): _route(m, source, target, holding) for m in measured}
     served = {level: _serving(level, source, target)
               for level, _ in routes.values() if level is not None}
-    after: dict[tuple[str, str], Placement] = {}
-    for op in after_ops:
-        level = routes.get(op_key(op), (None, None))[0]
-        route = served.get(level) if level is not None else None
-        after[op_key(op)] = (place_op(op, route.hardware, overlap, route.level) if route
-                             else place_op(op, target, overlap))
+    after = {op_key(op): _place_target(op, routes, served, target, overlap)
+             for op in after_ops}
     cores = _core_counts(source, target)
     changes = []
     for first, second in pair_ops([m.op for m in measured], after_ops, pairs_with):
@@ -415,21 +423,26 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
                                           route.level if route else None)
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
                                 source_op.bound, p_new.bound, op.intensity))
-    handoffs = [f"{hw.label} {format_quantity(hw.handoff.value, Kind.TIME)}"
-                for hw in (source, target) if calls and hw.handoff is not None
-                and hw.handoff.value is not None]
-    method = ("per-op floor + work at the measured efficiency"
-              + ("; ops of 1000 FLOPs or more timed as their own programs pay the XLA:CPU "
-                 "handoff to a worker thread: " + ", ".join(handoffs) if handoffs else "")
-              + (f"; one CPU at {cores[0]} and {cores[1]} cores: work per occupied core "
-                 "carried (XLA:CPU's task assignment)" if cores else "")
-              + "; floor "
-              + floor.detail + ("" if target_floor is floor else
-                                f"; target floor {target_floor.detail}")
-              + f"; ceilings {source.ceilings_summary()}, {target.ceilings_summary()}")
+    method = _method(floor, target_floor, source, target, calls, cores)
     return Comparison(source, target, tuple(changes), method,
                       _transfer_coverage(ops, measured, source, target, after_ops, after,
                                          changes, served, routes))
+
+
+def _method(floor: Floor, target_floor: Floor, source: Hardware, target: Hardware,
+            calls: bool, cores: tuple[int, int] | None) -> str:
+    """A transfer's method line: the parts of its model that applied, and its ceilings."""
+    handoffs = [f"{hw.label} {format_quantity(hw.handoff.value, Kind.TIME)}"
+                for hw in (source, target) if calls and hw.handoff is not None
+                and hw.handoff.value is not None]
+    return ("per-op floor + work at the measured efficiency"
+            + ("; ops of 1000 FLOPs or more timed as their own programs pay the XLA:CPU "
+               "handoff to a worker thread: " + ", ".join(handoffs) if handoffs else "")
+            + (f"; one CPU at {cores[0]} and {cores[1]} cores: work per occupied core "
+               "carried (XLA:CPU's task assignment)" if cores else "")
+            + "; floor " + floor.detail + ("" if target_floor is floor else
+                                           f"; target floor {target_floor.detail}")
+            + f"; ceilings {source.ceilings_summary()}, {target.ceilings_summary()}")
 
 
 def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],

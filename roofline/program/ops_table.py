@@ -391,10 +391,12 @@ def _elementwise(row: _Row) -> str:
                                enumerate(("0.5", "1", "0.7978845608", "0.044715")))
     square = b.value("sq", out, f"multiply({x[0]}, {x[0]})")
     cube = b.value("cu", out, f"multiply({square}, {x[0]})")
-    inner = b.value("in", out, f"add({x[0]}, {b.value('sc', out, f'multiply({cube}, {cubic})')})")
+    scaled_cube = b.value("sc", out, f"multiply({cube}, {cubic})")
+    inner = b.value("in", out, f"add({x[0]}, {scaled_cube})")
     tanh = b.value("th", out, f"tanh({b.value('ar', out, f'multiply({inner}, {scale})')})")
     on = b.value("on", out, f"add({tanh}, {one})")
-    return _fusion(row, out, b.root(out, f"multiply({b.value('hx', out, f'multiply({x[0]}, {half})')}, {on})"))
+    halved = b.value("hx", out, f"multiply({x[0]}, {half})")
+    return _fusion(row, out, b.root(out, f"multiply({halved}, {on})"))
 
 
 def _fusion(row: _Row, out: tuple[int, ...], body: list[str], helpers: str = "",
