@@ -360,7 +360,7 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
     # Each side's ops as its compiler lays them out; a row is the same op on both sides
     # whatever its dtype or layout, so rows pair by name.
     ops = given.laid_out_for(source_hw.kind)
-    after = (given.with_dtype(to_dtype) if to_dtype else given).laid_out_for(dest.kind)
+    after = (ops.with_dtype(to_dtype) if to_dtype else ops).laid_out_for(dest.kind)
     after_ops = None if after is ops else list(after.ops)
     bound = _lower_bound(list(ops.ops), source_hw, dest, overlap, after_ops)
     source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)

@@ -218,7 +218,8 @@ class Ridge:
 
 
 def ridge_points(hw: Hardware) -> list[Ridge]:
-    """Every ridge: each compute roof against each memory level with a bandwidth."""
+    """Every ridge: each FLOP roof (not a transcendental one) against each memory level
+    with a bandwidth."""
     return [Ridge(roof, level, roof.flop_per_s / level.bytes_per_s)
             for level in hw.memory if level.bytes_per_s is not None
             for roof in hw.arithmetic]

@@ -100,7 +100,7 @@ class _Row:
     shapes: tuple[tuple[int, ...], ...]
     dtype: str                        # HLO element type
     params: dict[str, str]
-    platform: str = ""                # the compiler it is laid out for: "cpu" (XLA:CPU), or any
+    platform: str = ""                # laid out for XLA:CPU ("cpu") or as written ("")
 
 
 def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
