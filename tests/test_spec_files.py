@@ -146,6 +146,8 @@ MALFORMED = [
      "power.tdp", "missing required key 'tdp' (if no source publishes it"),
     ("overhead without unit", ('per_op = "2 us"', 'per_op = "2"'),
      "overhead.per_op", "write a number and a unit"),
+    ("handoff in the wrong unit", ('per_op = "2 us"', 'per_op = "2 us"\nhandoff = "3 GB"'),
+     "overhead.handoff", "but a time belongs here"),
     ("time where power belongs", ('tdp = "100 W"', 'tdp = "100 ms"'),
      "power.tdp", "is a time, but a power belongs here"),
     ("achieved above the peak", (_FP32, _FP32 + '\nachieved = "3 TFLOP/s"\nachieved_source = "sheet"'),
@@ -293,3 +295,15 @@ def test_what_is_not_a_spec_file_is_refused_without_reading_it_all(tmp_path, mak
     with pytest.raises(SpecError, match=message) as info:
         load_spec_file(path)
     assert str(path) in str(info.value)
+
+
+def test_a_measured_handoff_is_read_per_variant_and_shown():
+    # twocore: handoff 0.5 us on both cores, 3 us pinned to one (alternatives.one-core).
+    from roofline.render.hardware import hardware_document, hardware_text
+
+    path = Path(__file__).parent / "data" / "specs" / "twocore.toml"
+    both = load_spec_file(path)
+    one = load_spec_file(path, variant="one-core", scope="core")
+    assert (both.handoff.value, one.handoff.value) == pytest.approx((0.5e-6, 3e-6))
+    assert hardware_document(one)["handoff_s"]["value"] == pytest.approx(3e-6)
+    assert "handoff to a worker thread 3 us per program of 1000 FLOPs" in hardware_text(one)

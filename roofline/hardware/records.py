@@ -10,12 +10,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from roofline.errors import ScaleError, UnknownHardwareError, did_you_mean
 from roofline.units import Kind, format_quantity
 
-Unit = Literal["matrix", "vector"]
 # "transcendental": exponentials, logarithms, tanh... per second, each counted as one (XLA
 # counts them apart from FLOPs); a roof of the units that evaluate them, not of FLOPs.
 UNITS: tuple[str, ...] = ("matrix", "vector", "transcendental")

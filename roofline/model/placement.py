@@ -234,11 +234,12 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     """
     roof = choose_roof(hw, work.dtype, work.unit)
     compute_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
-    special = transcendental_roof(hw, work.dtype) if work.transcendentals else None
-    special_s = work.transcendentals / special.flop_per_s if special else 0.0
-    compute_label = (special.label if special and special_s > compute_s
+    transcendental = transcendental_roof(hw, work.dtype) if work.transcendentals else None
+    transcendental_s = (work.transcendentals / transcendental.flop_per_s if transcendental
+                        else 0.0)
+    compute_label = (transcendental.label if transcendental and transcendental_s > compute_s
                      else roof.label if roof else "")
-    compute_s += special_s
+    compute_s += transcendental_s
     memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
     for name, nbytes in work.near_bytes:
         level = hw.level(name)

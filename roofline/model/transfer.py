@@ -84,7 +84,7 @@ from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.model.floor import Floor, FloorSample, fit_floor, target_floor as carried_floor
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.cpu_threads import occupied_cores, runs_inline
+from roofline.program.hlo.cpu_threads import INLINE_FLOPS, occupied_cores, runs_inline
 from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
@@ -135,20 +135,20 @@ def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardwa
     return placed
 
 
-def handoff_s(hardware: Hardware, op: OpCost) -> float:
-    """What ``op``, timed as a program of its own on ``hardware``, pays to be handed to the
-    XLA:CPU runtime's worker thread: the spec's measured handoff unless the op runs on the
-    caller's thread (:func:`roofline.program.hlo.cpu_threads.runs_inline`); 0 on a device
-    with no measured handoff."""
+def _handoff_s(hardware: Hardware, op: OpCost, calls: bool) -> float:
+    """What ``op``, timed as a program of its own (``calls``) on ``hardware``, pays to be
+    handed to the XLA:CPU runtime's worker thread: the spec's measured handoff unless the
+    op runs on the caller's thread (:func:`roofline.program.hlo.cpu_threads.runs_inline`);
+    0 for an op timed inside a program, or on a device with no measured handoff."""
     handoff = hardware.handoff
-    if handoff is None or handoff.value is None or runs_inline(op):
+    if not calls or handoff is None or handoff.value is None or runs_inline(op):
         return 0.0
     return handoff.value
 
 
 def _floor_of(placed: list[_Placed], hardware: Hardware, calls: bool = False) -> Floor:
     return fit_floor((FloorSample(op.category, work_seconds(p),
-                                  m - (handoff_s(hardware, op) if calls else 0.0))
+                                  m - _handoff_s(hardware, op, calls))
                       for op, m, p, _ in placed if op.kernels <= 1), hardware)
 
 
@@ -172,8 +172,7 @@ def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp
     result = []
     for op, measured, placement, served_by in placed:
         work = work_seconds(placement)
-        fixed = floor.seconds(op.category, op.kernels) + (handoff_s(hardware, op) if calls
-                                                          else 0.0)
+        fixed = floor.seconds(op.category, op.kernels) + _handoff_s(hardware, op, calls)
         residual = measured - fixed
         beats_work = measured < work * (1 - NOISE)
         faster = beats_work and op.category == "convolution"
@@ -401,8 +400,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
                                     source_op.bound, None, op.intensity))
             continue
-        fixed = target_floor.seconds(op.category, op.kernels) + (
-            handoff_s(target, op) if calls else 0.0)
+        fixed = target_floor.seconds(op.category, op.kernels) + _handoff_s(target, op, calls)
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = fixed + work_seconds(p_new) / efficiency
@@ -436,8 +434,9 @@ def _method(floor: Floor, target_floor: Floor, source: Hardware, target: Hardwar
                 for hw in (source, target) if calls and hw.handoff is not None
                 and hw.handoff.value is not None]
     return ("per-op floor + work at the measured efficiency"
-            + ("; ops of 1000 FLOPs or more timed as their own programs pay the XLA:CPU "
-               "handoff to a worker thread: " + ", ".join(handoffs) if handoffs else "")
+            + (f"; ops of {INLINE_FLOPS} FLOPs or more timed as their own programs pay "
+               "the XLA:CPU handoff to a worker thread: " + ", ".join(handoffs)
+               if handoffs else "")
             + (f"; one CPU at {cores[0]} and {cores[1]} cores: work per occupied core "
                "carried (XLA:CPU's task assignment)" if cores else "")
             + "; floor " + floor.detail + ("" if target_floor is floor else

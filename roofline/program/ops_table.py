@@ -86,7 +86,10 @@ class OpsTable:
         if all(row.platform == platform for row in self.rows):
             return self
         rows = tuple(replace(row, platform=platform) for row in self.rows)
-        return OpsTable(self.source, _cost_rows(rows, self.source), self.measured_s, rows)
+        # Only narrow floats are laid out differently: other rows keep their costs.
+        ops = tuple(op if row.dtype not in NARROW else _cost(row, self.source, number)
+                    for number, (row, op) in enumerate(zip(rows, self.ops), start=1))
+        return OpsTable(self.source, ops, self.measured_s, rows)
 
 
 def _cost_rows(rows: tuple[_Row, ...], where: str) -> tuple[OpCost, ...]:

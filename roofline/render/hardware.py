@@ -7,6 +7,7 @@ from typing import Any
 
 from roofline.hardware.records import Hardware
 from roofline.model.placement import FLOP_CONVENTION, ridge_points
+from roofline.program.hlo.cpu_threads import INLINE_FLOPS
 from roofline.units import Kind, format_quantity
 from roofline.render.tables import format_table
 
@@ -136,8 +137,8 @@ def hardware_text(hw: Hardware) -> str:
                 f"TDP {maybe(hw.tdp.value, Kind.POWER)}, "
                 f"per-op overhead {q(hw.overhead.value, Kind.TIME)}"  # type: ignore[arg-type]
                 + (f" (handoff to a worker thread {q(hw.handoff.value, Kind.TIME)} per "
-                   "program of 1000 FLOPs or more)" if hw.handoff and hw.handoff.value
-                   is not None else "")
+                   f"program of {INLINE_FLOPS} FLOPs or more)" if hw.handoff
+                   and hw.handoff.value is not None else "")
                 + "; " + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
     if hw.gemm:
