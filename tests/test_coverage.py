@@ -170,3 +170,26 @@ def test_a_host_program_on_a_tpu_board_says_it_spreads_over_the_board():
     on_gpu = place_program(compile_program(workload.fn, workload.args, "host"),
                            load_hardware("v100-sxm2"))
     assert not on_gpu.coverage.of(Gap.SCOPE)
+
+
+def test_transcendentals_on_a_device_without_their_rate_are_listed_as_untimed():
+    # An exp of 2^16 elements on twocore, which has no transcendental roof: the op is
+    # placed (its bytes), its 65,536 exponentials take no time, and the result says so;
+    # with a rate in the spec nothing is listed.
+    import dataclasses
+    from pathlib import Path
+
+    import pandas
+
+    from roofline.hardware import ComputeRoof, load_spec_file
+    from roofline.model.analysis import omissions_of, place_op
+    from roofline.program.ops_table import read_ops_table
+
+    cpu = load_spec_file(Path(__file__).parent / "data" / "specs" / "twocore.toml")
+    (op,) = read_ops_table(pandas.DataFrame({"kind": ["exp"], "shapes": ["65536"],
+                                             "dtype": ["f32"], "time": ["20 us"]})).ops
+    (gap,) = omissions_of([(op, place_op(op, cpu), 20e-6)], cpu)
+    assert gap.gap is Gap.UNTIMED_TRANSCENDENTALS and not gap.gap.leaves_out
+    timed = dataclasses.replace(cpu, compute=(*cpu.compute, ComputeRoof(
+        "transcendental", "fp32", 4e9, ("sheet",))))
+    assert omissions_of([(op, place_op(op, timed), 20e-6)], timed) == []

@@ -16,7 +16,15 @@ from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import Hardware
 from roofline.program.hlo.op_cost import OpCost
-from roofline.model.placement import Bound, Overlap, Placement, Work, place, place_group
+from roofline.model.placement import (
+    Bound,
+    Overlap,
+    Placement,
+    Work,
+    place,
+    place_group,
+    transcendental_roof,
+)
 from roofline.progress import waiting
 
 if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither
@@ -216,6 +224,9 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
                 add(Gap.SUBSTITUTE_ROOF, name, kernel, f"{dtype} {unit} work on "
                     f"{hardware.id}'s {part.roof.label} roof (it has no {dtype} {unit} "
                     "roof)", part_s)
+            if kernel.transcendentals and transcendental_roof(hardware, dtype) is None:
+                add(Gap.UNTIMED_TRANSCENDENTALS, name, kernel, f"{hardware.id} publishes no "
+                    "transcendental rate: its exponentials, tanh... take no time", part_s)
             if unit == "matrix" and dtype != kernel.dtype:
                 add(Gap.AS_WRITTEN, name, kernel, f"placed in {dtype} as the program stores "
                     f"it; the {kernel.platform or 'source'} compile computes it in "

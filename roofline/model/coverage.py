@@ -46,6 +46,7 @@ class Gap(enum.Enum):
     ESTIMATED_BANDWIDTH = "estimated bandwidth"
     CACHE_RESIDENCY = "cache residency"
     SCOPE = "scope"
+    UNTIMED_TRANSCENDENTALS = "transcendentals not timed"
 
     @property
     def leaves_out(self) -> bool:
@@ -92,7 +93,8 @@ class Coverage:
         return [o for o in self.omissions if o.gap is gap]
 
     def summary(self) -> list[GapSummary]:
-        """One entry per (gap, detail), largest share first."""
+        """One entry per (gap, detail): what is left out first, then what is approximated,
+        each largest share first."""
         groups: dict[tuple[Gap, str], list[Omission]] = defaultdict(list)
         for omission in self.omissions:
             groups[(omission.gap, omission.detail)].append(omission)
@@ -100,7 +102,8 @@ class Coverage:
                               sum(o.flops_share for o in items),
                               sum(o.time_share for o in items))
                    for (gap, detail), items in groups.items()]
-        return sorted(entries, key=lambda e: (-max(e.flops_share, e.time_share),
+        return sorted(entries, key=lambda e: (not e.gap.leaves_out,
+                                              -max(e.flops_share, e.time_share),
                                               e.gap.value, e.detail))
 
     def left_out_share(self) -> tuple[float, float]:
@@ -109,8 +112,9 @@ class Coverage:
         return sum(o.flops_share for o in parts), sum(o.time_share for o in parts)
 
     def to_document(self) -> dict[str, Any]:
-        """As JSON: the left-out shares and one entry per gap and detail, largest share
-        first; ``headline`` marks those over 1% of the time or FLOPs."""
+        """As JSON: the left-out shares and one entry per gap and detail (left out first,
+        then approximated, each largest share first); ``headline`` marks those over 1% of
+        the time or FLOPs."""
         flops, seconds = self.left_out_share()
         return {
             "left_out_flops_share": flops, "left_out_time_share": seconds,
