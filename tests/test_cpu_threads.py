@@ -103,3 +103,4 @@ def test_the_measured_vector_chains_count_their_flops_as_xla_does():
                                           jnp.asarray(0.5, dtype)))
         flops = sum(op.flops for op in program.costs.ops)
         assert flops == pytest.approx(per_step * 8 * 4096, rel=0.01), name
+

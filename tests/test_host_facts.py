@@ -54,3 +54,19 @@ def test_all_cores_no_better_than_one_is_flagged():
     flags = _measurement(109.3e9, 107.9e9).flags()
     assert any("no better than on one" in flag for flag in flags)
     assert not any("no better" in flag for flag in _measurement(60e9, 110e9).flags())
+
+
+def test_cache_bandwidth_is_measured_at_two_sizes_per_level(monkeypatch):
+    # A cache level is measured with arrays of a quarter and a sixteenth of its size (the
+    # better of the two is kept: a shared last-level cache does not always hold half its
+    # size for one process); DRAM with one size well past the last cache.
+    from roofline.hardware import measure
+
+    monkeypatch.setattr(measure, "_cache_sizes", lambda: {"L1": (48 << 10, "0"),
+                                                          "L2": (1 << 20, "0"),
+                                                          "L3": (32 << 20, "0-1")})
+    sizes = measure._level_sizes(quick=False)
+    assert sizes["L3"] == (8 << 20, 2 << 20)
+    assert sizes["L2"] == (256 << 10, 64 << 10)
+    assert sizes["L1"] == (12 << 10, 3 << 10)
+    assert sizes["DRAM"] == (128 << 20,)
