@@ -15,7 +15,7 @@ from roofline.model.coverage import Gap
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.hardware import load_spec_file
 from roofline.program.hlo.op_cost import OpCost
-from roofline.model.transfer import efficiencies, transfer
+from roofline.model.transfer import efficiencies, transfer, work_seconds
 
 
 def _op(name: str, flops: float, nbytes: float, category: str = "matmul") -> OpCost:
@@ -281,6 +281,37 @@ def test_ops_timed_as_their_own_programs_pay_each_side_s_handoff_to_a_worker_thr
     # Not timed as programs of their own (a profiled run): no handoff, 15 us stays 15 us.
     profiled = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6))
     assert {op.name: op.new_s for op in profiled.ops}["handed"] == pytest.approx(15e-6)
+
+
+def test_a_run_with_ops_on_both_sides_of_the_inline_threshold_fits_its_own_handoff():
+    import pandas
+
+    from roofline.model.analysis import place_op
+    from roofline.program.ops_table import read_ops_table
+    from tests.conftest import DATA
+
+    # Three exps (0 FLOPs: inline) on a 5 us floor, four relus (1024 FLOPs and more:
+    # handed to the worker thread) on a 6.2 us one, each plus its roofline work (e = 1).
+    # The run's handoff is 6.2 - 5 = 1.2 us, not twocore's one-core spec of 3 us; on two
+    # cores it is 1.2 x 0.5 / 3 = 0.2 us (the specs' ratio). A relu of one task keeps its
+    # work: predicted 5 + 0.2 + work, its measured time less 1 us.
+    path = DATA / "specs" / "twocore.toml"
+    one = load_spec_file(path, variant="one-core", scope="core")
+    both = load_spec_file(path)
+    kinds = ["exp"] * 3 + ["relu"] * 4
+    sizes = ["64", "128", "256", "1024", "2048", "4096", "8192"]
+    table = read_ops_table(pandas.DataFrame({
+        "name": [f"{k}{n}" for k, n in zip(kinds, sizes)], "kind": kinds, "shapes": sizes,
+        "dtype": ["f32"] * 7, "time_us": [1.0] * 7}))
+    work = {op.name: work_seconds(place_op(op, one)) for op in table.ops}
+    measured = {name: (5e-6 if name.startswith("exp") else 6.2e-6) + w
+                for name, w in work.items()}
+    result = transfer(list(table.ops), measured, one, both, calls=True)
+    new = {op.name: op.new_s for op in result.ops}
+    for name in ("relu1024", "relu2048"):
+        assert new[name] == pytest.approx(measured[name] - 1e-6, abs=1e-9)
+    assert new["exp64"] == pytest.approx(measured["exp64"], abs=1e-9)
+    assert "fitted from the run" in result.basis and "1.2 us" in result.basis
 
 
 def test_a_run_of_ops_of_one_size_shows_no_floor_and_no_warning(chip):

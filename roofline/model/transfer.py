@@ -82,9 +82,18 @@ from roofline.model.comparison import (
 )
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import BelowPhysicalBoundError, RooflineError
-from roofline.model.floor import Floor, FloorSample, fit_floor, target_floor as carried_floor
+from roofline.model.floor import (
+    NO_HANDOFF,
+    Floor,
+    FloorSample,
+    Handoff,
+    fit_floor,
+    fit_handoff,
+    spec_handoff,
+)
+from roofline.model.floor import target_floor as carried_floor
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.cpu_threads import INLINE_FLOPS, occupied_cores, runs_inline
+from roofline.program.hlo.cpu_threads import INLINE_FLOPS, occupied_cores
 from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
@@ -135,21 +144,28 @@ def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardwa
     return placed
 
 
-def _handoff_s(hardware: Hardware, op: OpCost, calls: bool) -> float:
-    """What ``op``, timed as a program of its own (``calls``) on ``hardware``, pays to be
-    handed to the XLA:CPU runtime's worker thread: the spec's measured handoff unless the
-    op runs on the caller's thread (:func:`roofline.program.hlo.cpu_threads.runs_inline`);
-    0 for an op timed inside a program, or on a device with no measured handoff."""
-    handoff = hardware.handoff
-    if not calls or handoff is None or handoff.value is None or runs_inline(op):
-        return 0.0
-    return handoff.value
+def _floor_samples(placed: list[_Placed], handoff: Handoff = NO_HANDOFF
+                   ) -> list[tuple[OpCost, FloorSample]]:
+    """Single-kernel ops as floor samples, each less its handoff."""
+    return [(op, FloorSample(op.category, work_seconds(p), m - handoff.source_s(op)))
+            for op, m, p, _ in placed if op.kernels <= 1]
 
 
-def _floor_of(placed: list[_Placed], hardware: Hardware, calls: bool = False) -> Floor:
-    return fit_floor((FloorSample(op.category, work_seconds(p),
-                                  m - _handoff_s(hardware, op, calls))
-                      for op, m, p, _ in placed if op.kernels <= 1), hardware)
+def _floor_of(placed: list[_Placed], hardware: Hardware,
+              handoff: Handoff = NO_HANDOFF) -> Floor:
+    return fit_floor((sample for _, sample in _floor_samples(placed, handoff)), hardware)
+
+
+def _handoff(placed: list[_Placed], source: Hardware, target: Hardware, calls: bool,
+             floor: Floor | None) -> Handoff:
+    """What ops timed as programs of their own (``calls``) pay to be handed to the XLA:CPU
+    runtime's worker thread (:func:`roofline.model.floor.fit_handoff`): fitted from the run
+    unless the caller gave the floor, the specs' then; none for ops timed in a program."""
+    if not calls:
+        return NO_HANDOFF
+    if floor is not None:
+        return spec_handoff(source, target)
+    return fit_handoff(_floor_samples(placed), source, target)
 
 
 def run_floor(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
@@ -168,11 +184,11 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
 
 
 def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp: bool,
-                  calls: bool = False) -> list[MeasuredEfficiency]:
+                  handoff: Handoff = NO_HANDOFF) -> list[MeasuredEfficiency]:
     result = []
     for op, measured, placement, served_by in placed:
         work = work_seconds(placement)
-        fixed = floor.seconds(op.category, op.kernels) + _handoff_s(hardware, op, calls)
+        fixed = floor.seconds(op.category, op.kernels) + handoff.source_s(op)
         residual = measured - fixed
         beats_work = measured < work * (1 - NOISE)
         faster = beats_work and op.category == "convolution"
@@ -375,8 +391,9 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     when an op of ``ops`` and one of ``target_ops`` of the same name are the same op
     (:func:`roofline.model.comparison.pair_ops`)."""
     placed = _placed(ops, measured_s, source, overlap)
-    floor = floor or _floor_of(placed, source, calls)
-    measured = _efficiencies(placed, floor, source, clamp, calls)
+    handoff = _handoff(placed, source, target, calls, floor)
+    floor = floor or _floor_of(placed, source, handoff)
+    measured = _efficiencies(placed, floor, source, clamp, handoff)
     if target_floor is None:
         target_floor = carried_floor(floor, target)
     by_key = {op_key(m.op): m for m in measured}
@@ -400,7 +417,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
                                     source_op.bound, None, op.intensity))
             continue
-        fixed = target_floor.seconds(op.category, op.kernels) + _handoff_s(target, op, calls)
+        fixed = target_floor.seconds(second.category, second.kernels) + handoff.target_s(second)
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = fixed + work_seconds(p_new) / efficiency
@@ -421,22 +438,19 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
                                           route.level if route else None)
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
                                 source_op.bound, p_new.bound, op.intensity))
-    method = _method(floor, target_floor, source, target, calls, cores)
+    method = _method(floor, target_floor, source, target, handoff, cores)
     return Comparison(source, target, tuple(changes), method,
                       _transfer_coverage(ops, measured, source, target, after_ops, after,
                                          changes, served, routes))
 
 
 def _method(floor: Floor, target_floor: Floor, source: Hardware, target: Hardware,
-            calls: bool, cores: tuple[int, int] | None) -> str:
+            handoff: Handoff, cores: tuple[int, int] | None) -> str:
     """A transfer's method line: the parts of its model that applied, and its ceilings."""
-    handoffs = [f"{hw.label} {format_quantity(hw.handoff.value, Kind.TIME)}"
-                for hw in (source, target) if calls and hw.handoff is not None
-                and hw.handoff.value is not None]
     return ("per-op floor + work at the measured efficiency"
             + (f"; ops of {INLINE_FLOPS} FLOPs or more timed as their own programs pay "
-               "the XLA:CPU handoff to a worker thread: " + ", ".join(handoffs)
-               if handoffs else "")
+               f"the XLA:CPU handoff to a worker thread: {handoff.detail}"
+               if handoff.detail else "")
             + (f"; one CPU at {cores[0]} and {cores[1]} cores: work per occupied core "
                "carried (XLA:CPU's task assignment)" if cores else "")
             + "; floor " + floor.detail + ("" if target_floor is floor else
