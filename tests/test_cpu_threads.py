@@ -91,7 +91,7 @@ def test_the_measured_vector_chains_count_their_flops_as_xla_does():
     # `hardware measure` rates a chain of multiply-adds at CHAIN_STEP_FLOPS per step; the
     # rate is a roof only if that is what the registry counts for the compiled chain (a
     # bf16 step: multiply, add, and a convert to bf16 and back after each: 6 FLOPs).
-    from roofline.hardware.measure import CHAIN_STEP_FLOPS
+    from roofline.hardware.host_kernels import CHAIN_STEP_FLOPS
 
     def chain(x, a, b):
         for _ in range(8):

@@ -60,12 +60,12 @@ def test_cache_bandwidth_is_measured_at_two_sizes_per_level(monkeypatch):
     # A cache level is measured with arrays of a quarter and a sixteenth of its size (the
     # better of the two is kept: a shared last-level cache does not always hold half its
     # size for one process); DRAM with one size well past the last cache.
-    from roofline.hardware import measure
+    from roofline.hardware import host_kernels
 
-    monkeypatch.setattr(measure, "_cache_sizes", lambda: {"L1": (48 << 10, "0"),
+    monkeypatch.setattr(host_kernels, "cache_sizes", lambda: {"L1": (48 << 10, "0"),
                                                           "L2": (1 << 20, "0"),
                                                           "L3": (32 << 20, "0-1")})
-    sizes = measure._level_sizes(quick=False)
+    sizes = host_kernels._level_sizes(quick=False)
     assert sizes["L3"] == (8 << 20, 2 << 20)
     assert sizes["L2"] == (256 << 10, 64 << 10)
     assert sizes["L1"] == (12 << 10, 3 << 10)
