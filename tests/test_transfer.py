@@ -277,7 +277,7 @@ def test_ops_timed_as_their_own_programs_pay_each_side_s_handoff_to_a_worker_thr
     assert new_us["handed"] == pytest.approx(12.5)
     # inline: 6 = 5 + 1, no handoff on either side: 6 us.
     assert new_us["inline"] == pytest.approx(6)
-    assert "handoff to a worker thread: twocore@one-core (core) 3 us" in result.basis
+    assert "handoff to XLA:CPU's worker thread: twocore@one-core (core) 3 us" in result.basis
     # Not timed as programs of their own (a profiled run): no handoff, 15 us stays 15 us.
     profiled = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6))
     assert {op.name: op.new_s for op in profiled.ops}["handed"] == pytest.approx(15e-6)
@@ -312,6 +312,31 @@ def test_a_run_with_ops_on_both_sides_of_the_inline_threshold_fits_its_own_hando
         assert new[name] == pytest.approx(measured[name] - 1e-6, abs=1e-9)
     assert new["exp64"] == pytest.approx(measured["exp64"], abs=1e-9)
     assert "fitted from the run" in result.basis and "1.2 us" in result.basis
+
+
+def test_an_output_of_32_mib_or_more_pays_the_first_touch_of_each_page_on_each_side():
+    import pandas
+
+    from roofline.model.floor import given_floor
+    from roofline.program.ops_table import read_ops_table
+    from tests.conftest import DATA
+
+    # relu over 16 Mi float32 elements: a 64 MiB output, fresh memory on every call, 16384
+    # pages of 4 KiB. twocore's first touch: 2 us a page on one core, 0.5 us on two.
+    # Measured 40 ms = 5 us floor + 3 us handoff + 16384 x 2 us (32.768 ms) + 7.224 ms of
+    # work. Two cores: the work splits over 2 tasks (3.612 ms), but not below its roofline
+    # on two cores, 128 MiB at 20 GB/s = 6.7109 ms; plus 5 us + 0.5 us + 16384 x 0.5 us
+    # (8.192 ms): 14.9084 ms.
+    path = DATA / "specs" / "twocore.toml"
+    one = load_spec_file(path, variant="one-core", scope="core")
+    both = load_spec_file(path)
+    table = read_ops_table(pandas.DataFrame({
+        "name": ["big"], "kind": ["relu"], "shapes": [str(1 << 24)], "dtype": ["f32"],
+        "time_us": [40_000]}))
+    result = transfer(list(table.ops), table.measured_s, one, both, floor=given_floor(5e-6),
+                      calls=True)
+    assert result.ops[0].new_s * 1e3 == pytest.approx(14.9084, abs=1e-4)
+    assert "per 4 KiB page: twocore@one-core (core) 2 us, twocore (host) 500 ns" in result.basis
 
 
 def test_a_run_of_ops_of_one_size_shows_no_floor_and_no_warning(chip):

@@ -42,7 +42,8 @@ def worker(quick: bool) -> dict[str, Any]:
     results: dict[str, Any] = {"matrix": _matrix_rates(quick, reps),
                                **_vector_rates(reps),
                                "transcendental_fp32": _transcendental_rate(reps),
-                               **_fixed_costs(reps)}
+                               **_fixed_costs(reps),
+                               "first_touch_s": _first_touch(reps)}
     results["bandwidth"], results["loop_cost_s"] = _bandwidths(quick, reps)
     return results
 
@@ -169,6 +170,23 @@ def _in_place_seconds(step: Any, x: Any, reps: int, inner: int) -> float:
         jax.block_until_ready(y)
         best = min(best, (time.perf_counter() - start) / inner)
     return best
+
+
+def _first_touch(reps: int) -> float:
+    """Seconds per 4 KiB page of fresh memory: ``x + 1`` over 64 MiB into a new output (above
+    glibc's 32 MiB mmap ceiling, so a fresh mapping each call,
+    :mod:`roofline.program.hlo.cpu_buffers`) less the same written in place."""
+    import jax
+    import jax.numpy as jnp
+
+    from roofline.program.hlo.cpu_buffers import FRESH_OUTPUT_BYTES, PAGE_BYTES
+
+    nbytes = 2 * FRESH_OUTPUT_BYTES
+    x = jnp.ones((nbytes // 4,), jnp.float32)
+    fresh = best_seconds(jax.jit(lambda v: v + 1.0), x, reps=reps)
+    in_place = _in_place_seconds(jax.jit(lambda y, v: y + 1.0, donate_argnums=0), x, reps,
+                                 inner=1)
+    return max(fresh - in_place, 0.0) / (nbytes / PAGE_BYTES)
 
 
 def cache_sizes() -> dict[str, tuple[int, str]]:

@@ -20,7 +20,9 @@ Peaks are what XLA:CPU achieves, which is what an explained host run can hope fo
 - handoff: a one-kernel program just over XLA:CPU's inline threshold (1024 elements of 2
   FLOPs each, run on the runtime's worker thread) less one just under it (256 elements,
   run on the caller's thread), the median of five pairs: what an op timed as its own
-  program pays to be handed over (:func:`roofline.program.hlo.cpu_threads.runs_inline`).
+  program pays to be handed over (:func:`roofline.program.hlo.cpu_threads.runs_inline`);
+- first touch: ``x + 1`` over 64 MiB into a fresh output (a new mapping on every call,
+  :mod:`roofline.program.hlo.cpu_buffers`) less the same written in place, per 4 KiB page.
 
 Each runs in a fresh process pinned to one core, then to all cores. The datasheet peak
 (cores x clock x FLOP/cycle from the CPU's vector extensions) is computed beside it, and a
@@ -229,7 +231,8 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
               "(the best, in FLOPs as XLA counts the compiled chain), a loop of exponentials "
               "for the transcendental rate, y = 0.999*y + x looped over arrays sized per "
               "cache level for bandwidth, a chain of 4x4 matmuls for the per-op overhead, "
-              "programs either side of XLA:CPU's inline threshold for the handoff. One-core "
+              "programs either side of XLA:CPU's inline threshold for the handoff, a fresh "
+              "output against one written in place for the first touch of a page. One-core "
               "figures from a process pinned to one core.")
     return [
         "# Written by 'roofline hardware measure'. Re-run it rather than editing by hand.",
@@ -254,10 +257,13 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
         'source = "measured"',
         'note = "In-program cost of one extra kernel (thunk) on XLA:CPU: a 4x4 matmul. '
         'handoff: what a program of 1000 FLOPs or more pays to run on the runtime\'s worker '
-        'thread rather than the caller\'s (a 1024-element program less a 256-element one)."',
+        'thread rather than the caller\'s (a 1024-element program less a 256-element one). '
+        'first_touch: the first write to a 4 KiB page of fresh memory, which an output of '
+        '32 MiB or more is on every call (x + 1 over 64 MiB into a new output less in place)."',
         f'handoff = "{m.all_cores["handoff_s"] * 1e9:.4g} ns"',
+        f'first_touch = "{m.all_cores["first_touch_s"] * 1e9:.4g} ns"',
         f'alternatives.one-core = {{ handoff = "{m.one_core["handoff_s"] * 1e9:.4g} ns", '
-        'source = "measured" }',
+        f'first_touch = "{m.one_core["first_touch_s"] * 1e9:.4g} ns", source = "measured" }}',
     ]
 
 

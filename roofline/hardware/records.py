@@ -139,6 +139,9 @@ class Hardware:
     # XLA:CPU hosts: what a program run on the runtime's worker thread pays over one run on
     # the caller's (roofline.program.hlo.cpu_threads.runs_inline), where measured.
     handoff: Scalar | None = None
+    # XLA:CPU hosts: the first write to a 4 KiB page of fresh memory (an output of 32 MiB or
+    # more, roofline.program.hlo.cpu_buffers), where measured.
+    first_touch: Scalar | None = None
 
     # --- naming -------------------------------------------------------------------
     @property

@@ -212,7 +212,7 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
 
 
 _SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"},
-                  "overhead": {"per_op", "handoff"}}
+                  "overhead": {"per_op", "handoff", "first_touch"}}
 _SUSTAINED = {"sustained", "sustained_source", "sustained_note"}
 
 
@@ -334,6 +334,8 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         overhead=_overhead(reader, doc, variant),
         handoff=_scalar(reader, doc, "overhead", "handoff", Kind.TIME, variant,
                         extensive=False, optional=True),
+        first_touch=_scalar(reader, doc, "overhead", "first_touch", Kind.TIME, variant,
+                            extensive=False, optional=True),
         clock=clock,  # type: ignore[arg-type]
         base_clock=base_clock,
         tdp=_scalar(reader, doc, "power", "tdp", Kind.POWER, variant,

@@ -20,27 +20,15 @@ extrapolation, and the category takes the floor fitted over all the run's ops th
 way. A run with fewer than ``MIN_FIT`` ops, or none on its floor, falls back to the
 spec's per-op overhead.
 
-Ops timed as programs of their own on XLA:CPU pay one more fixed cost, the handoff to the
-runtime's worker thread (programs of ``INLINE_FLOPS`` or more; the others run on the
-caller's thread, :mod:`roofline.program.hlo.cpu_threads`). ``hardware measure`` measures it
-once, on two programs either side of the threshold, but a run shows its own: pinned to one
-core, where caller and worker share the core, it cost from 1 to 3 us by program in one
-run. So where the run has ops on both sides of the threshold, :func:`fit_handoff` takes
-the handoff as the floor of the handed-off ops (per category, fitted as above) less the
-floor of the inline ones, and carries it to the target by the ratio of the two devices'
-measured handoffs (1 on the same device). Elsewhere each side pays its spec's handoff.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.cpu_threads import INLINE_FLOPS, runs_inline
-from roofline.program.hlo.op_cost import OpCost
 from roofline.units import Kind, format_quantity
 
 MIN_FIT = 4
@@ -100,7 +88,7 @@ def given_floor(seconds: float) -> Floor:
     return Floor(seconds, "given", f"{format_quantity(seconds, Kind.TIME)} per op (given)")
 
 
-def _intercept(samples: list[FloorSample], fastest_s: float) -> float | None:
+def floor_intercept(samples: list[FloorSample], fastest_s: float) -> float | None:
     """The robust floor of these samples, or None if they show no floor. ``fastest_s``:
     the fastest time measured in the run."""
     import numpy
@@ -126,91 +114,17 @@ def fit_floor(samples: Iterable[FloorSample], fallback: Hardware) -> Floor:
     the run shows none."""
     samples = list(samples)
     fastest = min((s.measured_s for s in samples), default=0.0)
-    overall = _intercept(samples, fastest)
+    overall = floor_intercept(samples, fastest)
     if overall is None:
         return spec_floor(fallback)
     groups: dict[str, list[FloorSample]] = defaultdict(list)
     for sample in samples:
         groups[sample.category].append(sample)
     fitted = {category: value for category, items in sorted(groups.items())
-              if (value := _intercept(items, fastest)) is not None}
+              if (value := floor_intercept(items, fastest)) is not None}
     q = format_quantity
     parts = [f"{category} {q(value, Kind.TIME)}" for category, value in fitted.items()]
     detail = (f"fitted from {len(samples)} measured ops (Theil-Sen near the floor): "
               + ", ".join(parts + [f"other {q(overall, Kind.TIME)}"]))
     return Floor(overall, "fitted", detail, tuple(fitted.items()))
 
-
-@dataclass(frozen=True)
-class Handoff:
-    """Seconds an op timed as a program of its own pays to reach the worker thread on
-    each side, by the op's category (``default`` for the others); ops that run inline pay
-    none."""
-
-    source: tuple[tuple[str, float], ...]
-    source_default_s: float
-    target: tuple[tuple[str, float], ...]
-    target_default_s: float
-    detail: str = ""
-
-    def source_s(self, op: OpCost) -> float:
-        return 0.0 if runs_inline(op) else dict(self.source).get(op.category,
-                                                                 self.source_default_s)
-
-    def target_s(self, op: OpCost) -> float:
-        return 0.0 if runs_inline(op) else dict(self.target).get(op.category,
-                                                                 self.target_default_s)
-
-
-NO_HANDOFF = Handoff((), 0.0, (), 0.0)
-
-
-def _spec_handoff_s(hardware: Hardware) -> float:
-    handoff = hardware.handoff
-    return 0.0 if handoff is None or handoff.value is None else handoff.value
-
-
-def spec_handoff(source: Hardware, target: Hardware) -> Handoff:
-    """Each side's measured handoff (``[overhead] handoff``); none where a side has none."""
-    before, after = _spec_handoff_s(source), _spec_handoff_s(target)
-    detail = ", ".join(f"{hw.label} {format_quantity(s, Kind.TIME)}" for hw, s in
-                       ((source, before), (target, after)) if s)
-    return Handoff((), before, (), after, detail)
-
-
-def _inline_floor(samples: list[FloorSample], fastest_s: float) -> float | None:
-    """The floor of ops run on the caller's thread, from those near the floor alone (the
-    larger ones are exponentials, whose efficiency moves with size): the fitted intercept,
-    or with too few sizes for a line, the median of their measured time less work."""
-    near = [s for s in samples if s.work_s < fastest_s]
-    fitted = _intercept(near, fastest_s) if len(near) >= NEAR_FLOOR else None
-    if fitted is not None:
-        return fitted
-    return statistics.median(s.measured_s - s.work_s for s in near) if near else None
-
-
-def fit_handoff(samples: Iterable[tuple[OpCost, FloorSample]], source: Hardware,
-                target: Hardware) -> Handoff:
-    """The run's handoff (module docstring): the floor of its handed-off ops less that of
-    its inline ones, carried by the specs' ratio; the specs' handoffs where the run has
-    too few ops on either side, or the source's spec measured none."""
-    spec = spec_handoff(source, target)
-    pairs = list(samples)
-    if not spec.source_default_s:
-        return spec
-    fastest = min((s.measured_s for _, s in pairs), default=0.0)
-    inline = _inline_floor([s for op, s in pairs if runs_inline(op)], fastest)
-    handed = fit_floor((s for op, s in pairs if not runs_inline(op)), source)
-    if inline is None or handed.basis != "fitted":
-        return spec
-    ratio = spec.target_default_s / spec.source_default_s
-    fitted = {c: max(f - inline, 0.0) for c, f in handed.by_category}
-    default = max(handed.default_s - inline, 0.0)
-    q = format_quantity
-    parts = [f"{c} {q(s, Kind.TIME)}" for c, s in fitted.items()]
-    detail = (f"{source.label}'s fitted from the run, the floor of ops of {INLINE_FLOPS} "
-              f"FLOPs or more less that of the inline ones ({q(inline, Kind.TIME)}): "
-              + ", ".join(parts + [f"other {q(default, Kind.TIME)}"])
-              + f"; {target.label}'s x{ratio:.3g} (the ratio of the specs' handoffs)")
-    return Handoff(tuple(fitted.items()), default,
-                   tuple((c, h * ratio) for c, h in fitted.items()), default * ratio, detail)

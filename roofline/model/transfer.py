@@ -48,12 +48,10 @@ that holds them: the one that served it on the source, or one its bytes fit that
 shows holding ops).
 
 Ops timed as programs of their own (an ops table: one jitted call per op) on an XLA:CPU
-host pay one more fixed cost: the client runs a program of 1000 FLOPs or more on its
-worker thread, not the caller's (:mod:`roofline.program.hlo.cpu_threads`), and the handoff
-costs what the spec measured (``[overhead] handoff``, about 3 us on one core, where the
-two threads share it, and well under 1 us on two). Each such op's fixed cost is the floor
-plus its device's handoff, on the source (taken off before the floor is fitted) and on
-the target alike.
+host pay more per call: the handoff to the runtime's worker thread (programs of 1000 FLOPs
+or more) and the first touch of an output of 32 MiB or more, fresh memory on every call
+(:mod:`roofline.model.call_cost`). Each such op's fixed cost is the floor plus its call
+cost, on the source (taken off before the floor is fitted) and on the target alike.
 
 An op of the target program with no measured counterpart (a different compile, e.g.
 bfloat16 instead of float32) reads its efficiency off a curve of the measured ops of its
@@ -82,18 +80,11 @@ from roofline.model.comparison import (
 )
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import BelowPhysicalBoundError, RooflineError
-from roofline.model.floor import (
-    NO_HANDOFF,
-    Floor,
-    FloorSample,
-    Handoff,
-    fit_floor,
-    fit_handoff,
-    spec_handoff,
-)
+from roofline.model.call_cost import NO_CALL_COST, CallCost, Side, fit_call_cost, spec_call_cost
+from roofline.model.floor import Floor, FloorSample, fit_floor
 from roofline.model.floor import target_floor as carried_floor
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.cpu_threads import INLINE_FLOPS, occupied_cores
+from roofline.program.hlo.cpu_threads import occupied_cores
 from roofline.program.hlo.op_cost import OpCost
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
@@ -144,28 +135,30 @@ def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardwa
     return placed
 
 
-def _floor_samples(placed: list[_Placed], handoff: Handoff = NO_HANDOFF
+def _floor_samples(placed: list[_Placed], cost: CallCost = NO_CALL_COST
                    ) -> list[tuple[OpCost, FloorSample]]:
-    """Single-kernel ops as floor samples, each less its handoff."""
-    return [(op, FloorSample(op.category, work_seconds(p), m - handoff.source_s(op)))
+    """Single-kernel ops as floor samples, each less what its call costs on the source."""
+    return [(op, FloorSample(op.category, work_seconds(p), m - cost.source.seconds(op)))
             for op, m, p, _ in placed if op.kernels <= 1]
 
 
 def _floor_of(placed: list[_Placed], hardware: Hardware,
-              handoff: Handoff = NO_HANDOFF) -> Floor:
-    return fit_floor((sample for _, sample in _floor_samples(placed, handoff)), hardware)
+              cost: CallCost = NO_CALL_COST) -> Floor:
+    return fit_floor((sample for _, sample in _floor_samples(placed, cost)), hardware)
 
 
-def _handoff(placed: list[_Placed], source: Hardware, target: Hardware, calls: bool,
-             floor: Floor | None) -> Handoff:
-    """What ops timed as programs of their own (``calls``) pay to be handed to the XLA:CPU
-    runtime's worker thread (:func:`roofline.model.floor.fit_handoff`): fitted from the run
-    unless the caller gave the floor, the specs' then; none for ops timed in a program."""
+def _call_cost(placed: list[_Placed], source: Hardware, target: Hardware, calls: bool,
+               floor: Floor | None) -> CallCost:
+    """What ops timed as programs of their own (``calls``) pay on an XLA:CPU host beyond
+    floor and work (:mod:`roofline.model.call_cost`): the handoff fitted from the run
+    unless the caller gave the floor, the specs' then; nothing for ops timed in a program."""
     if not calls:
-        return NO_HANDOFF
+        return NO_CALL_COST
+    spec = spec_call_cost(source, target)
     if floor is not None:
-        return spec_handoff(source, target)
-    return fit_handoff(_floor_samples(placed), source, target)
+        return spec
+    first_touch = CallCost(Side(page_s=spec.source.page_s), Side())
+    return fit_call_cost(_floor_samples(placed, first_touch), source, target)
 
 
 def run_floor(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
@@ -184,11 +177,11 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
 
 
 def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp: bool,
-                  handoff: Handoff = NO_HANDOFF) -> list[MeasuredEfficiency]:
+                  cost: CallCost = NO_CALL_COST) -> list[MeasuredEfficiency]:
     result = []
     for op, measured, placement, served_by in placed:
         work = work_seconds(placement)
-        fixed = floor.seconds(op.category, op.kernels) + handoff.source_s(op)
+        fixed = floor.seconds(op.category, op.kernels) + cost.source.seconds(op)
         residual = measured - fixed
         beats_work = measured < work * (1 - NOISE)
         faster = beats_work and op.category == "convolution"
@@ -387,13 +380,13 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     ops) on ``target``, per the model in this module's docstring. ``floor``: the source's,
     fitted from the run when not given; ``target_floor``: the target's, carried from it
     when not given. ``calls``: each op was timed as a program of its own (an ops table), so
-    each pays its device's handoff on top of the floor, where it applies. ``pairs_with``:
+    each pays its device's call cost on top of the floor, where it applies. ``pairs_with``:
     when an op of ``ops`` and one of ``target_ops`` of the same name are the same op
     (:func:`roofline.model.comparison.pair_ops`)."""
     placed = _placed(ops, measured_s, source, overlap)
-    handoff = _handoff(placed, source, target, calls, floor)
-    floor = floor or _floor_of(placed, source, handoff)
-    measured = _efficiencies(placed, floor, source, clamp, handoff)
+    cost = _call_cost(placed, source, target, calls, floor)
+    floor = floor or _floor_of(placed, source, cost)
+    measured = _efficiencies(placed, floor, source, clamp, cost)
     if target_floor is None:
         target_floor = carried_floor(floor, target)
     by_key = {op_key(m.op): m for m in measured}
@@ -417,7 +410,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
                                     source_op.bound, None, op.intensity))
             continue
-        fixed = target_floor.seconds(second.category, second.kernels) + handoff.target_s(second)
+        fixed = target_floor.seconds(second.category, second.kernels) + cost.target.seconds(second)
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = fixed + work_seconds(p_new) / efficiency
@@ -438,19 +431,17 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
                                           route.level if route else None)
         changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
                                 source_op.bound, p_new.bound, op.intensity))
-    method = _method(floor, target_floor, source, target, handoff, cores)
+    method = _method(floor, target_floor, source, target, cost, cores)
     return Comparison(source, target, tuple(changes), method,
                       _transfer_coverage(ops, measured, source, target, after_ops, after,
                                          changes, served, routes))
 
 
 def _method(floor: Floor, target_floor: Floor, source: Hardware, target: Hardware,
-            handoff: Handoff, cores: tuple[int, int] | None) -> str:
+            cost: CallCost, cores: tuple[int, int] | None) -> str:
     """A transfer's method line: the parts of its model that applied, and its ceilings."""
     return ("per-op floor + work at the measured efficiency"
-            + (f"; ops of {INLINE_FLOPS} FLOPs or more timed as their own programs pay "
-               f"the XLA:CPU handoff to a worker thread: {handoff.detail}"
-               if handoff.detail else "")
+            + (f"; ops timed as their own programs: {cost.detail}" if cost.detail else "")
             + (f"; one CPU at {cores[0]} and {cores[1]} cores: work per occupied core "
                "carried (XLA:CPU's task assignment)" if cores else "")
             + "; floor " + floor.detail + ("" if target_floor is floor else

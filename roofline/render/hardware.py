@@ -97,6 +97,8 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
         "overhead_s": sourced(hw.overhead.value, hw.overhead.sources, hw.overhead.note),
         "handoff_s": (sourced(hw.handoff.value, hw.handoff.sources, hw.handoff.note)
                       if hw.handoff else None),
+        "first_touch_s": (sourced(hw.first_touch.value, hw.first_touch.sources,
+                                  hw.first_touch.note) if hw.first_touch else None),
         "counts": {"values": dict(hw.counts), "sources": list(hw.counts_sources)},
         "gemm": ({"tiles": [f"{r}x{c}" for r, c in hw.gemm.tiles], "units": hw.gemm.units,
                   "sources": list(hw.gemm.sources), "note": hw.gemm.note}
@@ -139,6 +141,9 @@ def hardware_text(hw: Hardware) -> str:
                 + (f" (handoff to a worker thread {q(hw.handoff.value, Kind.TIME)} per "
                    f"program of {INLINE_FLOPS} FLOPs or more)" if hw.handoff
                    and hw.handoff.value is not None else "")
+                + (f" (first touch {q(hw.first_touch.value, Kind.TIME)} per 4 KiB page of "
+                   "a fresh output)" if hw.first_touch and hw.first_touch.value is not None
+                   else "")
                 + "; " + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
     head.append(f"convention: {FLOP_CONVENTION}")
     if hw.gemm:
