@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import pytest
 
 from roofline.program.compile import compile_program
-from roofline.program.hlo.cpu_threads import occupied_cores, parallel_tasks
+from roofline.program.hlo.cpu_threads import library_tiles, occupied_cores, parallel_tasks
+from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.op_cost import OpCost
 from tests.programs import sds
 
@@ -42,7 +43,8 @@ def test_compute_heavy_ops_take_one_task_per_100k_units_of_cost_up_to_the_cores(
 
 
 def test_library_calls_thread_themselves_and_other_ops_run_as_one_task():
-    # A dot and a custom (YNNPACK) fusion: the library decides; they occupy every core.
+    # A dot and a custom (YNNPACK) fusion: the library decides; without a matrix product
+    # to tile, they are taken to occupy every core.
     for library in (_op(1e9, 1e6, opcode="dot", category="matmul"),
                     _op(1e9, 1e6, kind="kCustom", category="matmul")):
         assert parallel_tasks(library, 4) is None
@@ -50,6 +52,33 @@ def test_library_calls_thread_themselves_and_other_ops_run_as_one_task():
     # A sort is not split whatever its size.
     assert parallel_tasks(_op(1e9, 1e9, opcode="sort", category="reduction"), 4) == 1
     assert occupied_cores(_op(2**18, 2 * 2**20), 4) == 2
+
+
+@pytest.mark.parametrize(("gemm", "tiles"), [
+    # 256^3: 16-row tiles of all 256 columns hold 4096 >= 64 x 64 outputs, and (16 + 256) x
+    # 256 = 69,632 >= 65,536: grown. 256 / 16 = 16 tiles.
+    (GemmShape(1, 256, 256, 256), 16),
+    # 128^3: 16 rows hold 2048 < 4096: 32 rows (4096); (32 + 128) x 128 = 20,480 and 4096
+    # outputs are short of 65,536: 64, then 128 rows, all of m. One tile.
+    (GemmShape(1, 128, 128, 128), 1),
+    # 64 x 4096 x 64: 16 x 64 = 1024 < 4096 outputs: 32, then 64 rows, all of m: one tile.
+    (GemmShape(1, 64, 64, 4096), 1),
+    # A batched 16 x (128 x 64 x 128): batches are not tiles; (32 + 128) x 64 = 10,240 keeps
+    # the tile growing to all 128 rows: one tile.
+    (GemmShape(16, 128, 128, 64), 1),
+    # A convolution of 8 x 32 x 32 positions, 32 -> 32 channels 3 x 3: rows in 8 x 32 = 256
+    # blocks of 32; 16 x 32 = 512 < 32 x 32 outputs: 32 rows, one tile.
+    (GemmShape(1, 8192, 32, 288, row_blocks=256), 1),
+    # linear 4096 x 768 by 768 x 3072: 16 rows x 3072 = 49,152 >= 4096 outputs and (16 +
+    # 3072) x 768 >= 65,536: grown at 16 rows. 4096 / 16 = 256 tiles.
+    (GemmShape(1, 4096, 3072, 768), 256),
+])
+def test_ynnpack_runs_the_tiles_of_a_matrix_product_in_parallel(gemm, tiles):
+    import dataclasses
+
+    assert library_tiles(gemm) == tiles
+    dot = dataclasses.replace(_op(1e9, 1e6, opcode="dot", category="matmul"), gemm=gemm)
+    assert occupied_cores(dot, 2) == min(tiles, 2)
 
 
 def _partitions(hlo_text: str, name: str) -> int:

@@ -34,8 +34,10 @@ def test_each_matrix_product_records_the_gemm_its_library_runs(ops):
     assert ops["lin"].gemm == GemmShape(batch=1, m=4096, n=3072, k=768)
     # conv2d NCHW 32x64x56x56, 128 filters of 64x3x3, no padding (56 - 3 + 1 = 54): the
     # implicit GEMM has N x P x Q = 32 x 54 x 54 = 93312 rows, K = 128 columns, and is
-    # C x R x S = 64 x 9 = 576 deep.
-    assert ops["conv"].gemm == GemmShape(batch=1, m=32 * 54 * 54, n=128, k=576)
+    # C x R x S = 64 x 9 = 576 deep. Its rows come in N x P = 32 x 54 blocks of one row of
+    # Q = 54 output positions.
+    assert ops["conv"].gemm == GemmShape(batch=1, m=32 * 54 * 54, n=128, k=576,
+                                         row_blocks=32 * 54)
 
 
 def test_tile_and_wave_quantization_by_hand():

@@ -14,9 +14,21 @@ the compiling process may use:
 
 Only ops whose outputs are independent are split: element-wise ops, loop fusions,
 broadcasts, concatenations, slices, gathers, pads, reductions, reshapes, transposes.
-Library calls thread themselves (dots and convolutions through Eigen or YNNPACK, custom
-fusions such as XLA:CPU's ``__ynn_fusion``, custom calls): how many cores they occupy is
-the library's decision, taken here as every core. Everything else runs as one task.
+Library calls thread themselves (dots and convolutions through YNNPACK, custom fusions
+such as XLA:CPU's ``__ynn_fusion``, custom calls). Everything else runs as one task.
+
+Library calls. XLA:CPU hands every ``__ynn_fusion`` its thread pool; YNNPACK runs in
+parallel the tiles it splits a matrix product's output into, and only those
+(``ynnpack/subgraph/dot.cc``, ``choose_split_factors``, read in google/XNNPACK): a tile
+spans all ``n`` columns and starts at 16 rows (fewer if ``m`` has fewer), and doubles its
+rows while it holds fewer than min(m, 64) x min(n, 64) outputs, or until (rows + n) x
+min(k, 1024) reaches 65,536 or it holds 65,536 outputs. So a product runs on one core when
+one tile holds it. Batch loops, and a convolution's batch and outer output positions (it
+tiles one row of output positions: ``m`` is ``n x`` that row, ``row_blocks`` times), gave
+no second core on this project's host: a 16 x (128 x 64 x 128) batched matmul and four
+convolutions of 14 to 56 positions a row ran 1.0x on two cores, as did a 64 x 4096 x 64
+matmul, while 256-wide and larger matmuls ran 1.7-2.0x. A library call without a matrix
+product (a custom call, a reduction fusion) is taken to use every core.
 
 Inline programs. The XLA:CPU client runs a program whose FLOPs (XLA's count, without
 transcendentals) are under ``INLINE_FLOPS`` on the thread that called it, and hands any
@@ -26,13 +38,16 @@ on a process pinned to one core, a context switch on that core (about 3 us here)
 
 Approximations: the task count is not limited by the sizes of the outer dimensions (an
 output with fewer rows than tasks gets fewer); bytes accessed are the op's main-memory
-bytes as :mod:`roofline.program.hlo.costs` counts them, which follow XLA's cost analysis.
+bytes as :mod:`roofline.program.hlo.costs` counts them, which follow XLA's cost analysis;
+YNNPACK's tile spans all ``n`` columns (its column block, sized to the L2 cache, is taken
+as at least ``n``), and the XNNPACK commit jaxlib bundles was not pinned.
 """
 
 from __future__ import annotations
 
 import math
 
+from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.op_cost import OpCost
 
 INLINE_FLOPS = 1000
@@ -72,11 +87,33 @@ def parallel_tasks(op: OpCost, cores: int) -> int | None:
     return int(min(limit, max(1, cost // per_task)))
 
 
+YNN_FIRST_ROWS = 16
+YNN_MIN_EDGE = 64
+YNN_STOP = 65_536       # (rows + n) x min(k, 1024), or outputs per tile, to stop growing
+YNN_K_CAP = 1024
+
+
+def library_tiles(gemm: GemmShape) -> int:
+    """The tiles YNNPACK runs one matrix product's output in, in parallel (docstring)."""
+    m = max(gemm.m // max(gemm.row_blocks, 1), 1)
+    n, k = max(gemm.n, 1), max(gemm.k, 1)
+    rows = min(m, YNN_FIRST_ROWS)
+
+    def grown() -> bool:
+        large = rows * n >= min(m, YNN_MIN_EDGE) * min(n, YNN_MIN_EDGE)
+        return large and ((rows + n) * min(k, YNN_K_CAP) >= YNN_STOP or rows * n >= YNN_STOP)
+    while rows < m and not grown():
+        rows = min(2 * rows, m)
+    return math.ceil(m / rows)
+
+
 def occupied_cores(op: OpCost, cores: int) -> int:
     """The cores ``op`` keeps busy on a host of ``cores`` cores: its tasks, at most one per
-    core; a library call takes them all."""
+    core; a library call as many as the tiles of its matrix product, or all of them."""
     tasks = parallel_tasks(op, cores)
-    return cores if tasks is None else min(tasks, cores)
+    if tasks is None:
+        tasks = cores if op.gemm is None else library_tiles(op.gemm)
+    return min(tasks, cores)
 
 
 def runs_inline(op: OpCost) -> bool:

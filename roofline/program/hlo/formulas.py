@@ -113,12 +113,16 @@ class GemmShape:
     """A matrix product as a GPU library runs it: ``batch`` independent products of an
     ``m x k`` by a ``k x n`` matrix, each output ``m x n`` split into tiles, one thread
     block per tile (NVIDIA, Matrix Multiplication Background User's Guide, DU-09799-001,
-    sec. 2.1 and 3)."""
+    sec. 2.1 and 3). ``row_blocks``: how many independent blocks the ``m`` rows come in,
+    of which a CPU library tiles only the rows inside one (a convolution's rows are its
+    batch x output positions; XLA:CPU's YNNPACK tiles one row of output positions).
+    """
 
     batch: int
     m: int
     n: int
     k: int
+    row_blocks: int = 1
 
     def tiles(self, tile: tuple[int, int]) -> int:
         return self.batch * math.ceil(self.m / tile[0]) * math.ceil(self.n / tile[1])
@@ -178,7 +182,10 @@ class ConvolutionSpec:
         rows = {"output": (batch * math.prod(self.output_spatial), o, c * taps),
                 "input": (batch * math.prod(self.input_spatial), c, o * taps),
                 "kernel": (o, c * taps, batch * math.prod(self.output_spatial))}[result]
-        return GemmShape(groups, *rows)
+        positions = {"output": self.output_spatial, "input": self.input_spatial}
+        blocks = (batch * math.prod(positions[result][:-1]) if result in positions
+                  and positions[result] else 1)
+        return GemmShape(groups, *rows, row_blocks=blocks)
 
     @property
     def fma_count(self) -> float:
