@@ -198,6 +198,33 @@ def test_bf16_rows_laid_out_for_xla_cpu_cost_what_xla_cpu_compiles(kind, fn):
         assert table.laid_out_for("gpu").ops[0].flops == 8 * 4096
 
 
+def test_a_bf16_softmax_of_4096_rows_laid_out_for_xla_cpu_is_one_ynnpack_fusion():
+    # XLA:CPU compiles a bf16 softmax of 4096 rows or more into one __ynn_fusion whose body
+    # keeps the bf16 rounding converts: the row counts the same FLOPs and exponentials as
+    # that fusion, but YNNPACK widens in vector registers, so it is placed on the f32
+    # vector roof and threads itself (a custom fusion). At 4095 rows XLA:CPU compiles
+    # YNNPACK reductions around bf16 loop fusions: the row stays a bf16 loop.
+    import jax
+    import jax.numpy as jnp
+
+    from roofline.program.compile import compile_program
+    from tests.programs import sds
+
+    table = read_ops_table(_table("s,softmax,4096x8,bf16,1 us", "f,softmax,4095x8,bf16,1 us"))
+    whole, split = table.laid_out_for("cpu").ops
+
+    def working_ops(rows: int) -> list:
+        compiled = compile_program(lambda x: jax.nn.softmax(x, axis=-1),
+                                   [sds((rows, 8), jnp.bfloat16)])
+        return [o for o in compiled.costs.ops if o.does_work]
+    (op,) = working_ops(4096)
+    assert op.fusion_kind == "kCustom"
+    assert (whole.flops, whole.transcendentals) == (op.flops, op.transcendentals)
+    assert (whole.dtype, whole.fusion_kind) == ("fp32", "kCustom")
+    assert len(working_ops(4095)) > 1
+    assert (split.dtype, split.fusion_kind) == ("bf16", "kLoop")
+
+
 def test_rows_pair_by_name_whatever_their_dtype_or_layout():
     # A bf16 sum accumulates in f32 (128 x 1000 more FLOPs of conversion) and a bf16 gelu
     # on XLA:CPU is rounded after every operation (26 FLOPs an element against 8): still
