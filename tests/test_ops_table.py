@@ -207,6 +207,8 @@ def test_a_bf16_softmax_of_4096_rows_laid_out_for_xla_cpu_is_one_ynnpack_fusion(
     import jax
     import jax.numpy as jnp
 
+    from roofline.hardware import load_spec_file
+    from roofline.model.analysis import placement_dtype
     from roofline.program.compile import compile_program
     from tests.programs import sds
 
@@ -221,6 +223,8 @@ def test_a_bf16_softmax_of_4096_rows_laid_out_for_xla_cpu_is_one_ynnpack_fusion(
     assert op.fusion_kind == "kCustom"
     assert (whole.flops, whole.transcendentals) == (op.flops, op.transcendentals)
     assert (whole.dtype, whole.fusion_kind) == ("fp32", "kCustom")
+    cpu = load_spec_file(SPECS / "twocore.toml")
+    assert placement_dtype(whole, cpu) == "fp32" and placement_dtype(split, cpu) == "bf16"
     assert len(working_ops(4095)) > 1
     assert (split.dtype, split.fusion_kind) == ("bf16", "kLoop")
 

@@ -204,7 +204,7 @@ def _cost(row: _Row, where: str, number: int) -> OpCost:
         # YNNPACK widens in vector registers: the f32 vector roof, not the rate of XLA's own
         # bf16 loops (a 4096 x 1024 bf16 softmax ran 1.3x faster than f32 here, where a
         # bf16 gelu ran 4.6x slower).
-        op = replace(op, dtype="fp32", fusion_kind="kCustom")
+        op = replace(op, dtype="fp32", fusion_kind="kCustom", platform="cpu")
     return op
 
 
