@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 DTYPES = (("fp32", "float32"), ("bf16", "bfloat16"))
-VECTOR_DEPTHS = (4, 8, 16, 32, 64)
+VECTOR_DEPTHS = (1, 2, 4, 8, 16, 32, 64)
 # FLOPs of one multiply-add step of a vector chain as XLA counts the compiled program, the
 # count the roofs are placed against: a multiply and an add; in bfloat16 also the two
 # conversions of each (XLA:CPU computes a bf16 operation in f32 and rounds its result to

@@ -3,9 +3,11 @@
 Peaks are what XLA:CPU achieves, which is what an explained host run can hope for:
 
 - matrix work: GEMMs of growing size per dtype, best FLOP/s;
-- vector work: chains of 4 to 64 multiply-adds per element of a large array, best rate,
+- vector work: chains of 1 to 64 multiply-adds per element of a large array, best rate,
   in FLOPs as XLA counts the compiled chain (in bfloat16 the conversions XLA:CPU rounds
-  every result with count too: 6 FLOPs a multiply-add);
+  every result with count too: 6 FLOPs a multiply-add). Short chains are memory-bound in
+  float32, but in bfloat16, where rounding dominates, a chain of one ran 33% faster per
+  FLOP than one of four on this project's host;
 - bandwidth per level: ``y = 0.999 * y + x`` over arrays sized to fit L1, L2, L3 (two
   arrays in half the cache, and in an eighth: the better) or to spill to DRAM, repeated
   both in a compiled loop and as back-to-back calls that write ``y`` in place (a donated
@@ -227,7 +229,7 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
     facts, cores = m.facts, m.facts.cores
     method = ("Measured by 'roofline hardware measure' on " + m.date + " on " + facts.model
               + f" ({cores} cores visible): XLA:CPU kernels, best of several runs; GEMMs for "
-              "matrix peaks, chains of 4 to 64 multiply-adds per element for vector peaks "
+              "matrix peaks, chains of 1 to 64 multiply-adds per element for vector peaks "
               "(the best, in FLOPs as XLA counts the compiled chain), a loop of exponentials "
               "for the transcendental rate, y = 0.999*y + x looped over arrays sized per "
               "cache level for bandwidth, a chain of 4x4 matmuls for the per-op overhead, "
@@ -273,7 +275,7 @@ def _compute_toml(m: HostMeasurement) -> list[str]:
     roofs = [("matrix", dtype, m.all_cores["matrix"][dtype], m.one_core["matrix"][dtype],
               "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
     roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
-               "Elementwise work: the best of chains of 4 to 64 multiply-adds, in XLA's "
+               "Elementwise work: the best of chains of 1 to 64 multiply-adds, in XLA's "
                "FLOP count.")
               for dtype, _ in DTYPES]
     roofs.append(("transcendental", "fp32", m.all_cores["transcendental_fp32"],
