@@ -231,11 +231,11 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
               + f" ({cores} cores visible): XLA:CPU kernels, best of several runs; GEMMs for "
               "matrix peaks, chains of 1 to 64 multiply-adds per element for vector peaks "
               "(the best, in FLOPs as XLA counts the compiled chain), a loop of exponentials "
-              "for the transcendental rate, y = 0.999*y + x looped over arrays sized per "
-              "cache level for bandwidth, a chain of 4x4 matmuls for the per-op overhead, "
-              "programs either side of XLA:CPU's inline threshold for the handoff, a fresh "
-              "output against one written in place for the first touch of a page. One-core "
-              "figures from a process pinned to one core.")
+              "for the transcendental rate, y = 0.999*y + x over arrays sized per cache "
+              "level, looped and called in place, for bandwidth, a chain of 4x4 matmuls for "
+              "the per-op overhead, programs either side of XLA:CPU's inline threshold for "
+              "the handoff, a fresh output against one written in place for the first touch "
+              "of a page. One-core figures from a process pinned to one core.")
     return [
         "# Written by 'roofline hardware measure'. Re-run it rather than editing by hand.",
         "schema = 1", f'id = "{spec_id}"',
