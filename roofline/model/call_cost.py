@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 from roofline.hardware.records import Hardware
 from roofline.model.floor import NEAR_FLOOR, FloorSample, fit_floor, floor_intercept
-from roofline.program.hlo.cpu_buffers import fresh_pages
+from roofline.program.hlo.cpu_buffers import FRESH_OUTPUT_BYTES, PAGE_BYTES, fresh_pages
 from roofline.program.hlo.cpu_threads import INLINE_FLOPS, runs_inline
 from roofline.program.hlo.op_cost import OpCost
 from roofline.units import Kind, format_quantity
 
 
 @dataclass(frozen=True)
-class Side:
+class DeviceCallCost:
     """One device's costs of a call: the handoff by op category (``handoff_s`` for the
     others) and the first touch of a fresh page."""
 
@@ -51,12 +51,12 @@ class Side:
 class CallCost:
     """The per-call costs on the source and on the target, and how they were found."""
 
-    source: Side
-    target: Side
+    source: DeviceCallCost
+    target: DeviceCallCost
     detail: str = ""
 
 
-NO_CALL_COST = CallCost(Side(), Side())
+NO_CALL_COST = CallCost(DeviceCallCost(), DeviceCallCost())
 
 
 def _spec_s(hardware: Hardware, field: str) -> float:
@@ -67,8 +67,8 @@ def _spec_s(hardware: Hardware, field: str) -> float:
 def _pages_detail(source: Hardware, target: Hardware) -> str:
     pages = [f"{hw.label} {format_quantity(_spec_s(hw, 'first_touch'), Kind.TIME)}"
              for hw in (source, target) if _spec_s(hw, "first_touch")]
-    return ("; outputs of 32 MiB or more are fresh memory each call, per 4 KiB page: "
-            + ", ".join(pages)) if pages else ""
+    return (f"; outputs of {FRESH_OUTPUT_BYTES >> 20} MiB or more are fresh memory each "
+            f"call, per {PAGE_BYTES >> 10} KiB page: " + ", ".join(pages)) if pages else ""
 
 
 def spec_call_cost(source: Hardware, target: Hardware) -> CallCost:
@@ -77,9 +77,12 @@ def spec_call_cost(source: Hardware, target: Hardware) -> CallCost:
                 for hw in (source, target) if _spec_s(hw, "handoff")]
     detail = (f"ops of {INLINE_FLOPS} FLOPs or more pay the handoff to XLA:CPU's worker "
               "thread: " + ", ".join(handoffs) if handoffs else "")
-    return CallCost(Side(_spec_s(source, "handoff"), (), _spec_s(source, "first_touch")),
-                    Side(_spec_s(target, "handoff"), (), _spec_s(target, "first_touch")),
+    return CallCost(_spec_side(source), _spec_side(target),
                     (detail + _pages_detail(source, target)).lstrip("; "))
+
+
+def _spec_side(hardware: Hardware) -> DeviceCallCost:
+    return DeviceCallCost(_spec_s(hardware, "handoff"), (), _spec_s(hardware, "first_touch"))
 
 
 def _inline_floor(samples: list[FloorSample], fastest_s: float) -> float | None:
@@ -119,6 +122,6 @@ def fit_call_cost(samples: Iterable[tuple[OpCost, FloorSample]], source: Hardwar
               + ", ".join(parts + [f"other {q(default, Kind.TIME)}"])
               + f"; on {target.label} x{ratio:.3g} (the ratio of the specs' handoffs)"
               + _pages_detail(source, target))
-    return CallCost(Side(default, tuple(fitted.items()), spec.source.page_s),
-                    Side(default * ratio, tuple((c, h * ratio) for c, h in fitted.items()),
-                         spec.target.page_s), detail)
+    scaled = tuple((c, h * ratio) for c, h in fitted.items())
+    return CallCost(DeviceCallCost(default, tuple(fitted.items()), spec.source.page_s),
+                    DeviceCallCost(default * ratio, scaled, spec.target.page_s), detail)

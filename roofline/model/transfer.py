@@ -80,7 +80,13 @@ from roofline.model.comparison import (
 )
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import BelowPhysicalBoundError, RooflineError
-from roofline.model.call_cost import NO_CALL_COST, CallCost, Side, fit_call_cost, spec_call_cost
+from roofline.model.call_cost import (
+    NO_CALL_COST,
+    CallCost,
+    DeviceCallCost,
+    fit_call_cost,
+    spec_call_cost,
+)
 from roofline.model.floor import Floor, FloorSample, fit_floor
 from roofline.model.floor import target_floor as carried_floor
 from roofline.hardware.records import Hardware
@@ -157,7 +163,7 @@ def _call_cost(placed: list[_Placed], source: Hardware, target: Hardware, calls:
     spec = spec_call_cost(source, target)
     if floor is not None:
         return spec
-    first_touch = CallCost(Side(page_s=spec.source.page_s), Side())
+    first_touch = CallCost(DeviceCallCost(page_s=spec.source.page_s), DeviceCallCost())
     return fit_call_cost(_floor_samples(placed, first_touch), source, target)
 
 
