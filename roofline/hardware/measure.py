@@ -161,16 +161,22 @@ class HostMeasurement:
                         f"the datasheet peak {format_quantity(limit, Kind.FLOP_RATE)} at the "
                         f"reported {self.facts.clock_hz / 1e9:.2f} GHz (the CPU boosts above "
                         "it, or the reported clock is not the running one)")
-        if self.facts.cores > 1:
-            for dtype, _ in DTYPES:
-                one, every = self.one_core["matrix"][dtype], self.all_cores["matrix"][dtype]
-                if every < 1.2 * one:
-                    found.append(
-                        f"matrix {dtype} on all {self.facts.cores} cores "
-                        f"({format_quantity(every, Kind.FLOP_RATE)}) is no better than on one "
-                        f"({format_quantity(one, Kind.FLOP_RATE)}): the other cores were busy "
-                        "while it ran; measure again when the machine is quiet")
+        for dtype in self.busy_dtypes():
+            one, every = self.one_core["matrix"][dtype], self.all_cores["matrix"][dtype]
+            found.append(
+                f"matrix {dtype} on all {self.facts.cores} cores "
+                f"({format_quantity(every, Kind.FLOP_RATE)}) is no better than on one "
+                f"({format_quantity(one, Kind.FLOP_RATE)}): the other cores were busy "
+                "while it ran; measure again when the machine is quiet")
         return found
+
+    def busy_dtypes(self) -> list[str]:
+        """The dtypes whose GEMM rate on all cores came out no better than on one (under
+        1.2x): the other cores were busy while it ran."""
+        if self.facts.cores <= 1:
+            return []
+        return [dtype for dtype, _ in DTYPES
+                if self.all_cores["matrix"][dtype] < 1.2 * self.one_core["matrix"][dtype]]
 
     def datasheet_text(self) -> str:
         """The datasheet fp32 peak and its arithmetic, with the measured GEMM roof's
