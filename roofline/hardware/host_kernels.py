@@ -173,20 +173,18 @@ def _in_place_seconds(step: Any, x: Any, reps: int, inner: int) -> float:
 
 
 def _first_touch(reps: int) -> float:
-    """Seconds per 4 KiB page of fresh memory: ``x + 1`` over 64 MiB into a new output (above
-    glibc's 32 MiB mmap ceiling, so a fresh mapping each call,
+    """Seconds per 4 KiB page of fresh memory: ``x + 1`` over 64 MiB into a new output (twice
+    glibc's 32 MiB ceiling on its mmap threshold, so a fresh mapping on every call,
     :mod:`roofline.program.hlo.cpu_buffers`) less the same written in place."""
     import jax
     import jax.numpy as jnp
 
-    from roofline.program.hlo.cpu_buffers import FRESH_OUTPUT_BYTES, PAGE_BYTES
-
-    nbytes = 2 * FRESH_OUTPUT_BYTES
+    nbytes, page = 64 << 20, 4096
     x = jnp.ones((nbytes // 4,), jnp.float32)
     fresh = best_seconds(jax.jit(lambda v: v + 1.0), x, reps=reps)
     in_place = _in_place_seconds(jax.jit(lambda y, v: y + 1.0, donate_argnums=0), x, reps,
                                  inner=1)
-    return max(fresh - in_place, 0.0) / (nbytes / PAGE_BYTES)
+    return max(fresh - in_place, 0.0) / (nbytes / page)
 
 
 def cache_sizes() -> dict[str, tuple[int, str]]:
