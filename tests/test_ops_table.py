@@ -229,6 +229,37 @@ def test_a_bf16_softmax_of_4096_rows_laid_out_for_xla_cpu_is_one_ynnpack_fusion(
     assert (split.dtype, split.fusion_kind) == ("bf16", "kLoop")
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_matrix_rows_laid_out_for_xla_cpu_are_compiled_as_xla_cpu_compiles_them(dtype):
+    # XLA:CPU compiles a matmul, and a convolution of more than 16 channels in or out, into
+    # a __ynn_fusion (kCustom), which threads over its output tiles; a convolution of 16
+    # channels in and out it leaves to Eigen as a plain convolution. Laid out for a GPU the
+    # rows stay plain ops.
+    import jax
+    import jax.numpy as jnp
+
+    from roofline.program.compile import compile_program
+    from tests.programs import sds
+
+    shapes = {"m": ("64x32;32x64", [(64, 32), (32, 64)]),
+              "wide": ("2x24x16x16;24x24x3x3", [(2, 24, 16, 16), (24, 24, 3, 3)]),
+              "narrow": ("2x16x16x16;16x16x3x3", [(2, 16, 16, 16), (16, 16, 3, 3)])}
+    table = read_ops_table(_table(*(f"{name},{'matmul' if name == 'm' else 'conv2d'},"
+                                    f"{text},{dtype},1 us"
+                                    for name, (text, _) in shapes.items())))
+    jdtype = jnp.float32 if dtype == "f32" else jnp.bfloat16
+    functions = {"m": lambda a, b: a @ b,
+                 "wide": lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "VALID")}
+    functions["narrow"] = functions["wide"]
+    kinds = []
+    for name, (_, dims) in shapes.items():
+        compiled = compile_program(functions[name], [sds(d, jdtype) for d in dims])
+        kinds.append(next(o.fusion_kind for o in compiled.costs.ops if o.gemm))
+    assert kinds == ["kCustom", "kCustom", ""]
+    assert [op.fusion_kind for op in table.laid_out_for("cpu").ops] == kinds
+    assert [op.fusion_kind for op in table.laid_out_for("gpu").ops] == ["", "", ""]
+
+
 def test_rows_pair_by_name_whatever_their_dtype_or_layout():
     # A bf16 sum accumulates in f32 (128 x 1000 more FLOPs of conversion) and a bf16 gelu
     # on XLA:CPU is rounded after every operation (26 FLOPs an element against 8): still

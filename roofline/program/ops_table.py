@@ -81,13 +81,16 @@ class OpsTable:
     def laid_out_for(self, kind: str) -> OpsTable:
         """The same ops, with their times, costed as the compiler of a device of ``kind``
         (``cpu``, ``gpu``, ``tpu``) lays them out: XLA:CPU computes bf16 and f16 element-wise
-        work in f32 and rounds every result (:class:`_Body`); the others as written."""
+        work in f32 and rounds every result (:class:`_Body`), and runs matrix products as
+        YNNPACK fusions (:func:`_as_xla_cpu_compiles`); the others as written."""
         platform = "cpu" if kind == "cpu" else ""
         if all(row.platform == platform for row in self.rows):
             return self
         rows = tuple(replace(row, platform=platform) for row in self.rows)
-        # Only narrow floats are laid out differently: other rows keep their costs.
-        ops = tuple(op if row.dtype not in NARROW else _cost(row, self.source, number)
+        # Only narrow floats and matrix products are laid out differently: other rows
+        # keep their costs.
+        ops = tuple(_cost(row, self.source, number)
+                    if row.dtype in NARROW or _family(row.kind) in MATRIX_FAMILIES else op
                     for number, (row, op) in enumerate(zip(rows, self.ops), start=1))
         return OpsTable(self.source, ops, self.measured_s, rows)
 
@@ -199,13 +202,31 @@ def _cost(row: _Row, where: str, number: int) -> OpCost:
         raise OpsTableError(where, number, "shapes", f"{row.kind}: {exc}") from None
     costs = analyze_module(parse_hlo_text(text))
     op = next(o for o in costs.ops if not o.free)
-    op = replace(op, name=row.name, op_name=row.kind)
+    return _as_xla_cpu_compiles(row, replace(op, name=row.name, op_name=row.kind))
+
+
+def _as_xla_cpu_compiles(row: _Row, op: OpCost) -> OpCost:
+    """A row laid out for XLA:CPU, as the custom (YNNPACK) fusion it compiles it into where
+    it does: a matrix product of a program of its own (checked against compiled programs
+    in f32, bf16 and f16), but a convolution of few channels, and a narrow-float softmax of
+    4096 rows or more."""
+    if row.platform != "cpu":
+        return op
     if _one_ynn_fusion(row):
         # YNNPACK widens in vector registers: the f32 vector roof, not the rate of XLA's own
         # bf16 loops (a 4096 x 1024 bf16 softmax ran 1.3x faster than f32 here, where a
         # bf16 gelu ran 4.6x slower).
-        op = replace(op, dtype="fp32", fusion_kind="kCustom", platform="cpu")
-    return op
+        return replace(op, dtype="fp32", fusion_kind="kCustom", platform="cpu")
+    family = _family(row.kind)
+    if family == "conv2d" and max(row.shapes[0][1], row.shapes[1][0]) <= EIGEN_CONV_CHANNELS:
+        return op   # left to Eigen, as a plain convolution
+    return replace(op, fusion_kind="kCustom") if family in MATRIX_FAMILIES else op
+
+
+MATRIX_FAMILIES = ("matmul", "linear", "conv2d")
+# Convolutions with at most this many input and output channels XLA:CPU leaves to Eigen
+# (16 -> 16, 8 -> 16, 3 -> 16 compiled plain; 24 -> 24, 32 -> 16, 3 -> 64 to YNNPACK).
+EIGEN_CONV_CHANNELS = 16
 
 
 YNN_SOFTMAX_ROWS = 4096

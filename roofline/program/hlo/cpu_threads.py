@@ -27,8 +27,10 @@ one tile holds it. Batch loops, and a convolution's batch and outer output posit
 tiles one row of output positions: ``m`` is ``n x`` that row, ``row_blocks`` times), gave
 no second core on this project's host: a 16 x (128 x 64 x 128) batched matmul and four
 convolutions of 14 to 56 positions a row ran 1.0x on two cores, as did a 64 x 4096 x 64
-matmul, while 256-wide and larger matmuls ran 1.7-2.0x. A library call without a matrix
-product (a custom call, a reduction fusion) is taken to use every core.
+matmul, while 256-wide and larger matmuls ran 1.7-2.0x. Other library calls (a custom
+call, a YNNPACK reduction, and the plain dots and convolutions XLA:CPU leaves to Eigen,
+as it does most convolutions of a training step's backward pass) are taken to use every
+core.
 
 Inline programs. The XLA:CPU client runs a program whose FLOPs (XLA's count, without
 transcendentals) are under ``INLINE_FLOPS`` on the thread that called it, and hands any
@@ -109,10 +111,13 @@ def library_tiles(gemm: GemmShape) -> int:
 
 def occupied_cores(op: OpCost, cores: int) -> int:
     """The cores ``op`` keeps busy on a host of ``cores`` cores: its tasks, at most one per
-    core; a library call as many as the tiles of its matrix product, or all of them."""
+    core; a YNNPACK fusion as many as the tiles of its matrix product; any other library
+    call (a plain dot or convolution runs through Eigen, which splits it over the pool)
+    all of them."""
     tasks = parallel_tasks(op, cores)
     if tasks is None:
-        tasks = cores if op.gemm is None else library_tiles(op.gemm)
+        ynnpack = op.fusion_kind == "kCustom" and op.gemm is not None
+        tasks = library_tiles(op.gemm) if ynnpack else cores  # type: ignore[arg-type]
     return min(tasks, cores)
 
 
