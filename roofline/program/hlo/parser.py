@@ -14,6 +14,7 @@ from functools import cached_property
 
 from roofline.errors import HloParseError, ShapeSyntaxError
 from roofline.program.gc_pause import gc_paused
+from roofline.program.hlo.alike import group_alike
 from roofline.program.hlo.shapes import Shape, parse_shape
 
 
@@ -51,18 +52,24 @@ class Instruction:
         text = self.attribute_text
         if not any(key in text for key in _CALL_KEYS):
             return ()   # most instructions call nothing: skip the regular expression
-        names: list[str] = []
-        for match in _CALLS.finditer(self.attribute_text):
-            names += [n.strip().lstrip("%") for n in match.group(1).strip("{}").split(",")
-                      if n.strip()]
-        return tuple(names)
+        return tuple([n.strip().lstrip("%") for value in _CALLS.findall(text)
+                      for n in value.strip("{}").split(",") if n.strip()])
 
 
 @dataclass
 class Computation:
+    """One computation. Its instructions are read from its text on first use: a module's
+    reader reads those of the first of each set of alike computations
+    (:mod:`roofline.program.hlo.alike`) and leaves the others until asked."""
+
     name: str
-    instructions: list[Instruction]
+    text: str = field(repr=False)   # its instruction lines, as printed
+    first_line: int = 1             # the number of its text's first line in the module
     is_entry: bool = False
+
+    @cached_property
+    def instructions(self) -> list[Instruction]:
+        return _read_instructions(self)
 
     @cached_property
     def by_name(self) -> dict[str, Instruction]:
@@ -88,16 +95,23 @@ class HloModule:
     entry_name: str
     num_partitions: int = 1
     replica_count: int = 1
+    # Each computation -> the first one printed alike it (itself if none is before it).
+    first_alike: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def entry(self) -> Computation:
         return self.computations[self.entry_name]
 
+    def alike(self, name: str) -> Computation:
+        """The first computation printed alike computation ``name``: the same costs for
+        the same operands, already read."""
+        return self.computations[self.first_alike.get(name, name)]
+
     @cached_property
     def loop_of_body(self) -> dict[str, tuple[Instruction, Computation]]:
         """Each while loop's body computation -> (the loop, the computation it is in)."""
         return {loop.attributes["body"].lstrip("%"): (loop, computation)
-                for computation in self.computations.values()
+                for computation in self.computations.values() if "while(" in computation.text
                 for loop in computation.instructions
                 if loop.opcode == "while" and "body" in loop.attributes}
 
@@ -105,7 +119,7 @@ class HloModule:
 _CALL_KEYS = ("calls=", "to_apply=", "body=", "condition=", "computation")
 _CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
-_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]++|\\.)*+)"')
 _MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
 _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?\s*(?:->.*)?\{\s*$")
@@ -116,40 +130,19 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
 @gc_paused()
 def parse_hlo_text(text: str) -> HloModule:
     """Parse the text of one optimized HLO module (``compiled.as_text()``)."""
-    module_name = ""
-    computations: dict[str, Computation] = {}
-    entry = ""
-    current: Computation | None = None
-    counts: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("//"):
-            continue
-        if current is None:
-            header = _MODULE.match(stripped)
-            if header:
-                module_name = header.group(1)
-                for key, value in _MODULE_COUNTS.findall(stripped):
-                    counts[key] = int(value)
-                continue
-            match = _COMPUTATION.match(stripped)
-            if match and (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
-                current = Computation(match.group(2), [], is_entry=bool(match.group(1)))
-                if current.is_entry:
-                    entry = current.name
-            continue  # stack-frame tables and other module-level text
-        if stripped == "}":
-            _check_operands(current)
-            computations[current.name] = current
-            current = None
-            continue
-        try:
-            current.instructions.append(_parse_instruction(line))
-        except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
-            # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
-            raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
-    if current is not None:
-        raise HloParseError(f"HLO text ends inside computation {current.name!r} "
+    lines = text.splitlines()
+    module_name, counts, found, unclosed = _split(lines)
+    computations = {computation.name: computation for computation in found}
+    entry = next((c.name for c in reversed(found) if c.is_entry), "")
+    first_alike = group_alike({name: c.text for name, c in computations.items()},
+                              apart=(entry,))
+    for computation in found:
+        if first_alike[computation.name] == computation.name:
+            computation.instructions   # read now, in order: a damaged line is found here
+    if unclosed is not None:
+        name, is_entry, start = unclosed
+        _read_lines("\n".join(lines[start:]), start + 1)
+        raise HloParseError(f"HLO text ends inside computation {name!r} "
                             "(truncated module?)")
     if not computations:
         raise HloParseError("no HLO computations found: is this optimized HLO text?")
@@ -157,17 +150,65 @@ def parse_hlo_text(text: str) -> HloModule:
         raise HloParseError("the HLO module has no ENTRY computation")
     return HloModule(module_name or entry, computations, entry,
                      num_partitions=counts.get("num_partitions", 1),
-                     replica_count=counts.get("replica_count", 1))
+                     replica_count=counts.get("replica_count", 1), first_alike=first_alike)
 
 
-def _check_operands(computation: Computation) -> None:
+def _split(lines: list[str]) -> tuple[str, dict[str, int], list[Computation],
+                                      tuple[str, bool, int] | None]:
+    """The module's name and device counts, its computations (not yet read) in the order
+    printed, and the header (name, is entry, line number) of one left open at the end.
+    The stack-frame tables jax prints before the computations are skipped."""
+    module_name, counts, found = "", {}, []
+    header: tuple[str, bool, int] | None = None
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        if header is None:
+            if module := _MODULE.match(stripped):
+                module_name = module.group(1)
+                counts.update((k, int(v)) for k, v in _MODULE_COUNTS.findall(stripped))
+                continue
+            match = _COMPUTATION.match(stripped)
+            if match and (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
+                header = (match.group(2), bool(match.group(1)), number)
+        elif stripped == "}":
+            name, is_entry, start = header
+            found.append(Computation(name, "\n".join(lines[start:number - 1]), start + 1,
+                                     is_entry))
+            header = None
+    return module_name, counts, found, header
+
+
+def _read_instructions(computation: Computation) -> list[Instruction]:
+    instructions = _read_lines(computation.text, computation.first_line)
+    _check_operands(computation.name, instructions)
+    return instructions
+
+
+def _read_lines(text: str, first_line: int) -> list[Instruction]:
+    instructions = []
+    for number, line in enumerate(text.split("\n"), start=first_line):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        try:
+            instructions.append(_parse_instruction(line))
+        except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
+            # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
+            raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
+    return instructions
+
+
+def _check_operands(name: str, instructions: list[Instruction]) -> None:
     """Every operand names an instruction of the same computation (HLO's scoping)."""
-    if not computation.instructions:
-        raise HloParseError(f"computation {computation.name!r} has no instructions")
-    for instruction in computation.instructions:
+    if not instructions:
+        raise HloParseError(f"computation {name!r} has no instructions")
+    defined = {instruction.name for instruction in instructions}
+    for instruction in instructions:
         for operand in instruction.operands:
-            if operand not in computation.by_name:
-                raise HloParseError(f"{instruction.name} in {computation.name!r} uses "
+            if operand not in defined:
+                raise HloParseError(f"{instruction.name} in {name!r} uses "
                                     f"{operand!r}, which that computation does not define "
                                     "(damaged HLO text?)")
 
