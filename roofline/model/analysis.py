@@ -266,10 +266,23 @@ def place_program(program: CompiledProgram, hardware: Hardware,
                   overlap: Overlap = Overlap.MAX) -> ProgramPlacement:
     """Place every op of ``program`` on one device of ``hardware``."""
     device = device_hardware(program, hardware)
-    ops = [PlacedOp(op, place_op(op, device, overlap) if op.does_work else None)
+    placed: dict[Work, Placement] = {}
+    ops = [PlacedOp(op, _place_alike(op, device, overlap, placed) if op.does_work else None)
            for op in program.costs.ops]
     return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device),
                             scope_note(program, device))
+
+
+def _place_alike(op: OpCost, device: Hardware, overlap: Overlap,
+                 placed: dict[Work, Placement]) -> Placement:
+    """:func:`place_op`, placing each distinct kernel's work once: a model's layers repeat
+    (a GPT-2 step's 1,231 kernels ask for 51 distinct works)."""
+    if op.body:
+        return place_op(op, device, overlap)
+    work = work_of(op, device)
+    if work not in placed:
+        placed[work] = place(work, device, overlap)
+    return placed[work]
 
 
 def scope_note(program: CompiledProgram, device: Hardware) -> str:

@@ -52,7 +52,7 @@ def _structure_key(text: str, first: Mapping[str, str], computations: Mapping[st
     be compared (an instruction named like a computation). The text between names stays as
     it is; each instruction name becomes its place in the order of definition, and each
     computation called the name of the first one alike it."""
-    text = _METADATA.sub(r"\1", "\n" + text)
+    text = "\n" + _without_metadata(text)
     parts = _NAME.split(text)
     own = _DEFINED.findall(text)
     if not computations.keys().isdisjoint(own):
@@ -70,16 +70,21 @@ def attributes_key(attribute_text: str, called: Mapping[str, str]) -> Hashable |
     instruction calls -> the first alike it); None when they name anything else."""
     parts = _NAME.split(_without_metadata(attribute_text))
     names = parts[1::2]
-    if not all(name in called for name in names):
+    if not called.keys() >= set(names):
         return None
-    return tuple(parts[0::2]), tuple([called[name] for name in names])
+    return tuple(parts[0::2]), tuple(map(called.__getitem__, names))
 
 
-def _without_metadata(line: str) -> str:
-    """One line's text without its metadata (as :data:`_METADATA` drops it)."""
-    start = line.find(", metadata={")
-    if start >= 0 and line.find('"', 0, start) < 0:   # the common case, without the walk
-        block = _BLOCK.match(line, start)
+def _without_metadata(text: str) -> str:
+    """Lines of text without their metadata, as :data:`_METADATA` drops it."""
+    if "\n" in text:
+        stripped = _BLOCK.sub("", text)
+        # With no quote left, none was before a block on its line: each was a whole
+        # attribute of its own, as the slower walk from each line's start finds.
+        return stripped if '"' not in stripped else _METADATA.sub(r"\1", "\n" + text)[1:]
+    start = text.find(", metadata={")
+    if start >= 0 and text.find('"', 0, start) < 0:
+        block = _BLOCK.match(text, start)
         if block is not None:
-            return line[:start] + line[block.end():]
-    return _METADATA.sub(r"\1", "\n" + line)[1:]
+            return text[:start] + text[block.end():]
+    return _METADATA.sub(r"\1", "\n" + text)[1:]

@@ -96,7 +96,8 @@ class _Analyzer:
         # of every layer share them.
         self._heaviest: dict[tuple[str, ...], Instruction | None] = {}
         self._plans: dict[str, FusionPlan] = {}
-        self._alike_ops: dict[Hashable, OpCost] = {}
+        # Alike ops -> the first one's costs and the matrix op in its body, if any.
+        self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
 
     # --- the Env protocol of the formulas ----------------------------------------------
     def computation_flops(self, name: str) -> Flops:
@@ -172,12 +173,15 @@ class _Analyzer:
         key = self._alike_key(instruction, computation)
         if key is None:
             return self._new_cost(instruction, computation)
-        known = self._alike_ops.get(key)
-        if known is None:
-            known = self._alike_ops[key] = self._new_cost(instruction, computation)
-            return known
+        if key not in self._alike_ops:
+            cost = self._new_cost(instruction, computation)
+            inner = self._heaviest_inner(instruction, computation)
+            self._alike_ops[key] = cost, (inner if inner is not instruction else None)
+            return cost
+        known, inner = self._alike_ops[key]
         self._owner[instruction.name] = computation
-        inner = self._heaviest_inner(instruction, computation)
+        if inner is None and instruction.opcode in ("dot", "convolution"):
+            inner = instruction
         written = known.written_dtype if inner is None else self._written_dtype(
             instruction, computation, inner)
         return known.renamed(instruction.name, instruction.op_name, instruction.operands,
@@ -200,8 +204,10 @@ class _Analyzer:
         attributes = attributes_key(instruction.attribute_text, dict(zip(names, called)))
         if attributes is None:
             return None
-        shapes = tuple([computation.by_name[name].shape for name in instruction.operands])
-        return instruction.opcode, instruction.shape, shapes, called, attributes
+        # Shapes by identity: the reader makes one object per shape text (hashing the
+        # shapes themselves took a tenth of the costing time).
+        shapes = tuple([id(computation.by_name[name].shape) for name in instruction.operands])
+        return instruction.opcode, id(instruction.shape), shapes, called, attributes
 
     def _new_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
         flops = self.instruction_flops(instruction, computation)

@@ -9,13 +9,37 @@ and the stack-frame tables that jax prints before the computations are skipped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Generic, TypeVar
 
 from roofline.errors import HloParseError, ShapeSyntaxError
 from roofline.program.gc_pause import gc_paused
 from roofline.program.hlo.alike import group_alike
 from roofline.program.hlo.shapes import Shape, parse_shape
+
+
+_T = TypeVar("_T")
+
+
+class _read_once(Generic[_T]):
+    """:func:`functools.cached_property` without the lock Python 3.11 takes on each first
+    use (3.12 drops it): a module's reader and cost model ask thousands of instructions
+    once each, on one thread, and the lock was a tenth of the costing time."""
+
+    def __init__(self, method: Callable[[Any], _T]):
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> _T:
+        if instance is None:
+            return self  # type: ignore[return-value]
+        value = instance.__dict__[self.name] = self.method(instance)
+        return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,7 +55,7 @@ class Instruction:
     is_root: bool = False
     literal: str = ""
 
-    @cached_property
+    @_read_once
     def attributes(self) -> dict[str, str]:
         return _split_attributes(self.attribute_text)
 
@@ -46,7 +70,7 @@ class Instruction:
         match = _OP_NAME.search(self.attribute_text)
         return match.group(1) if match else ""
 
-    @cached_property
+    @_read_once
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
         text = self.attribute_text
@@ -67,11 +91,11 @@ class Computation:
     first_line: int = 1             # the number of its text's first line in the module
     is_entry: bool = False
 
-    @cached_property
+    @_read_once
     def instructions(self) -> list[Instruction]:
         return _read_instructions(self)
 
-    @cached_property
+    @_read_once
     def by_name(self) -> dict[str, Instruction]:
         return {i.name: i for i in self.instructions}
 
@@ -159,25 +183,47 @@ def _split(lines: list[str]) -> tuple[str, dict[str, int], list[Computation],
     printed, and the header (name, is entry, line number) of one left open at the end.
     The stack-frame tables jax prints before the computations are skipped."""
     module_name, counts, found = "", {}, []
-    header: tuple[str, bool, int] | None = None
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
+    number = 0   # lines read so far (the number of the last one)
+    while number < len(lines):
+        stripped = lines[number].strip()
+        number += 1
         if not stripped or stripped.startswith("//"):
             continue
-        if header is None:
-            if module := _MODULE.match(stripped):
-                module_name = module.group(1)
-                counts.update((k, int(v)) for k, v in _MODULE_COUNTS.findall(stripped))
-                continue
-            match = _COMPUTATION.match(stripped)
-            if match and (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
-                header = (match.group(2), bool(match.group(1)), number)
-        elif stripped == "}":
-            name, is_entry, start = header
-            found.append(Computation(name, "\n".join(lines[start:number - 1]), start + 1,
-                                     is_entry))
-            header = None
-    return module_name, counts, found, header
+        if module := _MODULE.match(stripped):
+            module_name = module.group(1)
+            counts.update((k, int(v)) for k, v in _MODULE_COUNTS.findall(stripped))
+            continue
+        match = _COMPUTATION.match(stripped)
+        if not match or not (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
+            continue  # stack-frame tables and other module-level text
+        closed = _closed_body(lines, number)
+        if closed is None:
+            return module_name, counts, found, (match.group(2), bool(match.group(1)), number)
+        close, body = closed
+        found.append(Computation(match.group(2), body, number + 1, bool(match.group(1))))
+        number = close + 1
+    return module_name, counts, found, None
+
+
+# A line whose text starts with "}" after blanks (it may close a computation).
+_MAY_CLOSE = re.compile(r"\n[^\S\n]*\}")
+
+
+def _closed_body(lines: list[str], start: int) -> tuple[int, str] | None:
+    """The index of the first line from ``start`` that is a lone "}" (blanks around it
+    allowed) and the text of the lines before it, or None if no line is. The plain "}"
+    XLA prints is found without a loop over the lines in Python."""
+    try:
+        close = lines.index("}", start)
+    except ValueError:
+        close = len(lines)
+    body = "\n".join(lines[start:close])
+    if _MAY_CLOSE.search(body) is not None or (
+            start < close and lines[start].lstrip().startswith("}")):
+        close = next((index for index in range(start, close)
+                      if lines[index].strip() == "}"), close)
+        body = "\n".join(lines[start:close])
+    return (close, body) if close < len(lines) else None
 
 
 def _read_instructions(computation: Computation) -> list[Instruction]:
@@ -230,11 +276,10 @@ def _parse_instruction(line: str) -> Instruction:
             literal, operands = operand_text.strip(), ()
         else:
             literal = ""
-            operands = tuple(n.strip().lstrip("%") for n in operand_text.split(",")
-                             if n.strip())
-        return Instruction(name=name, opcode=opcode, shape=parse_shape(shape_text),
-                           operands=operands, attribute_text=line[simple.end():],
-                           is_root=bool(root), literal=literal)
+            operands = tuple([stripped.lstrip("%") for n in operand_text.split(",")
+                              if (stripped := n.strip())])
+        return Instruction(name, opcode, parse_shape(shape_text), operands,
+                           line[simple.end():], bool(root), literal)
     head = _INSTRUCTION.match(line)
     if head is None:
         raise HloParseError("not an instruction")
