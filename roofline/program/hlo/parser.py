@@ -260,12 +260,17 @@ def _check_operands(name: str, instructions: list[Instruction]) -> None:
 
 
 # Most lines in one match: an array shape (layout braces may hold tiling parentheses but
-# no nested braces), an opcode, plain operand names (as _SIMPLE_OPERANDS), then the
-# attributes. Lines it does not match (tuple shapes, operands with shapes or comments) take
-# the general path below; both give the same Instruction.
+# no nested braces) or a tuple of such arrays (without parentheses in their layouts, so the
+# first closing one ends the tuple as _matching finds it), an opcode, plain operand names
+# (as _SIMPLE_OPERANDS, perhaps with /*index=N*/ comments), then the attributes. Lines it
+# does not match (nested tuples, operands with shapes) take the general path below; both
+# give the same Instruction.
+_ARRAY_TEXT = r"[a-z][a-z0-9]*\[[0-9,]*\]"
+_TUPLE_ITEM = rf"(?:/\*index=\d+\*/)?{_ARRAY_TEXT}(?:\{{[^{{}}\[\]()]*\}})?"
 _SIMPLE_LINE = re.compile(
-    r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*([a-z][a-z0-9]*\[[0-9,]*\](?:\{[^{}\[\]]*\})?)\s*"
-    r"([a-z][a-z0-9\-]*)\(([\s%\w.\-,]*)\)")
+    rf"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*({_ARRAY_TEXT}(?:\{{[^{{}}\[\]]*\}})?"
+    rf"|\({_TUPLE_ITEM}(?:, {_TUPLE_ITEM})*\))\s*"
+    r"([a-z][a-z0-9\-]*)\(((?:[\s%\w.\-,]++|/\*index=\d+\*/)*+)\)")
 
 
 def _parse_instruction(line: str) -> Instruction:
@@ -274,6 +279,8 @@ def _parse_instruction(line: str) -> Instruction:
         root, name, shape_text, opcode, operand_text = simple.groups()
         if opcode in ("parameter", "constant", "iota"):
             literal, operands = operand_text.strip(), ()
+        elif "/*" in operand_text:
+            literal, operands = "", tuple(_operand_names(operand_text))
         else:
             literal = ""
             operands = tuple([stripped.lstrip("%") for n in operand_text.split(",")
@@ -352,14 +359,18 @@ def _top_level_split(text: str) -> list[str]:
 
 
 _SIMPLE_OPERANDS = re.compile(r"^[\s%\w.\-,]*$")
+_UNNESTED = re.compile(r'^[^()\[\]{}"]*$')
 
 
 def _operand_names(text: str) -> list[str]:
     """Operand names; newer HLO prints each with its shape (``f32[2]{0} %x``)."""
     if _SIMPLE_OPERANDS.match(text):  # the common case: "%a, %b"
         return [n.strip().lstrip("%") for n in text.split(",") if n.strip()]
+    # Without brackets or quotes, every comma is at the top level.
+    parts = ([p for n in text.split(",") if (p := n.strip())] if _UNNESTED.match(text)
+             else _top_level_split(text))
     names = []
-    for part in _top_level_split(text):
+    for part in parts:
         token = part.rsplit(None, 1)[-1] if "%" not in part else part[part.rindex("%") + 1:]
         names.append(token.lstrip("%"))
     return names
