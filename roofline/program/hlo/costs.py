@@ -173,12 +173,13 @@ class _Analyzer:
         key = self._alike_key(instruction, computation)
         if key is None:
             return self._new_cost(instruction, computation)
-        if key not in self._alike_ops:
+        seen = self._alike_ops.get(key)
+        if seen is None:
             cost = self._new_cost(instruction, computation)
             inner = self._heaviest_inner(instruction, computation)
             self._alike_ops[key] = cost, (inner if inner is not instruction else None)
             return cost
-        known, inner = self._alike_ops[key]
+        known, inner = seen
         self._owner[instruction.name] = computation
         if inner is None and instruction.opcode in ("dot", "convolution"):
             inner = instruction
