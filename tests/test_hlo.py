@@ -128,6 +128,10 @@ PARSE_CASES = [
     ("  %t = (f32[2]{0}, s32[]) tuple(%x, %y)", ("t", "tuple", ("x", "y"), "")),
     ("  %ynn = f32[8]{0} fusion(%a, /*index=1*/%b), kind=kCustom, calls=%c",
      ("ynn", "fusion", ("a", "b"), "")),
+    ("  %f.2 = (f32[2]{0}, /*index=1*/s32[]) fusion(%a, /*index=1*/%b), kind=kLoop, calls=%c",
+     ("f.2", "fusion", ("a", "b"), "")),         # a tuple of arrays: the one-regex path
+    ("  %g = (f32[2]{0:T(256)}, s32[]) fusion(%a), kind=kLoop, calls=%c",
+     ("g", "fusion", ("a",), "")),               # tiling parentheses in a tuple: general
 ]
 
 

@@ -3,6 +3,8 @@ parameters and outputs reach memory (through views, in place)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from roofline.program.hlo.parser import Computation, Instruction
 from roofline.program.hlo.shapes import Shape, TupleShape, arrays
 
@@ -81,3 +83,32 @@ def in_place_update(body: Computation, output: Instruction) -> tuple[int, float]
         return None
     update = body.by_name[update_op.operands[1]]
     return buffer.parameter_number, update.shape.bytes
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    """How a fused computation's parameters and outputs reach memory, for any operands:
+    a parameter read only through slices or gathers (seen through views) reads only the
+    rows they take; an output that updates a parameter in place writes only the update."""
+
+    sliced: dict[int, float]    # parameter number -> bytes its slices and gathers read
+    # Per output: (the parameter it updates in place, the update's bytes), or None.
+    outputs: tuple[tuple[int, float] | None, ...]
+
+
+_SLICING = ("slice", "dynamic-slice", "gather")
+
+
+def fusion_plan(body: Computation) -> FusionPlan:
+    users: dict[str, list[Instruction]] = {}
+    for inner in body.instructions:
+        for operand in inner.operands:
+            users.setdefault(operand, []).append(inner)
+    sliced = {}
+    params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
+    for number, param in params.items():
+        consumers = users_through_views(param, users)
+        if consumers and all(c.opcode in _SLICING and i == 0 for c, i in consumers):
+            sliced[number] = float(sum(array_bytes(c.shape) for c, _ in consumers))
+    return FusionPlan(sliced, tuple(in_place_update(body, output)
+                                    for output in fusion_outputs(body)))

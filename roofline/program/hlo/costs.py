@@ -18,26 +18,13 @@ compiled for the host multiplies widened f32 copies of bf16 arrays.
 from __future__ import annotations
 
 import functools
-import math
-import re
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Hashable
 
-from roofline.program.hlo.formulas import (
-    Flops,
-    GemmShape,
-    first_array,
-    select_and_scatter_computations,
-)
-from roofline.program.hlo.buffers import (
-    SCRATCH_DTYPES,
-    array_bytes,
-    fusion_outputs,
-    in_place_update,
-    output_shapes,
-    split_by_space,
-    users_through_views,
-)
+from roofline.program.hlo.formulas import Flops, GemmShape
+from roofline.program.hlo.alike import attributes_key
+from roofline.program.hlo.buffers import FusionPlan, fusion_plan
+from roofline.program.hlo.calls import CallGraph, all_called
 from roofline.program.hlo.dtypes import output_dtype, written_dtype
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
@@ -47,20 +34,19 @@ from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
     CATEGORIES,
     Half,
-    LinkPattern,
     Resolved,
     Traffic,
     lookup,
     unknown_label,
     wrapped_result,
 )
-from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, arrays
+from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape
+from roofline.program.hlo.traffic import Moved, kernel_bytes, link_bytes
 
 __all__ = ["CATEGORIES", "MISSING_BODY", "analyze_module"]
 
 MISSING_BODY = "fusion body not in the HLO"
 UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
-_SLICING = ("slice", "dynamic-slice", "gather")
 
 
 def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) -> OpCost:
@@ -93,25 +79,6 @@ def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
                        loops_counted_once=not count_loop_trips)
 
 
-@dataclass(frozen=True)
-class _Traffic:
-    read: float = 0.0
-    written: float = 0.0
-    onchip: float = 0.0
-    host: float = 0.0
-    link: float = 0.0
-    kernels: int = 0
-
-    def __add__(self, other: _Traffic) -> _Traffic:
-        return _Traffic(self.read + other.read, self.written + other.written,
-                        self.onchip + other.onchip, self.host + other.host,
-                        self.link + other.link, self.kernels + other.kernels)
-
-    def __mul__(self, trips: int) -> _Traffic:
-        return _Traffic(self.read * trips, self.written * trips, self.onchip * trips,
-                        self.host * trips, self.link * trips, self.kernels * trips)
-
-
 class _Analyzer:
     def __init__(self, module: HloModule, count_loop_trips: bool, platform: str):
         self.module = module
@@ -122,13 +89,15 @@ class _Analyzer:
         self._owner: dict[str, Computation] = {}
         self._trips: dict[str, int | None] = {}
         self._branches: dict[str, str] = {}
-        self._bodies: dict[str, _Traffic] = {}
+        self._bodies: dict[str, Moved] = {}
         self._body_costs: dict[str, tuple[OpCost, ...]] = {}
-        # Memos by instruction name (unique in a module) and by computation name: an op
-        # asks about what it calls several times (category, unit, GEMM, what is unknown).
-        self._reachable: dict[str, list[str]] = {}
-        self._heaviest: dict[str, Instruction | None] = {}
-        self._inside: dict[str, tuple[set[str], set[str], list[str]]] = {}
+        self.calls = CallGraph(module)
+        # Memos by what an op calls (as stand-ins) and by computation name: alike fusions
+        # of every layer share them.
+        self._heaviest: dict[tuple[str, ...], Instruction | None] = {}
+        self._plans: dict[str, FusionPlan] = {}
+        # Alike ops -> the first one's costs and the matrix op in its body, if any.
+        self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
 
     # --- the Env protocol of the formulas ----------------------------------------------
     def computation_flops(self, name: str) -> Flops:
@@ -137,6 +106,10 @@ class _Analyzer:
             self.unknown[MISSING_BODY] += 1
             return Flops()
         if name not in self._flops:
+            stand_in = self.calls.stand_in(name)
+            if stand_in != name:
+                self._flops[name] = self.computation_flops(stand_in)
+                return self._flops[name]
             computation = self.module.computations[name]
             total = Flops()
             for instruction in computation.instructions:
@@ -195,6 +168,49 @@ class _Analyzer:
 
     # --- one op ------------------------------------------------------------------------
     def op_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
+        """The cost of one op; an op alike one costed before (a layer's twin) takes its
+        costs under its own names."""
+        key = self._alike_key(instruction, computation)
+        if key is None:
+            return self._new_cost(instruction, computation)
+        seen = self._alike_ops.get(key)
+        if seen is None:
+            cost = self._new_cost(instruction, computation)
+            inner = self._heaviest_inner(instruction, computation)
+            self._alike_ops[key] = cost, (inner if inner is not instruction else None)
+            return cost
+        known, inner = seen
+        self._owner[instruction.name] = computation
+        if inner is None and instruction.opcode in ("dot", "convolution"):
+            inner = instruction
+        written = known.written_dtype if inner is None else self._written_dtype(
+            instruction, computation, inner)
+        return known.renamed(instruction.name, instruction.op_name, instruction.operands,
+                             written)
+
+    def _alike_key(self, instruction: Instruction, computation: Computation
+                   ) -> Hashable | None:
+        """A key equal for two ops that cost the same but for their names, their source op
+        and the dtype their operands are stored in (which their producers decide); None
+        for an op whose cost hangs on more (loops, async pairs, unknown opcodes, missing
+        or not self-contained bodies)."""
+        resolved = lookup(instruction)
+        if (resolved is None or resolved.half is not Half.WHOLE
+                or resolved.rule.traffic is Traffic.BODY or resolved.base == "async-start"):
+            return None
+        names = all_called(instruction)
+        called = tuple([self.calls.interchangeable(name) for name in names])
+        if None in called or (instruction.opcode == "fusion" and not called):
+            return None
+        attributes = attributes_key(instruction.attribute_text, dict(zip(names, called)))
+        if attributes is None:
+            return None
+        # Shapes by identity: the reader makes one object per shape text (hashing the
+        # shapes themselves took a tenth of the costing time).
+        shapes = tuple([id(computation.by_name[name].shape) for name in instruction.operands])
+        return instruction.opcode, id(instruction.shape), shapes, called, attributes
+
+    def _new_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
         flops = self.instruction_flops(instruction, computation)
         resolved = lookup(instruction)
         if resolved is not None and resolved.base == "async-start" and not resolved.free:
@@ -205,15 +221,20 @@ class _Analyzer:
         free = resolved is not None and resolved.free
         trips, notes, body = 1, (), ()
         if free:
-            traffic = _Traffic()
+            traffic = Moved()
         elif resolved is not None and resolved.rule.traffic is Traffic.BODY:
             traffic, trips, notes, body = self._control(effective)
         else:
-            traffic = self._memory(effective, computation, resolved)
+            shapes = [computation.by_name[n].shape for n in effective.operands
+                      if n in computation.by_name]
+            kind = resolved.rule.traffic if resolved is not None else Traffic.OPERANDS
+            traffic = kernel_bytes(effective, shapes, kind, self._plan(effective)
+                                   if kind is Traffic.FUSION else None)
             link = resolved.rule.link if resolved is not None else None
             if link is not None:
-                traffic = traffic + _Traffic(link=self._link_bytes(effective, computation,
-                                                                    link))
+                traffic = traffic + Moved(link=link_bytes(
+                    effective, shapes, link,
+                    self.module.num_partitions * self.module.replica_count))
         category, unit, dtype, written = self._classify(effective, computation, resolved)
         if body:   # a loop computes in the unit and dtype of its heaviest kernel
             heaviest = max(body, key=lambda op: op.flops)
@@ -269,117 +290,28 @@ class _Analyzer:
         found = set()
         if lookup(instruction) is None:
             found.add(unknown_label(instruction))
-        if any(name not in self.module.computations for name in _all_called(instruction)):
+        called = all_called(instruction)
+        if any(name not in self.module.computations for name in called):
             found.add(MISSING_BODY)
         if instruction.opcode == "while" and self._trips.get(instruction.name, 0) is None:
             found.add(UNKNOWN_TRIPS)
-        for name in self._called_recursively(instruction):
-            _, unknown, loops = self._computation_summary(name)
-            found |= unknown
-            if any(self._trips.get(loop, 0) is None for loop in loops):
+        for name in self.calls.reachable(called):
+            inside = self.calls.contents(name)
+            found |= inside.unknown
+            if any(self._trips.get(loop, 0) is None for loop in inside.loops):
                 found.add(UNKNOWN_TRIPS)
         return tuple(sorted(found))
 
-    def _computation_summary(self, name: str) -> tuple[set[str], set[str], list[str]]:
-        """A computation's opcodes, the labels of its unknown instructions, and the names
-        of its loops."""
-        if name not in self._inside:
-            instructions = self.module.computations[name].instructions
-            self._inside[name] = ({i.opcode for i in instructions},
-                                  {unknown_label(i) for i in instructions if lookup(i) is None},
-                                  [i.name for i in instructions if i.opcode == "while"])
-        return self._inside[name]
-
-    def _called_recursively(self, instruction: Instruction) -> list[str]:
-        if instruction.name in self._reachable:
-            return self._reachable[instruction.name]
-        names, stack = [], list(_all_called(instruction))
-        while stack:
-            name = stack.pop()
-            if name in names or name not in self.module.computations:
-                continue
-            names.append(name)
-            for inner in self.module.computations[name].instructions:
-                stack.extend(_all_called(inner))
-        self._reachable[instruction.name] = names
-        return names
-
     # --- bytes -------------------------------------------------------------------------
-    def _memory(self, instruction: Instruction, computation: Computation,
-                resolved: Resolved | None) -> _Traffic:
-        """Main-memory, on-chip and host bytes of one kernel."""
-        shapes = [computation.by_name[n].shape for n in instruction.operands
-                  if n in computation.by_name]
-        reads: list[tuple[Shape, float | None]] = [(s, None) for s in shapes]
-        writes: list[tuple[Shape, float | None]] = [(instruction.shape, None)]
-        traffic = resolved.rule.traffic if resolved is not None else Traffic.OPERANDS
-        host = 0.0
-        if traffic is Traffic.FUSION:
-            reads, writes = self._fusion_traffic(instruction, shapes)
-        elif traffic in (Traffic.SLICE, Traffic.GATHER) and shapes:
-            # Only the rows the op takes are read from its first operand (a slice of 8
-            # rows of a 4 MiB array reads 8 rows), plus any index operands.
-            reads[0] = (shapes[0], array_bytes(instruction.shape))
-        elif traffic is Traffic.UPDATE and len(shapes) >= 2:
-            reads[0] = (shapes[0], 0.0)
-            writes = [(instruction.shape, array_bytes(shapes[1]))]
-        elif traffic is Traffic.SCATTER and len(shapes) >= 3:
-            count = (len(shapes) - 1) // 2       # operands..., indices, updates...
-            updated = sum(array_bytes(s) for s in shapes[count + 1:])
-            reads = [(s, 0.0) for s in shapes[:count]] + [(s, None) for s in shapes[count:]]
-            reads.append((shapes[0], updated))   # the rows updated, read by the combiner
-            writes = [(instruction.shape, updated)]
-        elif traffic is Traffic.LIBRARY:
-            results = arrays(instruction.shape)
-            if len(results) > 1 and results[-1].dtype in SCRATCH_DTYPES:
-                results = results[:-1]       # the library's workspace, not data
-            writes = [(result, None) for result in results]
-        elif traffic is Traffic.HOST_IN:
-            host = array_bytes(instruction.shape)
-        elif traffic is Traffic.HOST_OUT:
-            host, writes = sum(array_bytes(s) for s in shapes), []
-        read, onchip_read, host_read = split_by_space(reads)
-        written, onchip_written, host_written = split_by_space(writes)
-        return _Traffic(read, written, onchip_read + onchip_written,
-                        host + host_read + host_written, kernels=1)
-
-    def _fusion_traffic(self, fusion: Instruction, shapes: list[Shape]
-                        ) -> tuple[list[tuple[Shape, float | None]],
-                                   list[tuple[Shape, float | None]]]:
-        reads: list[tuple[Shape, float | None]] = [(s, None) for s in shapes]
-        writes: list[tuple[Shape, float | None]] = [(fusion.shape, None)]
+    def _plan(self, fusion: Instruction) -> FusionPlan | None:
+        """How a fusion's body reads its operands and writes its results (None: the module
+        lacks the body)."""
         if not fusion.called or fusion.called[0] not in self.module.computations:
-            return reads, writes
-        body = self.module.computations[fusion.called[0]]
-        reads = self._fusion_reads(body, shapes)
-        outputs = fusion_outputs(body)
-        writes = []
-        for output, shape in zip(outputs, output_shapes(fusion.shape, len(outputs))):
-            in_place = in_place_update(body, output)
-            if in_place is None:
-                writes.append((shape, None))
-                continue
-            buffer_param, update_bytes = in_place
-            reads[buffer_param] = (shapes[buffer_param], 0.0)
-            writes.append((shape, update_bytes))
-        return reads, writes
-
-    def _fusion_reads(self, body: Computation, shapes: list[Shape]
-                      ) -> list[tuple[Shape, float | None]]:
-        users: dict[str, list[Instruction]] = {}
-        for inner in body.instructions:
-            for operand in inner.operands:
-                users.setdefault(operand, []).append(inner)
-        parts: list[tuple[Shape, float | None]] = []
-        params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
-        for index, shape in enumerate(shapes):
-            param = params.get(index)
-            consumers = users_through_views(param, users) if param is not None else []
-            if consumers and all(c.opcode in _SLICING and i == 0 for c, i in consumers):
-                parts.append((shape, float(sum(array_bytes(c.shape) for c, _ in consumers))))
-            else:
-                parts.append((shape, None))
-        return parts
+            return None
+        body = self.calls.stand_in(fusion.called[0])
+        if body not in self._plans:
+            self._plans[body] = fusion_plan(self.module.computations[body])
+        return self._plans[body]
 
     def _body_ops(self, name: str) -> tuple[OpCost, ...]:
         """The ops of one computation that run a kernel, each costed (memoized)."""
@@ -389,19 +321,19 @@ class _Analyzer:
             self._body_costs[name] = tuple(cost for cost in costs if cost.does_work)
         return self._body_costs[name]
 
-    def _body(self, name: str) -> _Traffic:
+    def _body(self, name: str) -> Moved:
         """The kernels of one computation, summed (memoized)."""
         if name not in self._bodies:
-            total = _Traffic()
+            total = Moved()
             for cost in self._body_ops(name):
-                total = total + _Traffic(cost.bytes_read, cost.bytes_written,
+                total = total + Moved(cost.bytes_read, cost.bytes_written,
                                          cost.onchip_bytes, cost.host_bytes, cost.link_bytes,
                                          cost.kernels)
             self._bodies[name] = total
         return self._bodies[name]
 
     def _control(self, instruction: Instruction
-                 ) -> tuple[_Traffic, int, tuple[str, ...], tuple[OpCost, ...]]:
+                 ) -> tuple[Moved, int, tuple[str, ...], tuple[OpCost, ...]]:
         """A loop, call or conditional: its body's kernels, times the trips, and the ops of
         one trip."""
         notes: tuple[str, ...] = ()
@@ -417,31 +349,12 @@ class _Analyzer:
                          f"{len(instruction.called)}): which runs is known only at run time",)
         else:
             bodies, trips = list(instruction.called), 1
-        total, ops = _Traffic(), tuple[OpCost, ...]()
+        total, ops = Moved(), tuple[OpCost, ...]()
         for name in bodies:
             if name in self.module.computations:
                 total = total + self._body(name)
                 ops += self._body_ops(name)
         return total * trips, trips, notes, ops
-
-    def _link_bytes(self, instruction: Instruction, computation: Computation,
-                    pattern: LinkPattern) -> float:
-        """Bytes one device sends over its links for a collective."""
-        n = self.group_size(instruction)
-        if instruction.opcode == "recv":   # what arrives, not the token it is given
-            moved = array_bytes(first_array(instruction.shape))
-        elif (instruction.opcode == "ragged-all-to-all" and instruction.operands
-              and instruction.operands[0] in computation.by_name):
-            # Operands: input, output buffer, offsets and sizes: only the input is sent.
-            moved = computation.by_name[instruction.operands[0]].shape.bytes
-        else:
-            moved = sum(computation.by_name[o].shape.bytes for o in instruction.operands
-                        if o in computation.by_name)
-        return pattern.factor(n) * moved
-
-    def group_size(self, instruction: Instruction) -> int:
-        return replica_group_size(instruction.attributes.get("replica_groups", ""),
-                                  self.module.num_partitions * self.module.replica_count)
 
     # --- classification ----------------------------------------------------------------
     def _classify(self, instruction: Instruction, computation: Computation,
@@ -449,15 +362,11 @@ class _Analyzer:
         """(category, unit, dtype as compiled, dtype as written) of one op."""
         inner = self._heaviest_inner(instruction, computation)
         if inner is not None:
-            owner = self._owner.get(inner.name, computation)
-            lhs = owner.by_name.get(inner.operands[0]) if inner.operands else None
-            compiled = output_dtype(lhs.shape if lhs is not None else inner.shape)
-            caller = (instruction, computation) if inner is not instruction else None
-            written = written_dtype(self.module, inner, owner, caller) or compiled
             category = ("convolution" if inner.opcode == "convolution" and _is_spatial(inner)
                         else "matmul")
-            return (category, "matrix", SPEC_DTYPE.get(compiled, "fp32"),
-                    SPEC_DTYPE.get(written, "fp32"))
+            return (category, "matrix", SPEC_DTYPE.get(self._compiled_dtype(inner, computation),
+                                                       "fp32"),
+                    self._written_dtype(instruction, computation, inner))
         dtype = SPEC_DTYPE.get(output_dtype(instruction.shape), "fp32")
         category = resolved.rule.category if resolved is not None else "other"
         if category is None:  # a fusion: what it fused decides
@@ -473,11 +382,27 @@ class _Analyzer:
         unit = resolved.rule.unit if resolved is not None else "vector"
         return category, unit, dtype, dtype
 
+    def _compiled_dtype(self, inner: Instruction, computation: Computation) -> str:
+        """The HLO dtype a matrix op computes in: its left operand's."""
+        owner = self._owner.get(inner.name, computation)
+        lhs = owner.by_name.get(inner.operands[0]) if inner.operands else None
+        return output_dtype(lhs.shape if lhs is not None else inner.shape)
+
+    def _written_dtype(self, instruction: Instruction, computation: Computation,
+                       inner: Instruction) -> str:
+        """The dtype (as specs name it) the operands of ``instruction``'s matrix op
+        ``inner`` are stored in."""
+        owner = self._owner.get(inner.name, computation)
+        caller = (instruction, computation) if inner is not instruction else None
+        written = written_dtype(self.module, inner, owner, caller) or self._compiled_dtype(
+            inner, computation)
+        return SPEC_DTYPE.get(written, "fp32")
+
     def _opcodes_inside(self, instruction: Instruction) -> set[str]:
         kinds = {instruction.opcode}
-        bodies = self._called_recursively(instruction)
+        bodies = self.calls.reachable(all_called(instruction))
         for name in bodies:
-            kinds |= self._computation_summary(name)[0]
+            kinds |= self.calls.contents(name).opcodes
         if instruction.opcode == "fusion" and not bodies:
             # Without its body (a trace names only the fusion), XLA's fusion name still
             # lists the ops it fused: "broadcast_add_fusion", "convolution_add_fusion".
@@ -492,13 +417,14 @@ class _Analyzer:
             return instruction
         if instruction.opcode != "fusion":
             return None
-        if instruction.name not in self._heaviest:
-            self._heaviest[instruction.name] = self._heaviest_in_fusion(instruction)
-        return self._heaviest[instruction.name]
+        called = tuple(self.calls.stand_in(name) for name in all_called(instruction))
+        if called not in self._heaviest:
+            self._heaviest[called] = self._heaviest_in(self.calls.reachable(called))
+        return self._heaviest[called]
 
-    def _heaviest_in_fusion(self, instruction: Instruction) -> Instruction | None:
+    def _heaviest_in(self, bodies: list[str]) -> Instruction | None:
         best, best_flops = None, -1.0
-        for name in self._called_recursively(instruction):
+        for name in bodies:
             body = self.module.computations[name]
             for inner in body.instructions:
                 if inner.opcode in ("dot", "convolution"):
@@ -512,31 +438,6 @@ class _Analyzer:
 def _lookup_opcode(opcode: str) -> Resolved | None:
     return lookup(Instruction(name="", opcode=opcode, shape=ArrayShape("f32", ()),
                               operands=(), attribute_text=""))
-
-
-def replica_group_size(text: str, all_devices: int) -> int:
-    """Devices per group from ``{{0,1},{2,3}}``, ``[2,4]<=[8]`` or ``mesh[...] {axes}``."""
-    text = text.strip()
-    if not text or text == "{}":
-        return all_devices
-    if text.startswith("mesh["):
-        sizes = dict(re.findall(r"'([^']+)'=(\d+)", text))
-        axes = re.findall(r"'([^']+)'", text[text.index("]"):])
-        return math.prod(int(sizes[a]) for a in axes if a in sizes) if axes else all_devices
-    iota = re.match(r"\[(\d+),(\d+)\]", text)
-    if iota:
-        return int(iota.group(2))
-    first = re.match(r"\{\{([^}]*)\}", text)
-    if first:
-        return len([v for v in first.group(1).split(",") if v.strip()])
-    return all_devices
-
-
-def _all_called(instruction: Instruction) -> list[str]:
-    names = list(instruction.called)
-    if instruction.opcode == "select-and-scatter":
-        names += select_and_scatter_computations(instruction)
-    return names
 
 
 def _is_spatial(instruction: Instruction) -> bool:

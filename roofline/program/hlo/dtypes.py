@@ -89,7 +89,7 @@ def _stored_dtype(module: HloModule, name: str, computation: Computation,
                                  parent, None, depth + 1)
     if instruction.opcode == "fusion" and instruction.called and (
             instruction.called[0] in module.computations):
-        body = module.computations[instruction.called[0]]
+        body = module.alike(instruction.called[0])   # its structure is all that counts
         return _stored_dtype(module, body.root.name, body, (instruction, computation),
                              depth + 1)
     return dtype

@@ -43,6 +43,16 @@ class OpCost:
     # these times ``trip_count``. Empty for a kernel.
     body: tuple[OpCost, ...] = ()
 
+    def renamed(self, name: str, op_name: str, operands: tuple[str, ...],
+                written_dtype: str) -> OpCost:
+        """These costs for another op alike this one. Made without ``__init__``, which
+        sets each of the frozen fields through ``object.__setattr__``: three times
+        slower, and a module has a thousand such ops."""
+        twin = object.__new__(OpCost)
+        twin.__dict__.update(self.__dict__, name=name, op_name=op_name, operands=operands,
+                             written_dtype=written_dtype)
+        return twin
+
     @property
     def bytes(self) -> float:
         """Main-memory traffic: bytes read plus bytes written."""

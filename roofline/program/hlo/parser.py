@@ -9,12 +9,37 @@ and the stack-frame tables that jax prints before the computations are skipped.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Generic, TypeVar
 
 from roofline.errors import HloParseError, ShapeSyntaxError
 from roofline.program.gc_pause import gc_paused
+from roofline.program.hlo.alike import group_alike
 from roofline.program.hlo.shapes import Shape, parse_shape
+
+
+_T = TypeVar("_T")
+
+
+class _read_once(Generic[_T]):
+    """:func:`functools.cached_property` without the lock Python 3.11 takes on each first
+    use (3.12 drops it): a module's reader and cost model ask thousands of instructions
+    once each, on one thread, and the lock was a tenth of the costing time."""
+
+    def __init__(self, method: Callable[[Any], _T]):
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> _T:
+        if instance is None:
+            return self  # type: ignore[return-value]
+        value = instance.__dict__[self.name] = self.method(instance)
+        return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,7 +55,7 @@ class Instruction:
     is_root: bool = False
     literal: str = ""
 
-    @cached_property
+    @_read_once
     def attributes(self) -> dict[str, str]:
         return _split_attributes(self.attribute_text)
 
@@ -45,26 +70,32 @@ class Instruction:
         match = _OP_NAME.search(self.attribute_text)
         return match.group(1) if match else ""
 
-    @cached_property
+    @_read_once
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
         text = self.attribute_text
         if not any(key in text for key in _CALL_KEYS):
             return ()   # most instructions call nothing: skip the regular expression
-        names: list[str] = []
-        for match in _CALLS.finditer(self.attribute_text):
-            names += [n.strip().lstrip("%") for n in match.group(1).strip("{}").split(",")
-                      if n.strip()]
-        return tuple(names)
+        return tuple([n.strip().lstrip("%") for value in _CALLS.findall(text)
+                      for n in value.strip("{}").split(",") if n.strip()])
 
 
 @dataclass
 class Computation:
+    """One computation. Its instructions are read from its text on first use: a module's
+    reader reads those of the first of each set of alike computations
+    (:mod:`roofline.program.hlo.alike`) and leaves the others until asked."""
+
     name: str
-    instructions: list[Instruction]
+    text: str = field(repr=False)   # its instruction lines, as printed
+    first_line: int = 1             # the number of its text's first line in the module
     is_entry: bool = False
 
-    @cached_property
+    @_read_once
+    def instructions(self) -> list[Instruction]:
+        return _read_instructions(self)
+
+    @_read_once
     def by_name(self) -> dict[str, Instruction]:
         return {i.name: i for i in self.instructions}
 
@@ -88,16 +119,23 @@ class HloModule:
     entry_name: str
     num_partitions: int = 1
     replica_count: int = 1
+    # Each computation -> the first one printed alike it (itself if none is before it).
+    first_alike: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def entry(self) -> Computation:
         return self.computations[self.entry_name]
 
+    def alike(self, name: str) -> Computation:
+        """The first computation printed alike computation ``name``: the same costs for
+        the same operands, already read."""
+        return self.computations[self.first_alike.get(name, name)]
+
     @cached_property
     def loop_of_body(self) -> dict[str, tuple[Instruction, Computation]]:
         """Each while loop's body computation -> (the loop, the computation it is in)."""
         return {loop.attributes["body"].lstrip("%"): (loop, computation)
-                for computation in self.computations.values()
+                for computation in self.computations.values() if "while(" in computation.text
                 for loop in computation.instructions
                 if loop.opcode == "while" and "body" in loop.attributes}
 
@@ -105,7 +143,7 @@ class HloModule:
 _CALL_KEYS = ("calls=", "to_apply=", "body=", "condition=", "computation")
 _CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
-_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]++|\\.)*+)"')
 _MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
 _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?\s*(?:->.*)?\{\s*$")
@@ -116,40 +154,19 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
 @gc_paused()
 def parse_hlo_text(text: str) -> HloModule:
     """Parse the text of one optimized HLO module (``compiled.as_text()``)."""
-    module_name = ""
-    computations: dict[str, Computation] = {}
-    entry = ""
-    current: Computation | None = None
-    counts: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("//"):
-            continue
-        if current is None:
-            header = _MODULE.match(stripped)
-            if header:
-                module_name = header.group(1)
-                for key, value in _MODULE_COUNTS.findall(stripped):
-                    counts[key] = int(value)
-                continue
-            match = _COMPUTATION.match(stripped)
-            if match and (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
-                current = Computation(match.group(2), [], is_entry=bool(match.group(1)))
-                if current.is_entry:
-                    entry = current.name
-            continue  # stack-frame tables and other module-level text
-        if stripped == "}":
-            _check_operands(current)
-            computations[current.name] = current
-            current = None
-            continue
-        try:
-            current.instructions.append(_parse_instruction(line))
-        except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
-            # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
-            raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
-    if current is not None:
-        raise HloParseError(f"HLO text ends inside computation {current.name!r} "
+    lines = text.splitlines()
+    module_name, counts, found, unclosed = _split(lines)
+    computations = {computation.name: computation for computation in found}
+    entry = next((c.name for c in reversed(found) if c.is_entry), "")
+    first_alike = group_alike({name: c.text for name, c in computations.items()},
+                              apart=(entry,))
+    for computation in found:
+        if first_alike[computation.name] == computation.name:
+            computation.instructions   # read now, in order: a damaged line is found here
+    if unclosed is not None:
+        name, is_entry, start = unclosed
+        _read_lines("\n".join(lines[start:]), start + 1)
+        raise HloParseError(f"HLO text ends inside computation {name!r} "
                             "(truncated module?)")
     if not computations:
         raise HloParseError("no HLO computations found: is this optimized HLO text?")
@@ -157,28 +174,103 @@ def parse_hlo_text(text: str) -> HloModule:
         raise HloParseError("the HLO module has no ENTRY computation")
     return HloModule(module_name or entry, computations, entry,
                      num_partitions=counts.get("num_partitions", 1),
-                     replica_count=counts.get("replica_count", 1))
+                     replica_count=counts.get("replica_count", 1), first_alike=first_alike)
 
 
-def _check_operands(computation: Computation) -> None:
+def _split(lines: list[str]) -> tuple[str, dict[str, int], list[Computation],
+                                      tuple[str, bool, int] | None]:
+    """The module's name and device counts, its computations (not yet read) in the order
+    printed, and the header (name, is entry, line number) of one left open at the end.
+    The stack-frame tables jax prints before the computations are skipped."""
+    module_name, counts, found = "", {}, []
+    number = 0   # lines read so far (the number of the last one)
+    while number < len(lines):
+        stripped = lines[number].strip()
+        number += 1
+        if not stripped or stripped.startswith("//"):
+            continue
+        if module := _MODULE.match(stripped):
+            module_name = module.group(1)
+            counts.update((k, int(v)) for k, v in _MODULE_COUNTS.findall(stripped))
+            continue
+        match = _COMPUTATION.match(stripped)
+        if not match or not (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
+            continue  # stack-frame tables and other module-level text
+        closed = _closed_body(lines, number)
+        if closed is None:
+            return module_name, counts, found, (match.group(2), bool(match.group(1)), number)
+        close, body = closed
+        found.append(Computation(match.group(2), body, number + 1, bool(match.group(1))))
+        number = close + 1
+    return module_name, counts, found, None
+
+
+# A line whose text starts with "}" after blanks (it may close a computation).
+_MAY_CLOSE = re.compile(r"\n[^\S\n]*\}")
+
+
+def _closed_body(lines: list[str], start: int) -> tuple[int, str] | None:
+    """The index of the first line from ``start`` that is a lone "}" (blanks around it
+    allowed) and the text of the lines before it, or None if no line is. The plain "}"
+    XLA prints is found without a loop over the lines in Python."""
+    try:
+        close = lines.index("}", start)
+    except ValueError:
+        close = len(lines)
+    body = "\n".join(lines[start:close])
+    if _MAY_CLOSE.search(body) is not None or (
+            start < close and lines[start].lstrip().startswith("}")):
+        close = next((index for index in range(start, close)
+                      if lines[index].strip() == "}"), close)
+        body = "\n".join(lines[start:close])
+    return (close, body) if close < len(lines) else None
+
+
+def _read_instructions(computation: Computation) -> list[Instruction]:
+    instructions = _read_lines(computation.text, computation.first_line)
+    _check_operands(computation.name, instructions)
+    return instructions
+
+
+def _read_lines(text: str, first_line: int) -> list[Instruction]:
+    instructions = []
+    for number, line in enumerate(text.split("\n"), start=first_line):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        try:
+            instructions.append(_parse_instruction(line))
+        except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
+            # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
+            raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
+    return instructions
+
+
+def _check_operands(name: str, instructions: list[Instruction]) -> None:
     """Every operand names an instruction of the same computation (HLO's scoping)."""
-    if not computation.instructions:
-        raise HloParseError(f"computation {computation.name!r} has no instructions")
-    for instruction in computation.instructions:
+    if not instructions:
+        raise HloParseError(f"computation {name!r} has no instructions")
+    defined = {instruction.name for instruction in instructions}
+    for instruction in instructions:
         for operand in instruction.operands:
-            if operand not in computation.by_name:
-                raise HloParseError(f"{instruction.name} in {computation.name!r} uses "
+            if operand not in defined:
+                raise HloParseError(f"{instruction.name} in {name!r} uses "
                                     f"{operand!r}, which that computation does not define "
                                     "(damaged HLO text?)")
 
 
 # Most lines in one match: an array shape (layout braces may hold tiling parentheses but
-# no nested braces), an opcode, plain operand names (as _SIMPLE_OPERANDS), then the
-# attributes. Lines it does not match (tuple shapes, operands with shapes or comments) take
-# the general path below; both give the same Instruction.
+# no nested braces) or a tuple of such arrays (without parentheses in their layouts, so the
+# first closing one ends the tuple as _matching finds it), an opcode, plain operand names
+# (as _SIMPLE_OPERANDS, perhaps with /*index=N*/ comments), then the attributes. Lines it
+# does not match (nested tuples, operands with shapes) take the general path below; both
+# give the same Instruction.
+_ARRAY_TEXT = r"[a-z][a-z0-9]*\[[0-9,]*\]"
+_TUPLE_ITEM = rf"(?:/\*index=\d+\*/)?{_ARRAY_TEXT}(?:\{{[^{{}}\[\]()]*\}})?"
 _SIMPLE_LINE = re.compile(
-    r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*([a-z][a-z0-9]*\[[0-9,]*\](?:\{[^{}\[\]]*\})?)\s*"
-    r"([a-z][a-z0-9\-]*)\(([\s%\w.\-,]*)\)")
+    rf"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*({_ARRAY_TEXT}(?:\{{[^{{}}\[\]]*\}})?"
+    rf"|\({_TUPLE_ITEM}(?:, {_TUPLE_ITEM})*\))\s*"
+    r"([a-z][a-z0-9\-]*)\(((?:[\s%\w.\-,]++|/\*index=\d+\*/)*+)\)")
 
 
 def _parse_instruction(line: str) -> Instruction:
@@ -187,13 +279,14 @@ def _parse_instruction(line: str) -> Instruction:
         root, name, shape_text, opcode, operand_text = simple.groups()
         if opcode in ("parameter", "constant", "iota"):
             literal, operands = operand_text.strip(), ()
+        elif "/*" in operand_text:
+            literal, operands = "", tuple(_operand_names(operand_text))
         else:
             literal = ""
-            operands = tuple(n.strip().lstrip("%") for n in operand_text.split(",")
-                             if n.strip())
-        return Instruction(name=name, opcode=opcode, shape=parse_shape(shape_text),
-                           operands=operands, attribute_text=line[simple.end():],
-                           is_root=bool(root), literal=literal)
+            operands = tuple([stripped.lstrip("%") for n in operand_text.split(",")
+                              if (stripped := n.strip())])
+        return Instruction(name, opcode, parse_shape(shape_text), operands,
+                           line[simple.end():], bool(root), literal)
     head = _INSTRUCTION.match(line)
     if head is None:
         raise HloParseError("not an instruction")
@@ -266,14 +359,18 @@ def _top_level_split(text: str) -> list[str]:
 
 
 _SIMPLE_OPERANDS = re.compile(r"^[\s%\w.\-,]*$")
+_UNNESTED = re.compile(r'^[^()\[\]{}"]*$')
 
 
 def _operand_names(text: str) -> list[str]:
     """Operand names; newer HLO prints each with its shape (``f32[2]{0} %x``)."""
     if _SIMPLE_OPERANDS.match(text):  # the common case: "%a, %b"
         return [n.strip().lstrip("%") for n in text.split(",") if n.strip()]
+    # Without brackets or quotes, every comma is at the top level.
+    parts = ([p for n in text.split(",") if (p := n.strip())] if _UNNESTED.match(text)
+             else _top_level_split(text))
     names = []
-    for part in _top_level_split(text):
+    for part in parts:
         token = part.rsplit(None, 1)[-1] if "%" not in part else part[part.rindex("%") + 1:]
         names.append(token.lstrip("%"))
     return names
