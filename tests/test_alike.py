@@ -90,3 +90,30 @@ def test_reuse_changes_no_cost(count_loop_trips, monkeypatch):
     monkeypatch.setattr(costs._Analyzer, "_alike_key", lambda self, i, c: None)
     fresh = analyze_module(fresh_module, count_loop_trips=count_loop_trips)
     assert reused == fresh
+
+
+# A bf16 weight widened to f32 before its dot: the dot computes in f32 from operands
+# stored in bf16 (both: the convert's source and a bf16 parameter widened the same way).
+WIDENED = """HloModule jit_widened
+
+ENTRY %main (a: bf16[4,8], b: bf16[8,2]) -> f32[4,2] {
+  %a = bf16[4,8]{1,0} parameter(0)
+  %b = bf16[8,2]{1,0} parameter(1)
+  %ca = f32[4,8]{1,0} convert(%a)
+  %cb = f32[8,2]{1,0} convert(%b)
+  ROOT %d = f32[4,2]{1,0} dot(%ca, %cb), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_narrow_float_walk_skipped_only_where_no_shape_can_be_narrow():
+    widened = parse_hlo_text(WIDENED)
+    assert widened.narrow_floats
+    dot = analyze_module(widened).ops[-1]
+    assert (dot.dtype, dot.written_dtype) == ("fp32", "bf16")
+    plain = parse_hlo_text(WIDENED.replace("bf16", "f32"))
+    assert not plain.narrow_floats
+    dot = analyze_module(plain).ops[-1]
+    assert (dot.dtype, dot.written_dtype) == ("fp32", "fp32")
+    # MODULE has an f16 parameter, so its walks are kept.
+    assert parse_hlo_text(MODULE).narrow_floats

@@ -29,6 +29,8 @@ def written_dtype(module: HloModule, matrix_op: Instruction, owner: Computation,
                   caller: tuple[Instruction, Computation] | None) -> str:
     """The narrow float both operands of a matmul are stored in, when the compiler
     widened them to compute ("" when it did not)."""
+    if not module.narrow_floats:
+        return ""
     stored = {_stored_dtype(module, name, owner, caller) for name in matrix_op.operands[:2]}
     if len(stored) == 1:
         dtype = stored.pop()
