@@ -305,16 +305,10 @@ def _compute_toml(m: HostMeasurement) -> list[str]:
 
 
 def _chain_toml(points: list[list[float]]) -> str:
-    """A vector roof's falling tail as an inline table (empty with fewer than 2 points),
-    each rate at most the one before: a longer chain that measured a little faster than a
-    shorter one (noise on a shared machine) is held to the shorter one's rate."""
+    """A vector roof's falling tail as an inline table (empty with fewer than 2 points)."""
     if len(points) < 2:
         return ""
-    held, floor = [], float("inf")
-    for flops, rate in points:
-        floor = min(floor, rate)
-        held.append(f'"{flops:g}" = "{_rate(floor)}"')
-    return "{ " + ", ".join(held) + " }"
+    return "{ " + ", ".join(f'"{flops:g}" = "{_rate(rate)}"' for flops, rate in points) + " }"
 
 
 def _memory_toml(m: HostMeasurement, far_to_near: list[str],
