@@ -70,37 +70,3 @@ def test_cache_bandwidth_is_measured_at_two_sizes_per_level(monkeypatch):
     assert sizes["L2"] == (256 << 10, 64 << 10)
     assert sizes["L1"] == (12 << 10, 3 << 10)
     assert sizes["DRAM"] == (128 << 20,)
-
-
-def test_the_measured_spec_carries_each_variant_s_falling_chain_rates(monkeypatch):
-    # A measured host whose bf16 loops run 24 GFLOP/s at one rounded multiply-add an
-    # element (6 FLOPs), 18 at four (24) and 10 at sixteen (96); 12, 9 and 5 on one core.
-    # The spec keeps the best as the peak and the falling part as by_flops_per_element,
-    # per variant; at 48 FLOPs an element, log-halfway from 24 to 96: 18 x (10/18)^0.5.
-    import tomllib
-
-    from roofline.hardware import host_kernels, measure
-    from roofline.hardware.spec_file import parse_spec
-
-    monkeypatch.setattr(host_kernels, "cache_sizes", lambda: {"L3": (32 << 20, "0-1")})
-    monkeypatch.setattr(measure, "cache_sizes", lambda: {"L3": (32 << 20, "0-1")})
-
-    def results(scale: float) -> dict:
-        return {"matrix": {"fp32": 100e9 * scale, "bf16": 90e9 * scale},
-                "vector_fp32": 50e9 * scale, "vector_fp32_chain": [[32, 50e9 * scale]],
-                "vector_bf16": 24e9 * scale,
-                "vector_bf16_chain": [[6, 24e9 * scale], [24, 18e9 * scale],
-                                      [96, 10e9 * scale]],
-                "transcendental_fp32": 4e9 * scale, "overhead_s": 6e-7, "dispatch_s": 4e-6,
-                "handoff_s": 3e-6 / scale, "first_touch_s": 1.5e-6 / scale,
-                "bandwidth": {"DRAM": 30e9 * scale, "L3": 150e9 * scale}}
-    facts = CpuFacts("AMD EPYC", "AuthenticAMD", 2, 2.45e9, 32, "Zen 3", 1 << 30)
-    text = measure.host_spec_toml(HostMeasurement(facts, results(0.5), results(1.0), "today"),
-                                  "host")
-    both = parse_spec(tomllib.loads(text))
-    one = parse_spec(tomllib.loads(text), variant="one-core", scope="core")
-    assert both.roof("bf16", "vector").rate_at(48) == pytest.approx(18e9 * (10 / 18) ** 0.5)
-    assert one.roof("bf16", "vector").rate_at(48) == pytest.approx(9e9 * (10 / 18) ** 0.5)
-    # One point (the best chain was the longest): no curve, the peak throughout.
-    assert both.roof("fp32", "vector").by_flops_per_element == ()
-    assert (both.first_touch.value, one.first_touch.value) == pytest.approx((1.5e-6, 3e-6))

@@ -167,12 +167,6 @@ MALFORMED = [
      "expected the name of a scope"),
     ("overhead with a note and no per_op", ('per_op = "2 us"', 'note = "none published"'),
      "overhead.per_op", "give per_op"),
-    ("a chain curve that rises", (_FP32, _FP32 + '\nby_flops_per_element = { "6" = "1 TFLOP/s", "12" = "1.5 TFLOP/s" }'),
-     "compute[1].by_flops_per_element.12", "must not rise with the FLOPs per element"),
-    ("a chain curve above the peak", (_FP32, _FP32 + '\nby_flops_per_element = { "6" = "3 TFLOP/s", "12" = "1 TFLOP/s" }'),
-     "compute[1].by_flops_per_element", "above the roof's peak"),
-    ("a chain curve keyed by a word", (_FP32, _FP32 + '\nby_flops_per_element = { "six" = "1 TFLOP/s" }'),
-     "compute[1].by_flops_per_element.six", "positive finite number"),
     ("sustained clock above boost", ('base = "800 MHz"', 'base = "800 MHz"\nsustained = "2 GHz"\nsustained_source = "sheet"'),
      "clock.sustained", "exceeds the peak beside it"),
 ]
@@ -313,34 +307,3 @@ def test_a_measured_handoff_is_read_per_variant_and_shown():
     assert (both.handoff.value, one.handoff.value) == pytest.approx((0.5e-6, 3e-6))
     assert hardware_document(one)["handoff_s"]["value"] == pytest.approx(3e-6)
     assert "handoff to a worker thread 3 us per program of 1000 FLOPs" in hardware_text(one)
-
-
-def test_a_vector_roof_falls_with_the_chain_per_variant_and_placement_reads_it(tmp_path):
-    from roofline.model.placement import Work, place
-    from tests.conftest import DATA
-
-    # twocore's fp32 vector roof, 100 GFLOP/s on both cores and 50 on one, given a curve:
-    # 80 GFLOP/s at 12 FLOPs an element and 20 at 48 (40 and 10 pinned to one core).
-    text = (DATA / "specs" / "twocore.toml").read_text()
-    old = ('peak = "100 GFLOP/s"\nsource = "sheet"\n'
-           'alternatives.one-core = { peak = "50 GFLOP/s", ')
-    assert old in text
-    path = tmp_path / "twocore.toml"
-    path.write_text(text.replace(old, (
-        'peak = "100 GFLOP/s"\nsource = "sheet"\n'
-        'by_flops_per_element = { "12" = "80 GFLOP/s", "48" = "20 GFLOP/s" }\n'
-        'alternatives.one-core = { peak = "50 GFLOP/s", '
-        'by_flops_per_element = { "12" = "40 GFLOP/s", "48" = "10 GFLOP/s" }, ')))
-    both = load_spec_file(path)
-    one = load_spec_file(path, variant="one-core", scope="core")
-    roof = both.roof("fp32", "vector")
-    # Below the first point the peak; at 24 FLOPs an element, halfway on log axes between
-    # 12 and 48: 80 x (20/80)^0.5 = 40 GFLOP/s; past the last point its 20.
-    assert [roof.rate_at(f) / 1e9 for f in (3, 12, 24, 48, 96)] == pytest.approx(
-        [100, 80, 40, 20, 20])
-    assert one.roof("fp32", "vector").rate_at(24) == pytest.approx(20e9)
-    # 1e9 FLOPs at 24 an element take 1e9 / 40e9 = 25 ms on both cores; a what-if
-    # doubling the FLOP rates halves it (the curve moves with the peak).
-    work = Work(flops=1e9, bytes=1.0, dtype="fp32", flops_per_element=24)
-    assert place(work, both).compute_s == pytest.approx(0.025)
-    assert place(work, both.scaled(flops=2.0)).compute_s == pytest.approx(0.0125)

@@ -78,21 +78,17 @@ def _vector_rates(reps: int) -> dict[str, float]:
         for _ in range(depth):
             x = x * a + b
         return x
-    rates: dict[str, Any] = {}
+    rates = {}
     for spec_dtype, name in DTYPES:
         # The rate depends on the depth of the fused chain (XLA:CPU vectorizes short
         # chains best, and in bfloat16 rounds at every step, computing in float32 with
-        # conversions): the roof is the best depth, and past it the rate falls with the
-        # chain's FLOPs per element.
+        # conversions): the roof is the best depth.
         x = jnp.ones((elements,), getattr(jnp, name))
         a, b = x.dtype.type(1.0001), x.dtype.type(0.5)
-        by_depth = [(CHAIN_STEP_FLOPS[name] * depth, CHAIN_STEP_FLOPS[name] * depth * elements
-                     / best_seconds(jax.jit(chain, static_argnums=3), x, a, b, depth,
-                                    reps=reps))
-                    for depth in VECTOR_DEPTHS]
-        best = max(range(len(by_depth)), key=lambda i: by_depth[i][1])
-        rates[f"vector_{spec_dtype}"] = by_depth[best][1]
-        rates[f"vector_{spec_dtype}_chain"] = by_depth[best:]
+        rates[f"vector_{spec_dtype}"] = max(
+            CHAIN_STEP_FLOPS[name] * depth * elements
+            / best_seconds(jax.jit(chain, static_argnums=3), x, a, b, depth, reps=reps)
+            for depth in VECTOR_DEPTHS)
     return rates
 
 

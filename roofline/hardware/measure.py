@@ -7,9 +7,7 @@ Peaks are what XLA:CPU achieves, which is what an explained host run can hope fo
   in FLOPs as XLA counts the compiled chain (in bfloat16 the conversions XLA:CPU rounds
   every result with count too: 6 FLOPs a multiply-add). Short chains are memory-bound in
   float32, but in bfloat16, where rounding dominates, a chain of one ran 33% faster per
-  FLOP than one of four on this project's host, and 2.4x faster than one of sixteen: the
-  rates of the chains longer than the best are written beside the peak
-  (``by_flops_per_element``), and an op takes the rate at its FLOPs per element;
+  FLOP than one of four on this project's host;
 - bandwidth per level: ``y = 0.999 * y + x`` over arrays sized to fit L1, L2, L3 (two
   arrays in half the cache, and in an eighth: the better) or to spill to DRAM, repeated
   both in a compiled loop and as back-to-back calls that write ``y`` in place (a donated
@@ -281,34 +279,21 @@ def _compute_toml(m: HostMeasurement) -> list[str]:
     # A CPU runs GEMMs and elementwise work on the same vector units, but XLA's GEMM kernels
     # reach a far higher rate: GEMMs are described as the "matrix" roof.
     roofs = [("matrix", dtype, m.all_cores["matrix"][dtype], m.one_core["matrix"][dtype],
-              "Best XLA:CPU GEMM (dot) rate.", "") for dtype, _ in DTYPES]
+              "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
     roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
                "Elementwise work: the best of chains of 1 to 64 multiply-adds, in XLA's "
-               "FLOP count; by_flops_per_element: the rate of longer chains, where it falls.",
-               dtype) for dtype, _ in DTYPES]
+               "FLOP count.")
+              for dtype, _ in DTYPES]
     roofs.append(("transcendental", "fp32", m.all_cores["transcendental_fp32"],
                   m.one_core["transcendental_fp32"], "Exponentials per second (written as "
-                  "FLOP/s, one each): a loop of one-exponential kernels over 1 MiB.", ""))
+                  "FLOP/s, one each): a loop of one-exponential kernels over 1 MiB."))
     lines: list[str] = []
-    for unit, dtype, every, one, note, chain in roofs:
+    for unit, dtype, every, one, note in roofs:
         lines += ["", "[[compute]]", f'unit = "{unit}"', f'dtype = "{dtype}"',
-                  f'peak = "{_rate(every)}"', 'source = "measured"', f'note = "{note}"']
-        curves = ((_chain_toml(m.all_cores.get(f"vector_{chain}_chain", [])),
-                   _chain_toml(m.one_core.get(f"vector_{chain}_chain", []))) if chain
-                  else ("", ""))
-        if curves[0]:
-            lines.append(f"by_flops_per_element = {curves[0]}")
-        lines.append(f'alternatives.one-core = {{ peak = "{_rate(one)}", scope = "core", '
-                     + (f"by_flops_per_element = {curves[1]}, " if curves[1] else "")
-                     + 'source = "measured" }')
+                  f'peak = "{_rate(every)}"', 'source = "measured"', f'note = "{note}"',
+                  f'alternatives.one-core = {{ peak = "{_rate(one)}", scope = "core", '
+                  'source = "measured" }']
     return lines
-
-
-def _chain_toml(points: list[list[float]]) -> str:
-    """A vector roof's falling tail as an inline table (empty with fewer than 2 points)."""
-    if len(points) < 2:
-        return ""
-    return "{ " + ", ".join(f'"{flops:g}" = "{_rate(rate)}"' for flops, rate in points) + " }"
 
 
 def _memory_toml(m: HostMeasurement, far_to_near: list[str],

@@ -8,7 +8,6 @@ records, so a what-if can never edit the device it started from.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -51,28 +50,6 @@ class ComputeRoof:
     # The XLA precision level the rate holds at, where the dtype is not run natively
     # ("DEFAULT": a TPU's fp32 matmul as one bf16 pass); empty where it is.
     precision: str = ""
-    # (FLOPs per element, rate) where the rate falls with the length of a fused chain
-    # (XLA:CPU's loops, measured): from the first point's FLOPs per element on.
-    by_flops_per_element: tuple[tuple[float, float], ...] = ()
-
-    def scaled(self, factor: float) -> ComputeRoof:
-        """Every rate of the roof times ``factor`` (its peak, achieved rate and curve)."""
-        return dataclasses.replace(
-            self, flop_per_s=self.flop_per_s * factor, achieved=_times(self.achieved, factor),
-            by_flops_per_element=tuple((x, y * factor) for x, y in self.by_flops_per_element))
-
-    def rate_at(self, flops_per_element: float) -> float:
-        """The rate of work of ``flops_per_element`` FLOPs per element: the peak below the
-        first point of ``by_flops_per_element``, interpolated between points on log-log
-        axes past it, the last point's rate beyond the last."""
-        points = self.by_flops_per_element
-        if not points or flops_per_element < points[0][0]:
-            return self.flop_per_s
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
-            if flops_per_element <= x1:
-                share = math.log(flops_per_element / x0) / math.log(x1 / x0)
-                return y0 * (y1 / y0) ** share
-        return points[-1][1]
 
     @property
     def label(self) -> str:
@@ -244,7 +221,11 @@ class Hardware:
         return dataclasses.replace(
             self,
             scope=scope,
-            compute=tuple(r.scaled(factor) for r in self.compute),
+            compute=tuple(
+                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor,
+                                    achieved=_times(r.achieved, factor))
+                for r in self.compute
+            ),
             memory=tuple(
                 dataclasses.replace(
                     m,
@@ -291,10 +272,9 @@ class Hardware:
             raise UnknownHardwareError(f"{self.ref} is already at its achievable ceilings; "
                                        "load the spec again for its peaks")
         ratio = self.clock_ratio or 1.0
-        # A curve falls from the peak: it moves with the rate that replaces the peak.
         compute = tuple(dataclasses.replace(
-            r.scaled(r.achieved.value / r.flop_per_s if r.achieved and r.achieved.value
-                     else ratio), achieved=r.achieved) for r in self.compute)
+            r, flop_per_s=r.achieved.value if r.achieved and r.achieved.value
+            else r.flop_per_s * ratio) for r in self.compute)
         memory = tuple(dataclasses.replace(
             m, bytes_per_s=m.achieved.value if m.achieved and m.achieved.value
             else m.bytes_per_s) for m in self.memory)
@@ -390,7 +370,9 @@ class Hardware:
         if head == "flops":
             parts = rest.split(".") if rest else []
             changes["compute"] = tuple(
-                r.scaled(factor) if all(p in (r.unit, r.dtype) for p in parts) else r
+                dataclasses.replace(r, flop_per_s=r.flop_per_s * factor,
+                                    achieved=_times(r.achieved, factor))
+                if all(p in (r.unit, r.dtype) for p in parts) else r
                 for r in self.compute
             )
         elif head in ("memory_bandwidth", "memory_capacity", "bandwidth", "capacity"):

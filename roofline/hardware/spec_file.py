@@ -107,10 +107,10 @@ def _compute(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
     for i, raw in enumerate(entries):
         key = f"compute[{i}]"
         entry = reader.table(key, raw)
-        reader.check_keys(entry, key, fields | _COMMON | _ACHIEVED
-                          | {"alternatives", "precision", "by_flops_per_element"},
+        reader.check_keys(entry, key,
+                          fields | _COMMON | _ACHIEVED | {"alternatives", "precision"},
                           ("unit", "dtype", "peak"))
-        entry = _with_variant(reader, key, entry, {"peak", "by_flops_per_element"}, variant)
+        entry = _with_variant(reader, key, entry, {"peak"}, variant)
         unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
         dtype = reader.choice(f"{key}.dtype", entry["dtype"], DTYPES)
         if any(r.unit == unit and r.dtype == dtype for r in roofs):
@@ -124,34 +124,8 @@ def _compute(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
             achieved=_achieved(reader, key, entry, Kind.FLOP_RATE, factor, peak),
             precision=reader.choice(f"{key}.precision", entry["precision"], PRECISIONS)
             if "precision" in entry else "",
-            by_flops_per_element=_chain(reader, f"{key}.by_flops_per_element",
-                                        entry.get("by_flops_per_element", {}), factor, peak),
         ))
     return tuple(roofs)
-
-
-def _chain(reader: FieldReader, key: str, raw: Any, factor: float, peak: float
-           ) -> tuple[tuple[float, float], ...]:
-    """``{ "6" = "24 GFLOP/s", "12" = "20 GFLOP/s" }``: rates at or below the peak, falling
-    as the FLOPs per element grow."""
-    table = reader.table(key, raw)
-    points = sorted((reader.positive_number(f"{key}.{flops}", _number(flops)),
-                     reader.quantity(f"{key}.{flops}", rate, Kind.FLOP_RATE) * factor)
-                    for flops, rate in table.items())
-    for (_, before), (flops, after) in zip(points, points[1:]):
-        if after > before:
-            raise reader.error(f"{key}.{flops:g}", "the rate must not rise with the FLOPs "
-                               "per element (list the falling part of the curve only)")
-    if points and points[0][1] > peak * (1 + 1e-6):
-        raise reader.error(key, "a rate above the roof's peak; the peak is the best rate")
-    return tuple(points)
-
-
-def _number(text: str) -> float | str:
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def _memory(reader: FieldReader, doc: Mapping[str, Any], variant: str | None

@@ -133,18 +133,7 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     return Work(flops=op.flops, bytes=main, dtype=placement_dtype(op, hardware),
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
                 launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware),
-                transcendentals=op.transcendentals, flops_per_element=flops_per_element(op))
-
-
-ELEMENT_BYTES = {"fp64": 8.0, "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
-                 "int4": 0.5}
-
-
-def flops_per_element(op: OpCost) -> float:
-    """FLOPs per element of the larger of what an op reads and writes (0 with neither):
-    the length of a fused element-wise chain, in XLA's FLOP count."""
-    elements = max(op.bytes_read, op.bytes_written) / ELEMENT_BYTES.get(op.dtype, 4.0)
-    return op.flops / elements if elements > 0 else 0.0
+                transcendentals=op.transcendentals)
 
 
 def wave_efficiency(op: OpCost, hardware: Hardware) -> float:

@@ -71,8 +71,6 @@ class Work:
     tile and wave quantization (:meth:`roofline.program.hlo.formulas.GemmShape.wave_efficiency`).
     ``transcendentals`` (exponentials, tanh...) take time at the device's transcendental
     roof where its spec has one, on the same units as the FLOPs (the two add up).
-    ``flops_per_element`` picks the rate of a roof that falls with it
-    (:meth:`ComputeRoof.rate_at`: XLA:CPU's long fused loops).
     """
 
     flops: float
@@ -85,7 +83,6 @@ class Work:
     launches: int = 1
     wave_efficiency: float = 1.0
     transcendentals: float = 0.0
-    flops_per_element: float = 0.0   # where a roof's rate falls with it (0: not known)
 
     def __post_init__(self) -> None:
         for name in ("flops", "bytes", "link_bytes", "transcendentals"):
@@ -236,8 +233,7 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     op's dtype and unit, its compute term is left out (``compute_left_out``).
     """
     roof = choose_roof(hw, work.dtype, work.unit)
-    compute_s = (work.flops / (roof.rate_at(work.flops_per_element) * work.wave_efficiency)
-                 if roof else 0.0)
+    compute_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
     transcendental = transcendental_roof(hw, work.dtype) if work.transcendentals else None
     transcendental_s = (work.transcendentals / transcendental.flop_per_s if transcendental
                         else 0.0)

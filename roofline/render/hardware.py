@@ -105,7 +105,6 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                  if hw.gemm else None),
         "compute": [{"unit": r.unit, "dtype": r.dtype, "flop_per_s": r.flop_per_s,
                      "precision": r.precision or None, "sources": list(r.sources),
-                     "by_flops_per_element": [list(point) for point in r.by_flops_per_element],
                      "note": r.note} for r in hw.compute],
         "memory": [{"name": m.name, "capacity_bytes": m.capacity_bytes,
                     "bytes_per_s": m.bytes_per_s, "sources": list(m.sources), "note": m.note}
@@ -168,12 +167,6 @@ def hardware_text(hw: Hardware) -> str:
           "achievable from": basis.get(m.name),
           "sources": m.sources} for m, a in zip(hw.memory, achievable.memory)],
         title="memory, far to near")
-    chains = [f"  {r.label}: " + ", ".join(f"{q(y, Kind.FLOP_RATE)} at {x:g}"
-                                           for x, y in r.by_flops_per_element)
-              for r in hw.compute if r.by_flops_per_element]
-    if chains:
-        compute += ("\nrates of longer fused chains (FLOPs per element; an op takes the rate "
-                    "at its own):\n" + "\n".join(chains))
     parts = ["\n".join(head), compute, memory]
     if hw.links:
         parts.append(format_table(
