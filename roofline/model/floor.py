@@ -18,8 +18,9 @@ them crosses zero below the floor. The intercept is trusted only where the run h
 on the floor (at least ``ON_FLOOR`` ops whose work is below it); otherwise it would be an
 extrapolation, and the category takes the floor fitted over all the run's ops the same
 way. A run with fewer than ``MIN_FIT`` ops, or none on its floor, falls back to the
-spec's per-op overhead.
-
+spec's per-op overhead. What an op timed as a program of its own pays on top of the floor
+(a handoff to a worker thread, the first touch of fresh memory) is
+:mod:`roofline.model.call_cost`'s.
 """
 
 from __future__ import annotations
