@@ -23,11 +23,12 @@ parallel the tiles it splits a matrix product's output into, and only those
 spans all ``n`` columns and starts at 16 rows (fewer if ``m`` has fewer), and doubles its
 rows while it holds fewer than min(m, 64) x min(n, 64) outputs, or until (rows + n) x
 min(k, 1024) reaches 65,536 or it holds 65,536 outputs. So a product runs on one core when
-one tile holds it. Batch loops, and a convolution's batch and outer output positions (it
-tiles one row of output positions: ``m`` is ``n x`` that row, ``row_blocks`` times), gave
-no second core on this project's host: a 16 x (128 x 64 x 128) batched matmul and four
-convolutions of 14 to 56 positions a row ran 1.0x on two cores, as did a 64 x 4096 x 64
-matmul, while 256-wide and larger matmuls ran 1.7-2.0x. Other library calls (a custom
+one tile holds it. Batch loops gave no second core on this project's host, nor did a
+convolution's batch and outer output positions (its ``m`` rows, batch x output positions,
+come in ``row_blocks`` blocks of one row of positions each, and it tiles within a
+block): a 16 x (128 x 64 x 128) batched matmul and four convolutions of 14 to 56
+positions a row ran 1.0x on two cores, as did a 64 x 4096 x 64 matmul, while 256-wide and
+larger matmuls ran 1.7-2.0x. Other library calls (a custom
 call, a YNNPACK reduction, and the plain dots and convolutions XLA:CPU leaves to Eigen,
 as it does most convolutions of a training step's backward pass) are taken to use every
 core.
@@ -116,8 +117,8 @@ def occupied_cores(op: OpCost, cores: int) -> int:
     all of them."""
     tasks = parallel_tasks(op, cores)
     if tasks is None:
-        ynnpack = op.fusion_kind == "kCustom" and op.gemm is not None
-        tasks = library_tiles(op.gemm) if ynnpack else cores  # type: ignore[arg-type]
+        gemm = op.gemm if op.fusion_kind == "kCustom" else None
+        tasks = cores if gemm is None else library_tiles(gemm)
     return min(tasks, cores)
 
 
