@@ -159,17 +159,12 @@ def _bandwidths(quick: bool, reps: int) -> tuple[dict[str, float], float]:
 def _in_place_seconds(step: Any, x: Any, reps: int, inner: int) -> float:
     """Best time per call of ``y = step(y, x)``, each call writing over its input (a
     donated buffer: no fresh output to fault in, see :func:`_first_touch`)."""
-    import jax
+    state = [step(x + 0, x)]
 
-    y = jax.block_until_ready(step(x + 0, x))
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(inner):
-            y = step(y, x)
-        jax.block_until_ready(y)
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
+    def again() -> Any:
+        state[0] = step(state[0], x)
+        return state[0]
+    return best_seconds(again, reps=reps, inner=inner)
 
 
 def _first_touch(reps: int) -> float:
