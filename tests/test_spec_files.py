@@ -148,6 +148,8 @@ MALFORMED = [
      "overhead.per_op", "write a number and a unit"),
     ("handoff in the wrong unit", ('per_op = "2 us"', 'per_op = "2 us"\nhandoff = "3 GB"'),
      "overhead.handoff", "but a time belongs here"),
+    ("first touch in the wrong unit", ('per_op = "2 us"', 'per_op = "2 us"\nfirst_touch = "1.5 GB/s"'),
+     "overhead.first_touch", "but a time belongs here"),
     ("time where power belongs", ('tdp = "100 W"', 'tdp = "100 ms"'),
      "power.tdp", "is a time, but a power belongs here"),
     ("achieved above the peak", (_FP32, _FP32 + '\nachieved = "3 TFLOP/s"\nachieved_source = "sheet"'),
