@@ -28,6 +28,10 @@ _METADATA = re.compile(r'(\n(?:[^",\n]++|"(?:[^"\\\n]++|\\.)*+"|,)*?)' + _BLOCK_
 _NAME = re.compile(r"%([a-zA-Z0-9_.\-]+)")
 _DEFINED = re.compile(r"\n[ \t]*(?:ROOT[ \t]+)?%([a-zA-Z0-9_.\-]+)[ \t]*=")
 _LOOP_PART = re.compile(r"(?:body|condition)=%?([\w.\-]+)")
+# The metadata jax prints (a source op name without "=", perhaps a stack frame): one
+# plain pattern drops it at a third of the cost of the general one above.
+_PLAIN_BLOCK = re.compile(r', metadata=\{op_name="[^"\\\n=]*+(?:\\.[^"\\\n=]*+)*+"'
+                          r'(?: stack_frame_id=\d+)?\}(?=[,\n]|\Z)')
 
 
 def group_alike(bodies: Mapping[str, str], apart: Collection[str] = ()) -> dict[str, str]:
@@ -77,6 +81,9 @@ def attributes_key(attribute_text: str, called: Mapping[str, str]) -> Hashable |
 
 def _without_metadata(text: str) -> str:
     """Lines of text without their metadata, as :data:`_METADATA` drops it."""
+    text = _PLAIN_BLOCK.sub("", text)
+    if ", metadata={" not in text:
+        return text
     if "\n" in text:
         stripped = _BLOCK.sub("", text)
         # With no quote left, none was before a block on its line: each was a whole
