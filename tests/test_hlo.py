@@ -117,6 +117,29 @@ def test_malformed_hlo_is_refused(text, message):
         parse_hlo_text(text)
 
 
+
+def _read(text):
+    module = parse_hlo_text(text)
+    return {name: [(i.name, i.opcode, i.operands, i.op_name) for i in c.instructions]
+            for name, c in module.computations.items()}
+
+
+@pytest.mark.parametrize("variant", [
+    MODULE.replace("\n", "\r\n"),                      # printed on Windows
+    MODULE.replace("\n}\n", "\n  }  \n"),               # closing braces indented
+    MODULE.rstrip("\n"),                                 # no newline after the last "}"
+])
+def test_line_endings_and_blanks_around_a_closing_brace_read_the_same(variant):
+    assert _read(variant) == _read(MODULE)
+
+
+def test_a_damaged_line_is_named_by_its_line_number_in_the_text():
+    lines = MODULE.split("\n")
+    number = next(n for n, line in enumerate(lines, 1) if "%t = " in line)   # line 18
+    damaged = MODULE.replace("%t = f32[64,32]{1,0} tanh(", "%t = f32[64,32]{1,0} tanh")
+    with pytest.raises(HloParseError, match=f"HLO line {number}: "):
+        parse_hlo_text(damaged)
+
 # Lines the one-regex fast path reads, and lines it must leave to the general parser:
 # each has its fields by hand, and both paths must give the same instruction.
 PARSE_CASES = [

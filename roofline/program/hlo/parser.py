@@ -74,9 +74,11 @@ class Instruction:
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
         text = self.attribute_text
-        if not any(key in text for key in _CALL_KEYS):
-            return ()   # most instructions call nothing: skip the regular expression
-        return tuple([n.strip().lstrip("%") for value in _CALLS.findall(text)
+        if _CALL_KEY.search(text) is None:
+            return ()   # most instructions call nothing: skip the longer search
+        # A blank stands for the text's start, so the search can skip ahead to blanks
+        # and commas (a pattern that may also match at "^" is tried at every character).
+        return tuple([n.strip().lstrip("%") for value in _CALLS.findall(" " + text)
                       for n in value.strip("{}").split(",") if n.strip()])
 
 
@@ -88,8 +90,15 @@ class Computation:
 
     name: str
     text: str = field(repr=False)   # its instruction lines, as printed
-    first_line: int = 1             # the number of its text's first line in the module
     is_entry: bool = False
+    # The module's text and where this one's starts in it: line numbers for errors.
+    module_text: str = field(default="", repr=False)
+    offset: int = 0
+
+    @property
+    def first_line(self) -> int:
+        """The number of its text's first line in the module."""
+        return self.module_text.count("\n", 0, self.offset) + 1
 
     @_read_once
     def instructions(self) -> list[Instruction]:
@@ -143,11 +152,12 @@ class HloModule:
                 if loop.opcode == "while" and "body" in loop.attributes}
 
 
-_CALL_KEYS = ("calls=", "to_apply=", "body=", "condition=", "computation")
-_CALLS = re.compile(r"(?:^|[\s,])(?:calls|to_apply|body|condition|branch_computations|"
+_CALL_KEY = re.compile(r"calls=|to_apply=|body=|condition=|computation")
+_CALLS = re.compile(r"[\s,](?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]++|\\.)*+)"')
-_MODULE = re.compile(r"^HloModule\s+([^\s,]+)")
+_MODULE = re.compile(r"^[^\S\n]*HloModule[^\S\n]+([^\s,]+).*$", re.MULTILINE)
+_ENDS_IN_BRACE = re.compile(r"\{[^\S\n]*$", re.MULTILINE)
 _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?\s*(?:->.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
@@ -157,8 +167,9 @@ _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
 @gc_paused()
 def parse_hlo_text(text: str) -> HloModule:
     """Parse the text of one optimized HLO module (``compiled.as_text()``)."""
-    lines = text.splitlines()
-    module_name, counts, found, unclosed = _split(lines)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    module_name, counts, found, unclosed = _split(text)
     computations = {computation.name: computation for computation in found}
     entry = next((c.name for c in reversed(found) if c.is_entry), "")
     first_alike = group_alike({name: c.text for name, c in computations.items()},
@@ -167,8 +178,8 @@ def parse_hlo_text(text: str) -> HloModule:
         if first_alike[computation.name] == computation.name:
             computation.instructions   # read now, in order: a damaged line is found here
     if unclosed is not None:
-        name, is_entry, start = unclosed
-        _read_lines("\n".join(lines[start:]), start + 1)
+        name, start = unclosed
+        _read_lines(text[start:], lambda: text.count("\n", 0, start) + 1)
         raise HloParseError(f"HLO text ends inside computation {name!r} "
                             "(truncated module?)")
     if not computations:
@@ -190,64 +201,50 @@ def _may_hold_narrow_floats(text: str) -> bool:
     return _NARROW_FLOAT.search(text) is not None
 
 
-def _split(lines: list[str]) -> tuple[str, dict[str, int], list[Computation],
-                                      tuple[str, bool, int] | None]:
+def _split(text: str) -> tuple[str, dict[str, int], list[Computation],
+                               tuple[str, int] | None]:
     """The module's name and device counts, its computations (not yet read) in the order
-    printed, and the header (name, is entry, line number) of one left open at the end.
-    The stack-frame tables jax prints before the computations are skipped."""
-    module_name, counts, found = "", {}, []
-    number = 0   # lines read so far (the number of the last one)
-    while number < len(lines):
-        stripped = lines[number].strip()
-        number += 1
-        if not stripped or stripped.startswith("//"):
-            continue
-        if module := _MODULE.match(stripped):
-            module_name = module.group(1)
-            counts.update((k, int(v)) for k, v in _MODULE_COUNTS.findall(stripped))
-            continue
+    printed, and, for one left open at the end, its name and the offset of its text. Only lines that end in "{" are looked at between bodies, so
+    the stack-frame tables jax prints before the computations are passed over whole;
+    bodies are sliced from the text, not joined from lines."""
+    module = _MODULE.search(text)
+    module_name = module.group(1) if module else ""
+    counts = {k: int(v) for k, v in _MODULE_COUNTS.findall(module.group())} if module else {}
+    found: list[Computation] = []
+    pos = 0
+    while (brace := _ENDS_IN_BRACE.search(text, pos)) is not None:
+        start = text.rfind("\n", 0, brace.start()) + 1
+        stripped = text[start:brace.end()].strip()
+        pos = brace.end() + 1
         match = _COMPUTATION.match(stripped)
-        if not match or not (stripped.startswith(("%", "ENTRY")) or "->" in stripped):
-            continue  # stack-frame tables and other module-level text
-        closed = _closed_body(lines, number)
-        if closed is None:
-            return module_name, counts, found, (match.group(2), bool(match.group(1)), number)
-        close, body = closed
-        found.append(Computation(match.group(2), body, number + 1, bool(match.group(1))))
-        number = close + 1
+        if (not match or stripped.startswith("//")
+                or not (stripped.startswith(("%", "ENTRY")) or "->" in stripped)):
+            continue  # other module-level text
+        close = _CLOSING_LINE.search(text, pos - 1)
+        if close is None:
+            return module_name, counts, found, (match.group(2), pos)
+        found.append(Computation(match.group(2), text[pos:close.start()],
+                                 bool(match.group(1)), text, pos))
+        pos = close.end() + 1
     return module_name, counts, found, None
 
 
-# A line whose text starts with "}" after blanks (it may close a computation).
-_MAY_CLOSE = re.compile(r"\n[^\S\n]*\}")
-
-
-def _closed_body(lines: list[str], start: int) -> tuple[int, str] | None:
-    """The index of the first line from ``start`` that is a lone "}" (blanks around it
-    allowed) and the text of the lines before it, or None if no line is. The plain "}"
-    XLA prints is found without a loop over the lines in Python."""
-    try:
-        close = lines.index("}", start)
-    except ValueError:
-        close = len(lines)
-    body = "\n".join(lines[start:close])
-    if _MAY_CLOSE.search(body) is not None or (
-            start < close and lines[start].lstrip().startswith("}")):
-        close = next((index for index in range(start, close)
-                      if lines[index].strip() == "}"), close)
-        body = "\n".join(lines[start:close])
-    return (close, body) if close < len(lines) else None
+# A line that is a lone "}", blanks around it allowed (from the newline before it): the
+# first one after a computation's header closes it.
+_CLOSING_LINE = re.compile(r"\n[^\S\n]*\}[^\S\n]*(?=\n|\Z)")
 
 
 def _read_instructions(computation: Computation) -> list[Instruction]:
-    instructions = _read_lines(computation.text, computation.first_line)
+    instructions = _read_lines(computation.text, lambda: computation.first_line)
     _check_operands(computation.name, instructions)
     return instructions
 
 
-def _read_lines(text: str, first_line: int) -> list[Instruction]:
+def _read_lines(text: str, first_line: Callable[[], int]) -> list[Instruction]:
+    """The instructions of a computation's text; ``first_line`` gives the number of its
+    first line in the module, counted only when a line is damaged."""
     instructions = []
-    for number, line in enumerate(text.split("\n"), start=first_line):
+    for index, line in enumerate(text.split("\n")):
         stripped = line.strip()
         if not stripped or stripped.startswith("//"):
             continue
@@ -255,7 +252,8 @@ def _read_lines(text: str, first_line: int) -> list[Instruction]:
             instructions.append(_parse_instruction(line))
         except (HloParseError, ShapeSyntaxError, ValueError, IndexError) as exc:
             # ValueError/IndexError: a line cut short (no closing bracket, no opcode).
-            raise HloParseError(f"HLO line {number}: {exc}: {stripped[:200]}") from None
+            raise HloParseError(f"HLO line {first_line() + index}: {exc}: "
+                                f"{stripped[:200]}") from None
     return instructions
 
 
