@@ -72,7 +72,10 @@ def attributes_key(attribute_text: str, called: Mapping[str, str]) -> Hashable |
     """A key equal for two instructions' attributes exactly when they differ only in
     metadata and in calling alike computations (``called``: each computation the
     instruction calls -> the first alike it); None when they name anything else."""
-    parts = _NAME.split(_without_metadata(attribute_text))
+    text = _without_metadata(attribute_text)
+    if "%" not in text:
+        return text
+    parts = _NAME.split(text)
     names = parts[1::2]
     if not called.keys() >= set(names):
         return None

@@ -199,7 +199,7 @@ class _Analyzer:
                 or resolved.rule.traffic is Traffic.BODY or resolved.base == "async-start"):
             return None
         names = all_called(instruction)
-        called = tuple([self.calls.interchangeable(name) for name in names])
+        called = tuple(map(self.calls.interchangeable, names))
         if None in called or (instruction.opcode == "fusion" and not called):
             return None
         attributes = attributes_key(instruction.attribute_text, dict(zip(names, called)))
@@ -207,7 +207,8 @@ class _Analyzer:
             return None
         # Shapes by identity: the reader makes one object per shape text (hashing the
         # shapes themselves took a tenth of the costing time).
-        shapes = tuple([id(computation.by_name[name].shape) for name in instruction.operands])
+        by_name = computation.by_name
+        shapes = tuple([id(by_name[name].shape) for name in instruction.operands])
         return instruction.opcode, id(instruction.shape), shapes, called, attributes
 
     def _new_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
