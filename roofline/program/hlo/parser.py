@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import chain
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -262,6 +263,8 @@ def _check_operands(name: str, instructions: list[Instruction]) -> None:
     if not instructions:
         raise HloParseError(f"computation {name!r} has no instructions")
     defined = {instruction.name for instruction in instructions}
+    if defined.issuperset(chain.from_iterable([i.operands for i in instructions])):
+        return
     for instruction in instructions:
         for operand in instruction.operands:
             if operand not in defined:
@@ -284,6 +287,10 @@ _SIMPLE_LINE = re.compile(
     r"([a-z][a-z0-9\-]*)\(((?:[\s%\w.\-,]++|/\*index=\d+\*/)*+)\)")
 
 
+# What separates plain operand names besides commas: blanks and the "%" they start with.
+_NO_MARKS = str.maketrans("", "", "% \t\f\v")
+
+
 def _parse_instruction(line: str) -> Instruction:
     simple = _SIMPLE_LINE.match(line)
     if simple is not None:
@@ -294,10 +301,14 @@ def _parse_instruction(line: str) -> Instruction:
             literal, operands = "", tuple(_operand_names(operand_text))
         else:
             literal = ""
-            operands = tuple([stripped.lstrip("%") for n in operand_text.split(",")
-                              if (stripped := n.strip())])
-        return Instruction(name, opcode, parse_shape(shape_text), operands,
-                           line[simple.end():], bool(root), literal)
+            operands = tuple(filter(None, operand_text.translate(_NO_MARKS).split(",")))
+        # Made without the dataclass __init__, which sets each frozen field through
+        # object.__setattr__: twice as slow, and a module has thousands of instructions.
+        made = object.__new__(Instruction)
+        made.__dict__.update(name=name, opcode=opcode, shape=parse_shape(shape_text),
+                             operands=operands, attribute_text=line[simple.end():],
+                             is_root=bool(root), literal=literal)
+        return made
     head = _INSTRUCTION.match(line)
     if head is None:
         raise HloParseError("not an instruction")
