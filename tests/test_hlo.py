@@ -133,11 +133,16 @@ def test_line_endings_and_blanks_around_a_closing_brace_read_the_same(variant):
     assert _read(variant) == _read(MODULE)
 
 
-def test_a_damaged_line_is_named_by_its_line_number_in_the_text():
+@pytest.mark.parametrize("damage", [
+    ("tanh(%p0.1)", "tanh %p0.1"),       # no operand list
+    ("f32[64,32]{1,0} tanh", "f99[64,32]{1,0} tanh"),   # a plain line with a bad dtype
+])
+def test_a_damaged_line_is_named_by_its_line_number_in_the_text(damage):
     lines = MODULE.split("\n")
     number = next(n for n, line in enumerate(lines, 1) if "%t = " in line)   # line 18
-    damaged = MODULE.replace("%t = f32[64,32]{1,0} tanh(", "%t = f32[64,32]{1,0} tanh")
-    with pytest.raises(HloParseError, match=f"HLO line {number}: "):
+    damaged = MODULE.replace(*damage)
+    assert damaged.count("\n") == MODULE.count("\n") and damaged != MODULE
+    with pytest.raises(HloParseError, match=f"HLO line {number}: .*%t = "):
         parse_hlo_text(damaged)
 
 # Lines the one-regex fast path reads, and lines it must leave to the general parser:
