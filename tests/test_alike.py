@@ -117,3 +117,50 @@ def test_narrow_float_walk_skipped_only_where_no_shape_can_be_narrow():
     assert (dot.dtype, dot.written_dtype) == ("fp32", "fp32")
     # MODULE has an f16 parameter, so its walks are kept.
     assert parse_hlo_text(MODULE).narrow_floats
+
+
+def _grouped(*bodies: str) -> dict[str, str]:
+    """group_alike over computations c0, c1 ... with these texts."""
+    from roofline.program.hlo.alike import group_alike
+    return group_alike({f"c{index}": text for index, text in enumerate(bodies)})
+
+
+ADD = "  %p.{0} = f32[2]{{0}} parameter(0)\n  ROOT %a.{0} = f32[2]{{0}} add(%p.{0}, %p.{0})"
+CALL = ("  %x.{0} = f32[2]{{0}} parameter(0)\n"
+        "  ROOT %r.{0} = f32[] reduce(%x.{0}, %x.{0}), dimensions={{0}}, to_apply=%{1}")
+
+
+@pytest.mark.parametrize("bodies, alike", [
+    # Renamed one to one, other metadata: alike.
+    ((ADD.format(1), ADD.format(2) + ', metadata={op_name="other"}'), True),
+    # The same text between names, other wiring: not alike.
+    (("  %p = f32[2]{0} parameter(0)\n  %q = f32[2]{0} parameter(1)\n"
+      "  ROOT %m = f32[2]{0} subtract(%p, %q)",
+      "  %p = f32[2]{0} parameter(0)\n  %q = f32[2]{0} parameter(1)\n"
+      "  ROOT %m = f32[2]{0} subtract(%q, %p)"), False),
+])
+def test_bodies_are_alike_only_when_renamed_one_to_one(bodies, alike):
+    grouped = _grouped(*bodies)
+    assert (grouped["c1"] == "c0") is alike
+
+
+def test_callers_are_alike_when_what_they_call_is():
+    # c0 and c1 alike; c2 multiplies. c3 calls c0, c4 calls c1 (alike), c5 calls c2.
+    mul = ADD.replace("add(", "multiply(")
+    grouped = _grouped(ADD.format(0), ADD.format(1), mul.format(2), CALL.format(3, "c0"),
+                       CALL.format(4, "c1"), CALL.format(5, "c2"))
+    assert grouped["c1"] == "c0" and grouped["c2"] == "c2"
+    assert grouped["c4"] == "c3" and grouped["c5"] == "c5"
+
+
+def test_callers_printed_before_what_they_call_are_not_taken_for_alike():
+    # c0 calls c2 and c1 calls c3, both printed after them; c2 adds and c3 multiplies.
+    mul = ADD.replace("add(", "multiply(")
+    grouped = _grouped(CALL.format(0, "c2"), CALL.format(1, "c3"), ADD.format(2),
+                       mul.format(3))
+    assert grouped["c1"] == "c1"
+
+
+def test_an_instruction_named_like_a_computation_keeps_its_body_alone():
+    grouped = _grouped(ADD.format(0), ADD.format(1).replace("%a.1", "%c0"))
+    assert grouped["c1"] == "c1"
