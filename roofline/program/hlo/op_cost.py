@@ -48,9 +48,11 @@ class OpCost:
         """These costs for another op alike this one. Made without ``__init__``, which
         sets each of the frozen fields through ``object.__setattr__``: three times
         slower, and a module has a thousand such ops."""
+        fields = self.__dict__.copy()
+        fields.update(name=name, op_name=op_name, operands=operands,
+                      written_dtype=written_dtype)
         twin = object.__new__(OpCost)
-        twin.__dict__.update(self.__dict__, name=name, op_name=op_name, operands=operands,
-                             written_dtype=written_dtype)
+        object.__setattr__(twin, "__dict__", fields)
         return twin
 
     @property
