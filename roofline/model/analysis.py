@@ -5,6 +5,7 @@ whether its memory footprint fits the device, and the largest batch that does.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -274,15 +275,19 @@ def place_program(program: CompiledProgram, hardware: Hardware,
 
 
 _NAMES = ("name", "op_name", "operands")   # what tells alike ops apart, and no roof reads
+_ROOFS_READ = operator.itemgetter(*[f.name for f in dataclasses.fields(OpCost)
+                                    if f.name not in _NAMES])
 
 
 def _place_alike(op: OpCost, device: Hardware, overlap: Overlap,
                  placed: dict[tuple[object, ...], Placement]) -> Placement:
     """:func:`place_op`, placing the kernels that cost alike but for their names once: a
-    model's layers repeat (a GPT-2 step's 1,231 kernels cost 92 ways)."""
+    model's layers repeat (a GPT-2 step's 1,231 kernels cost 92 ways). Alike by identity:
+    the cost model gives ops alike the very values of the first one
+    (:meth:`OpCost.renamed`), and ids hash without walking shapes and notes."""
     if op.body:
         return place_op(op, device, overlap)
-    key = tuple([value for field, value in op.__dict__.items() if field not in _NAMES])
+    key = tuple(map(id, _ROOFS_READ(op.__dict__)))
     if key not in placed:
         placed[key] = place_op(op, device, overlap)
     return placed[key]
