@@ -287,10 +287,6 @@ _SIMPLE_LINE = re.compile(
     r"([a-z][a-z0-9\-]*)\(((?:[\s%\w.\-,]++|/\*index=\d+\*/)*+)\)")
 
 
-# What separates plain operand names besides commas: blanks and the "%" they start with.
-_NO_MARKS = str.maketrans("", "", "% \t\f\v")
-
-
 def _parse_instruction(line: str) -> Instruction:
     simple = _SIMPLE_LINE.match(line)
     if simple is not None:
@@ -301,7 +297,10 @@ def _parse_instruction(line: str) -> Instruction:
             literal, operands = "", tuple(_operand_names(operand_text))
         else:
             literal = ""
-            operands = tuple(filter(None, operand_text.translate(_NO_MARKS).split(",")))
+            names = operand_text.replace("%", "").replace(" ", "")
+            if not names.isprintable():   # tabs or other blanks (not in XLA's printing)
+                names = "".join(names.split())
+            operands = tuple(filter(None, names.split(",")))
         # Made without the dataclass __init__, which sets each frozen field through
         # object.__setattr__: twice as slow, and a module has thousands of instructions.
         made = object.__new__(Instruction)
