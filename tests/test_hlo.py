@@ -175,3 +175,19 @@ def test_instruction_lines_parse_the_same_by_either_path(line, expected, monkeyp
     assert (fast.shape, fast.attribute_text, fast.is_root, fast.called) == (
         general.shape, general.attribute_text, general.is_root, general.called)
     assert (general.name, general.opcode, general.operands, general.literal) == expected
+
+
+@pytest.mark.parametrize("attributes, called", [
+    (', kind=kLoop, calls=%f.1, metadata={op_name="x"}', ("f.1",)),   # XLA's fusion
+    (", kind=kLoop, calls=%a, to_apply=%b", ("a", "b")),    # more after it: all found
+    (", kind=kLoop, calls=%a.1 , x=1", ("a.1",)),
+    (", calls=%a, kind=kLoop", ("a",)),
+    (", kind=kLoop, calls={%a, %b}", ("a", "b")),
+    (", dimensions={0}, to_apply=%region_0.5", ("region_0.5",)),
+    (", condition=%c, body=%b", ("c", "b")),
+    (', dimensions={1}, metadata={op_name="calls"}', ()),   # the word, not the key
+])
+def test_called_computations_are_read_from_the_attributes(attributes, called):
+    from roofline.program.hlo.parser import Instruction
+    instruction = Instruction("n", "fusion", parse_shape("f32[]"), (), attributes)
+    assert instruction.called == called

@@ -75,6 +75,9 @@ class Instruction:
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
         text = self.attribute_text
+        fusion = _FUSION_CALL.match(text)
+        if fusion is not None and _CALL_KEY.search(text, fusion.end()) is None:
+            return (fusion.group(1),)   # how XLA prints a fusion: nothing else to find
         if _CALL_KEY.search(text) is None:
             return ()   # most instructions call nothing: skip the longer search
         # A blank stands for the text's start, so the search can skip ahead to blanks
@@ -154,6 +157,7 @@ class HloModule:
 
 
 _CALL_KEY = re.compile(r"calls=|to_apply=|body=|condition=|computation")
+_FUSION_CALL = re.compile(r", kind=\w+, calls=%?([\w.\-]+)(?=,|$)")
 _CALLS = re.compile(r"[\s,](?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]++|\\.)*+)"')
