@@ -191,3 +191,20 @@ def test_called_computations_are_read_from_the_attributes(attributes, called):
     from roofline.program.hlo.parser import Instruction
     instruction = Instruction("n", "fusion", parse_shape("f32[]"), (), attributes)
     assert instruction.called == called
+
+
+def test_ops_known_only_by_their_instruction_text_are_costed():
+    # How a TPU trace names ops when it carries no HLO proto for their module: the
+    # operands' shapes printed inline. add of two f32[8]: 8 FLOPs, 2 x 32 B read, 32 B
+    # written; the fusion's body is not in the trace, so its FLOPs are unknown.
+    from roofline.program.hlo.costs import MISSING_BODY
+    from roofline.program.hlo.standalone import costs_from_instruction_texts
+    costs = costs_from_instruction_texts("jit_f", [
+        "%add.1 = f32[8]{0} add(f32[8]{0} %a, f32[8]{0} %b)",
+        "%fusion.2 = f32[8]{0} fusion(f32[8]{0} %add.1), kind=kLoop, calls=%fused",
+    ], platform="tpu")
+    ops = {op.name: op for op in costs.ops}
+    assert (ops["add.1"].flops, ops["add.1"].bytes_read, ops["add.1"].bytes_written) == (
+        8, 64, 32)
+    assert ops["fusion.2"].bytes_read == 32
+    assert costs.unknown_opcodes == {MISSING_BODY: 1}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import chain
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 from typing import Any, Generic, TypeVar
 
 from roofline.errors import HloParseError, ShapeSyntaxError
@@ -96,13 +96,21 @@ class Computation:
     text: str = field(repr=False)   # its instruction lines, as printed
     is_entry: bool = False
     # The module's text and where this one's starts in it: line numbers for errors.
-    module_text: str = field(default="", repr=False)
+    module_text: str = field(default="", repr=False, compare=False)
     offset: int = 0
 
     @property
     def first_line(self) -> int:
         """The number of its text's first line in the module."""
         return self.module_text.count("\n", 0, self.offset) + 1
+
+    @classmethod
+    def of_instructions(cls, name: str, instructions: list[Instruction],
+                        is_entry: bool = False) -> Computation:
+        """A computation of instructions read elsewhere (it has no text of its own)."""
+        made = cls(name, "", is_entry)
+        made.__dict__["instructions"] = instructions
+        return made
 
     @_read_once
     def instructions(self) -> list[Instruction]:
@@ -211,9 +219,10 @@ def _may_hold_narrow_floats(text: str) -> bool:
 def _split(text: str) -> tuple[str, dict[str, int], list[Computation],
                                tuple[str, int] | None]:
     """The module's name and device counts, its computations (not yet read) in the order
-    printed, and, for one left open at the end, its name and the offset of its text. Only lines that end in "{" are looked at between bodies, so
-    the stack-frame tables jax prints before the computations are passed over whole;
-    bodies are sliced from the text, not joined from lines."""
+    printed, and, for one left open at the end, its name and the offset of its text.
+    Between bodies only lines that end in "{" are looked at, so the stack-frame tables
+    jax prints before the computations are passed over whole; bodies are sliced from the
+    text, not joined from lines."""
     module = _MODULE.search(text)
     module_name = module.group(1) if module else ""
     counts = {k: int(v) for k, v in _MODULE_COUNTS.findall(module.group())} if module else {}

@@ -67,5 +67,5 @@ def costs_from_instruction_texts(module: str, texts: Iterable[str],
         if op.name not in seen:
             seen.add(op.name)
             instructions.append(op)
-    entry = Computation("entry", instructions, is_entry=True)
+    entry = Computation.of_instructions("entry", instructions, is_entry=True)
     return analyze_module(HloModule(module, {"entry": entry}, "entry"), platform=platform)
