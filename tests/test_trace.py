@@ -94,6 +94,20 @@ def test_tpu_trace_peaks_and_costs_against_xprof():
     assert copy["predicted_bound"].startswith("link (PCIe")
 
 
+
+def test_a_tpu_trace_without_hlo_protos_is_costed_from_its_events_text(monkeypatch):
+    # As if the trace carried no HLO proto: each op is costed from the instruction its
+    # event names, operands' shapes inline. broadcast_add_fusion's bytes need only those
+    # shapes (10 GiB, as above); its FLOPs need the body, so they are unknown.
+    import roofline.model.explain as explain_module
+    monkeypatch.setattr(explain_module, "modules_in_xplane", lambda path: {})
+    loaded = load_run(TRACES / "tpu_v6e_inference.xplane.pb")
+    doc = explain(loaded, load_hardware("tpu-v6e")).to_document()
+    assert "instruction text" in doc["cost_source"]
+    fusion = next(o for o in doc["ops"] if o["name"] == "broadcast_add_fusion")
+    assert fusion["bytes"] == 10737418240
+    assert fusion["flops"] == 0 and fusion["unknown"]
+
 def test_tpu_time_breakdowns_add_up_to_the_op_time_per_step():
     # 105 module executions (100 of jit_f, 3 of jit__psum, one each of two others): the
     # breakdowns divide the summed op self time by those 105 steps, 750.3 ms, within the
