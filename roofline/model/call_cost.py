@@ -57,6 +57,7 @@ class CallCost:
 
 
 NO_CALL_COST = CallCost(DeviceCallCost(), DeviceCallCost())
+_HANDOFF = f"ops of {INLINE_FLOPS} FLOPs or more pay the handoff to XLA:CPU's worker thread"
 
 
 def _spec_s(hardware: Hardware, field: str) -> float:
@@ -75,8 +76,7 @@ def spec_call_cost(source: Hardware, target: Hardware) -> CallCost:
     """Each side's measured handoff and first touch; none where a side measured none."""
     handoffs = [f"{hw.label} {format_quantity(_spec_s(hw, 'handoff'), Kind.TIME)}"
                 for hw in (source, target) if _spec_s(hw, "handoff")]
-    detail = (f"ops of {INLINE_FLOPS} FLOPs or more pay the handoff to XLA:CPU's worker "
-              "thread: " + ", ".join(handoffs) if handoffs else "")
+    detail = f"{_HANDOFF}: " + ", ".join(handoffs) if handoffs else ""
     return CallCost(_spec_side(source), _spec_side(target),
                     (detail + _pages_detail(source, target)).lstrip("; "))
 
@@ -116,8 +116,7 @@ def fit_call_cost(samples: Iterable[tuple[OpCost, FloorSample]], source: Hardwar
     default = max(handed.default_s - inline, 0.0)
     q = format_quantity
     parts = [f"{c} {q(s, Kind.TIME)}" for c, s in fitted.items()]
-    detail = (f"ops of {INLINE_FLOPS} FLOPs or more pay the handoff to XLA:CPU's worker "
-              f"thread, on {source.label} fitted from the run as the floor of those ops "
+    detail = (f"{_HANDOFF}, on {source.label} fitted from the run as the floor of those ops "
               f"less that of the inline ones ({q(inline, Kind.TIME)}): "
               + ", ".join(parts + [f"other {q(default, Kind.TIME)}"])
               + f"; on {target.label} x{ratio:.3g} (the ratio of the specs' handoffs)"

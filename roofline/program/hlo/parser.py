@@ -187,9 +187,10 @@ def parse_hlo_text(text: str) -> HloModule:
     entry = next((c.name for c in reversed(found) if c.is_entry), "")
     first_alike = group_alike({name: c.text for name, c in computations.items()},
                               apart=(entry,))
-    for computation in found:
-        if first_alike[computation.name] == computation.name:
-            computation.instructions   # read now, in order: a damaged line is found here
+    read = [computation for computation in found
+            if first_alike[computation.name] == computation.name]
+    for computation in read:
+        computation.instructions   # read now, in order: a damaged line is found here
     if unclosed is not None:
         name, start = unclosed
         _read_lines(text[start:], lambda: text.count("\n", 0, start) + 1)
@@ -202,8 +203,7 @@ def parse_hlo_text(text: str) -> HloModule:
     return HloModule(module_name or entry, computations, entry,
                      num_partitions=counts.get("num_partitions", 1),
                      replica_count=counts.get("replica_count", 1), first_alike=first_alike,
-                     narrow_floats=any(_may_hold_narrow_floats(c.text) for c in found
-                                       if first_alike[c.name] == c.name))
+                     narrow_floats=any(_may_hold_narrow_floats(c.text) for c in read))
 
 
 # Any text a narrow float dtype is printed with (``bf16``, ``f16``, ``f8e4m3fn``,
