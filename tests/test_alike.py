@@ -164,3 +164,33 @@ def test_callers_printed_before_what_they_call_are_not_taken_for_alike():
 def test_an_instruction_named_like_a_computation_keeps_its_body_alone():
     grouped = _grouped(ADD.format(0), ADD.format(1).replace("%a.1", "%c0"))
     assert grouped["c1"] == "c1"
+
+
+FUSION = ', kind={kind}, calls=%{body}, metadata={{op_name="{source}"}}{config}'
+CONFIG = ', backend_config={"outer_dimension_partitions":["2"]}'
+
+
+@pytest.mark.parametrize("other, alike", [
+    ({"body": "b.2", "source": "layer1/mul"}, True),      # alike body, other source op
+    ({"kind": "kOutput"}, False),
+    ({"config": ', backend_config={"outer_dimension_partitions":["4"]}'}, False),
+    ({"config": CONFIG + ", x=1"}, False),                 # one more attribute
+])
+def test_fusions_are_alike_by_kind_config_and_body(other, alike, monkeypatch):
+    # b.1 and b.2 are alike bodies (both stand for b.1); the plain match and the general
+    # path must call the same pairs alike.
+    from roofline.program.hlo import alike as alike_module, parser
+
+    first = {"kind": "kLoop", "body": "b.1", "source": "layer0/mul", "config": CONFIG}
+    texts = [FUSION.format(**first), FUSION.format(**{**first, **other})]
+
+    def same() -> bool:
+        keys = [alike_module.attributes_key(
+            parser.Instruction(f"f{n}", "fusion", parser.parse_shape("f32[]"), (), text),
+            [body], ["b.1"]) for n, (text, body) in enumerate(
+                zip(texts, [first["body"], other.get("body", "b.1")]))]
+        return keys[0] == keys[1]
+
+    assert same() is alike
+    monkeypatch.setattr(parser, "_PLAIN_FUSION", parser.re.compile(r"(?!)"))
+    assert same() is alike

@@ -193,6 +193,30 @@ def test_called_computations_are_read_from_the_attributes(attributes, called):
     assert instruction.called == called
 
 
+PLAIN_FUSIONS = [   # (attributes, read by the one plain match)
+    (', kind=kLoop, calls=%f.1, metadata={op_name="jit(f)/mul" stack_frame_id=4}, '
+     'backend_config={"outer_dimension_partitions":["2"]}', True),   # XLA:CPU's usual form
+    (", kind=kOutput, calls=%f.2", True),                            # nothing after it
+    (', kind=kLoop, calls=%f.3, metadata={op_name="a\\"b"}', False),   # an escape
+    (', kind=kLoop, calls=%f.4, metadata={op_name="x=calls=%g"}', False),   # "=" in it
+    (', kind=kLoop, calls=%f.5, backend_config={"x":"%g"}', False),   # a name in the config
+    (', kind=kLoop, calls=%f.6, metadata={op_name="m"}, backend_config={}, x=1', False),
+]
+
+
+@pytest.mark.parametrize("attributes, plain", PLAIN_FUSIONS)
+def test_plain_fusions_read_as_the_general_path_reads_them(attributes, plain, monkeypatch):
+    from roofline.program.hlo import parser
+
+    def read() -> tuple:
+        fusion = parser.Instruction("n", "fusion", parse_shape("f32[]"), (), attributes)
+        return fusion.called, fusion.op_name, fusion.plain_fusion is not None
+
+    fast = read()
+    monkeypatch.setattr(parser, "_PLAIN_FUSION", parser.re.compile(r"(?!)"))
+    assert fast == (*read()[:2], plain)
+
+
 def test_ops_known_only_by_their_instruction_text_are_costed():
     # How a TPU trace names ops when it carries no HLO proto for their module: the
     # operands' shapes printed inline. add of two f32[8]: 8 FLOPs, 2 x 32 B read, 32 B

@@ -12,7 +12,11 @@ and cost one of each.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roofline.program.hlo.parser import Instruction
 
 # Metadata (source op names, stack frames) changes from layer to layer, and no cost reads
 # it but the op name of an op. It is left out of comparisons where it is an attribute of
@@ -77,18 +81,23 @@ def _structure_key(text: str, first: Mapping[str, str], computations: Mapping[st
     return tuple(parts[0::2]), tuple(map(ids.__getitem__, names))
 
 
-def attributes_key(attribute_text: str, called: Mapping[str, str]) -> Hashable | None:
+def attributes_key(instruction: Instruction, called: Sequence[str], firsts: Sequence[str]
+                   ) -> Hashable | None:
     """A key equal for two instructions' attributes exactly when they differ only in
-    metadata and in calling alike computations (``called``: each computation the
-    instruction calls -> the first alike it); None when they name anything else."""
-    text = _without_metadata(attribute_text)
+    metadata and in calling alike computations (``called``: the computations the
+    instruction calls; ``firsts``: the first alike each); None when they name anything
+    else."""
+    if instruction.opcode == "fusion" and (plain := instruction.plain_fusion) is not None:
+        return plain[0], plain[3], firsts[0]   # (str, str, str): no other form's key is one
+    text = _without_metadata(instruction.attribute_text)
     if "%" not in text:
         return text
     parts = _NAME.split(text)
     names = parts[1::2]
-    if not called.keys() >= set(names):
+    first_of = dict(zip(called, firsts))
+    if not first_of.keys() >= set(names):
         return None
-    return tuple(parts[0::2]), tuple(map(called.__getitem__, names))
+    return tuple(parts[0::2]), tuple(map(first_of.__getitem__, names))
 
 
 def _without_metadata(text: str) -> str:

@@ -202,7 +202,7 @@ class _Analyzer:
         called = tuple(map(self.calls.interchangeable, names))
         if None in called or (instruction.opcode == "fusion" and not called):
             return None
-        attributes = attributes_key(instruction.attribute_text, dict(zip(names, called)))
+        attributes = attributes_key(instruction, names, called)
         if attributes is None:
             return None
         # Shapes by identity: the reader makes one object per shape text (hashing the

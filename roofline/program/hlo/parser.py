@@ -68,12 +68,26 @@ class Instruction:
     @property
     def op_name(self) -> str:
         """The JAX source op from metadata, e.g. ``jit(f)/jvp()/dot_general``."""
+        if self.opcode == "fusion" and (plain := self.plain_fusion) is not None:
+            return plain[2]
         match = _OP_NAME.search(self.attribute_text)
         return match.group(1) if match else ""
 
     @_read_once
+    def plain_fusion(self) -> tuple[str, str, str, str] | None:
+        """A fusion printed as most are: its kind, the computation it calls, jax's plain
+        metadata and a backend_config without names, nothing else. Those four (the
+        source op and config "" if none); None for a fusion printed otherwise. One match
+        then answers what four searches would (what it calls, its source op, how alike
+        ones are keyed). Ask only a fusion."""
+        match = _PLAIN_FUSION.match(self.attribute_text)
+        return None if match is None else match.groups("")  # type: ignore[return-value]
+
+    @_read_once
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
+        if self.opcode == "fusion" and (plain := self.plain_fusion) is not None:
+            return (plain[1],)
         text = self.attribute_text
         fusion = _FUSION_CALL.match(text)
         if fusion is not None and _CALL_KEY.search(text, fusion.end()) is None:
@@ -169,6 +183,10 @@ _FUSION_CALL = re.compile(r", kind=\w+, calls=%?([\w.\-]+)(?=,|$)")
 _CALLS = re.compile(r"[\s,](?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]++|\\.)*+)"')
+# No "%" or "=" in the config: it names nothing and holds no key a call is found by.
+_PLAIN_FUSION = re.compile(r', kind=(\w+), calls=%?([\w.\-]+)(?:, metadata=\{op_name="'
+                           r'([^"\\\n=]*+)"(?: stack_frame_id=\d+)?\})?'
+                           r'(?:, backend_config=(\{[^%=\n]*\}))?\Z')
 _MODULE = re.compile(r"^[^\S\n]*HloModule[^\S\n]+([^\s,]+).*$", re.MULTILINE)
 _ENDS_IN_BRACE = re.compile(r"\{[^\S\n]*$", re.MULTILINE)
 _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
