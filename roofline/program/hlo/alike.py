@@ -63,15 +63,15 @@ def _structure_key(text: str, first: Mapping[str, str], computations: Mapping[st
     text = "\n" + _without_metadata(text)
     parts = _NAME.split(text)
     names = parts[1::2]
-    seen = dict.fromkeys(names)
-    called = computations.keys() & seen.keys()
-    if len(seen) - len(called) == text.count("\n") and first.keys() >= called:
+    # Each name -> where it first occurs: filled from the end, earlier places overwrite.
+    first_at = dict(zip(reversed(names), range(len(names) - 1, -1, -1)))
+    called = computations.keys() & first_at.keys()
+    if len(first_at) - len(called) == text.count("\n") and first.keys() >= called:
         # One name defined on each line and every other name a computation met before:
-        # with the text between names equal, names in the order first met give the same
-        # key as the slower general one below (definitions sit in the same places).
-        order = dict(zip(seen, range(len(seen))))
-        return (tuple(parts[0::2]), tuple(map(order.__getitem__, names)),
-                tuple(map(first.get, seen)))
+        # with the text between names equal, each name as where it first occurs gives the
+        # same key as the slower general one below (definitions sit in the same places).
+        return (tuple(parts[0::2]), tuple(map(first_at.__getitem__, names)),
+                tuple(map(first.get, first_at)))
     own = _DEFINED.findall(text)
     if not computations.keys().isdisjoint(own):
         return None

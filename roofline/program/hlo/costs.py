@@ -194,17 +194,26 @@ class _Analyzer:
         and the dtype their operands are stored in (which their producers decide); None
         for an op whose cost hangs on more (loops, async pairs, unknown opcodes, missing
         or not self-contained bodies)."""
-        resolved = lookup(instruction)
-        if (resolved is None or resolved.half is not Half.WHOLE
-                or resolved.rule.traffic is Traffic.BODY or resolved.base == "async-start"):
-            return None
-        names = all_called(instruction)
-        called = tuple(map(self.calls.interchangeable, names))
-        if None in called or (instruction.opcode == "fusion" and not called):
-            return None
-        attributes = attributes_key(instruction, names, called)
-        if attributes is None:
-            return None
+        if instruction.opcode == "fusion" and instruction.plain_fusion is not None:
+            # Most ops of a model: the key the general path below gives, found directly.
+            first = self.calls.interchangeable(instruction.called[0])
+            if first is None:
+                return None
+            called: tuple[str | None, ...] = (first,)
+            attributes = attributes_key(instruction, instruction.called, called)
+        else:
+            resolved = lookup(instruction)
+            if (resolved is None or resolved.half is not Half.WHOLE
+                    or resolved.rule.traffic is Traffic.BODY
+                    or resolved.base == "async-start"):
+                return None
+            names = all_called(instruction)
+            called = tuple(map(self.calls.interchangeable, names))
+            if None in called or (instruction.opcode == "fusion" and not called):
+                return None
+            attributes = attributes_key(instruction, names, called)
+            if attributes is None:
+                return None
         # Shapes by identity: the reader makes one object per shape text (hashing the
         # shapes themselves took a tenth of the costing time).
         by_name = computation.by_name
