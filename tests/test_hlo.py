@@ -217,6 +217,14 @@ def test_plain_fusions_read_as_the_general_path_reads_them(attributes, plain, mo
     assert fast == (*read()[:2], plain)
 
 
+def test_only_a_fusion_is_read_as_a_plain_fusion():
+    from roofline.program.hlo.parser import Instruction
+    text = ", kind=kLoop, calls=%f.1"
+    assert Instruction("n", "fusion", parse_shape("f32[]"), (), text).plain_fusion == (
+        "kLoop", "f.1", "", "")
+    assert Instruction("n", "call", parse_shape("f32[]"), (), text).plain_fusion is None
+
+
 def test_ops_known_only_by_their_instruction_text_are_costed():
     # How a TPU trace names ops when it carries no HLO proto for their module: the
     # operands' shapes printed inline. add of two f32[8]: 8 FLOPs, 2 x 32 B read, 32 B

@@ -87,7 +87,7 @@ def attributes_key(instruction: Instruction, called: Sequence[str], firsts: Sequ
     metadata and in calling alike computations (``called``: the computations the
     instruction calls; ``firsts``: the first alike each); None when they name anything
     else."""
-    if instruction.opcode == "fusion" and (plain := instruction.plain_fusion) is not None:
+    if (plain := instruction.plain_fusion) is not None:
         return plain[0], plain[3], firsts[0]   # (str, str, str): no other form's key is one
     text = _without_metadata(instruction.attribute_text)
     if "%" not in text:

@@ -194,7 +194,7 @@ class _Analyzer:
         and the dtype their operands are stored in (which their producers decide); None
         for an op whose cost hangs on more (loops, async pairs, unknown opcodes, missing
         or not self-contained bodies)."""
-        if instruction.opcode == "fusion" and instruction.plain_fusion is not None:
+        if instruction.plain_fusion is not None:
             # Most ops of a model: the key the general path below gives, found directly.
             first = self.calls.interchangeable(instruction.called[0])
             if first is None:

@@ -68,7 +68,7 @@ class Instruction:
     @property
     def op_name(self) -> str:
         """The JAX source op from metadata, e.g. ``jit(f)/jvp()/dot_general``."""
-        if self.opcode == "fusion" and (plain := self.plain_fusion) is not None:
+        if (plain := self.plain_fusion) is not None:
             return plain[2]
         match = _OP_NAME.search(self.attribute_text)
         return match.group(1) if match else ""
@@ -77,21 +77,20 @@ class Instruction:
     def plain_fusion(self) -> tuple[str, str, str, str] | None:
         """A fusion printed as most are: its kind, the computation it calls, jax's plain
         metadata and a backend_config without names, nothing else. Those four (the
-        source op and config "" if none); None for a fusion printed otherwise. One match
-        then answers what four searches would (what it calls, its source op, how alike
-        ones are keyed). Ask only a fusion."""
+        source op and config "" if none); None for any other instruction. One match then
+        answers what four searches would (what it calls, its source op, how alike ones
+        are keyed)."""
+        if self.opcode != "fusion":
+            return None
         match = _PLAIN_FUSION.match(self.attribute_text)
         return None if match is None else match.groups("")  # type: ignore[return-value]
 
     @_read_once
     def called(self) -> tuple[str, ...]:
         """Names of computations this instruction calls (fusion body, loop body ...)."""
-        if self.opcode == "fusion" and (plain := self.plain_fusion) is not None:
+        if (plain := self.plain_fusion) is not None:
             return (plain[1],)
         text = self.attribute_text
-        fusion = _FUSION_CALL.match(text)
-        if fusion is not None and _CALL_KEY.search(text, fusion.end()) is None:
-            return (fusion.group(1),)   # how XLA prints a fusion: nothing else to find
         if _CALL_KEY.search(text) is None:
             return ()   # most instructions call nothing: skip the longer search
         # A blank stands for the text's start, so the search can skip ahead to blanks
@@ -179,7 +178,6 @@ class HloModule:
 
 
 _CALL_KEY = re.compile(r"calls=|to_apply=|body=|condition=|computation")
-_FUSION_CALL = re.compile(r", kind=\w+, calls=%?([\w.\-]+)(?=,|$)")
 _CALLS = re.compile(r"[\s,](?:calls|to_apply|body|condition|branch_computations|"
                     r"true_computation|false_computation)=(%?[\w.\-]+|\{[^}]*\})")
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]++|\\.)*+)"')
