@@ -128,4 +128,3 @@ def fit_floor(samples: Iterable[FloorSample], fallback: Hardware) -> Floor:
     detail = (f"fitted from {len(samples)} measured ops (Theil-Sen near the floor): "
               + ", ".join(parts + [f"other {q(overall, Kind.TIME)}"]))
     return Floor(overall, "fitted", detail, tuple(fitted.items()))
-
