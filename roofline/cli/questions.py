@@ -90,6 +90,12 @@ def _sensitivity(args: argparse.Namespace) -> int:
 
 
 def add_parsers(commands: Any, parents: Parents) -> None:
+    _add_scaling_parsers(commands, parents)
+    _add_predict_parser(commands, parents)
+
+
+def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
+    """``whatif`` and ``sensitivity``: one program on hardware with scaled parameters."""
     for name, handler, help_text in (
             ("whatif", _whatif, "the same program on hardware with scaled parameters"),
             ("sensitivity", _sensitivity, "which hardware parameter buys the most time")):
@@ -114,6 +120,8 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                            help="also draw the time by bound class before and after")
         p.set_defaults(handler=handler)
 
+
+def _add_predict_parser(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "predict", parents=[parents.common, parents.formatted, parents.compiling],
         help="predict a program's time on another device, class by class")

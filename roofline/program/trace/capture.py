@@ -178,45 +178,64 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
             except Exception as exc:
                 raise RooflineError(f"cannot compile {workload.spec} for the host: "
                                     f"{type(exc).__name__}: {exc}") from None
-            for index in range(warmup):
-                progress(f"[2/4] warm-up {index + 1}/{warmup}")
-                jax.block_until_ready(compiled(*args))
-            started = datetime.datetime.now(datetime.timezone.utc)
-            walls = []
-            jax.profiler.start_trace(str(staging))
-            try:
-                for index in range(steps):
-                    progress(f"[3/4] profiling step {index + 1}/{steps}")
-                    with jax.profiler.StepTraceAnnotation("step", step_num=index):
-                        begin = time.perf_counter()
-                        jax.block_until_ready(compiled(*args))
-                        walls.append(time.perf_counter() - begin)
-            finally:
-                jax.profiler.stop_trace()
+            started, walls = _profile(compiled, args, staging, steps, warmup, progress)
         progress(f"[4/4] writing {out}")
-        hlo_text = compiled.as_text()
-        module = parse_hlo_text(hlo_text).name
-        (staging / HLO_DIR).mkdir()
-        (staging / HLO_DIR / f"{module}.txt").write_text(hlo_text)
-        manifest = {
-            "schema": "roofline/run/1",
-            "spec": workload.spec,
-            "arguments": _describe_args(workload.args),
-            "steps": steps,
-            "warmup": warmup,
-            "modules": [module],
-            "versions": _xla.versions(),
-            "host": host_description(),
-            "pinned_cores": cores,
-            "start_time": started.isoformat(),
-            "wall_seconds_per_step": walls,
-        }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        _write_run(staging, workload, compiled.as_text(), {
+            "steps": steps, "warmup": warmup, "pinned_cores": cores,
+            "start_time": started.isoformat(), "wall_seconds_per_step": walls})
         _keep(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
+             progress: Callable[[str], None]
+             ) -> tuple[datetime.datetime, list[float]]:
+    """Warm ``compiled`` up, then trace ``steps`` runs of it into ``staging``: when the
+    traced steps started and each one's wall time."""
+    import jax
+
+    for index in range(warmup):
+        progress(f"[2/4] warm-up {index + 1}/{warmup}")
+        jax.block_until_ready(compiled(*args))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    walls = []
+    jax.profiler.start_trace(str(staging))
+    try:
+        for index in range(steps):
+            progress(f"[3/4] profiling step {index + 1}/{steps}")
+            with jax.profiler.StepTraceAnnotation("step", step_num=index):
+                begin = time.perf_counter()
+                jax.block_until_ready(compiled(*args))
+                walls.append(time.perf_counter() - begin)
+    finally:
+        jax.profiler.stop_trace()
+    return started, walls
+
+
+def _write_run(staging: Path, workload: Workload, hlo_text: str,
+               run: dict[str, Any]) -> None:
+    """The optimized HLO and the manifest (``run``: how the steps were taken) beside the
+    trace in ``staging``."""
+    module = parse_hlo_text(hlo_text).name
+    (staging / HLO_DIR).mkdir()
+    (staging / HLO_DIR / f"{module}.txt").write_text(hlo_text)
+    manifest = {
+        "schema": "roofline/run/1",
+        "spec": workload.spec,
+        "arguments": _describe_args(workload.args),
+        "steps": run["steps"],
+        "warmup": run["warmup"],
+        "modules": [module],
+        "versions": _xla.versions(),
+        "host": host_description(),
+        "pinned_cores": run["pinned_cores"],
+        "start_time": run["start_time"],
+        "wall_seconds_per_step": run["wall_seconds_per_step"],
+    }
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 def _keep(staging: Path, out: Path) -> None:
