@@ -181,6 +181,31 @@ def test_recurrent_workloads_run_their_loop_matmuls_on_matrix_units(spec):
         assert all(p.roof.unit == "matrix" for p in matmuls), (spec, device)
 
 
+def test_kernels_alike_across_loops_are_placed_once_and_as_alone():
+    # DeepSpeech2's recurrent layers are loops over alike bodies: their kernels cost the
+    # same but are not the same objects (each loop's body is costed on its own). Placing
+    # the program places each such kernel once, and every op's placement equals placing
+    # it alone.
+    from roofline.model.analysis import device_hardware, place_program
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
+
+    program = compile_workload(parse_spec("deepspeech2:batch=2,frames=40,hidden=64,"
+                                          "dtype=bf16"), "host")
+    hardware = load_hardware("xeon-8163")
+    placed = place_program(program, hardware)
+    device = device_hardware(program, hardware)
+    for placed_op in placed.ops:
+        if placed_op.cost.does_work:
+            assert placed_op.placement == place_op(placed_op.cost, device)
+    kernels = [pair for placed_op in placed.ops if placed_op.cost.body
+               for pair in _kernels(placed_op.cost, placed_op.placement)]
+    alike = [(a, b) for i, (a, pa) in enumerate(kernels) for b, pb in kernels[i + 1:]
+             if a is not b and a.flops and pa is pb]
+    assert len({id(p) for _, p in kernels}) < len(kernels)
+    assert alike   # two distinct kernel costs answered by one placement
+
+
 # A conditional: one branch multiplies (bf16, 512^3), the other adds.
 BRANCHES = """HloModule branches, num_partitions=1
 
