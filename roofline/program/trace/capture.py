@@ -180,9 +180,8 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
                                     f"{type(exc).__name__}: {exc}") from None
             started, walls = _profile(compiled, args, staging, steps, warmup, progress)
         progress(f"[4/4] writing {out}")
-        _write_run(staging, workload, compiled.as_text(), {
-            "steps": steps, "warmup": warmup, "pinned_cores": cores,
-            "start_time": started.isoformat(), "wall_seconds_per_step": walls})
+        _write_run(staging, workload, compiled.as_text(), steps=steps, warmup=warmup,
+                   cores=cores, started=started, walls=walls)
         _keep(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -215,10 +214,11 @@ def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
     return started, walls
 
 
-def _write_run(staging: Path, workload: Workload, hlo_text: str,
-               run: dict[str, Any]) -> None:
-    """The optimized HLO and the manifest (``run``: how the steps were taken) beside the
-    trace in ``staging``."""
+def _write_run(staging: Path, workload: Workload, hlo_text: str, *, steps: int,
+               warmup: int, cores: list[int] | None, started: datetime.datetime,
+               walls: list[float]) -> None:
+    """The optimized HLO and the manifest (how the steps were taken) beside the trace in
+    ``staging``."""
     module = parse_hlo_text(hlo_text).name
     (staging / HLO_DIR).mkdir()
     (staging / HLO_DIR / f"{module}.txt").write_text(hlo_text)
@@ -226,14 +226,14 @@ def _write_run(staging: Path, workload: Workload, hlo_text: str,
         "schema": "roofline/run/1",
         "spec": workload.spec,
         "arguments": _describe_args(workload.args),
-        "steps": run["steps"],
-        "warmup": run["warmup"],
+        "steps": steps,
+        "warmup": warmup,
         "modules": [module],
         "versions": _xla.versions(),
         "host": host_description(),
-        "pinned_cores": run["pinned_cores"],
-        "start_time": run["start_time"],
-        "wall_seconds_per_step": run["wall_seconds_per_step"],
+        "pinned_cores": cores,
+        "start_time": started.isoformat(),
+        "wall_seconds_per_step": walls,
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
