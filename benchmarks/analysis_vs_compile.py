@@ -8,9 +8,9 @@ Each model is compiled once; tracing and lowering (JAX's work, not XLA's) are ti
 from XLA's compile. Our analysis is timed on its first pass, as a user's command runs it
 (not the best of warm repeats), and split into XLA printing the optimized HLO, our parse
 and costs, and placement; time Python's cycle collector spent inside it is shown apart
-(it is in the total; XLA's printing makes no Python objects). Target (issue 16): the whole analysis, printing included, at most 5%
-of the XLA compile for every model. Both are measured in the same run, so the ratio holds
-on a noisy shared machine.
+(it is in the total; XLA's printing makes no Python objects). Target (issue 16): the
+whole analysis, printing included, at most 5% of the XLA compile for every model. Both
+are measured in the same run, so the ratio holds on a noisy shared machine.
 """
 
 from __future__ import annotations
