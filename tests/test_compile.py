@@ -131,6 +131,10 @@ def test_memory_fit_and_versions():
     assert result.fits and result.scope == "core" and result.capacity_bytes == 8 * 2**30
     assert program.versions["jax"] == "0.10.2" and program.versions["libtpu"].startswith("0.0.42")
     assert program.xla.optimal_seconds is not None and program.xla.optimal_seconds > 0
+    # Each stage timed apart: JAX's lowering, XLA's compile and its printing of the HLO
+    # text, then our parse and costs (issue 16's "own analysis" is the last alone).
+    assert min(program.lower_seconds, program.compile_seconds, program.print_seconds,
+               program.analysis_seconds) > 0
 
 
 def _fc_step(batch: int) -> Workload:

@@ -84,10 +84,11 @@ class CompiledProgram:
     memory: _xla.MemoryFootprint
     versions: dict[str, str]
     compile_seconds: float       # XLA's compile alone
-    analysis_seconds: float      # our parse and costs of the optimized HLO
+    analysis_seconds: float      # our parse and costs of the optimized HLO text
     cached: bool = False
     cache_key: str = ""          # of the lowered program, where compiled with a cache
     lower_seconds: float = 0.0   # JAX's tracing and lowering, before XLA's compile
+    print_seconds: float = 0.0   # XLA printing the optimized HLO text, after its compile
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -162,15 +163,16 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
         raise _compile_error(exc, spec) from None
     start = time.perf_counter()
     hlo_text = compiled.as_text()
+    print_seconds = time.perf_counter() - start
     costs = analyze_module(parse_hlo_text(hlo_text), platform=spec.platform)
-    analysis_seconds = time.perf_counter() - start
+    analysis_seconds = time.perf_counter() - start - print_seconds
     program = CompiledProgram(
         target=spec, devices=len(used), device_kind=devices[0].device_kind,
         device_scope=_device_scope(spec, len(devices)),
         hlo_text=hlo_text, costs=costs, xla=_xla.xla_cost(compiled),
         memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
         compile_seconds=compile_seconds, analysis_seconds=analysis_seconds, cache_key=key,
-        lower_seconds=lower_seconds,
+        lower_seconds=lower_seconds, print_seconds=print_seconds,
     )
     if cache_dir:
         _cache_write(cache_dir, key, program)

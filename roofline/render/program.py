@@ -69,6 +69,7 @@ def analysis_document(spec: str, program: CompiledProgram,
         "versions": program.versions,
         "lower_seconds": program.lower_seconds,
         "compile_seconds": program.compile_seconds,
+        "print_seconds": program.print_seconds,
         "analysis_seconds": program.analysis_seconds,
         "totals": {
             "flops": costs.flops, "transcendentals": costs.transcendentals,
