@@ -169,10 +169,18 @@ def place_op(op: OpCost, hardware: Hardware, overlap: Overlap = Overlap.MAX,
     """One op on ``hardware``'s roofline (see :func:`work_of`); a loop, call or
     conditional as the group of its body's kernels, each on its own roof, times its trips
     (:func:`place_group`)."""
+    return _place_kernels(op, lambda kernel: place(work_of(kernel, hardware, served_by),
+                                                   hardware, overlap), overlap)
+
+
+def _place_kernels(op: OpCost, place_kernel: Callable[[OpCost], Placement],
+                   overlap: Overlap) -> Placement:
+    """A kernel by ``place_kernel``; a loop, call or conditional as the group of its
+    body's kernels, each placed so, times its trips (:func:`place_group`)."""
     if op.body:
-        return place_group([place_op(inner, hardware, overlap, served_by)
+        return place_group([_place_kernels(inner, place_kernel, overlap)
                             for inner in op.body], op.trip_count, overlap)
-    return place(work_of(op, hardware, served_by), hardware, overlap)
+    return place_kernel(op)
 
 
 def place_measured(op: OpCost, measured_s: float, hardware: Hardware,
@@ -267,8 +275,8 @@ def place_program(program: CompiledProgram, hardware: Hardware,
                   overlap: Overlap = Overlap.MAX) -> ProgramPlacement:
     """Place every op of ``program`` on one device of ``hardware``."""
     device = device_hardware(program, hardware)
-    placed: dict[tuple[object, ...], Placement] = {}
-    ops = [PlacedOp(op, _place_alike(op, device, overlap, placed) if op.does_work else None)
+    place_kernel = _placing_alike_once(device, overlap)
+    ops = [PlacedOp(op, _place_kernels(op, place_kernel, overlap) if op.does_work else None)
            for op in program.costs.ops]
     return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device),
                             scope_note(program, device))
@@ -280,21 +288,20 @@ _ROOFS_READ = operator.itemgetter(*[f.name for f in dataclasses.fields(OpCost)
                                     if f.name not in (*_NAMES, "body")])
 
 
-def _place_alike(op: OpCost, device: Hardware, overlap: Overlap,
-                 placed: dict[tuple[object, ...], Placement]) -> Placement:
-    """:func:`place_op`, placing the kernels that cost alike but for their names once: a
-    model's layers repeat (a GPT-2 step's 1,231 kernels cost 92 ways), and so do the
-    kernels in the bodies of a model's loops (DeepSpeech2's 20 loops run 340 kernels that
-    cost 32 ways). Kernels are keyed by every value the roofs could read; a loop, call or
-    conditional is the group of its body's kernels, each keyed so (:func:`place_op`)."""
-    if op.body:
-        return place_group([_place_alike(inner, device, overlap, placed)
-                            for inner in op.body], op.trip_count, overlap)
-    key = _ROOFS_READ(op.__dict__)
-    found = placed.get(key)
-    if found is None:
-        found = placed[key] = place_op(op, device, overlap)
-    return found
+def _placing_alike_once(device: Hardware, overlap: Overlap) -> Callable[[OpCost], Placement]:
+    """Kernels placed as :func:`place_op` places them, those that cost alike but for their
+    names once: a model's layers repeat (a GPT-2 step's 1,231 kernels cost 92 ways), and
+    so do the kernels in the bodies of a model's loops (DeepSpeech2's 20 loops run 340
+    kernels that cost 32 ways). Kernels are keyed by every value the roofs could read."""
+    placed: dict[tuple[object, ...], Placement] = {}
+
+    def place_kernel(kernel: OpCost) -> Placement:
+        key = _ROOFS_READ(kernel.__dict__)
+        found = placed.get(key)
+        if found is None:
+            found = placed[key] = place(work_of(kernel, device), device, overlap)
+        return found
+    return place_kernel
 
 
 def scope_note(program: CompiledProgram, device: Hardware) -> str:
