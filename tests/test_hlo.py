@@ -117,7 +117,6 @@ def test_malformed_hlo_is_refused(text, message):
         parse_hlo_text(text)
 
 
-
 def _read(text):
     module = parse_hlo_text(text)
     return {name: [(i.name, i.opcode, i.operands, i.op_name) for i in c.instructions]
@@ -144,6 +143,7 @@ def test_a_damaged_line_is_named_by_its_line_number_in_the_text(damage):
     assert damaged.count("\n") == MODULE.count("\n") and damaged != MODULE
     with pytest.raises(HloParseError, match=f"HLO line {number}: .*%t = "):
         parse_hlo_text(damaged)
+
 
 # Lines the one-regex fast path reads, and lines it must leave to the general parser:
 # each has its fields by hand, and both paths must give the same instruction.

@@ -94,7 +94,6 @@ def test_tpu_trace_peaks_and_costs_against_xprof():
     assert copy["predicted_bound"].startswith("link (PCIe")
 
 
-
 def test_a_tpu_trace_without_hlo_protos_is_costed_from_its_events_text(monkeypatch):
     # As if the trace carried no HLO proto: each op is costed from the instruction its
     # event names, operands' shapes inline. broadcast_add_fusion's bytes need only those
@@ -107,6 +106,7 @@ def test_a_tpu_trace_without_hlo_protos_is_costed_from_its_events_text(monkeypat
     fusion = next(o for o in doc["ops"] if o["name"] == "broadcast_add_fusion")
     assert fusion["bytes"] == 10737418240
     assert fusion["flops"] == 0 and fusion["unknown"]
+
 
 def test_tpu_time_breakdowns_add_up_to_the_op_time_per_step():
     # 105 module executions (100 of jit_f, 3 of jit__psum, one each of two others): the

@@ -135,7 +135,6 @@ def _broadcast(shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
     return tuple(result)
 
 
-
 class _Body:
     """The lines of a fused computation, in the dtype the target's compiler computes in.
     XLA:CPU has no bf16 or f16 arithmetic: it computes them in f32 and rounds every result
