@@ -85,7 +85,7 @@ def _function(kind: str, dtype: str):  # noqa: ANN202 - jax callables
 
 def _time(fn, args, budget_s: float = 0.25) -> float:  # noqa: ANN001
     """Best time per call, with repetitions sized to the op (about ``budget_s`` each)."""
-    from roofline.hardware.host_kernels import best_seconds
+    from roofline.hardware.timing import best_seconds
 
     once = best_seconds(fn, *args, reps=1)
     inner = max(1, min(200, int(0.01 / max(once, 1e-7))))

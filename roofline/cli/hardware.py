@@ -69,13 +69,15 @@ def _hardware_plot(args: argparse.Namespace) -> int:
 
 
 def _hardware_measure(args: argparse.Namespace) -> int:
-    from roofline.hardware.measure import host_spec_toml, measure_host
-
     out = Path(args.out)
     if out.suffix != ".toml":
         raise RooflineError(f"--out {out}: a spec file name ends in .toml (its id is the name)")
     if out.exists() and not args.force:
         raise RooflineError(f"{out} already exists; pass --force to replace it")
+    if args.from_json or args.device == "gpu" or (args.device == "auto" and _sees_gpu()):
+        return _measure_gpu(args, out)
+    from roofline.hardware.measure import host_spec_toml, measure_host
+
     measurement = measure_host(quick=args.quick, progress=say)
     write_text_atomic(out, host_spec_toml(measurement, out.stem))
     for flag in measurement.flags():
@@ -85,6 +87,50 @@ def _hardware_measure(args: argparse.Namespace) -> int:
                              load_spec_file(out, variant="one-core", scope="core")))
     print(measurement.datasheet_text())
     return 0
+
+
+def _sees_gpu() -> bool:
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+def _measure_gpu(args: argparse.Namespace, out: Path) -> int:
+    """A GPU's ceilings as a variant of the library's spec of it (or of --base)."""
+    import json
+
+    from roofline.hardware.gpu_measure import (
+        GpuMeasurement, base_spec_id, flags, measure_gpu, measured_variant_toml)
+
+    if args.from_json:
+        measurement = GpuMeasurement.from_json(_read_json(Path(args.from_json)))
+    else:
+        measurement = measure_gpu(quick=args.quick, progress=say,
+                                  command="roofline " + " ".join(sys.argv[1:]))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(measurement.to_json(), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    base = load_hardware(args.base or base_spec_id(measurement.facts), args.hardware_dir)
+    text = measured_variant_toml(base.path, measurement, base, out.stem, args.variant)
+    write_text_atomic(out, text)
+    for flag in flags(measurement, base):
+        print(f"roofline: flag: {flag}", file=sys.stderr)
+    written = load_spec_file(out, variant=args.variant)   # it must load like any spec
+    print(format_table(measurement.comparison_rows(base),
+                       title=f"wrote {out}: {written.ref}, measured beside the datasheet"))
+    return 0
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RooflineError(f"{path}: cannot read a measurement: {exc}") from None
 
 
 def add_parsers(commands: Any, parents: Parents) -> None:
@@ -113,9 +159,25 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="also draw the bandwidth roofs of on-chip memory levels")
     p.set_defaults(handler=_hardware_plot)
     p = hw_commands.add_parser(
-        "measure", help="measure this host's real ceilings into a spec file")
+        "measure", parents=[parents.common],
+        help="measure this host's or this GPU's real ceilings into a spec file")
     p.add_argument("--out", required=True, metavar="FILE.toml",
-                   help="spec file to write, e.g. hardware_specs/host.toml (id = file name)")
+                   help="spec file to write, e.g. hardware_specs/host.toml (id = file name); "
+                        "for a GPU, the library's spec of it with the measurement as a "
+                        "variant (hardware_specs/h100-sxm.toml --force updates the library's)")
+    p.add_argument("--device", choices=("auto", "gpu", "host"), default="auto",
+                   help="what to measure (default: the GPU where JAX sees one, else the host)")
+    p.add_argument("--base", metavar="ID",
+                   help="GPU: the spec whose datasheet figures the measurement goes beside "
+                        "(default: the one that names this GPU)")
+    p.add_argument("--variant", default="measured", metavar="NAME",
+                   help="GPU: the variant's name (default: measured; ID@NAME selects it)")
+    p.add_argument("--json", metavar="FILE.json",
+                   help="GPU: also write the raw measurement (every size's rate, the "
+                        "kernels XLA called, clock samples, the device's facts)")
+    p.add_argument("--from-json", metavar="FILE.json",
+                   help="GPU: write the spec from a measurement saved with --json (made on "
+                        "another machine) instead of measuring")
     p.add_argument("--quick", action="store_true",
                    help="smaller problems and fewer repetitions (seconds instead of a minute)")
     p.add_argument("--force", action="store_true", help="replace an existing file")

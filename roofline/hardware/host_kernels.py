@@ -6,9 +6,10 @@ affinity decides one core or all (:func:`worker`). What each measures, and how, 
 from __future__ import annotations
 
 import statistics
-import time
 from pathlib import Path
 from typing import Any
+
+from roofline.hardware.timing import best_seconds
 
 DTYPES = (("fp32", "float32"), ("bf16", "bfloat16"))
 VECTOR_DEPTHS = (1, 2, 4, 8, 16, 32, 64)
@@ -18,22 +19,6 @@ VECTOR_DEPTHS = (1, 2, 4, 8, 16, 32, 64)
 # bf16 and back), one FLOP each by XLA's convention.
 CHAIN_STEP_FLOPS = {"float32": 2, "bfloat16": 6}
 TRANSCENDENTAL_TRIPS = 100
-
-
-def best_seconds(fn: Any, *args: Any, reps: int, inner: int = 1) -> float:
-    """The best of ``reps`` timings of ``inner`` back-to-back calls, per call (after one
-    warm-up call): on a shared machine contention only ever slows a run down."""
-    import jax
-
-    jax.block_until_ready(fn(*args))
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(inner):
-            result = fn(*args)
-        jax.block_until_ready(result)
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
 
 
 def worker(quick: bool) -> dict[str, Any]:

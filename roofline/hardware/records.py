@@ -136,6 +136,9 @@ class Hardware:
     sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
     ceilings: str = "peak"                  # what the rates are: "peak" or "achievable"
     gemm: GemmTiling | None = None          # how its GEMM library tiles a matrix product
+    # What launching one program from Python costs the host (JAX's dispatch), beside
+    # ``overhead``, the cost of one more kernel inside a program; where measured.
+    dispatch: Scalar | None = None
     # XLA:CPU hosts: what a program run on the runtime's worker thread pays over one run on
     # the caller's (roofline.program.hlo.cpu_threads.runs_inline), where measured.
     handoff: Scalar | None = None

@@ -50,8 +50,13 @@ def _note(reader: FieldReader, key: str, table: Mapping[str, Any]) -> str:
 
 
 def _with_variant(reader: FieldReader, key: str, table: Mapping[str, Any], fields: set[str],
-                  variant: str | None) -> Mapping[str, Any]:
-    """``table`` with the fields of its alternative named ``variant`` laid over it."""
+                  variant: str | None, measured: frozenset[str] = frozenset()
+                  ) -> Mapping[str, Any]:
+    """``table`` with the fields of its alternative named ``variant`` laid over it.
+
+    An alternative that changes any of ``fields`` names its own ``source``; one that only
+    gives ``measured`` figures (``achieved`` or ``sustained``, each with its own
+    ``*_source``) keeps the record's source for the figures it does not change."""
     alternatives = reader.table(f"{key}.alternatives", table.get("alternatives", {}))
     for name, alt in alternatives.items():
         if name not in reader.variants:
@@ -60,8 +65,8 @@ def _with_variant(reader: FieldReader, key: str, table: Mapping[str, Any], field
                 f"[variants].{did_you_mean(name, reader.variants)}"
             )
         alt = reader.table(f"{key}.alternatives.{name}", alt)
-        reader.check_keys(alt, f"{key}.alternatives.{name}", fields | _COMMON)
-        if "source" not in alt:
+        reader.check_keys(alt, f"{key}.alternatives.{name}", fields | _COMMON | measured)
+        if "source" not in alt and (set(alt) & fields or not set(alt) & measured):
             raise reader.error(f"{key}.alternatives.{name}.source",
                                "an alternative needs its own source")
     base = {k: v for k, v in table.items() if k != "alternatives"}
@@ -70,7 +75,7 @@ def _with_variant(reader: FieldReader, key: str, table: Mapping[str, Any], field
     return base
 
 
-_ACHIEVED = {"achieved", "achieved_source", "achieved_note"}
+_ACHIEVED = frozenset({"achieved", "achieved_source", "achieved_note"})
 
 
 def _achieved(reader: FieldReader, key: str, entry: Mapping[str, Any], kind: Kind, factor: float,
@@ -110,7 +115,7 @@ def _compute(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
         reader.check_keys(entry, key,
                           fields | _COMMON | _ACHIEVED | {"alternatives", "precision"},
                           ("unit", "dtype", "peak"))
-        entry = _with_variant(reader, key, entry, {"peak"}, variant)
+        entry = _with_variant(reader, key, entry, {"peak"}, variant, _ACHIEVED)
         unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
         dtype = reader.choice(f"{key}.dtype", entry["dtype"], DTYPES)
         if any(r.unit == unit and r.dtype == dtype for r in roofs):
@@ -141,7 +146,8 @@ def _memory(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
         required = ("name", "capacity", "bandwidth") if i == 0 else ("name", "capacity")
         reader.check_keys(entry, key, fields | _COMMON | _ACHIEVED | {"alternatives"},
                           required)
-        entry = _with_variant(reader, key, entry, {"capacity", "bandwidth"}, variant)
+        entry = _with_variant(reader, key, entry, {"capacity", "bandwidth"}, variant,
+                              _ACHIEVED)
         name = reader.string(f"{key}.name", entry["name"])
         if any(m.name.lower() == name.lower() for m in levels):
             raise reader.error(f"{key}.name", f"memory level {name!r} appears twice")
@@ -212,8 +218,8 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
 
 
 _SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"},
-                  "overhead": {"per_op", "handoff", "first_touch"}}
-_SUSTAINED = {"sustained", "sustained_source", "sustained_note"}
+                  "overhead": {"per_op", "dispatch", "handoff", "first_touch"}}
+_SUSTAINED = frozenset({"sustained", "sustained_source", "sustained_note"})
 
 
 def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
@@ -222,8 +228,7 @@ def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: 
     then a Scalar whose value is None. ``optional`` fields are simply None when absent."""
     if table_key not in doc:
         raise reader.error(table_key, f"missing required table [{table_key}]")
-    table = reader.table(table_key, doc[table_key])
-    table = _with_variant(reader, table_key, table, _SCALAR_FIELDS[table_key], variant)
+    table = _scalar_table(reader, doc, table_key, variant)
     note = _note(reader, table_key, table)
     if field not in table:
         if optional:
@@ -237,6 +242,14 @@ def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: 
     if extensive:
         value *= reader.scope_factor(table_key, table)
     return Scalar(value=value, sources=reader.source_keys(table_key, table), note=note)
+
+
+def _scalar_table(reader: FieldReader, doc: Mapping[str, Any], table_key: str,
+                  variant: str | None) -> Mapping[str, Any]:
+    """[clock], [power] or [overhead] with ``variant``'s alternative laid over it."""
+    measured = _SUSTAINED if table_key == "clock" else frozenset()
+    return _with_variant(reader, table_key, reader.table(table_key, doc[table_key]),
+                         _SCALAR_FIELDS[table_key], variant, measured)
 
 
 def _scopes(reader: FieldReader, doc: Mapping[str, Any]) -> None:
@@ -332,6 +345,8 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         memory=_memory(reader, doc, variant),
         links=_links(reader, doc, variant),
         overhead=_overhead(reader, doc, variant),
+        dispatch=_scalar(reader, doc, "overhead", "dispatch", Kind.TIME, variant,
+                         extensive=False, optional=True),
         handoff=_scalar(reader, doc, "overhead", "handoff", Kind.TIME, variant,
                         extensive=False, optional=True),
         first_touch=_scalar(reader, doc, "overhead", "first_touch", Kind.TIME, variant,
@@ -365,8 +380,9 @@ def _clocks(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
         raise reader.error("clock.base", "the base clock cannot exceed the boost clock")
     sustained = None
     if "clock" in doc:
-        sustained = _achieved(reader, "clock", doc["clock"], Kind.FREQUENCY, 1.0,
-                              clock.value if clock is not None else None, "sustained")
+        sustained = _achieved(reader, "clock", _scalar_table(reader, doc, "clock", variant),
+                              Kind.FREQUENCY, 1.0, clock.value if clock is not None else None,
+                              "sustained")
     return clock, base_clock, sustained
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from roofline.model.analysis import NOISE, omissions_of, place_measured
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
+from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.records import Hardware
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import OpCost
@@ -394,21 +395,14 @@ def _costs_by_op(costs: dict[str, ModuleCosts]) -> dict[tuple[str, str], OpCost]
 
 
 # Device kinds a trace records, and the spec (and scope) that describes one such device.
-DEVICE_SPECS = {
-    "TPU v2": ("tpu-v2", "core"), "TPU v3": ("tpu-v3", "core"), "TPU v4": ("tpu-v4", "chip"),
-    "TPU v5 lite": ("tpu-v5e", "chip"), "TPU v5": ("tpu-v5p", "chip"),
-    "TPU v6 lite": ("tpu-v6e", "chip"),
-}
-
-
 def default_hardware_ref(run: MeasuredRun) -> str:
     """The spec to explain a run against when none is named."""
     if run.platform == "cpu":
         return "host"
     kind = str(run.device_stats.get("device_type_string", ""))
-    for name, (spec, scope) in sorted(DEVICE_SPECS.items(), key=lambda kv: -len(kv[0])):
-        if kind.lower().startswith(name.lower()):
-            return f"{spec}:{scope}"
+    known = spec_for_device(kind)
+    if known is not None:
+        return f"{known[0]}:{known[1]}"
     if (str(run.device_stats.get("device_vendor", "")) == "AMD"
             and run.device_peaks().get("cores") == 304):
         return "mi300x"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from roofline.hardware.records import Hardware
+from roofline.hardware.records import Hardware, Scalar
 from roofline.model.placement import FLOP_CONVENTION, ridge_points
 from roofline.program.hlo.cpu_threads import INLINE_FLOPS
 from roofline.units import Kind, format_quantity
@@ -81,6 +81,9 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
     def sourced(value: float | None, sources: tuple[str, ...], note: str) -> dict[str, Any]:
         return {"value": value, "sources": list(sources), "note": note}
 
+    def measured(figure: Scalar | None) -> dict[str, Any] | None:
+        return None if figure is None else sourced(figure.value, figure.sources, figure.note)
+
     return {
         "schema": "roofline/hardware/1",
         "flop_convention": FLOP_CONVENTION,
@@ -95,6 +98,8 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                                   hw.base_clock.note) if hw.base_clock else None),
         "tdp_w": sourced(hw.tdp.value, hw.tdp.sources, hw.tdp.note),
         "overhead_s": sourced(hw.overhead.value, hw.overhead.sources, hw.overhead.note),
+        "dispatch_s": (sourced(hw.dispatch.value, hw.dispatch.sources, hw.dispatch.note)
+                       if hw.dispatch else None),
         "handoff_s": (sourced(hw.handoff.value, hw.handoff.sources, hw.handoff.note)
                       if hw.handoff else None),
         "first_touch_s": (sourced(hw.first_touch.value, hw.first_touch.sources,
@@ -103,11 +108,13 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
         "gemm": ({"tiles": [f"{r}x{c}" for r, c in hw.gemm.tiles], "units": hw.gemm.units,
                   "sources": list(hw.gemm.sources), "note": hw.gemm.note}
                  if hw.gemm else None),
+        "sustained_clock_hz": measured(hw.sustained_clock),
         "compute": [{"unit": r.unit, "dtype": r.dtype, "flop_per_s": r.flop_per_s,
                      "precision": r.precision or None, "sources": list(r.sources),
-                     "note": r.note} for r in hw.compute],
+                     "note": r.note, "achieved": measured(r.achieved)} for r in hw.compute],
         "memory": [{"name": m.name, "capacity_bytes": m.capacity_bytes,
-                    "bytes_per_s": m.bytes_per_s, "sources": list(m.sources), "note": m.note}
+                    "bytes_per_s": m.bytes_per_s, "sources": list(m.sources), "note": m.note,
+                    "achieved": measured(m.achieved)}
                    for m in hw.memory],
         "links": [{"name": x.name, "count": x.count, "bytes_per_s": x.bytes_per_s,
                    "latency_s": x.latency_s, "sources": list(x.sources), "note": x.note}
@@ -138,6 +145,8 @@ def hardware_text(hw: Hardware) -> str:
     head.append(f"clock {clock}, "
                 f"TDP {maybe(hw.tdp.value, Kind.POWER)}, "
                 f"per-op overhead {q(hw.overhead.value, Kind.TIME)}"  # type: ignore[arg-type]
+                + (f" (a program's dispatch from Python {q(hw.dispatch.value, Kind.TIME)})"
+                   if hw.dispatch and hw.dispatch.value is not None else "")
                 + (f" (handoff to a worker thread {q(hw.handoff.value, Kind.TIME)} per "
                    f"program of {INLINE_FLOPS} FLOPs or more)" if hw.handoff
                    and hw.handoff.value is not None else "")

@@ -1,0 +1,175 @@
+"""What a GPU says of itself, for ``roofline hardware measure``: its name, compute
+capability, SMs, memory, L2, driver and software versions (:func:`gpu_facts`), and its
+SM clock and power while it works (:class:`ClockSampler`).
+
+JAX gives the name, capability, SM count and memory; NVML (the ``pynvml`` module of
+nvidia-ml-py), else ``nvidia-smi``, gives the driver, clocks and power; CuPy or PyTorch,
+where one is installed, gives the L2 size. Whatever none of them gives is None and the
+measurement says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    name: str
+    platform: str
+    compute_capability: float
+    sm_count: int | None
+    memory_bytes: float | None
+    l2_bytes: float | None
+    driver: str | None
+    max_sm_mhz: float | None
+    software: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def description(self) -> str:
+        parts = [f"compute capability {self.compute_capability:g}"
+                 if self.compute_capability else None,
+                 f"{self.sm_count} SMs" if self.sm_count else None,
+                 f"driver {self.driver}" if self.driver else None,
+                 *(f"{name} {version}" for name, version in self.software.items())]
+        return f"{self.name} (" + ", ".join(p for p in parts if p) + ")"
+
+
+def gpu_facts(device: Any) -> GpuFacts:
+    """The facts of the JAX ``device`` (a GPU, or any device the tests give)."""
+    import jax
+
+    capability = getattr(device, "compute_capability", None)
+    stats = device.memory_stats() or {}
+    software = {"jax": jax.__version__, "jaxlib": jax.lib.__version__}
+    version = getattr(device.client, "platform_version", "")
+    if version:
+        software[device.platform + " runtime"] = str(version).strip()
+    nvml = _nvml()
+    return GpuFacts(
+        name=device.device_kind, platform=device.platform,
+        compute_capability=float(capability) if capability else 0.0,
+        sm_count=getattr(device, "core_count", None),
+        memory_bytes=stats.get("bytes_limit"),
+        l2_bytes=_l2_bytes() if device.platform == "gpu" else None,
+        driver=_driver(nvml) if device.platform == "gpu" else None,
+        max_sm_mhz=_max_sm_mhz(nvml) if device.platform == "gpu" else None,
+        software=software)
+
+
+def _nvml() -> Any:
+    """The initialized ``pynvml`` module, or None."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:   # not installed, or no driver: fall back to nvidia-smi
+        return None
+
+
+def _smi(query: str) -> list[str]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    done = subprocess.run(["nvidia-smi", f"--query-gpu={query}",
+                           "--format=csv,noheader,nounits", "--id=0"],
+                          capture_output=True, text=True, timeout=30)
+    return done.stdout.strip().split(", ") if done.returncode == 0 else []
+
+
+def _driver(nvml: Any) -> str | None:
+    if nvml is not None:
+        version = nvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    found = _smi("driver_version")
+    return found[0] if found else None
+
+
+def _max_sm_mhz(nvml: Any) -> float | None:
+    if nvml is not None:
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        return float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
+    found = _smi("clocks.max.sm")
+    return float(found[0]) if found and found[0].replace(".", "").isdigit() else None
+
+
+def _l2_bytes() -> float | None:
+    try:
+        import cupy
+
+        return float(cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"])
+    except Exception:   # CuPy absent or another CUDA runtime: try PyTorch
+        pass
+    try:
+        import torch
+
+        return float(torch.cuda.get_device_properties(0).L2_cache_size)
+    except Exception:   # neither: the spec's L2 capacity stands in
+        return None
+
+
+class ClockSampler:
+    """Samples GPU 0's SM clock (MHz) and board power (W) every ``interval_s`` while the
+    ``with`` block runs, through NVML or ``nvidia-smi``; samples nothing where neither
+    answers (a CPU)."""
+
+    def __init__(self, interval_s: float = 0.05):
+        self.interval_s = interval_s
+        self.clocks: list[float] = []
+        self.powers: list[float] = []
+        self.source = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ClockSampler:
+        read = self._reader()
+        if read is not None:
+            self._thread = threading.Thread(target=self._run, args=(read,), daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _reader(self) -> Any:
+        nvml = _nvml()
+        if nvml is not None:
+            handle = nvml.nvmlDeviceGetHandleByIndex(0)
+            self.source = "NVML"
+            return lambda: (float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                            nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+        if _smi("clocks.sm"):
+            self.source = "nvidia-smi"
+            return lambda: tuple(float(v) for v in _smi("clocks.sm,power.draw")[:2])
+        return None
+
+    def _run(self, read: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                clock, power = read()
+            except (ValueError, TypeError, OSError):
+                clock, power = None, None
+            if clock:
+                self.clocks.append(clock)
+            if power:
+                self.powers.append(power)
+            time.sleep(self.interval_s)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.clocks:
+            return {"samples": 0, "source": self.source or "none: no NVML or nvidia-smi"}
+        return {"samples": len(self.clocks), "source": self.source,
+                "sm_mhz_median": statistics.median(self.clocks),
+                "sm_mhz_min": min(self.clocks), "sm_mhz_max": max(self.clocks),
+                "power_w_median": statistics.median(self.powers) if self.powers else None}

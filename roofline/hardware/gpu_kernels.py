@@ -1,0 +1,223 @@
+"""The kernels ``roofline hardware measure`` times on a GPU, through JAX on one device.
+What each measures, and why so, is in :mod:`roofline.hardware.gpu_measure`'s docstring.
+
+Every kernel runs on any JAX device: the tests time them on the CPU with ``quick`` sizes,
+which is how the code a GPU session runs is checked on a machine without one.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from roofline.hardware.timing import best_seconds, calls_for
+
+
+@dataclass(frozen=True)
+class MatrixCase:
+    """A GEMM timed per dtype: the spec roof it measures, the JAX dtype of its operands
+    and the precision XLA is asked for."""
+
+    dtype: str          # the spec's dtype of the roof it measures
+    unit: str           # the spec's unit of that roof
+    jax_dtype: str
+    precision: str      # jax.lax.Precision name
+    min_capability: float = 0.0   # CUDA compute capability the dtype needs
+
+    @property
+    def label(self) -> str:
+        return f"{self.dtype} {self.unit}"
+
+
+# An f32 dot at XLA's default precision runs on the TF32 tensor cores of an Ampere or newer
+# GPU (XLA:GPU lets cuBLAS round its operands to TF32); at HIGHEST it is an SGEMM on the
+# fp32 CUDA cores, the vector unit of a spec. fp8 (E4M3) needs compute capability 8.9.
+MATRIX_CASES = (
+    MatrixCase("fp32", "vector", "float32", "HIGHEST"),
+    MatrixCase("tf32", "matrix", "float32", "DEFAULT"),
+    MatrixCase("bf16", "matrix", "bfloat16", "DEFAULT"),
+    MatrixCase("fp16", "matrix", "float16", "DEFAULT"),
+    MatrixCase("fp8", "matrix", "float8_e4m3fn", "DEFAULT", min_capability=8.9),
+)
+GEMM_SIZES = (1024, 2048, 4096, 8192, 16384)
+QUICK_GEMM_SIZES = (64, 128, 256)
+FLAT = 1.02          # a size that gains less than 2% over the best before it: flattened
+CHAIN = 33           # kernels in the long chain; the short one has 1
+RANDOM = "jax.random.normal, fresh per size: zeros can run faster than real data"
+
+
+def _random(device: Any, shape: tuple[int, ...], dtype: str, seed: int) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    values = jax.random.normal(jax.random.key(seed), shape, jnp.float32)
+    return jax.device_put(values.astype(getattr(jnp, dtype)), device)
+
+
+def kernel_names(compiled_text: str) -> list[str]:
+    """The library calls and kernel kinds in an optimized HLO module: cuBLAS/cuDNN
+    custom-call targets and Triton or other fusion kinds, once each, in order."""
+    found = re.findall(r'custom_call_target="([^"]+)"', compiled_text)
+    found += re.findall(r'"kind":"(__[a-z_]+)"', compiled_text)
+    return list(dict.fromkeys(found))
+
+
+def matrix_rates(device: Any, quick: bool, capability: float, memory_bytes: float | None,
+                 say: Any) -> dict[str, Any]:
+    """Each case's GEMM rate over square sizes, from small to where it flattens."""
+    results: dict[str, Any] = {}
+    for case in MATRIX_CASES:
+        if capability < case.min_capability:
+            results[case.dtype] = {"skipped": f"needs compute capability "
+                                              f"{case.min_capability}, the device has "
+                                              f"{capability or 'none'}"}
+            continue
+        say(f"GEMM rate, {case.label} ({case.jax_dtype}, precision {case.precision})")
+        results[case.dtype] = _sweep(device, case, quick, memory_bytes)
+    return results
+
+
+def _gemm(case: MatrixCase) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    precision = getattr(jax.lax.Precision, case.precision)
+    # fp8 products accumulate wider: ask for a bf16 result, as fp8 training recipes do.
+    out = jnp.bfloat16 if case.dtype == "fp8" else None
+    return jax.jit(lambda a, b: jax.lax.dot(a, b, precision=precision,
+                                            preferred_element_type=out))
+
+
+def _sweep(device: Any, case: MatrixCase, quick: bool, memory_bytes: float | None
+           ) -> dict[str, Any]:
+    import jax.numpy as jnp
+
+    itemsize = jnp.dtype(case.jax_dtype).itemsize
+    rates: dict[str, float] = {}
+    best, best_n, kernels = 0.0, 0, []
+    fn = _gemm(case)
+    for n in QUICK_GEMM_SIZES if quick else GEMM_SIZES:
+        if memory_bytes and 4 * n * n * max(itemsize, 2) > memory_bytes / 2:
+            break
+        a, b = _random(device, (n, n), case.jax_dtype, 1), _random(device, (n, n),
+                                                                     case.jax_dtype, 2)
+        if not kernels:
+            kernels = kernel_names(fn.lower(a, b).compile().as_text())
+        once = best_seconds(fn, a, b, reps=1)
+        seconds = best_seconds(fn, a, b, reps=3 if quick else 5,
+                               inner=calls_for(once, 0.02 if quick else 0.1, 50))
+        rate = 2 * n**3 / seconds
+        rates[str(n)] = rate
+        flattened = len(rates) >= 3 and rate < FLAT * best
+        if rate > best:
+            best, best_n = rate, n
+        if flattened:
+            break
+    return {"rates": rates, "best": best, "best_n": best_n, "kernels": kernels,
+            "precision": case.precision, "jax_dtype": case.jax_dtype}
+
+
+def sustain_gemm(device: Any, case: MatrixCase, n: int, seconds: float) -> float:
+    """Run ``case``'s GEMM back to back for about ``seconds`` (while a clock is sampled);
+    its rate over that time."""
+    import jax
+
+    fn = _gemm(case)
+    a, b = _random(device, (n, n), case.jax_dtype, 3), _random(device, (n, n),
+                                                                 case.jax_dtype, 4)
+    jax.block_until_ready(fn(a, b))
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(8):
+            result = fn(a, b)
+        calls += 8
+        jax.block_until_ready(result)
+    return 2 * n**3 * calls / (time.perf_counter() - start)
+
+
+def copy_bandwidth(device: Any, quick: bool) -> dict[str, Any]:
+    """``y = x * s`` over arrays far past the last cache: bytes read plus written per
+    second, the best of two sizes, each timed as back-to-back calls."""
+    import jax
+    import jax.numpy as jnp
+
+    scale = jax.jit(lambda x, s: x * s)
+    rates = {}
+    for elements in ((1 << 21, 1 << 22) if quick else (1 << 26, 1 << 28)):
+        x = _random(device, (elements,), "float32", 5)
+        s = jax.device_put(jnp.float32(0.999), device)
+        once = best_seconds(scale, x, s, reps=1)
+        seconds = best_seconds(scale, x, s, reps=3 if quick else 5,
+                               inner=calls_for(once, 0.02 if quick else 0.2, 100))
+        rates[str(elements * 4)] = 2 * elements * 4 / seconds
+    return {"rates": rates, "best": max(rates.values())}
+
+
+def _chain(count: int) -> Any:
+    """``count`` dependent kernels in one program: each reads the array and writes a new
+    one (an optimization barrier between them stops XLA fusing them into one)."""
+    import jax
+
+    def run(y: Any, a: Any) -> Any:
+        for _ in range(count):
+            y = jax.lax.optimization_barrier(y * a + 1.0)
+        return y
+    return jax.jit(run)
+
+
+def per_kernel_seconds(device: Any, elements: int, reps: int) -> float:
+    """The time of one more kernel in a program, on an array of ``elements`` float32: a
+    chain of ``CHAIN`` kernels less a chain of one, per kernel (the program's dispatch
+    cancels). The median of three such differences."""
+    import jax
+    import jax.numpy as jnp
+
+    y = _random(device, (elements,), "float32", 6)
+    a = jax.device_put(jnp.float32(0.999), device)
+    one, many = _chain(1), _chain(CHAIN)
+    once = best_seconds(many, y, a, reps=1)
+    inner = calls_for(once, 0.02, 200)
+    return statistics.median(
+        (best_seconds(many, y, a, reps=reps, inner=inner)
+         - best_seconds(one, y, a, reps=reps, inner=inner)) / (CHAIN - 1)
+        for _ in range(3))
+
+
+def cache_bandwidth(device: Any, cache_bytes: float, quick: bool, floor_s: float
+                    ) -> dict[str, Any]:
+    """Bytes read plus written per second by a kernel whose two arrays fit a cache of
+    ``cache_bytes``: one kernel of a chain (:func:`per_kernel_seconds`) less the same on a
+    tiny array (``floor_s``: the fixed cost of a kernel in a program), arrays of a quarter
+    and a sixteenth of the cache each, the better."""
+    rates = {}
+    for share in (4, 16):
+        elements = max(int(cache_bytes // share // 4), 1024)
+        seconds = per_kernel_seconds(device, elements, 3 if quick else 5) - floor_s
+        rates[str(elements * 4)] = 2 * elements * 4 / max(seconds, 1e-12)
+    return {"rates": rates, "best": max(rates.values()), "cache_bytes": cache_bytes}
+
+
+def op_floors(device: Any, quick: bool) -> dict[str, float]:
+    """The fixed cost of an op: a kernel within a program (no host work), a jitted call
+    dispatched back to back from Python (the host's dispatch included; the device queue
+    never drains), and a call waited for before the next (a framework timing one op at
+    a time)."""
+    import jax
+    import jax.numpy as jnp
+
+    reps = 3 if quick else 5
+    kernel = max(per_kernel_seconds(device, 8, reps), 0.0)
+    tiny = jax.jit(lambda x: x * 0.5 + 1.0)
+    x = jax.device_put(jnp.ones((256,), jnp.float32), device)
+    dispatch = best_seconds(tiny, x, reps=reps, inner=100 if quick else 500)
+    jax.block_until_ready(tiny(x))
+    waits = []
+    for _ in range(50 if quick else 300):
+        start = time.perf_counter()
+        jax.block_until_ready(tiny(x))
+        waits.append(time.perf_counter() - start)
+    return {"kernel_s": kernel, "dispatch_s": dispatch,
+            "round_trip_s": statistics.median(waits)}

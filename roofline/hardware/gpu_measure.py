@@ -1,0 +1,312 @@
+"""A GPU's real ceilings, measured with XLA:GPU kernels through JAX: ``roofline hardware
+measure`` on a machine whose JAX sees a GPU.
+
+- matrix rate per dtype: square GEMMs of random operands from 1024 up to where the rate
+  flattens (a size gaining under 2% on the best before it), best rate: f32 at HIGHEST
+  precision (an SGEMM on the fp32 CUDA cores: the spec's fp32 vector roof), f32 at XLA's
+  default precision (TF32 tensor cores from Ampere on), bf16, fp16, and fp8 E4M3 (bf16
+  result) on compute capability 8.9 and newer. The library kernels XLA called are kept:
+  a dtype that ran no faster than the next wider one (no TF32, no fp8 kernel) is
+  reported, not written as that roof's ceiling;
+- HBM copy bandwidth: ``y = x * s`` over 256 MiB and 1 GiB, bytes read plus written;
+- L2 bandwidth: one kernel ``y * a + 1`` of a chain of 33 in one program (an optimization
+  barrier keeps them apart) less a chain of one, per kernel, on arrays of a quarter and a
+  sixteenth of the L2, less the same on 8 elements (a kernel's fixed cost);
+- per-op floor: that fixed cost of a kernel inside a program (no host work), a tiny
+  jitted op dispatched back to back from Python (the host's dispatch, the device never
+  idle for long), and the same op waited for after each call (one op at a time);
+- sustained SM clock and power: NVML (or ``nvidia-smi``) sampled every 50 ms while the
+  fastest GEMM runs for a few seconds.
+
+The figures are written as a variant (``measured`` by default) of the library's spec of
+the same GPU: every measured figure beside the datasheet peak it belongs to, as that
+record's ``achieved`` (a sustained clock as ``sustained``; the floors as ``per_op`` and
+``dispatch``), with a source that names the device, driver, versions, date and command.
+``roofline hardware show ID@measured`` prints them beside the datasheet.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import RooflineError
+from roofline.hardware.device_names import spec_for_device
+from roofline.hardware.gpu_facts import ClockSampler, GpuFacts, gpu_facts
+from roofline.hardware.gpu_kernels import (
+    MATRIX_CASES, RANDOM, cache_bandwidth, copy_bandwidth, matrix_rates, op_floors,
+    sustain_gemm)
+from roofline.hardware.records import Hardware
+from roofline.units import Kind, format_quantity
+
+SUSTAIN_S = 4.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured figure and the spec record it belongs to: ``compute`` (unit, dtype),
+    ``memory`` (level index; 0 is main memory), ``clock`` or ``overhead``."""
+
+    what: str
+    table: str
+    key: tuple[Any, ...]
+    field: str
+    value: float
+    kind: Kind
+    how: str
+
+
+@dataclass(frozen=True)
+class GpuMeasurement:
+    facts: GpuFacts
+    matrix: dict[str, Any]
+    copy: dict[str, Any]
+    l2: dict[str, Any] | None
+    floors: dict[str, float]
+    clock: dict[str, Any]
+    date: str
+    command: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": "roofline/gpu-measurement/1", "facts": self.facts.to_json(),
+                "matrix": self.matrix, "copy": self.copy, "l2": self.l2,
+                "floors": self.floors, "clock": self.clock, "date": self.date,
+                "command": self.command, "inputs": RANDOM}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> GpuMeasurement:
+        if not isinstance(doc, dict) or doc.get("schema") != "roofline/gpu-measurement/1":
+            raise RooflineError("not a GPU measurement written by 'roofline hardware "
+                                "measure' (schema roofline/gpu-measurement/1)")
+        return cls(GpuFacts(**doc["facts"]), doc["matrix"], doc["copy"], doc["l2"],
+                   doc["floors"], doc["clock"], doc["date"], doc["command"])
+
+    def rejected(self) -> dict[str, str]:
+        """Matrix dtypes whose rate says the device did not run them natively: why."""
+        best = {d: r.get("best", 0.0) for d, r in self.matrix.items()}
+        why = {}
+        for dtype, wider in (("tf32", "fp32"), ("fp8", "bf16")):
+            if best.get(dtype) and best.get(wider) and best[dtype] < 1.2 * best[wider]:
+                why[dtype] = (f"{dtype} GEMMs ran at {_rate(best[dtype])}, no faster than "
+                              f"{wider} ({_rate(best[wider])}; kernels: "
+                              f"{', '.join(self.matrix[dtype].get('kernels', [])) or '?'}): "
+                              f"XLA did not run them on {dtype} tensor cores")
+        return why
+
+    def figures(self, base: Hardware) -> list[Figure]:
+        """Each measured figure with the record of ``base`` it belongs to."""
+        found = []
+        rejected = self.rejected()
+        for case in MATRIX_CASES:
+            result = self.matrix.get(case.dtype, {})
+            if result.get("best") and case.dtype not in rejected \
+                    and base.has_roof(case.dtype, case.unit):
+                found.append(Figure(
+                    f"{case.label} GEMM", "compute", (case.unit, case.dtype), "achieved",
+                    result["best"], Kind.FLOP_RATE,
+                    f"best square GEMM ({case.jax_dtype}, precision {case.precision}) at "
+                    f"n = {result['best_n']}, XLA:GPU kernels: "
+                    f"{', '.join(result.get('kernels', [])) or 'none named'}"))
+        found.append(Figure(f"{base.main_memory.name} copy", "memory", (0,), "achieved",
+                            self.copy["best"], Kind.BANDWIDTH,
+                            "y = x * s over 256 MiB and 1 GiB, read plus written"))
+        l2_index = next((i for i, m in enumerate(base.memory) if m.name.upper() == "L2"), None)
+        if self.l2 and l2_index is not None:
+            found.append(Figure("L2 bandwidth", "memory", (l2_index,), "achieved",
+                                self.l2["best"], Kind.BANDWIDTH,
+                                "one kernel y * a + 1 of a chain in one program, arrays of "
+                                "a quarter and a sixteenth of the L2, less a kernel's fixed "
+                                "cost, read plus written"))
+        if self.clock.get("samples"):
+            found.append(Figure("sustained SM clock", "clock", (), "sustained",
+                                self.clock["sm_mhz_median"] * 1e6, Kind.FREQUENCY,
+                                f"median of {self.clock['samples']} {self.clock['source']} "
+                                f"samples while {self.clock['gemm']} GEMMs ran for "
+                                f"{SUSTAIN_S:g} s"))
+        found.append(Figure("kernel in a program", "overhead", (), "per_op",
+                            self.floors["kernel_s"], Kind.TIME,
+                            "one more kernel of a chain in one program (no host work)"))
+        found.append(Figure("dispatch from Python", "overhead", (), "dispatch",
+                            self.floors["dispatch_s"], Kind.TIME,
+                            "a tiny jitted op called back to back from Python"))
+        return found
+
+    def comparison_rows(self, base: Hardware) -> list[dict[str, Any]]:
+        """Each figure against the datasheet peak and the published achieved figure the
+        spec cites, with the ratios."""
+        rows = []
+        for figure in self.figures(base):
+            peak, published, cited = _spec_figures(base, figure)
+            rows.append({
+                "figure": figure.what, "measured": format_quantity(figure.value, figure.kind),
+                "datasheet": format_quantity(peak, figure.kind) if peak else "-",
+                "measured/datasheet": f"{figure.value / peak:.0%}" if peak else "-",
+                "published": (f"{format_quantity(published, figure.kind)} [{cited}]"
+                              if published else "-"),
+                "measured/published": f"{figure.value / published:.0%}" if published
+                else "-"})
+        return rows
+
+    def provenance(self, base: Hardware) -> str:
+        return (f"Measured by 'roofline hardware measure' on {self.date} on "
+                f"{self.facts.description}; command: {self.command}. "
+                f"XLA:{self.facts.platform.upper()} kernels through JAX, inputs from {RANDOM}; each figure is the best of 5 timings of "
+                "back-to-back calls. Compared with the datasheet figures of "
+                f"{base.id}.toml beside it.")
+
+
+def _spec_figures(base: Hardware, figure: Figure) -> tuple[float | None, float | None, str]:
+    """The datasheet figure and the published achieved one (with its sources) of the
+    record ``figure`` belongs to."""
+    if figure.table == "compute":
+        roof = base.roof(figure.key[1], figure.key[0])
+        achieved = roof.achieved
+        return roof.flop_per_s, achieved.value if achieved else None, \
+            ", ".join(achieved.sources) if achieved else ""
+    if figure.table == "memory":
+        level = base.memory[figure.key[0]]
+        achieved = level.achieved
+        return level.bytes_per_s, achieved.value if achieved else None, \
+            ", ".join(achieved.sources) if achieved else ""
+    if figure.table == "clock":
+        sustained = base.sustained_clock
+        return base.clock.value, sustained.value if sustained else None, \
+            ", ".join(sustained.sources) if sustained else ""
+    spec = base.overhead if figure.field == "per_op" else None
+    return (spec.value if spec else None), None, ""
+
+
+def _rate(value: float) -> str:
+    return format_quantity(value, Kind.FLOP_RATE)
+
+
+def default_device() -> Any:
+    """JAX's first GPU, or an error that says there is none."""
+    import jax
+
+    try:
+        return jax.devices("gpu")[0]
+    except RuntimeError:
+        raise RooflineError("JAX sees no GPU here: 'roofline hardware measure' measures "
+                            "the host instead when run without --gpu") from None
+
+
+def base_spec_id(facts: GpuFacts) -> str:
+    """The library spec that describes the measured GPU."""
+    known = spec_for_device(facts.name)
+    if known is None:
+        raise RooflineError(f"no spec in the library describes {facts.name!r}: pass --base ID "
+                            "(the spec whose datasheet figures the measurement goes beside)")
+    return known[0]
+
+
+def measure_gpu(device: Any = None, quick: bool = False, progress: Any = None,
+                command: str = "roofline hardware measure") -> GpuMeasurement:
+    """Measure ``device`` (default: JAX's first GPU). ``quick`` uses small sizes: seconds
+    on a CPU, which is how the tests run this code."""
+    say = progress or (lambda message: None)
+    device = device if device is not None else default_device()
+    facts = gpu_facts(device)
+    say(f"measuring {facts.description}")
+    matrix = matrix_rates(device, quick, facts.compute_capability, facts.memory_bytes, say)
+    fastest = max((c for c in MATRIX_CASES if matrix[c.dtype].get("best")),
+                  key=lambda c: matrix[c.dtype]["best"])
+    say(f"sustained clock: {fastest.label} GEMMs for {SUSTAIN_S:g} s")
+    with ClockSampler() as sampler:
+        rate = sustain_gemm(device, fastest, matrix[fastest.dtype]["best_n"],
+                            SUSTAIN_S / (20 if quick else 1))
+    clock = {**sampler.summary(), "gemm": fastest.label, "rate": rate}
+    say("HBM copy bandwidth")
+    copy = copy_bandwidth(device, quick)
+    say("per-op floors")
+    floors = op_floors(device, quick)
+    l2 = None
+    if facts.l2_bytes or quick:
+        say("L2 bandwidth")
+        l2 = cache_bandwidth(device, facts.l2_bytes or (1 << 20), quick, floors["kernel_s"])
+    return GpuMeasurement(facts, matrix, copy, l2, floors, clock,
+                          datetime.date.today().isoformat(), command)
+
+
+def measured_variant_toml(base_path: str | Path, m: GpuMeasurement, base: Hardware,
+                          spec_id: str, variant: str = "measured") -> str:
+    """The spec file at ``base_path`` with ``m`` as its variant ``variant`` (replacing an
+    earlier one of that name), its id set to ``spec_id``; the rest of the file as it was.
+    Figures above the datasheet peak beside them are left out (see :func:`flags`)."""
+    import tomlkit
+
+    doc = tomlkit.parse(Path(base_path).read_text(encoding="utf-8"))
+    doc["id"] = spec_id
+    _drop_variant(doc, variant)
+    source = f"{variant}-{m.date}"
+    doc.setdefault("variants", tomlkit.table())[variant] = (
+        f"Ceilings measured on {m.facts.name} ({m.date}), each beside its datasheet peak")
+    doc.setdefault("sources", tomlkit.table())[source] = m.provenance(base)
+    skipped = over_peak(m, base)
+    fields_of: dict[int, tuple[Any, dict[str, str]]] = {}
+    for figure in m.figures(base):
+        if figure in skipped:
+            continue
+        record = _record(doc, figure)
+        fields = fields_of.setdefault(id(record), (record, {}))[1]
+        text = format_quantity(figure.value, figure.kind)
+        if figure.table == "overhead":   # per_op and dispatch share one alternative
+            notes = fields.pop("note", "")
+            fields.pop("source", None)
+            fields.update({figure.field: text, "source": source,
+                           "note": "; ".join(filter(None, [notes,
+                                                           f"{figure.field}: {figure.how}"]))})
+        else:
+            fields.update({figure.field: text, f"{figure.field}_source": source,
+                           f"{figure.field}_note": figure.how})
+    for record, fields in fields_of.values():
+        entry = tomlkit.inline_table()
+        entry.update(fields)
+        if "alternatives" in record:
+            record["alternatives"][variant] = entry
+        else:
+            record.append(tomlkit.key(["alternatives", variant]), entry)
+    return tomlkit.dumps(doc)
+
+
+def over_peak(m: GpuMeasurement, base: Hardware) -> list[Figure]:
+    """Figures above the datasheet figure beside them: not a ceiling the spec can hold."""
+    return [f for f in m.figures(base) if f.table in ("compute", "memory", "clock")
+            and (peak := _spec_figures(base, f)[0]) and f.value > peak]
+
+
+def flags(m: GpuMeasurement, base: Hardware) -> list[str]:
+    """What the measurement could not write, and why."""
+    found = list(m.rejected().values())
+    for figure in over_peak(m, base):
+        peak = _spec_figures(base, figure)[0]
+        found.append(f"{figure.what} measured {format_quantity(figure.value, figure.kind)}, "
+                     f"above the datasheet's {format_quantity(peak, figure.kind)}: not "  # type: ignore[arg-type]
+                     "written (check the spec, or whether this is another model of the GPU)")
+    if m.facts.sm_count and base.count("sm") and m.facts.sm_count != base.count("sm"):
+        found.append(f"the device has {m.facts.sm_count} SMs, {base.id} describes "
+                     f"{base.count('sm'):g}: another model of the GPU")
+    return found
+
+
+def _record(doc: Any, figure: Figure) -> Any:
+    if figure.table == "compute":
+        unit, dtype = figure.key
+        return next(e for e in doc["compute"] if e["unit"] == unit and e["dtype"] == dtype)
+    if figure.table == "memory":
+        return doc["memory"][figure.key[0]]
+    return doc[figure.table]
+
+
+def _drop_variant(doc: Any, variant: str) -> None:
+    records = [*doc.get("compute", []), *doc.get("memory", []), *doc.get("links", []),
+               *(doc[t] for t in ("clock", "power", "overhead") if t in doc)]
+    for record in records:
+        alternatives = record.get("alternatives")
+        if alternatives is not None and variant in alternatives:
+            del alternatives[variant]
+            if not alternatives:
+                del record["alternatives"]
+
