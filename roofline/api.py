@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.records import Hardware
-from roofline.model.analysis import aligned_scope, device_hardware
+from roofline.model.analysis import (
+    aligned_scope, compiler_gap, compiler_note, device_hardware)
 from roofline.model.comparison import (
     Comparison, Sensitivity, compare_costs, energy_per_sample, sensitivity_of, whatif_costs,
     working_ops)
@@ -26,7 +27,8 @@ from roofline.model.floor import given_floor
 from roofline.model.placement import Overlap
 from roofline.model.sides import default_stand_in, default_unit, place_side
 from roofline.model.transfer import run_floor, transfer
-from roofline.program.compile import compile_target_of
+from roofline.program.compile import compile_target_of, get_target, resolve_target
+from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
 from roofline.program.hlo.op_cost import OpCost
 
 if TYPE_CHECKING:
@@ -41,7 +43,8 @@ MeasuredTimes = Mapping[str, float] | Any   # op name -> seconds, or a DataFrame
 @dataclass(frozen=True)
 class ProgramOps:
     """The ops of an INPUT that run a kernel, on one device, with measured seconds for a
-    run; ``coverage`` lists what the run timed without a cost, or costed without a time."""
+    run; ``coverage`` lists what the run timed without a cost, or costed without a time,
+    and ops taken from another backend's compile than the device's own."""
 
     label: str
     ops: list[OpCost]
@@ -50,6 +53,8 @@ class ProgramOps:
     batch: int | None
     target: str | None         # the compile target, for a SPEC
     coverage: Coverage = field(default_factory=Coverage)
+    platform: str = ""         # whose compiler wrote the ops: cpu, gpu, tpu ("" a run's)
+    compiler: str = ""         # the same, for people
 
 
 def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
@@ -64,24 +69,38 @@ def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None 
     """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on).
     ``cache_dir`` reuses programs compiled before (see :func:`compile_program`)."""
     hw = _hardware(hardware, hardware_dir)
-    if Path(input).is_dir():
+    found = resolve_input(input)
+    if isinstance(found, RunInput):
         from roofline.model.explain import explain, load_run
 
-        explanation = explain(load_run(input), hw)
+        explanation = explain(load_run(found.path), hw)
         joined = [op for op in explanation.ops if op.placement is not None]
         measured = {op.cost.name: op.seconds for op in joined}  # type: ignore[union-attr]
         unmatched = coverage(o for o in explanation.coverage.omissions
                              if o.gap in (Gap.NO_COST, Gap.NO_TIME))
         return ProgramOps(str(input), working_ops([op.cost for op in joined]),  # type: ignore[misc]
                           hw, measured, None, None, unmatched)
-    from roofline.program.compile import compile_workload
-    from roofline.program.workloads import parse_spec
+    if isinstance(found, DumpInput):
+        from roofline.program.hlo_dump import dumped_program, read_dump
 
-    workload = parse_spec(str(input))
-    target = target or compile_target_of(hw)
-    program = compile_workload(workload, target, cache_dir=cache_dir)
-    return ProgramOps(str(input), working_ops(program.costs.ops),
-                      device_hardware(program, hw), None, workload.batch, target)
+        if target is not None:
+            raise RooflineError(f"{found.path} is a program compiled already: --target "
+                                "compiles a SPEC")
+        program = dumped_program(read_dump(found.path))
+        batch = None
+    else:
+        from roofline.program.compile import compile_workload
+        from roofline.program.workloads import parse_spec
+
+        workload = parse_spec(found.spec)
+        target = resolve_target(target, hw)
+        program = compile_workload(workload, target, cache_dir=cache_dir)
+        batch = workload.batch
+    device = device_hardware(program, hw)
+    note = compiler_note(program.target.platform, program.target.compiler, device)
+    return ProgramOps(str(input), working_ops(program.costs.ops), device, None, batch, target,
+                      coverage(compiler_gap(note)), program.target.platform,
+                      program.target.compiler)
 
 
 def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
@@ -271,12 +290,14 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
                                 "devices are its cores: compare per board")
         per = per or "device"
-    if per is None and measured is None and not Path(input).is_dir():
+    is_spec = isinstance(resolve_input(input), SpecInput)
+    if per is None and measured is None and is_spec:
         per = default_unit(source, destination)
     if per is not None:
-        if measured is not None or Path(input).is_dir():
+        if measured is not None or not is_spec:
             raise RooflineError("comparing per board, chip, core or device (--per) compiles "
-                                "the SPEC for each device: give a SPEC, not measured times")
+                                "the SPEC for each device: give a SPEC, not measured times "
+                                "or a compiled program")
         return _predict_per(str(input), source, destination, per, stand_in=target,
                             devices=devices, to_program=to_program,
                             max_batch=max_batch, overlap=overlap, ceilings=ceilings,
@@ -287,11 +308,16 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     after_ops = None
     after_input = to_program or (None if program.target is None else str(input))
     if after_input is not None:
-        dest_target = compile_target_of(dest)
+        own_gpu = (program.target is not None and dest.kind == "gpu"
+                   and get_target(program.target).platform == "gpu")
+        dest_target = resolve_target("gpu" if own_gpu else None, dest)
         same = dest_target == program.target and after_input == str(input)
         if not same and (to_program or dest_target not in ("host", program.target)):
             after = program_ops(after_input, dest, target=dest_target, cache_dir=cache_dir)
             after_ops, dest = after.ops, after.hardware
+    if after_ops is None:   # the destination runs the source's ops: whose are they?
+        program = dataclasses.replace(program, coverage=program.coverage + coverage(
+            compiler_gap(compiler_note(program.platform, program.compiler, dest))))
     bound = _lower_bound(program.ops, source_hw, dest, overlap, after_ops)
     source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     measured_s = program.measured_s

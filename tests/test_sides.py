@@ -38,7 +38,8 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
     # The V100 has no compiler here: its ops come from the TPU side's (XLA:TPU fuses a
     # network much as a GPU compiler does), in the dtypes the program stores.
     assert doc["sides"]["source"] == ("v100-sxm2: one device, batch 64; ops of the tpu-v3 "
-                                      "compile, placed in the dtypes the program stores")
+                                      "compile (XLA:TPU for v3:2x2, deviceless), placed in "
+                                      "the dtypes the program stores")
     assert doc["sides"]["target"].startswith("tpu-v3 board: 8 cores data-parallel, batch 8 "
                                              "each (global 64)")
     assert doc["sides"]["target"].endswith("ops of the tpu-v3 compile")
@@ -48,7 +49,7 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
                             load_hardware("v100-sxm2"))
     assert result.comparison.old_s == pytest.approx(on_v100.seconds)
     with_host_ops = predict(FC, "v100-sxm2", "tpu-v3", target="host", ceilings="peak")
-    assert "ops of the host compile (XLA:CPU)" in with_host_ops.sides[0]
+    assert "ops of the host compile (XLA:CPU on this host)" in with_host_ops.sides[0]
     on_v100 = place_program(compile_workload(parse_spec(FC), "host"),
                             load_hardware("v100-sxm2"))
     assert with_host_ops.comparison.old_s == pytest.approx(on_v100.seconds)

@@ -68,10 +68,10 @@ def test_workloads_list_fits_the_terminal(capsys, monkeypatch):
 
 def test_analyze_text_says_kernel_in_the_singular_for_one(capsys):
     assert main(["analyze", "matmul:m=8,n=8,k=8", "--target", "host"]) == 0
-    # One 8x8x8 dot: 2 x 8^3 = 1024 FLOPs in one kernel.
-    assert "FLOPs 1024 (XLA 1024)" in capsys.readouterr().out.splitlines()[1]
-    assert main(["analyze", "matmul:m=8,n=8,k=8", "--target", "host"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].endswith(", 1 kernel")
+    # One 8x8x8 dot: 2 x 8^3 = 1024 FLOPs in one kernel (the line after whose ops they are).
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "ops from XLA:CPU on this host"
+    assert "FLOPs 1024 (XLA 1024)" in lines[2] and lines[2].endswith(", 1 kernel")
 
 
 def test_a_missing_run_directory_and_an_unmeasured_host_say_what_to_do(capsys, tmp_path,

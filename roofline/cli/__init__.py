@@ -43,10 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # The CLI compiles for XLA:CPU and, deviceless, for TPUs: it never needs jax to probe
-    # for accelerators (which makes libtpu print warnings on machines without TPUs).
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # The CLI compiles for XLA:CPU and, deviceless, for TPUs and GPUs: it never needs jax
+    # to probe for a TPU (libtpu prints warnings on machines without one). A machine with
+    # an NVIDIA GPU and JAX's CUDA plugin uses its GPU (to measure it, profile on it, and
+    # compile for it with --target gpu).
+    from roofline.program._xla import cuda_plugin_installed, nvidia_gpu_present
+
+    plugin = cuda_plugin_installed()
+    gpu = plugin and nvidia_gpu_present()
+    os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if gpu else "cpu")
     args = build_parser().parse_args(argv)
+    if plugin and not gpu and _uses_jax(args):
+        from roofline.program._xla import start_quietly
+
+        start_quietly()
     from roofline.progress import set_quiet
 
     set_quiet(args.quiet)
@@ -59,6 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("roofline: interrupted", file=sys.stderr)
         return 130
+
+
+def _uses_jax(args: argparse.Namespace) -> bool:
+    """Whether a command starts JAX (the spec library, the workload list and explain, which
+    reads traces and HLO without it, do not)."""
+    if args.command == "hardware":
+        return args.hardware_command == "measure"
+    return args.command not in ("workloads", "explain")
 
 
 if __name__ == "__main__":

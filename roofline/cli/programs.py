@@ -19,21 +19,15 @@ from roofline.render.tables import to_csv, to_json
 def _analyze(args: argparse.Namespace) -> int:
     from roofline.model.analysis import fit, place_program
     from roofline.model.placement import Overlap
-    from roofline.program.compile import compile_target_of, compile_workload, get_target
-    from roofline.program.workloads import parse_spec
 
     if args.plot and not args.hardware:
         raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    target = args.target or compile_target_of(hardware)
-    get_target(target)  # an unknown target fails before any work
-    workload = parse_spec(args.spec)
-    program = compile_workload(workload, target, data_parallel=args.data_parallel,
-                               cache_dir=cache_dir_of(args))
+    label, program = _program(args, hardware)
     placement = (place_program(program, hardware, Overlap(args.overlap))
                  if hardware is not None else None)
     program_fit = fit(program, hardware) if hardware is not None else None
-    doc = analysis_document(workload.spec, program, placement, program_fit)
+    doc = analysis_document(label, program, placement, program_fit)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":
@@ -51,9 +45,33 @@ def _analyze(args: argparse.Namespace) -> int:
         from roofline.render.plot import build_roofline, predicted_points
 
         save_plot(build_roofline([placement.hardware], predicted_points(placement),
-                                 title=f"{workload.spec} on {placement.hardware.label}"),
+                                 title=f"{label} on {placement.hardware.label}"),
                   args.plot)
     return 0
+
+
+def _program(args: argparse.Namespace, hardware: Any) -> tuple[str, Any]:
+    """What analyze places: a SPEC compiled for its target, or a dumped program."""
+    from roofline.program.compile import compile_workload, get_target, resolve_target
+    from roofline.program.hlo_dump import dumped_program, read_dump
+    from roofline.program.inputs import DumpInput, RunInput, resolve_input
+    from roofline.program.workloads import parse_spec
+
+    found = resolve_input(args.spec)
+    if isinstance(found, RunInput):
+        raise RooflineError(f"{found.path} is a measured run: analyze places a program; "
+                            f"explain a run with 'roofline explain {found.path}'")
+    if isinstance(found, DumpInput):
+        if args.target or args.data_parallel:
+            raise RooflineError(f"{found.path} is a program compiled already: --target and "
+                                "--data-parallel compile a SPEC")
+        return str(found.path), dumped_program(read_dump(found.path))
+    target = resolve_target(args.target, hardware)
+    get_target(target)  # an unknown target fails before any work
+    workload = parse_spec(found.spec)
+    return workload.spec, compile_workload(workload, target,
+                                           data_parallel=args.data_parallel,
+                                           cache_dir=cache_dir_of(args))
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -139,9 +157,14 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("spec", metavar="SPEC",
                    help="matmul:m=..,n=..,k=..,dtype=.. | conv2d:batch=..,height=..,"
                         "width=..,in=..,out=..,kernel=..,stride=..,padding=VALID|SAME,dtype=.."
-                        " | package.module:function returning (fn, args[, batch_argnums])")
+                        " | package.module:function returning (fn, args[, batch_argnums])"
+                        " | an XLA HLO dump: a directory written with XLA_FLAGS="
+                        "--xla_dump_to=DIR (its largest module) or one optimized module's "
+                        ".txt or .pb file")
     p.add_argument("--target",
-                   help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p or tpu-v6e "
+                   help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p or tpu-v6e; gpu "
+                        "(XLA:GPU for this machine's GPU, or without one for the --hardware "
+                        "GPU, deviceless), or an NVIDIA GPU's spec id such as h100-sxm "
                         "(default: the --hardware's own, e.g. tpu-v3, else host)")
     p.add_argument("--hardware", metavar="ID", help="place the ops on this device's roofline")
     p.add_argument("--data-parallel", action="store_true",

@@ -136,6 +136,8 @@ class Hardware:
     sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
     ceilings: str = "peak"                  # what the rates are: "peak" or "achievable"
     gemm: GemmTiling | None = None          # how its GEMM library tiles a matrix product
+    # An NVIDIA GPU's CUDA compute capability ("9.0"), where its spec gives one.
+    compute_capability: str | None = None
     # What launching one program from Python costs the host (JAX's dispatch), beside
     # ``overhead``, the cost of one more kernel inside a program; where measured.
     dispatch: Scalar | None = None

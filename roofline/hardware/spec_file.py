@@ -37,7 +37,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _TOP_KEYS = {
     "schema", "id", "name", "vendor", "kind", "default_scope", "notes", "measured",
     "scopes", "sources", "variants", "clock", "counts", "power", "overhead",
-    "compute", "memory", "links", "gemm",
+    "compute", "memory", "links", "gemm", "cuda",
 }
 MAX_SPEC_BYTES = 1 << 20   # spec files are a few KiB; refuse anything far larger
 _REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
@@ -365,6 +365,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         path=str(path) if path is not None else None,
         sustained_clock=sustained,
         gemm=_gemm(reader, doc, counts),
+        compute_capability=_compute_capability(reader, doc),
     )
     return hardware.at_scope(scope) if scope is not None else hardware
 
@@ -414,6 +415,24 @@ def _gemm(reader: FieldReader, doc: Mapping[str, Any],
                            "e.g. units = \"sm\"")
     note = reader.string("gemm.note", table["note"]) if "note" in table else ""
     return GemmTiling(tuple(tiles), units, reader.source_keys("gemm", table), note)
+
+
+_CAPABILITY = re.compile(r"^\d{1,2}\.\d$")
+
+
+def _compute_capability(reader: FieldReader, doc: Mapping[str, Any]) -> str | None:
+    """[cuda]: compute_capability = "9.0" (an NVIDIA GPU's), with its source."""
+    if "cuda" not in doc:
+        return None
+    table = reader.table("cuda", doc["cuda"])
+    reader.check_keys(table, "cuda", {"compute_capability", "source", "note"},
+                      ("compute_capability", "source"))
+    reader.source_keys("cuda", table)
+    text = table["compute_capability"]
+    if not isinstance(text, str) or not _CAPABILITY.match(text):
+        raise reader.error("cuda.compute_capability", f"expected a compute capability as "
+                           f"a string, major.minor (e.g. \"9.0\"), got {text!r}")
+    return text
 
 
 def _overhead(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> Any:

@@ -61,6 +61,7 @@ class ProgramPlacement:
     ops: tuple[PlacedOp, ...]
     onchip_level: str | None
     scope_note: str = ""   # the program ran on one device, the roofs are of several
+    compiler_note: str = ""   # the ops are another backend's compile than the device's
 
     @property
     def seconds(self) -> float:
@@ -73,6 +74,7 @@ class ProgramPlacement:
                              self.hardware)
         if self.scope_note:
             found.append(Omission(Gap.SCOPE, "(the whole program)", self.scope_note, 1.0, 1.0))
+        found += compiler_gap(self.compiler_note)
         return coverage(found)
 
     def seconds_by_bound(self) -> dict[Bound, float]:
@@ -279,7 +281,9 @@ def place_program(program: CompiledProgram, hardware: Hardware,
     ops = [PlacedOp(op, _place_kernels(op, place_kernel, overlap) if op.does_work else None)
            for op in program.costs.ops]
     return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device),
-                            scope_note(program, device))
+                            scope_note(program, device),
+                            compiler_note(program.target.platform, program.target.compiler,
+                                          device))
 
 
 # What tells alike ops apart and no roof reads; a loop's body is placed kernel by kernel.
@@ -302,6 +306,34 @@ def _placing_alike_once(device: Hardware, overlap: Overlap) -> Callable[[OpCost]
             found = placed[key] = place(work_of(kernel, device), device, overlap)
         return found
     return place_kernel
+
+
+# What a device's own compiler does that another backend's compile does not show.
+_OWN_COMPILER = {
+    "gpu": ("XLA:GPU", "it fuses normalizations and activations into their neighbours and "
+            "calls cuBLAS and cuDNN, so the ops and their bytes differ; give an XLA:GPU "
+            "dump (a file or directory written with XLA_FLAGS=--xla_dump_to=DIR) or "
+            "--target gpu"),
+    "tpu": ("XLA:TPU", "it tiles and fuses for the MXU; compile for the TPU with "
+            "--target tpu-vN"),
+    "cpu": ("XLA:CPU", "compile on the host (--target host)"),
+}
+
+
+def compiler_note(platform: str, compiler: str, device: Hardware) -> str:
+    """What to say when a device's ops come from another backend's compile (XLA:CPU's or
+    XLA:TPU's for a GPU); empty when the platform matches or is unknown."""
+    if not platform or platform == device.kind or device.kind not in _OWN_COMPILER:
+        return ""
+    own, why = _OWN_COMPILER[device.kind]
+    return (f"{device.id} is a {device.kind.upper()} but the ops are those of {compiler}, "
+            f"not {own}: {why}")
+
+
+def compiler_gap(note: str) -> list[Omission]:
+    """The coverage entry of a :func:`compiler_note` (none for an empty note)."""
+    return [Omission(Gap.OTHER_COMPILER, "(the whole program)", note, 1.0, 1.0)] if note \
+        else []
 
 
 def scope_note(program: CompiledProgram, device: Hardware) -> str:
@@ -336,8 +368,12 @@ class Fit:
         return self.footprint_bytes / self.capacity_bytes
 
 
-def fit(program: CompiledProgram, hardware: Hardware) -> Fit:
+def fit(program: CompiledProgram, hardware: Hardware) -> Fit | None:
+    """The program's footprint against one device's main memory; None where the program
+    reports no footprint (an HLO dump without XLA's memory-usage report)."""
     device = device_hardware(program, hardware)
+    if program.memory is None:
+        return None
     return Fit(program.memory.peak_bytes, device.main_memory.capacity_bytes, device.scope)
 
 
@@ -391,6 +427,9 @@ def _search_batches(build: Callable[[int], Workload], target: str, hardware: Har
         except DoesNotFitError:  # the compiler itself refused: more than the device has
             return Fit(float("inf"), device_capacity, "compiler")
         result = fit(program, hardware)
+        if result is None:
+            raise RooflineError(f"the compile for {target} reports no memory footprint: "
+                                "no batch can be checked against the device's memory")
         if result.fits:
             fitting[batch] = program
         return result

@@ -18,7 +18,8 @@ Which gaps leave work out (the total undercounts it) and which only approximate 
   the one the host compiler computes in), ``CLAMPED`` (a measured efficiency capped at 1),
   ``FASTER_ALGORITHM`` (a convolution measured faster than its direct-algorithm roof,
   carried at its measured ratio), ``ESTIMATED_BANDWIDTH`` (cache-served bytes on a target
-  level without a published bandwidth, or without that level).
+  level without a published bandwidth, or without that level), ``OTHER_COMPILER`` (a
+  device's ops taken from another backend's compile: XLA:CPU's or XLA:TPU's for a GPU).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Gap(enum.Enum):
     ESTIMATED_BANDWIDTH = "estimated bandwidth"
     CACHE_RESIDENCY = "cache residency"
     SCOPE = "scope"
+    OTHER_COMPILER = "ops of another compiler"
     UNTIMED_TRANSCENDENTALS = "transcendentals not timed"
 
     @property

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
-from roofline.model.analysis import device_hardware
+from roofline.model.analysis import compiler_gap, compiler_note, device_hardware
 from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
 from roofline.program.compile import (
-    board_devices, compile_target_of, compile_workload, get_target)
+    LOCAL_GPU, board_devices, compile_target_of, compile_workload, get_target,
+    resolve_target)
 from roofline.program.hlo.op_cost import OpCost
 
 if TYPE_CHECKING:   # workloads import jax
@@ -77,7 +78,8 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
     workload = parse_spec(spec)
     target = compile_target_of(hardware)
     if hardware.kind != "tpu":
-        target = stand_in or target
+        own = stand_in != LOCAL_GPU.name or hardware.kind == "gpu"
+        target = resolve_target(stand_in if own else None, hardware)
         if unit == "core":
             raise RooflineError(
                 f"--per core compares one TPU core; {hardware.id} is a {hardware.kind}, "
@@ -85,10 +87,11 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
         if devices > 1:
             return _devices_side(spec, workload, hardware, unit, devices, target, cache_dir)
         program = compile_workload(workload, target, cache_dir=cache_dir)
+        note = compiler_note(program.target.platform, program.target.compiler, hardware)
         return Side(hardware, working_ops(program.costs.ops), unit,
                     f"{hardware.id}: one device, {_batch_text(workload.batch)}; ops of the "
                     f"{_compile_text(target)}, placed in the dtypes the program stores",
-                    target)
+                    target, tuple(compiler_gap(note)))
     scope = hardware.scope if unit == "device" else unit
     device_scope, board = board_devices(target)
     share = hardware.scope_size(scope) / hardware.scope_size(device_scope)
@@ -159,7 +162,7 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: str,
 
 
 def _compile_text(target: str) -> str:
-    return f"{target} compile" + (" (XLA:CPU)" if target == "host" else "")
+    return f"{target} compile ({get_target(target).compiler})"
 
 
 def _batch_text(batch: int | None) -> str:

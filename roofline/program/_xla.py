@@ -23,6 +23,10 @@ from roofline.errors import RooflineError
 # beside a CLI call, sweep workers) would fail with "Internal error when accessing libtpu
 # multi-process lockfile". Deviceless compilation touches no TPU: sharing is safe.
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+# JAX's CUDA plugin (the gpu extra, for deviceless XLA:GPU compiles) checks the CUDA
+# libraries when it loads and, on a machine without them, does not register, so no GPU
+# target could be described to it. The check guards running on a GPU, not compiling.
+os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
 
 
 def versions() -> dict[str, str]:
@@ -45,6 +49,11 @@ class XlaCost:
     bytes_accessed: float
     optimal_seconds: float | None
     raw: Mapping[str, float]
+
+    @property
+    def reported(self) -> bool:
+        """Whether XLA gave totals at all (a deviceless GPU compile or a dump gives none)."""
+        return bool(self.raw)
 
 
 def xla_cost(compiled: Any) -> XlaCost:
@@ -74,10 +83,15 @@ class MemoryFootprint:
     alias_bytes: float
     temp_bytes: float
     generated_code_bytes: float
+    # Where only XLA's total is known (a dump's memory-usage report): every allocation.
+    allocated_bytes: float | None = None
 
     @property
     def peak_bytes(self) -> float:
-        """Arguments + outputs + temporaries, less outputs that reuse argument buffers."""
+        """Arguments + outputs + temporaries, less outputs that reuse argument buffers (or
+        the allocated total, where only that is known)."""
+        if self.allocated_bytes is not None:
+            return self.allocated_bytes
         return self.argument_bytes + self.output_bytes + self.temp_bytes - self.alias_bytes
 
 
@@ -238,3 +252,58 @@ def xspace_message(data: bytes) -> Any:
     metadata id). Raises ``google.protobuf.message.DecodeError`` for bytes that are not
     one."""
     return _xspace_class().FromString(data)
+
+
+def cuda_plugin_installed() -> bool:
+    """Whether JAX's CUDA plugin (any CUDA major version) is installed."""
+    from importlib.util import find_spec
+
+    return any(find_spec(f"jax_plugins.xla_cuda{major}") is not None for major in (12, 13))
+
+
+def nvidia_gpu_present() -> bool:
+    """Whether this machine has an NVIDIA GPU and driver (without starting JAX)."""
+    gpus = "/proc/driver/nvidia/gpus"
+    return os.path.isdir(gpus) and bool(os.listdir(gpus)) or os.path.exists("/dev/nvidia0")
+
+
+def start_quietly() -> None:
+    """Start JAX's backends with native logging silenced: JAX's CUDA plugin, installed for
+    deviceless XLA:GPU compiles, logs that it found no driver when JAX is imported on a
+    machine without a GPU."""
+    with quiet_native_stderr():
+        import jax
+
+        jax.devices()
+
+
+def local_gpu() -> Any:
+    """JAX's first GPU, or None where it sees none (JAX_PLATFORMS=cpu, no GPU, no plugin)."""
+    import jax
+
+    try:
+        found = jax.devices("gpu")
+    except RuntimeError:
+        return None
+    return found[0] if found else None
+
+
+def gpu_topology(target_config: str, devices: int) -> Any:
+    """A deviceless topology of ``devices`` GPUs on one host, described by a
+    ``GpuTargetConfigProto`` in text format, from the CUDA plugin (no GPU needed)."""
+    from jax.experimental import topologies
+
+    with quiet_native_stderr() as captured:
+        try:
+            return topologies.get_topology_desc(platform="cuda", target_config=target_config,
+                                                topology=f"1x1x{devices}")
+        except Exception as exc:
+            error = exc
+    detail = captured[0].strip().splitlines()[-1:] if captured else []
+    hint = (" (the CUDA plugin did not register: JAX started before roofline, without "
+            "JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 or JAX_PLATFORMS=cpu)"
+            if isinstance(error, NotImplementedError) else "")
+    first = (str(error).strip().splitlines() or [""])[0]
+    raise RooflineError(f"XLA:GPU's deviceless compiler refused the target: "
+                        f"{type(error).__name__}: {first}{hint}"
+                        + (f" [{detail[0]}]" if detail else ""))

@@ -35,16 +35,34 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a program is compiled: ``host`` or a TPU generation."""
+    """Where a program is compiled: ``host`` or a TPU generation; for a program read from
+    an HLO dump, the platform its compiler wrote it for (``dump`` says which module of
+    which dump)."""
 
     name: str
     platform: str
     topology: str | None = None
     chips: int = 1
+    dump: str = ""
+    gpu_config: str = field(default="", repr=False)   # a GPU described to XLA, deviceless
 
     @property
     def is_tpu(self) -> bool:
         return self.platform == "tpu"
+
+    @property
+    def compiler(self) -> str:
+        """Whose ops the program holds, for people: "XLA:CPU on this host"."""
+        if self.dump:
+            return self.dump
+        if self.is_tpu:
+            return f"XLA:TPU for {self.topology}, deviceless"
+        if self.gpu_config:
+            return (f"XLA:GPU for {self.name}, deviceless: GEMMs keep XLA's default tiles "
+                    "where a compile on the GPU would autotune them")
+        if self.platform == "gpu":
+            return "XLA:GPU on this machine's GPU"
+        return f"XLA:{self.platform.upper()} on this host"
 
 
 # Deviceless compilation refuses 1x1 topologies: compile over 2x2 and place on one device.
@@ -59,10 +77,49 @@ TARGETS: dict[str, Target] = {
 }
 
 
+LOCAL_GPU = Target("gpu", "gpu")   # the GPU of this machine, where JAX sees one
+
+
 def get_target(name: str) -> Target:
-    if name not in TARGETS:
-        raise RooflineError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}")
-    return TARGETS[name]
+    """``host``, a TPU generation, ``gpu`` (this machine's GPU) or the id of an NVIDIA GPU
+    spec (XLA:GPU for that GPU, compiled without one: :mod:`roofline.program.gpu_target`)."""
+    if name in TARGETS:
+        return TARGETS[name]
+    if name == LOCAL_GPU.name:
+        return LOCAL_GPU
+    from roofline.errors import UnknownHardwareError
+    from roofline.hardware import load_hardware
+    from roofline.program.gpu_target import target_config
+
+    try:
+        hardware = load_hardware(name)
+    except UnknownHardwareError:
+        hardware = None
+    if hardware is None or hardware.kind != "gpu":
+        raise RooflineError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}, gpu, "
+                            "or an NVIDIA GPU's spec id (h100-sxm, v100-sxm2, ...)")
+    return Target(hardware.id, "gpu", gpu_config=target_config(hardware))
+
+
+def gpu_target_name(hardware: Hardware | None) -> str:
+    """What ``--target gpu`` compiles for: this machine's GPU where JAX sees one, else the
+    ``hardware`` GPU, deviceless."""
+    if _xla.local_gpu() is not None:
+        return LOCAL_GPU.name
+    if hardware is None or hardware.kind != "gpu":
+        raise RooflineError("--target gpu compiles for the --hardware GPU (deviceless, "
+                            "there is no GPU here): give --hardware ID of a GPU, or name "
+                            "one as the target (--target h100-sxm)")
+    return hardware.id
+
+
+def resolve_target(requested: str | None, hardware: Hardware | None) -> str:
+    """The target a program for ``hardware`` compiles for: ``requested`` (``gpu``: this
+    machine's GPU, or the ``hardware`` GPU without one), else the hardware's own (a TPU's),
+    else the host."""
+    if requested == LOCAL_GPU.name:
+        return gpu_target_name(hardware)
+    return requested or compile_target_of(hardware)
 
 
 def compile_target_of(hardware: Hardware | None) -> str:
@@ -81,7 +138,7 @@ class CompiledProgram:
     hlo_text: str = field(repr=False)
     costs: ModuleCosts = field(repr=False)
     xla: _xla.XlaCost
-    memory: _xla.MemoryFootprint
+    memory: _xla.MemoryFootprint | None   # None: not known (a dump without XLA's report)
     versions: dict[str, str]
     compile_seconds: float       # XLA's compile alone
     analysis_seconds: float      # our parse and costs of the optimized HLO text
@@ -149,7 +206,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
             lowered = _lower(fn, placed)
             lower_seconds = time.perf_counter() - start
             if cache_dir:
-                key = _cache_key(lowered.as_text(), spec, len(used))
+                key = _cache_key(lowered.as_text(), spec, len(used), used[0].device_kind)
                 cached = _cache_read(cache_dir, key)
                 if cached is not None:
                     return _from_cache(cached, spec, key)
@@ -182,6 +239,8 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
 def _device_scope(spec: Target, devices: int) -> str:
     """What one device of a compile is: a TPU core where a chip shows several (v2, v3),
     a chip where it shows one (megacore v4, v5p; v5e, v6e), the host."""
+    if spec.platform == "gpu":
+        return "device"
     if not spec.is_tpu:
         return "host"
     return "core" if devices / spec.chips > 1 else "chip"
@@ -203,6 +262,16 @@ def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]
 
     if spec.is_tpu:
         devices = list(_xla.tpu_topology(spec.topology).devices)  # type: ignore[arg-type]
+    elif spec.gpu_config:
+        from roofline.program.gpu_target import gpu_topology
+
+        devices = list(gpu_topology(spec.gpu_config).devices)
+    elif spec.platform == "gpu":
+        local = _xla.local_gpu()
+        if local is None:
+            raise RooflineError("JAX sees no GPU here: compile for a GPU spec instead "
+                                "(--target h100-sxm), which needs no GPU")
+        devices = [local]
     else:
         with _xla.quiet_native_stderr():
             devices = [jax.devices("cpu")[0]]
@@ -301,9 +370,11 @@ def _spec_index_key(workload: Workload, target: str, data_parallel: bool) -> str
     family = FAMILIES.get(workload.spec.partition(":")[0])
     if family is None or not family.build.__module__.startswith(__package__ + ".workloads"):
         return None
+    if target == LOCAL_GPU.name:   # whichever GPU this machine has: keyed by its lowering
+        return None
     versions = json.dumps(_xla.versions(), sort_keys=True)
-    material = (f"spec|{workload.spec}|{target}|{data_parallel}|{versions}|"
-                f"{_workload_sources_version()}")
+    material = (f"spec|{workload.spec}|{target}|{get_target(target).gpu_config}|"
+                f"{data_parallel}|{versions}|{_workload_sources_version()}")
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -315,9 +386,10 @@ def _workload_sources_version() -> str:
     return digest.hexdigest()
 
 
-def _cache_key(lowered_text: str, target: Target, devices: int) -> str:
+def _cache_key(lowered_text: str, target: Target, devices: int, device_kind: str) -> str:
     versions = json.dumps(_xla.versions(), sort_keys=True)
-    material = f"{target.name}|{target.topology}|{devices}|{versions}|{lowered_text}"
+    material = (f"{target.name}|{target.topology}|{target.gpu_config}|{devices}|{device_kind}|"
+                f"{versions}|{lowered_text}")
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 

@@ -62,6 +62,8 @@ def analysis_document(spec: str, program: CompiledProgram,
         "flop_convention": FLOP_CONVENTION,
         "spec": spec,
         "target": program.target.name,
+        "compiler": program.target.compiler,
+        "dump": bool(program.target.dump),
         "topology": program.target.topology,
         "devices": program.devices,
         "device_kind": program.device_kind,
@@ -81,14 +83,14 @@ def analysis_document(spec: str, program: CompiledProgram,
             "bytes_accessed": program.xla.bytes_accessed,
             "optimal_seconds": program.xla.optimal_seconds,
             "note": "XLA counts a loop body once; roofline counts it per iteration",
-        },
+        } if program.xla.reported else None,
         "memory": {
             "argument_bytes": program.memory.argument_bytes,
             "output_bytes": program.memory.output_bytes,
             "alias_bytes": program.memory.alias_bytes,
             "temp_bytes": program.memory.temp_bytes,
             "peak_bytes": program.memory.peak_bytes,
-        },
+        } if program.memory is not None else None,
         "unknown_opcodes": costs.unknown_opcodes,
         "coverage": (placement.coverage if placement is not None else
                      coverage(omissions_of(((op, None, 0.0) for op in costs.ops), None))
@@ -133,15 +135,21 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     """``analyze`` for people: totals, then the heaviest ops."""
     q = format_quantity
     t, x = doc["totals"], doc["xla"]
-    lines = [f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "
-             f"device{'s' if doc['devices'] > 1 else ''}, one {doc['device_scope']} each)",
-             f"FLOPs {t['flops']:.4g} (XLA {x['flops']:.4g}), transcendentals "
-             f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g} "
-             f"(XLA {x['bytes_accessed']:.4g}), link bytes {t['link_bytes']:.4g}, "
-             f"{t['ops']} kernel{'s' if t['ops'] != 1 else ''}",
-             f"memory per device "
-             + q(doc['memory']['peak_bytes'], Kind.BYTES,
-                 like=doc["fit"]["capacity_bytes"] if "fit" in doc else None)]
+    def xla(key: str) -> str:
+        return f" (XLA {x[key]:.4g})" if x else ""
+    head = (f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "
+            f"device{'s' if doc['devices'] > 1 else ''}, one {doc['device_scope']} each)"
+            if not doc["dump"] else f"{doc['spec']}: a program for one device, dumped")
+    lines = [head, f"ops from {doc['compiler']}",
+             f"FLOPs {t['flops']:.4g}{xla('flops')}, transcendentals "
+             f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g}"
+             f"{xla('bytes_accessed')}, link bytes {t['link_bytes']:.4g}, "
+             f"{t['ops']} kernel{'s' if t['ops'] != 1 else ''}"
+             + ("" if x else " (XLA reported no totals)"),
+             "memory per device " + (
+                 q(doc['memory']['peak_bytes'], Kind.BYTES,
+                   like=doc["fit"]["capacity_bytes"] if "fit" in doc else None)
+                 if doc["memory"] else "not known (no memory analysis came with the program)")]
     if "fit" in doc:
         f = doc["fit"]
         lines[-1] += (f" of {q(f['capacity_bytes'], Kind.BYTES)} ({f['scope']}): "

@@ -72,6 +72,19 @@ def _messages() -> dict[str, Any]:
         for name in ("XSpace", "HloProto")}
 
 
+def module_bytes(hlo_proto: bytes) -> bytes:
+    """The serialized ``HloModuleProto`` inside a serialized ``HloProto`` (b"" where the
+    bytes are no HloProto)."""
+    from google.protobuf.message import DecodeError
+
+    proto = _messages()["HloProto"]()
+    try:
+        proto.ParseFromString(hlo_proto)
+    except DecodeError:
+        return b""
+    return proto.hlo_module
+
+
 def _module_text(hlo_proto: bytes, where: str) -> str:
     from google.protobuf.message import DecodeError
 

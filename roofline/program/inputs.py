@@ -1,0 +1,57 @@
+"""What an INPUT names, told apart once: a workload SPEC to compile, a measured run (a
+run directory or an ``.xplane.pb`` trace), or an HLO dump (a file of HLO text or proto, or
+a directory written with ``XLA_FLAGS=--xla_dump_to=DIR``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from roofline.errors import RooflineError
+from roofline.program.hlo_dump import is_dump
+
+TRACE_SUFFIX = ".xplane.pb"
+
+
+@dataclass(frozen=True)
+class SpecInput:
+    """A workload SPEC (``fc:layers=4``, ``pkg.module:function``), compiled to answer."""
+
+    spec: str
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """A measured run: a run directory from ``roofline profile``, a profiler log
+    directory, or one trace file."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class DumpInput:
+    """An optimized HLO module dumped by XLA (any backend, any machine)."""
+
+    path: Path
+
+
+ProgramInput = SpecInput | RunInput | DumpInput
+
+
+def resolve_input(text: str | Path) -> ProgramInput:
+    """The kind of INPUT ``text`` names: an existing path is a dump or a run, anything
+    else a SPEC (whose own parser reports what is wrong with it)."""
+    path = Path(text)
+    try:
+        exists = path.exists()
+    except OSError:
+        exists = False
+    if not exists:
+        return SpecInput(str(text))
+    if not path.name.endswith(TRACE_SUFFIX) and is_dump(path):
+        return DumpInput(path)
+    if path.is_dir() or path.name.endswith(TRACE_SUFFIX):
+        return RunInput(path)
+    raise RooflineError(f"{path} is a file but neither a trace ({TRACE_SUFFIX}) nor an HLO "
+                        "dump (.txt or .pb, optionally .gz): give one of those, a run "
+                        "directory, or a workload SPEC")

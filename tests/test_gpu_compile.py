@@ -1,0 +1,109 @@
+"""XLA:GPU programs without a GPU: each NVIDIA spec described to XLA's deviceless GPU
+compiler (the ``gpu`` extra, installed with the test extra), the programs it writes
+costed and placed like any compile, and answers that say whose ops they place."""
+
+import json
+
+import pytest
+
+from roofline import api
+from roofline.cli import main
+from roofline.errors import RooflineError
+from roofline.hardware import load_hardware
+from roofline.program.compile import compile_workload, get_target, resolve_target
+from roofline.program.gpu_target import deviceless_available, target_config
+from roofline.program.workloads import parse_spec
+
+pytestmark = pytest.mark.skipif(not deviceless_available(),
+                                reason="the gpu extra (jax-cuda12-plugin) is not installed")
+
+
+def _field(config: str, name: str) -> str:
+    return next(line.split(":", 1)[1].strip() for line in config.splitlines()
+                if line.strip().startswith(name + ":"))
+
+
+def test_an_h100_described_as_xla_describes_it():
+    # XLA's own description of an H100 SXM (xla/tools/hlo_opt/gpu_specs/h100_sxm.txtpb)
+    # has 132 SMs of 128 fp32 cores, 228 KiB of shared memory per SM (233,472 B), 227 KiB
+    # for one block (232,448 B), 2048 threads per SM, a 50 MiB L2 and 1.98 GHz.
+    config = target_config(load_hardware("h100-sxm"))
+    assert _field(config, "core_count") == "132"
+    assert _field(config, "fpus_per_core") == "128"
+    assert _field(config, "shared_memory_per_core") == "233472"
+    assert _field(config, "shared_memory_per_block_optin") == "232448"
+    assert _field(config, "threads_per_core_limit") == "2048"
+    assert _field(config, "l2_cache_size") == str(50 * 2**20)
+    assert _field(config, "clock_rate_ghz") == "1.98"
+    assert _field(config, "memory_bandwidth") == "3350000000000"     # the spec's 3.35 TB/s
+    assert "cuda_compute_capability { major: 9 minor: 0 }" in config
+    assert 'device_description_str: "NVIDIA H100 80GB HBM3"' in config
+    # A T4 (Turing, 7.5): 40 SMs of 64 cores, 64 KiB per SM, 1024 threads per SM.
+    t4 = target_config(load_hardware("t4"))
+    assert (_field(t4, "core_count"), _field(t4, "fpus_per_core"),
+            _field(t4, "shared_memory_per_core"), _field(t4, "threads_per_core_limit")) \
+        == ("40", "64", "65536", "1024")
+
+
+def test_a_gpu_xla_cannot_compile_for_is_refused():
+    with pytest.raises(RooflineError, match="compute capability 3.5"):
+        target_config(load_hardware("k40"))
+    with pytest.raises(RooflineError, match="names no CUDA compute capability"):
+        target_config(load_hardware("mi300x"))
+    with pytest.raises(RooflineError, match="unknown target 'xeon-8163'"):
+        get_target("xeon-8163")
+
+
+@pytest.fixture(scope="module")
+def gemm_on_h100():
+    # 2 x 512 x 1024 x 256 = 268,435,456 FLOPs in one GEMM.
+    return compile_workload(parse_spec("matmul:m=512,n=256,k=1024,dtype=bf16"), "h100-sxm")
+
+
+def test_a_deviceless_compile_is_xla_gpus_program(gemm_on_h100):
+    program = gemm_on_h100
+    assert program.target.platform == "gpu" and program.device_kind == "NVIDIA H100 80GB HBM3"
+    assert program.device_scope == "device"
+    # The product's FLOPs exactly; XLA:GPU may split its K dimension over blocks (split-K)
+    # and add the partial products in a reduction of its own.
+    assert sum(op.flops for op in program.costs.ops if op.category == "matmul") \
+        == 268_435_456
+    assert "XLA:GPU for h100-sxm, deviceless" in program.target.compiler
+    # XLA:GPU's own kernels: a cuBLAS call or a Triton GEMM fusion, not XLA:CPU's.
+    assert "__cublas" in program.hlo_text or "__triton" in program.hlo_text
+    assert "__ynn_fusion" not in program.hlo_text
+    assert program.memory.peak_bytes >= 2 * (512 * 1024 + 1024 * 256 + 512 * 256)
+    assert not program.xla.reported     # XLA gives no totals without a device
+
+
+def test_target_gpu_means_the_hardwares_own_without_a_gpu():
+    assert resolve_target("gpu", load_hardware("v100-sxm2")) == "v100-sxm2"
+    with pytest.raises(RooflineError, match="give --hardware ID of a GPU"):
+        resolve_target("gpu", load_hardware("xeon-8163"))
+
+
+def test_analyze_and_whatif_place_xla_gpus_ops_and_say_so(capsys):
+    spec = "fc:layers=2,nodes=256,input=512,output=128,batch=64"
+    assert main(["analyze", spec, "--hardware", "h100-sxm", "--target", "gpu",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["compiler"].startswith("XLA:GPU for h100-sxm, deviceless")
+    assert all(g["gap"] != "ops of another compiler" for g in doc["coverage"]["gaps"])
+    result = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5}, target="gpu")
+    assert all(o.gap.value != "ops of another compiler" for o in result.coverage.omissions)
+    host = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5})
+    assert any(o.gap.value == "ops of another compiler" for o in host.coverage.omissions)
+
+
+def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):
+    from roofline.model.analysis import place_program
+
+    spec = "matmul:m=512,n=256,k=1024,dtype=bf16"
+    prediction = api.predict(spec, "a100-40gb", "h100-sxm", target="gpu", ceilings="peak")
+    a100 = compile_workload(parse_spec(spec), "a100-40gb")
+    assert prediction.comparison.old_s == pytest.approx(
+        place_program(a100, load_hardware("a100-40gb")).seconds)
+    assert prediction.comparison.new_s == pytest.approx(
+        place_program(gemm_on_h100, load_hardware("h100-sxm")).seconds)
+    assert all(o.gap.value != "ops of another compiler"
+               for o in prediction.comparison.coverage.omissions)
