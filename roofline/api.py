@@ -350,7 +350,7 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *
     side's TPU compiler, else this host's)."""
     from roofline.program.workloads import parse_spec
 
-    stand_in = stand_in or default_stand_in(source, destination)
+    stand_in = stand_in or default_stand_in(source, destination, devices)
     before = place_side(spec, source, per, stand_in=stand_in, devices=devices,
                         cache_dir=cache_dir)
     after = place_side(to_program or spec, destination, per, stand_in=stand_in,

@@ -1,6 +1,6 @@
 """XLA:GPU programs without a GPU: each NVIDIA spec described to XLA's deviceless GPU
-compiler (the ``gpu`` extra, installed with the test extra), the programs it writes
-costed and placed like any compile, and answers that say whose ops they place."""
+compiler (JAX's CUDA plugin, a pinned dependency), the programs it writes costed and
+placed like any compile, and answers that say whose ops they place."""
 
 import json
 
@@ -11,11 +11,8 @@ from roofline.cli import main
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.program.compile import compile_workload, get_target, resolve_target
-from roofline.program.gpu_target import deviceless_available, target_config
+from roofline.program.gpu_target import target_config
 from roofline.program.workloads import parse_spec
-
-pytestmark = pytest.mark.skipif(not deviceless_available(),
-                                reason="the gpu extra (jax-cuda12-plugin) is not installed")
 
 
 def _field(config: str, name: str) -> str:
@@ -82,17 +79,21 @@ def test_target_gpu_means_the_hardwares_own_without_a_gpu():
         resolve_target("gpu", load_hardware("xeon-8163"))
 
 
-def test_analyze_and_whatif_place_xla_gpus_ops_and_say_so(capsys):
+def test_a_gpus_answers_place_its_own_compilers_ops_and_say_so(capsys):
     spec = "fc:layers=2,nodes=256,input=512,output=128,batch=64"
-    assert main(["analyze", spec, "--hardware", "h100-sxm", "--target", "gpu",
-                 "--format", "json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["compiler"].startswith("XLA:GPU for h100-sxm, deviceless")
-    assert all(g["gap"] != "ops of another compiler" for g in doc["coverage"]["gaps"])
-    result = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5}, target="gpu")
+    for target in ([], ["--target", "gpu"]):    # XLA:GPU is the default for a GPU
+        assert main(["analyze", spec, "--hardware", "h100-sxm", *target,
+                     "--format", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["compiler"].startswith("XLA:GPU for h100-sxm, deviceless")
+        assert all(g["gap"] != "ops of another compiler" for g in doc["coverage"]["gaps"])
+    result = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5})
     assert all(o.gap.value != "ops of another compiler" for o in result.coverage.omissions)
-    host = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5})
+    host = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5}, target="host")
     assert any(o.gap.value == "ops of another compiler" for o in host.coverage.omissions)
+    # An AMD GPU has no compiler here: its answers take the host's ops, and say so.
+    amd = api.whatif(spec, "mi300x", {"memory_bandwidth": 1.5})
+    assert any("not XLA:GPU" in o.detail for o in amd.coverage.omissions)
 
 
 def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):

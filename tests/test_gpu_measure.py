@@ -210,3 +210,17 @@ def test_cli_refuses_a_measurement_of_another_kind(tmp_path, capsys):
     assert main(["hardware", "measure", "--from-json", str(bad), "--out",
                  str(tmp_path / "x.toml")]) == 2
     assert "not a GPU measurement" in capsys.readouterr().err
+
+
+def test_a_floor_lost_in_noise_is_flagged_not_written(tmp_path, h100):
+    # Two chains' difference can come out at zero or below on a busy machine: no spec can
+    # hold a per-op cost of 0, so it is left out and said so.
+    doc = copy.deepcopy(SYNTHETIC)
+    doc["floors"]["kernel_s"] = 0.0
+    m = GpuMeasurement.from_json(doc)
+    assert "kernel in a program measured no time above the noise" in " ".join(flags(m, h100))
+    (tmp_path / "h100-sxm.toml").write_text(measured_variant_toml(h100.path, m, h100,
+                                                                  "h100-sxm"))
+    hw = load_spec_file(tmp_path / "h100-sxm.toml", variant="measured")
+    assert hw.overhead.value == pytest.approx(3e-6)       # the spec's own, kept
+    assert hw.dispatch.value == pytest.approx(8e-6)

@@ -35,19 +35,24 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
     # Different kinds: each device as a whole. The V100 runs batch 64; the board's 8 cores
     # run 64 / 8 = 8 each, at the same time, so one core's step is the board's.
     assert doc["per"] == "device"
-    # The V100 has no compiler here: its ops come from the TPU side's (XLA:TPU fuses a
-    # network much as a GPU compiler does), in the dtypes the program stores.
-    assert doc["sides"]["source"] == ("v100-sxm2: one device, batch 64; ops of the tpu-v3 "
-                                      "compile (XLA:TPU for v3:2x2, deviceless), placed in "
-                                      "the dtypes the program stores")
+    # Each side compiled by its own compiler: the V100's by XLA:GPU, without a GPU.
+    assert doc["sides"]["source"].startswith(
+        "v100-sxm2: one device, batch 64; ops of the v100-sxm2 compile (XLA:GPU for "
+        "v100-sxm2, deviceless")
     assert doc["sides"]["target"].startswith("tpu-v3 board: 8 cores data-parallel, batch 8 "
                                              "each (global 64)")
     assert doc["sides"]["target"].endswith("ops of the tpu-v3 compile")
     assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
     assert result.destination.scope == "core"
-    on_v100 = place_program(compile_workload(parse_spec(FC), "tpu-v3"),
+    on_v100 = place_program(compile_workload(parse_spec(FC), "v100-sxm2"),
                             load_hardware("v100-sxm2"))
     assert result.comparison.old_s == pytest.approx(on_v100.seconds)
+    # A TPU's compile stands in where asked (XLA:TPU fuses a network much as a GPU
+    # compiler does), in the dtypes the program stores, and the answer says so first.
+    with_tpu_ops = predict(FC, "v100-sxm2", "tpu-v3", target="tpu-v3", ceilings="peak")
+    assert "ops of the tpu-v3 compile (XLA:TPU for v3:2x2, deviceless)" in \
+        with_tpu_ops.sides[0]
+    assert with_tpu_ops.comparison.coverage.of(Gap.OTHER_COMPILER)
     with_host_ops = predict(FC, "v100-sxm2", "tpu-v3", target="host", ceilings="peak")
     assert "ops of the host compile (XLA:CPU on this host)" in with_host_ops.sides[0]
     on_v100 = place_program(compile_workload(parse_spec(FC), "host"),
@@ -72,8 +77,8 @@ def test_a_tpu_board_against_a_gpu(board_steps):
     result = predict(FC, "tpu-v2", "a100-40gb", ceilings="peak")
     assert result.per == "device"
     assert result.comparison.old_s == pytest.approx(board_steps["tpu-v2"].seconds)
-    assert result.sides[1].startswith("a100-40gb: one device, batch 64; ops of the tpu-v2 "
-                                      "compile")
+    assert result.sides[1].startswith("a100-40gb: one device, batch 64; ops of the "
+                                      "a100-40gb compile (XLA:GPU")
 
 
 def test_board_against_board_through_the_data_parallel_compile(board_steps):

@@ -43,17 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # The CLI compiles for XLA:CPU and, deviceless, for TPUs and GPUs: it never needs jax
-    # to probe for a TPU (libtpu prints warnings on machines without one). A machine with
-    # an NVIDIA GPU and JAX's CUDA plugin uses its GPU (to measure it, profile on it, and
-    # compile for it with --target gpu).
+    # The CLI compiles for XLA:CPU and, deviceless, for TPUs and GPUs: it needs JAX to
+    # probe for no accelerator (libtpu prints warnings on machines without a TPU). On a
+    # machine with an NVIDIA GPU, JAX may use it (to measure it, profile on it, compile for
+    # it with --target gpu), or fall back to the CPU where its CUDA libraries are missing.
     from roofline.program._xla import cuda_plugin_installed, nvidia_gpu_present
 
     plugin = cuda_plugin_installed()
-    gpu = plugin and nvidia_gpu_present()
-    os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if gpu else "cpu")
+    if not (plugin and nvidia_gpu_present()):
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
-    if plugin and not gpu and _uses_jax(args):
+    if plugin and _uses_jax(args):
         from roofline.program._xla import start_quietly
 
         start_quietly()
@@ -72,8 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _uses_jax(args: argparse.Namespace) -> bool:
-    """Whether a command starts JAX (the spec library, the workload list and explain, which
-    reads traces and HLO without it, do not)."""
+    """Whether a command starts JAX, whose native libraries (JAX's CUDA plugin without a
+    GPU, libtpu without a TPU) log as they load: the spec library, the workload list and
+    explain, which reads traces and HLO without JAX, do not."""
     if args.command == "hardware":
         return args.hardware_command == "measure"
     return args.command not in ("workloads", "explain")

@@ -179,7 +179,8 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.set_defaults(handler=_analyze)
 
     p = commands.add_parser(
-        "profile", help="run a program on this host and capture a trace into a run directory")
+        "profile", help="run a program on this machine (its GPU where JAX sees one, else "
+                        "its CPU) and capture a trace into a run directory")
     p.add_argument("spec", metavar="SPEC", help="a workload, as for analyze")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="new run directory, e.g. traces/mlp (never overwritten)")

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 
@@ -50,10 +51,16 @@ def gpu_facts(device: Any) -> GpuFacts:
 
     capability = getattr(device, "compute_capability", None)
     stats = device.memory_stats() or {}
-    software = {"jax": jax.__version__, "jaxlib": jax.lib.__version__}
-    version = getattr(device.client, "platform_version", "")
-    if version:
-        software[device.platform + " runtime"] = str(version).strip()
+    software = {"jax": jax.__version__}
+    plugins = ("jax-cuda13-plugin", "jax-cuda12-plugin") if device.platform == "gpu" else ()
+    for package in ("jaxlib", *plugins):
+        try:
+            software[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    version_text = getattr(device.client, "platform_version", "")
+    if version_text:
+        software[device.platform + " runtime"] = str(version_text).strip()
     nvml = _nvml()
     return GpuFacts(
         name=device.device_kind, platform=device.platform,

@@ -96,7 +96,11 @@ class GpuMeasurement:
         return why
 
     def figures(self, base: Hardware) -> list[Figure]:
-        """Each measured figure with the record of ``base`` it belongs to."""
+        """Each measured figure with the record of ``base`` it belongs to (those that came
+        out at zero or below, a difference lost in noise, are left out: see :func:`flags`)."""
+        return [f for f in self._figures(base) if f.value > 0]
+
+    def _figures(self, base: Hardware) -> list[Figure]:
         found = []
         rejected = self.rejected()
         for case in MATRIX_CASES:
@@ -280,6 +284,8 @@ def over_peak(m: GpuMeasurement, base: Hardware) -> list[Figure]:
 def flags(m: GpuMeasurement, base: Hardware) -> list[str]:
     """What the measurement could not write, and why."""
     found = list(m.rejected().values())
+    found += [f"{f.what} measured no time above the noise of its measurement: not written"
+              for f in m._figures(base) if f.value <= 0]
     for figure in over_peak(m, base):
         peak = _spec_figures(base, figure)[0]
         found.append(f"{figure.what} measured {format_quantity(figure.value, figure.kind)}, "

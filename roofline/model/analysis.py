@@ -312,8 +312,7 @@ def _placing_alike_once(device: Hardware, overlap: Overlap) -> Callable[[OpCost]
 _OWN_COMPILER = {
     "gpu": ("XLA:GPU", "it fuses normalizations and activations into their neighbours and "
             "calls cuBLAS and cuDNN, so the ops and their bytes differ; give an XLA:GPU "
-            "dump (a file or directory written with XLA_FLAGS=--xla_dump_to=DIR) or "
-            "--target gpu"),
+            "dump (a file or directory written with XLA_FLAGS=--xla_dump_to=DIR)"),
     "tpu": ("XLA:TPU", "it tiles and fuses for the MXU; compile for the TPU with "
             "--target tpu-vN"),
     "cpu": ("XLA:CPU", "compile on the host (--target host)"),
@@ -326,6 +325,9 @@ def compiler_note(platform: str, compiler: str, device: Hardware) -> str:
     if not platform or platform == device.kind or device.kind not in _OWN_COMPILER:
         return ""
     own, why = _OWN_COMPILER[device.kind]
+    if device.kind == "gpu":
+        why += (" or compile for it without it (--target gpu)" if device.compute_capability
+                else "; XLA compiles without a GPU for NVIDIA's only")
     return (f"{device.id} is a {device.kind.upper()} but the ops are those of {compiler}, "
             f"not {own}: {why}")
 

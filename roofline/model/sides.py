@@ -54,16 +54,21 @@ def default_unit(source: Hardware, destination: Hardware) -> str | None:
     return "device" if source.kind != destination.kind else None
 
 
-def default_stand_in(source: Hardware, destination: Hardware) -> str | None:
-    """The compile a GPU or CPU side takes its ops from when the other side is a TPU: that
-    TPU's. There is no GPU compiler here, and XLA:TPU fuses a network's normalization and
-    activations much as a GPU compiler does, where XLA:CPU leaves them apart (a ResNet-50
-    step: 333 element-wise kernels and 3.2 GB on TPU, 660 and 13.6 GB on the host). Placed
-    on a V100 its ResNet-50 steps come to 1,103 images/s against the 1,200 NVIDIA
-    measured; XLA:CPU's come to 397 (README, "Across device kinds"). None (this host's
-    compile) when neither side is a TPU."""
+def default_stand_in(source: Hardware, destination: Hardware, devices: int = 1
+                     ) -> str | None:
+    """The compile a side without its own compiler takes its ops from when the other side
+    is a TPU: that TPU's. An NVIDIA GPU has its own (XLA:GPU, deviceless) for one device;
+    N of them data-parallel need the gradients a board compile shows, which only a TPU's
+    gives here. A CPU, or a GPU XLA cannot compile for here, takes the TPU's, since
+    XLA:TPU fuses a network's normalization and activations much as a GPU compiler does,
+    where XLA:CPU leaves them apart (a ResNet-50 step: 333 element-wise kernels and 3.2 GB
+    on TPU, 660 and 13.6 GB on the host). None (each side's own compile, else this host's)
+    otherwise."""
     tpus = [hw for hw in (source, destination) if hw.kind == "tpu"]
-    return compile_target_of(tpus[0]) if len(tpus) == 1 else None
+    others = [hw for hw in (source, destination) if hw.kind != "tpu"]
+    if len(tpus) != 1 or (devices == 1 and compile_target_of(others[0]) != "host"):
+        return None
+    return compile_target_of(tpus[0])
 
 
 def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None = None,

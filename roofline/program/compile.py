@@ -123,8 +123,19 @@ def resolve_target(requested: str | None, hardware: Hardware | None) -> str:
 
 
 def compile_target_of(hardware: Hardware | None) -> str:
-    """The compile target named by a hardware id (``tpu-v3`` -> ``tpu-v3``), else ``host``."""
-    return hardware.id if hardware is not None and hardware.id in TARGETS else "host"
+    """The compiler a device's own programs come from: a TPU's (``tpu-v3``), an NVIDIA
+    GPU's XLA:GPU without a GPU where the gpu extra is installed (``h100-sxm``), else this
+    host's."""
+    if hardware is None:
+        return "host"
+    if hardware.id in TARGETS:
+        return hardware.id
+    from roofline.program.gpu_target import CAPABILITY_LIMITS, deviceless_available
+
+    if hardware.kind == "gpu" and hardware.compute_capability in CAPABILITY_LIMITS \
+            and deviceless_available():
+        return hardware.id
+    return "host"
 
 
 @dataclass(frozen=True)

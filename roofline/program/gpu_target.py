@@ -2,9 +2,9 @@
 file, handed to the CUDA plugin's deviceless compiler
 (``jax.experimental.topologies.get_topology_desc(platform="cuda", target_config=...)``).
 
-What it needs (the ``gpu`` extra: ``jax-cuda12-plugin`` and ``jax-cuda12-pjrt`` of the jax
-release, and ``nvidia-cuda-nvcc-cu12`` for ``ptxas``; no driver, no CUDA runtime, no
-cuDNN) compiles the program as XLA:GPU would on that GPU, with one difference: nothing is
+What it needs (``jax-cuda12-plugin`` and ``jax-cuda12-pjrt`` of the jax release, and
+``nvidia-cuda-nvcc-cu12`` for ``ptxas``, all pinned dependencies; no driver, no CUDA
+runtime, no cuDNN) compiles the program as XLA:GPU would on that GPU, with one difference: nothing is
 autotuned without a device, so GEMM fusions keep XLA's default tile configurations and
 library choices where a real compile would time candidates. Fusion, layout and library
 calls (cuBLAS, cuDNN, Triton) are XLA:GPU's own.
@@ -58,9 +58,9 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 # The CUDA and cuDNN versions the deviceless compile assumes the program will meet (those
 # jax-cuda12 0.10 is built against); XLA enables library fusions by them.
 RUNTIME_VERSION, DNN_VERSION = (12, 8), (9, 8)
-GPU_EXTRA = ("the deviceless XLA:GPU compiler is not installed: pip install "
-             "'roofline[gpu]' (jax-cuda12-plugin, jax-cuda12-pjrt and nvidia-cuda-nvcc-cu12 "
-             "of the pinned versions; no GPU or driver needed)")
+NOT_INSTALLED = ("the deviceless XLA:GPU compiler is not installed: install roofline's pinned "
+             "jax-cuda12-plugin, jax-cuda12-pjrt and nvidia-cuda-nvcc-cu12 (no GPU or driver "
+             "needed)")
 
 
 def device_name(hardware: Hardware) -> str:
@@ -128,5 +128,5 @@ def gpu_topology(config: str, devices: int = 1) -> Any:
     from roofline.program import _xla
 
     if not deviceless_available():
-        raise RooflineError(GPU_EXTRA)
+        raise RooflineError(NOT_INSTALLED)
     return _xla.gpu_topology(config, devices)

@@ -1,4 +1,5 @@
-"""Capturing a run on this host: compile, warm up, profile N steps with jax.profiler.
+"""Capturing a run on this machine (its GPU where JAX sees one, else its CPU): compile,
+warm up, profile N steps with jax.profiler.
 
 A run directory holds everything needed to explain the run later, on any machine:
 
@@ -155,10 +156,11 @@ def _check_arguments(out: Path, steps: int, warmup: int) -> None:
 
 
 def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int = 2,
-            progress: Callable[[str], None] = say, cores: list[int] | None = None
-            ) -> Path:
-    """Profile ``steps`` runs of ``workload`` on this host into the run directory ``out``
-    (``cores``: the cores this process was pinned to, recorded in the manifest)."""
+            progress: Callable[[str], None] = say, cores: list[int] | None = None,
+            device: Any = None) -> Path:
+    """Profile ``steps`` runs of ``workload`` into the run directory ``out`` on ``device``
+    (default: this machine's GPU where JAX sees one, else its CPU; ``cores``: the cores
+    this process was pinned to, recorded in the manifest)."""
     import jax
 
     out = Path(out)
@@ -168,25 +170,34 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        progress(f"[1/4] compiling {workload.spec} for the host")
-        with _xla.quiet_native_stderr():
-            device = jax.devices("cpu")[0]
+        if device is None:
+            device = (_xla.local_gpu() if cores is None else None) or _host_device()
+        where = "the host" if device.platform == "cpu" else device.device_kind
+        progress(f"[1/4] compiling {workload.spec} for {where}")
         with jax.default_device(device):
             args = concrete_arguments(workload.args)
             try:
                 compiled = jax.jit(workload.fn).lower(*args).compile()
             except Exception as exc:
-                raise RooflineError(f"cannot compile {workload.spec} for the host: "
+                raise RooflineError(f"cannot compile {workload.spec} for {where}: "
                                     f"{type(exc).__name__}: {exc}") from None
             started, walls = _profile(compiled, args, staging, steps, warmup, progress)
         progress(f"[4/4] writing {out}")
         _write_run(staging, workload, compiled.as_text(), steps=steps, warmup=warmup,
-                   cores=cores, started=started, walls=walls)
+                   cores=cores, started=started, walls=walls,
+                   device={"platform": device.platform, "kind": device.device_kind})
         _keep(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _host_device() -> Any:
+    import jax
+
+    with _xla.quiet_native_stderr():
+        return jax.devices("cpu")[0]
 
 
 def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
@@ -216,7 +227,7 @@ def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
 
 def _write_run(staging: Path, workload: Workload, hlo_text: str, *, steps: int,
                warmup: int, cores: list[int] | None, started: datetime.datetime,
-               walls: list[float]) -> None:
+               walls: list[float], device: dict[str, str]) -> None:
     """The optimized HLO and the manifest (how the steps were taken) beside the trace in
     ``staging``."""
     module = parse_hlo_text(hlo_text).name
@@ -230,6 +241,7 @@ def _write_run(staging: Path, workload: Workload, hlo_text: str, *, steps: int,
         "warmup": warmup,
         "modules": [module],
         "versions": _xla.versions(),
+        "device": device,
         "host": host_description(),
         "pinned_cores": cores,
         "start_time": started.isoformat(),

@@ -1,0 +1,224 @@
+"""The model against what real GPUs measured: replays, offline, what
+benchmarks/gpu_ground_truth.py measured on each GPU (measurements/gpu/<spec id>/), each
+result beside the naive roofline ratio.
+
+1. Per-op transfer f32 -> bf16 on one GPU (ops.csv): :func:`roofline.predict_ops` from the
+   f32 times with the GPU's measured ceilings (its ``measured`` variant), against its
+   measured bf16 times; naive: each f32 time times the ratio of the op's roofline times.
+2. Whole training steps (steps.csv, dumps/): each step's measured time against its own
+   XLA:GPU program, compiled on that GPU and placed on the measured variant (the expected
+   time: measured ceilings, per-kernel floor) and on the datasheet peaks (the roofline).
+3. Across GPUs, once two are measured (an H100 and an H200): per op, ``predict_ops`` from
+   one to the other against the other's times (naive as above); per step, the measured
+   step times the predicted ratio of the two programs' times, and the measured step times
+   ``whatif --scale memory_bandwidth=R`` (R the ratio of their measured copy bandwidths,
+   1.43 from the datasheets), against the other's measured step.
+
+Run: .venv/bin/python benchmarks/gpu_accuracy.py [--data measurements/gpu] [--json FILE]
+
+No number the model reads comes from the times it predicts: the ceilings are those
+``roofline hardware measure`` measured with its own kernels in the same session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+MEASURED_VARIANT = "measured"
+
+
+@dataclass
+class Errors:
+    """|predicted / measured - 1| of each case, per method (``model``, ``naive``...)."""
+
+    title: str
+    by_method: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def median(self, method: str) -> float:
+        return statistics.median(self.by_method[method].values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "notes": self.notes,
+                "median": {m: self.median(m) for m in self.by_method if self.by_method[m]},
+                "cases": self.by_method}
+
+    def text(self) -> str:
+        lines = [f"== {self.title} =="]
+        names = sorted({n for cases in self.by_method.values() for n in cases})
+        methods = list(self.by_method)
+        lines.append(f"{'case':58} " + " ".join(f"{m:>12}" for m in methods))
+        for name in names:
+            cells = " ".join(f"{self.by_method[m][name] * 100:11.1f}%" if name in
+                             self.by_method[m] else f"{'-':>12}" for m in methods)
+            lines.append(f"{name[:58]:58} {cells}")
+        lines.append(f"{'median':58} " + " ".join(
+            f"{self.median(m) * 100:11.1f}%" for m in methods if self.by_method[m]))
+        return "\n".join(lines + self.notes)
+
+
+def device_hardware(device_dir: Path, specs: Path | None = None) -> Any:
+    """The GPU a measurement directory describes (its name is the spec id; ``specs``: a
+    directory of spec files searched first), at its measured ceilings where its spec holds
+    the measured variant."""
+    from roofline.hardware import load_hardware
+
+    dirs = [specs] if specs else []
+    base = load_hardware(device_dir.name, dirs)
+    if MEASURED_VARIANT in dict(base.variants):
+        return load_hardware(f"{device_dir.name}@{MEASURED_VARIANT}", dirs)
+    return base
+
+
+def _ops_tables(device_dir: Path) -> dict[str, Any]:
+    import pandas
+
+    frame = pandas.read_csv(device_dir / "ops.csv", dtype=str, keep_default_na=False)
+    return {dtype: frame[frame.dtype == dtype].drop(columns=["sync_us"], errors="ignore")
+            for dtype in ("float32", "bfloat16")}
+
+
+def per_op_dtype(device_dir: Path, hardware: Any) -> Errors:
+    """Per-op transfer f32 -> bf16 on the same GPU."""
+    from roofline import predict_ops, read_ops_table
+    from transfer_accuracy import naive
+
+    tables = _ops_tables(device_dir)
+    source, measured = read_ops_table(tables["float32"]), read_ops_table(tables["bfloat16"])
+    prediction = predict_ops(source, hardware, hardware, to_dtype="bf16")
+    predicted = {"model": {op.name: op.new_s for op in prediction.comparison.ops},
+                 "naive": naive(source, hardware, hardware, source.with_dtype("bf16").ops)}
+    return Errors(f"{hardware.ref}: per op, f32 -> bf16", {
+        method: {name: abs(t / measured.measured_s[name] - 1) for name, t in times.items()}
+        for method, times in predicted.items()}, [prediction.comparison.basis])
+
+
+def _steps(device_dir: Path) -> dict[str, dict[str, str]]:
+    with (device_dir / "steps.csv").open() as handle:
+        return {row["spec"]: row for row in csv.DictReader(handle) if not row["error"]}
+
+
+def _step_program(device_dir: Path, row: dict[str, str]) -> Any:
+    from roofline.program.hlo_dump import dumped_program, read_dump
+
+    return dumped_program(read_dump(device_dir / "dumps" / row["dump"]))
+
+
+def _placed_s(program: Any, hardware: Any, ceilings: str) -> float:
+    from roofline.model.analysis import place_program
+
+    return place_program(program, hardware.at_ceilings(ceilings)).seconds
+
+
+def steps_vs_prediction(device_dir: Path, hardware: Any) -> Errors:
+    """Whole steps against their own programs placed on the GPU."""
+    errors = Errors(f"{hardware.ref}: whole training steps, each against its own XLA:GPU "
+                    "program", {"expected": {}, "roofline": {}})
+    for spec, row in _steps(device_dir).items():
+        program = _step_program(device_dir, row)
+        measured = float(row["step_s"])
+        errors.by_method["expected"][spec] = abs(
+            _placed_s(program, hardware, "achievable") / measured - 1)
+        errors.by_method["roofline"][spec] = abs(
+            _placed_s(program, hardware, "peak") / measured - 1)
+    return errors
+
+
+def _copy_bandwidth(device_dir: Path, hardware: Any) -> float:
+    path = device_dir / "measure.json"
+    if path.exists():
+        return float(json.loads(path.read_text())["copy"]["best"])
+    return hardware.main_memory.bytes_per_s
+
+
+def across(source_dir: Path, target_dir: Path, source: Any, target: Any) -> list[Errors]:
+    """One measured GPU predicted from another: per op, and per step."""
+    from roofline import predict_ops, read_ops_table
+    from roofline.model.comparison import whatif_costs, working_ops
+    from transfer_accuracy import naive
+
+    results = []
+    for dtype, tag in (("float32", "f32"), ("bfloat16", "bf16")):
+        table = read_ops_table(_ops_tables(source_dir)[dtype])
+        measured = read_ops_table(_ops_tables(target_dir)[dtype])
+        prediction = predict_ops(table, source, target)
+        predicted = {"model": {op.name: op.new_s for op in prediction.comparison.ops},
+                     "naive": naive(table, source, target, table.ops)}
+        results.append(Errors(f"{source.ref} -> {target.ref}: per op, {tag}", {
+            m: {n: abs(t / measured.measured_s[n] - 1) for n, t in times.items()}
+            for m, times in predicted.items()}))
+    ratio = _copy_bandwidth(target_dir, target) / _copy_bandwidth(source_dir, source)
+    steps = Errors(f"{source.ref} -> {target.ref}: whole steps (measured source step x "
+                   "predicted ratio)", {"model": {}, "naive": {}, "whatif": {}},
+                   [f"whatif: --scale memory_bandwidth={ratio:.3f} (the measured copy "
+                    "bandwidths' ratio) on the source"])
+    targets = _steps(target_dir)
+    for spec, row in _steps(source_dir).items():
+        if spec not in targets:
+            continue
+        before, after = _step_program(source_dir, row), _step_program(target_dir, targets[spec])
+        measured_source, measured_target = float(row["step_s"]), float(targets[spec]["step_s"])
+        for method, ceilings in (("model", "achievable"), ("naive", "peak")):
+            speedup = (_placed_s(before, source, ceilings)
+                       / _placed_s(after, target, ceilings))
+            steps.by_method[method][spec] = abs(measured_source / speedup / measured_target - 1)
+        scaled = whatif_costs(working_ops(before.costs.ops),
+                              source.at_ceilings("achievable"), {"memory_bandwidth": ratio})
+        steps.by_method["whatif"][spec] = abs(
+            measured_source / scaled.speedup / measured_target - 1)
+    results.append(steps)
+    return results
+
+
+def report(data: Path, specs: Path | None = None) -> list[Errors]:
+    """Every comparison the measurements under ``data`` allow (``specs``: spec files to
+    read the GPUs from before the library's)."""
+    measured = sorted(d for d in data.iterdir() if (d / "provenance.json").exists()) \
+        if data.is_dir() else []
+    results = []
+    hardware = {d: device_hardware(d, specs) for d in measured}
+    for device_dir in measured:
+        if (device_dir / "ops.csv").exists():
+            results.append(per_op_dtype(device_dir, hardware[device_dir]))
+        if (device_dir / "steps.csv").exists():
+            results.append(steps_vs_prediction(device_dir, hardware[device_dir]))
+    for source_dir in measured:
+        for target_dir in measured:
+            if source_dir != target_dir and all((d / "ops.csv").exists()
+                                                 for d in (source_dir, target_dir)):
+                results += across(source_dir, target_dir, hardware[source_dir],
+                                  hardware[target_dir])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT / "measurements" / "gpu")
+    parser.add_argument("--json", type=Path, help="also write the errors as JSON")
+    args = parser.parse_args()
+    results = report(args.data)
+    if not results:
+        print(f"no GPU measurements under {args.data}: run benchmarks/gpu_ground_truth.py "
+              "on a GPU and file its outputs with its 'import' command")
+        return
+    for errors in results:
+        print(errors.text(), end="\n\n")
+    if args.json:
+        args.json.write_text(json.dumps([e.to_json() for e in results], indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
