@@ -114,8 +114,10 @@ def _fixed_costs(reps: int) -> dict[str, float]:
             "handoff_s": max(handoff, 0.0)}
 
 
-def _bandwidths(quick: bool, reps: int) -> tuple[dict[str, float], float]:
-    """Bytes per second per level, and the compiled loop's own cost per pass."""
+def _bandwidths(quick: bool, reps: int) -> tuple[dict[str, float | None], float]:
+    """Bytes per second per level, and the compiled loop's own cost per pass. A level whose
+    every timing came out no longer than the loop's or the call's own cost (noise on a
+    small array) is not measured: None."""
     import jax
     import jax.numpy as jnp
 
@@ -136,8 +138,10 @@ def _bandwidths(quick: bool, reps: int) -> tuple[dict[str, float], float]:
             per_pass = best_seconds(loop, x, x, count, reps=reps) / count - loop_cost
             inner = max(1, min(count, 200))
             per_call = _in_place_seconds(step, x, reps, inner) - call_cost
-            rates.append(3 * n * 4 / max(min(per_pass, per_call), 1e-12))
-        bandwidth[level] = max(rates)
+            timed = [t for t in (per_pass, per_call) if t > 0]
+            if timed:
+                rates.append(3 * n * 4 / min(timed))
+        bandwidth[level] = max(rates) if rates else None
     return bandwidth, loop_cost
 
 

@@ -317,11 +317,12 @@ def _memory_toml(m: HostMeasurement, far_to_near: list[str],
             lines.append(f'bandwidth = "{_bandwidth(all_bw[level])}"')
         lines.append('source = ["measured", "cpuinfo"]')
         if all_bw[level] is None:
-            every = _bandwidth(m.all_cores["bandwidth"].get(level, 0))
-            one = _bandwidth(m.one_core["bandwidth"].get(level, 0))
+            every = _bandwidth(m.all_cores["bandwidth"].get(level) or 0)
+            one = _bandwidth(m.one_core["bandwidth"].get(level) or 0)
             lines.append(f'note = "Bandwidth measured {every} on all cores and {one} on one, '
-                         'below a farther level on one of them (XLA did not spread this size '
-                         'over the cores, or the machine was busy): no roof is drawn."')
+                         'below a farther level on one of them or lost in the noise of its '
+                         'measurement (XLA did not spread this size over the cores, or the '
+                         'machine was busy): no roof is drawn."')
         one = (f'alternatives.one-core = {{ capacity = "{one_core_size // 1024} KiB", '
                'scope = "core", source = "measured"')
         if one_bw[level] is not None:
