@@ -159,3 +159,20 @@ def test_whatif_and_predict_take_a_dump(dumps):
     assert prediction.mode == "analytical"
     assert any(o.gap.value == "ops of another compiler" and "v100-sxm2 is a GPU" in o.detail
                for o in prediction.comparison.coverage.omissions)
+
+
+def test_a_committed_xla_gpu_dump_reads_as_the_live_compile_of_its_step():
+    # tests/data/dumps/h100-fc-bf16: XLA:GPU's program for an H100 of the fc step below
+    # (see SOURCES.md there); compiled again now without a GPU, the same costs.
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
+
+    dumped = read_dump(DATA / "dumps" / "h100-fc-bf16")
+    assert (dumped.platform, dumped.compiler, dumped.name) == ("gpu", "XLA:GPU (sm_9.0)",
+                                                               "jit_step")
+    program = dumped_program(dumped)
+    live = compile_workload(parse_spec(
+        "fc:layers=2,nodes=256,input=512,output=128,batch=64,dtype=bf16"), "h100-sxm")
+    assert program.costs.flops == live.costs.flops
+    assert program.costs.bytes == live.costs.bytes
+    assert program.memory.peak_bytes > 0

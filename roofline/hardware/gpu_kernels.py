@@ -76,7 +76,10 @@ def matrix_rates(device: Any, quick: bool, capability: float, memory_bytes: floa
                                               f"{capability or 'none'}"}
             continue
         say(f"GEMM rate, {case.label} ({case.jax_dtype}, precision {case.precision})")
-        results[case.dtype] = _sweep(device, case, quick, memory_bytes)
+        try:
+            results[case.dtype] = _sweep(device, case, quick, memory_bytes)
+        except Exception as exc:   # a dtype XLA cannot compile here must not lose the rest
+            results[case.dtype] = {"skipped": f"{type(exc).__name__}: {exc}"[:300]}
     return results
 
 

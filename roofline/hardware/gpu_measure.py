@@ -284,6 +284,9 @@ def over_peak(m: GpuMeasurement, base: Hardware) -> list[Figure]:
 def flags(m: GpuMeasurement, base: Hardware) -> list[str]:
     """What the measurement could not write, and why."""
     found = list(m.rejected().values())
+    found += [f"{case.label} GEMM not measured: {m.matrix[case.dtype]['skipped']}"
+              for case in MATRIX_CASES if "skipped" in m.matrix.get(case.dtype, {})
+              and base.has_roof(case.dtype, case.unit)]
     found += [f"{f.what} measured no time above the noise of its measurement: not written"
               for f in m._figures(base) if f.value <= 0]
     for figure in over_peak(m, base):
