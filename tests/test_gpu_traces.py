@@ -202,3 +202,37 @@ def test_device_all_refuses_per_device_outputs(capsys):
     with pytest.raises(SystemExit):
         main(["explain", path, "--device", "eight"])
     assert "a device number or 'all'" in capsys.readouterr().err
+
+
+def test_gpu_op_times_are_per_run(explained):
+    # The conv module ran 5 times on each of 8 GPUs: 40 GpuExecutable::ExecuteThunks
+    # launches on the host, over 8 device planes. Its convolution launched 9 kernels on
+    # GPU 0 (four runs of two, 17 us and 300 us, and one run of which the trace kept the
+    # second alone), 1,566.722 us in all: 313.344 us per run, not the 1.57 ms of all five.
+    doc = explained["conv"]
+    assert doc["module_runs"] == {"jit_forward_3d_conv(15)": 5} and doc["steps"] == 5
+    conv = _op(doc, "jit_forward_3d_conv(15)", "cudnn-conv.1")
+    assert (conv["occurrences"], conv["executions"]) == (9, 5)
+    assert conv["measured_s"] == pytest.approx(1566.722e-6 / 5)
+
+
+@pytest.mark.parametrize("name", ("gemm", "elementwise", "attention"))
+def test_per_run_times_agree_with_xprofs_averages(explained, name):
+    # One GPU, one kernel per op and run: xprof's average time per occurrence is the time
+    # of one run. The GEMM fixture's six jit_dot programs share a name (18 launches in
+    # all): each is counted from its own ops (3 runs), not from the name's launches.
+    from roofline.program.trace.xprof_stats import hlo_stats
+
+    averages = {(x.program_id, x.name): x.total_s / x.occurrences
+                for x in hlo_stats(TRACES / f"mi300x_jax08_{name}.xplane.pb")}
+    doc = explained[name]
+    compared = 0
+    for op in doc["ops"]:
+        program = op["module"].rsplit("(", 1)[1].rstrip(")")
+        if op["occurrences"] == op["executions"]:
+            assert op["measured_s"] == pytest.approx(averages[(program, op["name"])], rel=1e-6)
+            compared += 1
+    assert compared == len(doc["ops"])
+    if name == "gemm":
+        assert {k: v for k, v in doc["module_runs"].items() if k.startswith("jit_dot")} == {
+            f"jit_dot({p})": 3 for p in (5, 21, 34, 49, 64, 79)}

@@ -8,6 +8,11 @@ Three layouts are understood:
 - GPU: kernels on the ``Stream #N(Kernel)`` lines of ``/device:GPU:N`` carry ``hlo_op``,
   ``hlo_module`` and ``program_id``; modules are named ``module(program_id)`` (the key of
   the trace's HLO protos); an op launching several kernels gets their durations summed.
+  A module's runs are counted from the host's ``GpuExecutable::ExecuteThunks`` events (one
+  per execution, with its ``module_name``) per device that ran it, where one program of
+  that name ran on the device; else from its ops: the number of times most of them
+  occur (an op of two kernels a run, or one whose last kernel the trace lost, does not
+  set it). The run's steps are the runs of the module that took the most kernel time.
 - TPU: the ``XLA Ops`` line of ``/device:TPU:N`` names each event by its full HLO
   instruction text; ``XLA Modules`` gives the module executions that contain them.
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -351,29 +356,86 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
     names = device_planes(path, planes, platform, device)
     count = 0
     for name in names:
-        events, walls, runs, seen = extract(planes[name])
+        events, walls, runs, seen = extract(planes[name], planes)
         count += seen
         if events:
             stats = dict(planes[name].stats)
+            steps = len(walls) if walls else _main_module_runs(events, runs)
             return MeasuredRun(str(path), platform, name, tuple(_aggregate(events)), runs,
-                               max(len(walls), 1), tuple(walls), stats, count, tuple(events))
+                               max(steps, 1), tuple(walls), stats, count, tuple(events))
     if platform == "gpu":
         raise NoXlaOpsError(f"{path}: the kernels on {', '.join(names)} carry no HLO op "
                             "(not an XLA program): their times are read by kernel name")
     raise TraceError(f"{path}: the trace has no XLA ops on {', '.join(names)}")
 
 
-def _gpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
+def _gpu_events(plane: Any, planes: dict[str, Any]
+                ) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
     events, _, seen = _tagged_events(plane, with_program=True)
-    runs = {module: 1 for module in {e.module for e in events}}
+    launches = _gpu_launches(planes)
+    kernels: dict[str, Counter[str]] = defaultdict(Counter)
+    for event in events:
+        kernels[event.module][event.op] += 1
+    programs = Counter(_MODULE_NAME.match(key).group(1)  # type: ignore[union-attr]
+                       for key in kernels)
+    runs = {}
+    for key, ops in kernels.items():
+        name = _MODULE_NAME.match(key).group(1)  # type: ignore[union-attr]
+        launched = launches.get(name, 0.0)
+        runs[key] = (round(launched) if programs[name] == 1 and launched >= 1
+                     else _most_common_count(ops))
     return events, [], runs, seen
+
+
+def _most_common_count(occurrences: Counter[str]) -> int:
+    """How many times a module ran, from how often its ops occur: the count most of its
+    ops share (the smaller, between counts as common)."""
+    tally = Counter(occurrences.values())
+    return min(tally, key=lambda count: (-tally[count], count))
+
+
+EXECUTE_THUNKS = "GpuExecutable::ExecuteThunks"
+
+
+def _gpu_launches(planes: dict[str, Any]) -> dict[str, float]:
+    """Executions of each module name per GPU that ran it: the host's ExecuteThunks
+    events (one per execution of a module on one device) over the device planes whose
+    kernels carry that module."""
+    host = planes.get("/host:CPU")
+    if host is None:
+        return {}
+    launched: Counter[str] = Counter()
+    for line in host.lines:
+        for event in line.events:
+            if event.name == EXECUTE_THUNKS:
+                name = dict(event.stats).get("module_name")
+                if name:
+                    launched[str(name)] += 1
+    if not launched:
+        return {}
+    devices: Counter[str] = Counter()
+    for plane_name, plane in planes.items():
+        if plane_name.startswith("/device:GPU:"):
+            seen = {str(stats["hlo_module"]) for line in plane.lines for event in line.events
+                    if "hlo_module" in (stats := dict(event.stats))}
+            devices.update(seen)
+    return {name: count / devices[name] for name, count in launched.items() if devices[name]}
+
+
+def _main_module_runs(events: list[OpEvent], runs: dict[str, int]) -> int:
+    """The runs of the module whose kernels took the most time: a trace's steps."""
+    busy: dict[str, float] = defaultdict(float)
+    for event in events:
+        busy[event.module] += event.end - event.start
+    return runs.get(max(busy, key=busy.get), 1) if busy else 1
 
 
 _OP_TEXT = re.compile(r"^%?([^\s=]+)\s*=")
 _MODULE_NAME = re.compile(r"(.*?)(?:\(\d+\))?\Z", re.DOTALL)  # any name, newlines too
 
 
-def _tpu_events(plane: Any) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
+def _tpu_events(plane: Any, planes: dict[str, Any]
+                ) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
     lines = {line.name: (index, line) for index, line in enumerate(plane.lines)}
     seen = 0
     modules: list[tuple[float, float, str]] = []
