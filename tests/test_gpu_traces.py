@@ -1,6 +1,7 @@
 """GPU traces explained from the HLO the profiler saved with them (the MI300X fixtures of
 tests/data/traces, JAX 0.8 on 8 MI300X), checked against hand arithmetic and xprof."""
 
+import json
 import shutil
 
 import pytest
@@ -236,3 +237,66 @@ def test_per_run_times_agree_with_xprofs_averages(explained, name):
     if name == "gemm":
         assert {k: v for k, v in doc["module_runs"].items() if k.startswith("jit_dot")} == {
             f"jit_dot({p})": 3 for p in (5, 21, 34, 49, 64, 79)}
+
+
+def _without_protos(source, target, modules):
+    """The trace with the HLO protos of ``modules`` (``name(program_id)``) taken out of
+    its metadata plane."""
+    from roofline.program import _xla
+
+    space = _xla.xspace_message(source.read_bytes())
+    for plane in space.planes:
+        if plane.name == "/host:metadata":
+            for key in [k for k, m in plane.event_metadata.items() if m.name in modules]:
+                del plane.event_metadata[key]
+    target.write_bytes(space.SerializeToString())
+    return target
+
+
+def test_protos_named_without_a_program_id_are_matched(tmp_path):
+    # Some profiler versions write <module>.hlo_proto.pb: with one program of that name in
+    # the run, the file is its module's; the costs are those of the trace file alone.
+    run = tmp_path / "plugins" / "profile" / "2026_11_26_07_00_00"
+    run.mkdir(parents=True)
+    trace = TRACES / "mi300x_jax08_conv.xplane.pb"
+    _without_protos(trace, run / "host.xplane.pb", {"jit_forward_3d_conv(15)"})
+    (run / "jit_forward_3d_conv.hlo_proto.pb").write_bytes(_hlo_proto(CONV_ONLY))
+    loaded = load_run(tmp_path)
+    assert loaded.cost_source == "the *.hlo_proto.pb files of the profiler run directory"
+    conv = _op(explain(loaded, load_hardware("mi300x")).to_document(),
+               "jit_forward_3d_conv(15)", "cudnn-conv.1")
+    assert (conv["flops"], conv["bytes"]) == (32715571200, 579072000)
+
+
+def test_the_traces_protos_stand_in_where_the_directorys_do_not_match(tmp_path):
+    # Six programs are named jit_dot: a jit_dot.hlo_proto.pb is none of them in
+    # particular, so each is costed from the proto the trace carries, as the file alone.
+    run = tmp_path / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    shutil.copyfile(TRACES / "mi300x_jax08_gemm.xplane.pb", run / "host.xplane.pb")
+    (run / "jit_dot.hlo_proto.pb").write_bytes(_hlo_proto(CONV_ONLY))
+    directory = explain(load_run(tmp_path), load_hardware("mi300x")).to_document()
+    alone = explain(load_run(TRACES / "mi300x_jax08_gemm.xplane.pb"),
+                    load_hardware("mi300x")).to_document()
+    assert directory["cost_source"] == "the HLO protos saved in the trace (xprof's source)"
+    assert [(o["name"], o["flops"], o["bytes"]) for o in directory["ops"]] == [
+        (o["name"], o["flops"], o["bytes"]) for o in alone["ops"]]
+
+
+def test_a_module_without_hlo_is_named_on_every_output(tmp_path, capsys):
+    from roofline.cli import main
+
+    trace = _without_protos(TRACES / "mi300x_jax08_conv.xplane.pb", tmp_path / "t.xplane.pb",
+                            {"jit_forward_3d_conv(15)"})
+    detail = ("timed, but no cost: the HLO of module jit_forward_3d_conv(15) is in neither "
+              "the trace nor its directory")
+    assert main(["explain", str(trace), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["coverage"]["left_out_time_share"] == pytest.approx(1.0)
+    assert [g["detail"] for g in doc["coverage"]["gaps"]] == [detail]
+    assert main(["explain", str(trace), "--device", "all"]) == 0
+    text = capsys.readouterr().out
+    # 4 ops on each of the 8 GPUs, all their time.
+    assert text.splitlines()[0].startswith("LEFT OUT (no cost): 32 ops, 0.0% of FLOPs, 100.0% of "
+                                           "time")
+    assert detail in text

@@ -114,16 +114,43 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
                             "HLO; explain needs the run directory written by "
                             "'roofline profile' (with its hlo/)")
-    texts = modules_in_directory(path) if path.is_dir() else {}
-    source = f"the *{PROTO_SUFFIX} files of the profiler run directory"
-    if not texts:
-        texts = modules_in_xplane(find_xplane(path))
-        source = "the HLO protos saved in the trace (xprof's source)"
-    if not texts:
-        return LoadedRun(run, {}, manifest, "none (the trace carries no HLO)", xprof)
-    costs = {key: _module_costs(key, text, run.platform, path)
-             for key, text in texts.items() if key in run.module_runs}
+    texts, source = _gpu_module_texts(run, path)
+    costs = {key: _module_costs(key, text, run.platform, path) for key, text in texts.items()}
     return LoadedRun(run, costs, manifest, source, xprof)
+
+
+DIRECTORY_PROTOS = f"the *{PROTO_SUFFIX} files of the profiler run directory"
+TRACE_PROTOS = "the HLO protos saved in the trace (xprof's source)"
+
+
+def _gpu_module_texts(run: MeasuredRun, path: Path) -> tuple[dict[str, str], str]:
+    """The HLO of each module a GPU run ran (keyed ``module(program_id)``) and where it
+    came from. A profiler run directory's protos are named with the program id or, in some
+    versions, without it (then one matches where one program of that name ran); the
+    protos the trace carries stand in for any module the directory's do not match."""
+    directory = modules_in_directory(path) if path.is_dir() else {}
+    carried = modules_in_xplane(find_xplane(path))
+    names = defaultdict(list)
+    for key in run.module_runs:
+        names[split_program(key)[0]].append(key)
+    texts: dict[str, str] = {}
+    from_directory = 0
+    for key in run.module_runs:
+        name = split_program(key)[0]
+        found = directory.get(key) or (directory.get(name) if len(names[name]) == 1 else None)
+        if found is not None:
+            texts[key] = found
+            from_directory += 1
+        elif key in carried:
+            texts[key] = carried[key]
+    if not texts:
+        return texts, "none (neither the trace nor its directory carries its modules' HLO)"
+    if from_directory == len(texts):
+        return texts, DIRECTORY_PROTOS
+    if not from_directory:
+        return texts, TRACE_PROTOS
+    return texts, (f"{DIRECTORY_PROTOS} for {from_directory} of {len(texts)} modules, the "
+                   "HLO protos saved in the trace for the rest")
 
 
 def _module_costs(key: str, text: str, platform: str, where: Path) -> ModuleCosts:
@@ -281,8 +308,10 @@ class Explanation:
         total_s = sum(op.measured.self_s for op in synchronous)   # the op time divided
         timed = [op for op in synchronous if _async_role(op.measured) is None]
         found = [Omission(Gap.NO_COST, f"{op.measured.module}/{op.measured.name}",
-                          "timed, but no cost: not placed", 0.0,
-                          share(op.measured.self_s, total_s))
+                          "timed, but no cost: not placed" if op.measured.module
+                          in self.loaded.costs else f"timed, but no cost: the HLO of module "
+                          f"{op.measured.module} is in neither the trace nor its directory",
+                          0.0, share(op.measured.self_s, total_s))
                  for op in timed if op.cost is None]
         costed = [op for op in timed if op.cost is not None and op.placement is not None]
         found += [dataclasses.replace(o, time_share=o.time_share * share(

@@ -23,14 +23,32 @@ def devices_document(explanations: list[Any], skipped: list[str]) -> dict[str, A
                      "op_seconds_per_step": doc["op_seconds_per_step"],
                      "lower_bound_s": doc["achieved"]["lower_bound_s"],
                      "efficiency": doc["achieved"]["efficiency"],
-                     "collective_s": collective})
+                     "collective_s": collective,
+                     "left_out_time_share": doc["coverage"]["left_out_time_share"]})
     slowest = max(rows, key=lambda row: row["step_s"])
     fastest = min(rows, key=lambda row: row["step_s"])
     return {"schema": "roofline/explanation-devices/1", "run": docs[0]["run"],
             "hardware": docs[0]["hardware"], "devices": rows,
             "slowest": slowest["device"],
             "spread": slowest["step_s"] / fastest["step_s"] - 1 if fastest["step_s"] else 0.0,
-            "skipped_without_xla_ops": skipped, "explanations": docs}
+            "skipped_without_xla_ops": skipped,
+            "coverage": _devices_coverage(explanations).to_document(), "explanations": docs}
+
+
+def _devices_coverage(explanations: list[Any]) -> Any:
+    """What every device's explanation left out, each op named with its device, its
+    shares weighted by the device's part of all devices' op time and FLOPs."""
+    import dataclasses
+
+    from roofline.model.coverage import coverage
+
+    times = [sum(op.measured.self_s for op in ex.ops) for ex in explanations]
+    flops = [sum(op.cost.flops for op in ex.ops if op.cost is not None) for ex in explanations]
+    return coverage(
+        dataclasses.replace(o, op=f"{ex.run.device} {o.op}",
+                            time_share=o.time_share * time / (sum(times) or 1),
+                            flops_share=o.flops_share * work / (sum(flops) or 1))
+        for ex, time, work in zip(explanations, times, flops) for o in ex.coverage.omissions)
 
 
 def devices_text(doc: dict[str, Any]) -> str:
@@ -46,7 +64,8 @@ def devices_text(doc: dict[str, Any]) -> str:
     if doc["skipped_without_xla_ops"]:
         lines.append("no XLA ops (not explained): "
                      + ", ".join(doc["skipped_without_xla_ops"]))
-    return "\n".join(lines) + "\n\n" + format_table(rows, title="per device, per step")
+    return with_coverage("\n".join(lines) + "\n\n"
+                         + format_table(rows, title="per device, per step"), doc["coverage"])
 
 
 def kernel_document(run: Any) -> dict[str, Any]:
