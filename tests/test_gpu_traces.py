@@ -300,3 +300,31 @@ def test_a_module_without_hlo_is_named_on_every_output(tmp_path, capsys):
     assert text.splitlines()[0].startswith("LEFT OUT (no cost): 32 ops, 0.0% of FLOPs, 100.0% of "
                                            "time")
     assert detail in text
+
+
+def test_a_tensorflow_gpu_trace_gives_a_kernel_table(tmp_path, capsys):
+    # TensorFlow's GPU traces put kernels on lines named after the stream and its role,
+    # "Stream #134(Compute)", not "(Kernel)"; copies on their own stream lines. Two steps
+    # annotated on the host: per step, 2 x 500 ns of GEMM, 2 x 30 ns of bias add and
+    # 50 ns of copy (one copy in all) over 2 steps = 25 ns.
+    from roofline.cli import main
+    from tests.xplanes import xspace
+
+    gemm, bias = "volta_sgemm_128x64_nn", "void tensorflow::BiasNCHWKernel<float>"
+    trace = tmp_path / "tf.xplane.pb"
+    trace.write_bytes(xspace({
+        "/device:GPU:0": {
+            "Stream #134(Compute)": [(gemm, 1000, 500, {}), (bias, 1600, 30, {}),
+                                     (gemm, 6000, 500, {}), (bias, 6600, 30, {})],
+            "Stream #135(MemcpyH2D)": [("MemcpyH2D", 100, 50, {})],
+            "TensorFlow Ops": [("MatMul", 1000, 500, {})]},     # derived: not counted
+        "/host:CPU": {"python": [("train", 0, 5000, {"step_num": 0}),
+                                 ("train", 5000, 5000, {"step_num": 1})]}}))
+    assert main(["explain", str(trace), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {k["name"]: k for k in doc["kernels"]}
+    assert doc["steps"] == 2 and set(rows) == {gemm, bias, "MemcpyH2D"}
+    assert (rows[gemm]["category"], rows[gemm]["launches"]) == ("matmul", 2)
+    assert rows[gemm]["seconds_per_step"] == pytest.approx(500e-9)
+    assert rows[bias]["category"] == "elementwise"
+    assert rows["MemcpyH2D"]["seconds_per_step"] == pytest.approx(25e-9)

@@ -28,7 +28,7 @@ NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
                         re.I)),
     ("reduction", re.compile(r"reduc|softmax|norm|argmax|argmin|top_?k|\bsum\b|mean",
                              re.I)),
-    ("elementwise", re.compile(r"elementwise|pointwise|unary|binary|vectorized|relu|gelu|"
+    ("elementwise", re.compile(r"elementwise|pointwise|unary|binary|vectorized|relu|gelu|bias|"
                                r"sigmoid|tanh|add_kernel|mul_kernel", re.I)),
 )
 UNNAMED = "other (the name does not say)"
@@ -64,6 +64,13 @@ class KernelRun:
         return dict(totals)
 
 
+def is_stream_line(name: str) -> bool:
+    """A line of a GPU plane that records what one stream ran: CUPTI's ``Stream #17(Kernel)``
+    and ``Stream #17(MemcpyH2D)``, TensorFlow's ``Stream #134(Compute)`` (any suffix); not
+    the lines a profiler derives from them (``XLA Ops``, ``TensorFlow Ops``, ``Steps``)."""
+    return name.startswith("Stream #") or "Kernel" in name
+
+
 def kernel_category(name: str) -> str:
     for category, pattern in NAME_CATEGORIES:
         if pattern.search(name):
@@ -82,7 +89,7 @@ def read_kernels(path: str | Path, device: int | None = None) -> KernelRun:
         launches: dict[str, int] = defaultdict(int)
         seconds: dict[str, float] = defaultdict(float)
         for line in planes[name].lines:
-            if "Kernel" not in line.name:     # "Stream #17(Kernel)"; not memcpy lines
+            if not is_stream_line(line.name):
                 continue
             for event in line.events:
                 launches[event.name] += 1
