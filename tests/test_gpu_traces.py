@@ -328,3 +328,43 @@ def test_a_tensorflow_gpu_trace_gives_a_kernel_table(tmp_path, capsys):
     assert rows[gemm]["seconds_per_step"] == pytest.approx(500e-9)
     assert rows[bias]["category"] == "elementwise"
     assert rows["MemcpyH2D"]["seconds_per_step"] == pytest.approx(25e-9)
+
+
+@pytest.mark.parametrize("duration_ns", [-5_000, 2e13])
+@pytest.mark.parametrize("stats", [{"hlo_op": "fusion", "hlo_module": "jit_f", "program_id": 1},
+                                   {}])
+def test_a_trace_with_a_negative_or_absurd_duration_is_refused(tmp_path, capsys, duration_ns,
+                                                               stats):
+    # An XLA kernel (costed path) or a framework kernel (kernel table) lasting -5 us or
+    # 20,000 s: no class share or speedup computed from it could be right.
+    from roofline.cli import main
+    from tests.xplanes import xspace
+
+    trace = tmp_path / "bad.xplane.pb"
+    trace.write_bytes(xspace({"/device:GPU:0": {"Stream #7(Kernel)": [
+        ("fusion_kernel", 1000, 2000, stats), ("fusion_kernel", 9000, duration_ns, stats)]}}))
+    assert main(["explain", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert " lasts " in err and "the trace is damaged" in err, err
+
+
+def test_device_facts_and_bound_classes_are_set_against_the_spec_and_xprof(explained, capsys):
+    # The MI300X planes record 2,662.4 GB/s of memory bandwidth; the spec cites AMD's
+    # 5.3 TB/s: 0.50x, more than 10% off, so it is said first. Clock (2.1 GHz), CUs (304)
+    # and memory (192 GiB) agree.
+    doc = explained["conv"]
+    assert [(d["fact"], round(d["ratio"], 3)) for d in doc["device_facts_differ"]] == [
+        ("memory_bytes_per_s", 0.502)]
+    # xprof calls the convolution compute-bound on the trace's bandwidth; on the spec's it
+    # is memory-bound (56.5 FLOP/B against a 247 FLOP/B ridge). The two transposes under
+    # the per-op floor are overhead here, HBM-bound to xprof, which has no floor.
+    bounds = {d["op"].split("/")[1]: (d["ours"], d["xprof"], d["reason"])
+              for d in doc["xprof_comparison"]["differences"] if d["quantity"] == "bound"}
+    assert bounds["cudnn-conv.1"][:2] == ("memory (HBM3)", "Compute")
+    assert bounds["cudnn-conv.1"][2].startswith("xprof places ops on the device facts")
+    assert bounds["loop_transpose_fusion"][:2] == ("overhead", "HBM")
+    from roofline.render.runs import explanation_text
+
+    assert explanation_text(doc, 5).startswith(
+        "DEVICE FACTS DIFFER: the trace records memory_bytes_per_s = 2.662e+12, the spec "
+        "mi300x:device 5.3e+12 (0.50x)")

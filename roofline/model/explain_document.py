@@ -34,11 +34,7 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
             "xprof": _xprof_row(ex.loaded.xprof_for(op.measured)),
         })
     peaks = run.device_peaks()
-    main_roof = next((r for r in hw.arithmetic if (r.unit, r.dtype) == ("matrix", "bf16")),
-                     max(hw.arithmetic, key=lambda r: r.flop_per_s))
-    spec_numbers = {"flop_per_s": main_roof.flop_per_s,
-                    "memory_bytes_per_s": hw.main_memory.bytes_per_s,
-                    "hbm_bytes_per_s": hw.main_memory.bytes_per_s}
+    spec_numbers = _spec_facts(hw)
     doc = {
         "schema": "roofline/explanation/1",
         "flop_convention": FLOP_CONVENTION,
@@ -58,6 +54,10 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
         "achieved": ex.achieved(),
         "device_peaks": {k: {"trace": v, "spec": spec_numbers.get(k)}
                          for k, v in peaks.items()},
+        "device_facts_differ": [
+            {"fact": k, "trace": v, "spec": spec_numbers[k], "ratio": v / spec_numbers[k]}
+            for k, v in peaks.items() if spec_numbers.get(k)
+            and abs(v / spec_numbers[k] - 1) > DEVICE_FACT_TOLERANCE],
         "above_roof": [f"{o['module']}/{o['name']}" for o in ops if o["above_roof"]],
         "served_by_cache": [f"{o['module']}/{o['name']}" for o in ops if o["served_by"]],
         "top_losses": [f"{o.measured.module}/{o.measured.name}" for o in ex.losers()],
@@ -66,6 +66,21 @@ def explanation_document(ex: Explanation) -> dict[str, Any]:
     }
     doc["xprof_comparison"] = xprof_comparison(doc)
     return doc
+
+
+DEVICE_FACT_TOLERANCE = 0.10
+
+
+def _spec_facts(hw: Any) -> dict[str, float | None]:
+    """What the spec says of the facts a trace records of its device, in the trace's keys."""
+    main_roof = next((r for r in hw.arithmetic if (r.unit, r.dtype) == ("matrix", "bf16")),
+                     max(hw.arithmetic, key=lambda r: r.flop_per_s))
+    units = hw.count("sm") or hw.count("cu") or hw.count("cores")
+    return {"flop_per_s": main_roof.flop_per_s,
+            "memory_bytes_per_s": hw.main_memory.bytes_per_s,
+            "hbm_bytes_per_s": hw.main_memory.bytes_per_s,
+            "clock_hz": hw.clock.value, "cores": units,
+            "memory_bytes": hw.main_memory.capacity_bytes}
 
 
 def _xprof_row(op: Any) -> dict[str, Any] | None:
@@ -104,9 +119,36 @@ def xprof_comparison(doc: dict[str, Any], rel: float = XPROF_TOLERANCE) -> dict[
             differences.append({"op": f"{op['module']}/{op['name']}", "quantity": quantity,
                                 "ours": ours, "xprof": other,
                                 "reason": _xprof_reason(doc, op, quantity, ours, other)})
+        bound = _bound_difference(doc, op)
+        if bound is not None:
+            differences.append(bound)
     differing = {d["op"] for d in differences}
     return {"tolerance": rel, "compared": compared, "agree": compared - len(differing),
             "differences": differences}
+
+
+XPROF_NO_OVERHEAD = ("xprof's roofline has no per-op floor: an op whose roofline time is "
+                     "under the device's per-op cost is overhead-bound here")
+XPROF_DEVICE_FACTS = ("xprof places ops on the device facts the trace records, which differ "
+                      "from the spec's (see device facts): another ridge point")
+# xprof's bound_by values, by our kinds of bound ("Unknown": xprof could not tell).
+_XPROF_BOUND = {"Compute": "compute", "HBM": "memory", "VMEM": "memory", "CMEM": "memory",
+                "L2": "memory", "Shared": "memory", "Link": "link"}
+
+
+def _bound_difference(doc: dict[str, Any], op: dict[str, Any]) -> dict[str, Any] | None:
+    """The op's bound class where xprof names another, with the reason where known."""
+    theirs = _XPROF_BOUND.get(op["xprof"]["bound_by"])
+    ours = (op["predicted_bound"] or "").split(" ")[0]
+    if theirs is None or not ours or ours == theirs:
+        return None
+    reason = None
+    if ours == "overhead":
+        reason = XPROF_NO_OVERHEAD
+    elif doc["device_facts_differ"]:
+        reason = XPROF_DEVICE_FACTS
+    return {"op": f"{op['module']}/{op['name']}", "quantity": "bound", "ours":
+            op["predicted_bound"], "xprof": op["xprof"]["bound_by"], "reason": reason}
 
 
 def _xprof_reason(doc: dict[str, Any], op: dict[str, Any], quantity: str, ours: float,

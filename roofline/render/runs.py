@@ -106,13 +106,15 @@ def _xprof_lines(versus: dict[str, Any]) -> list[str]:
     """How our costs compare with xprof's hlo_stats: agreement, then differences by reason."""
     if not versus["compared"]:
         return []
-    lines = [f"xprof hlo_stats: FLOPs and bytes agree within {versus['tolerance']:.0%} on "
-             f"{versus['agree']} of {versus['compared']} ops that both sides cost"]
+    lines = [f"xprof hlo_stats: FLOPs, bytes and bound class agree (costs within "
+             f"{versus['tolerance']:.0%}) on {versus['agree']} of {versus['compared']} ops "
+             "that both sides cost"]
     reasons: dict[str | None, list[str]] = {}
     for difference in versus["differences"]:
+        ours, theirs = difference["ours"], difference["xprof"]
         reasons.setdefault(difference["reason"], []).append(
-            f"{difference['op']} {difference['quantity']} {difference['ours']:.4g} "
-            f"vs {difference['xprof']:.4g}")
+            f"{difference['op']} {difference['quantity']} "
+            + (f"{ours} vs {theirs}" if isinstance(ours, str) else f"{ours:.4g} vs {theirs:.4g}"))
     for reason, items in sorted(reasons.items(), key=lambda kv: kv[0] is not None):
         shown = ", ".join(items[:4]) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
         lines.append(f"  {len(items)} differ: {reason or 'NOT EXPLAINED'}: {shown}")
@@ -121,7 +123,10 @@ def _xprof_lines(versus: dict[str, Any]) -> list[str]:
 
 def explanation_text(doc: dict[str, Any], top: int) -> str:
     q = format_quantity
-    lines = [f"{doc['run']} ({doc['platform']}, {doc['device']}), {doc['steps']} steps; "
+    lines = [f"DEVICE FACTS DIFFER: the trace records {d['fact']} = {d['trace']:.4g}, the spec "
+             f"{doc['hardware']['ref']} {d['spec']:.4g} ({d['ratio']:.2f}x): explained on the "
+             "spec's; give --hardware to choose another" for d in doc["device_facts_differ"]]
+    lines += [f"{doc['run']} ({doc['platform']}, {doc['device']}), {doc['steps']} steps; "
              f"explained on {doc['hardware']['label']} (overlap {doc['hardware']['overlap']})",
              f"costs from: {doc['cost_source']}",
              "wall time per step "
@@ -146,10 +151,12 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
                      + ", ".join(f"{name} {q(seconds, Kind.TIME)}" for name, seconds in
                                  sorted(doc["async_seconds_by_category"].items(),
                                         key=lambda kv: -kv[1])))
+    differ = {d["fact"] for d in doc["device_facts_differ"]}
     for key, pair in doc["device_peaks"].items():
-        spec = pair["spec"]
-        lines.append(f"trace records {key} = {pair['trace']:.4g}"
-                     + (f" (spec file: {spec:.4g})" if spec else ""))
+        if key not in differ:
+            spec = pair["spec"]
+            lines.append(f"trace records {key} = {pair['trace']:.4g}"
+                         + (f" (spec file: {spec:.4g})" if spec else ""))
     losses = [o for o in doc["ops"] if o["lower_bound_s"] is not None]
     losses.sort(key=lambda o: -(o["measured_s"] - o["lower_bound_s"]))
     if losses:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import TraceError
-from roofline.program.trace.reader import device_planes, find_xplane, load_xspace
+from roofline.program.trace.reader import (
+    check_durations, device_planes, find_xplane, load_xspace)
 
 # First match wins: a convolution run as an implicit GEMM is a convolution.
 NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -91,7 +92,9 @@ def read_kernels(path: str | Path, device: int | None = None) -> KernelRun:
         for line in planes[name].lines:
             if not is_stream_line(line.name):
                 continue
-            for event in line.events:
+            events = list(line.events)
+            check_durations(xplane, [(event.name, event.duration_ns) for event in events])
+            for event in events:
                 launches[event.name] += 1
                 seconds[event.name] += event.duration_ns * 1e-9
         if launches:

@@ -308,8 +308,23 @@ def _host_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
     return events, steps, count
 
 
+# No XLA op or kernel runs for an hour: an event that does is a damaged trace.
+MAX_OP_SECONDS = 3600.0
+
+
+def check_durations(path: Path, events: list[tuple[str, float]]) -> None:
+    """Refuse a trace whose op or kernel events (name, duration in ns) last a negative
+    time or longer than :data:`MAX_OP_SECONDS`: nothing sound can be computed from them."""
+    for name, duration_ns in events:
+        if not 0 <= duration_ns <= MAX_OP_SECONDS * 1e9:
+            raise TraceError(f"{path}: event {name!r} lasts {duration_ns * 1e-9:.6g} s "
+                             f"(negative or over {MAX_OP_SECONDS:.0f} s): the trace is "
+                             "damaged; capture it again")
+
+
 def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
     events, steps, count = _host_events(plane)
+    check_durations(path, [(e.op, e.end - e.start) for e in events])
     if not events:
         raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
                          "hlo_module stats); was anything compiled and run while tracing?")
@@ -358,6 +373,7 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
     for name in names:
         events, walls, runs, seen = extract(planes[name], planes)
         count += seen
+        check_durations(path, [(e.op, e.end - e.start) for e in events])
         if events:
             stats = dict(planes[name].stats)
             steps = len(walls) if walls else _main_module_runs(events, runs)
