@@ -18,7 +18,8 @@ still leaves what it finished):
     steps.csv        zoo training steps in f32 and bf16: compile seconds, and the median of
                      timed steps, each waited for
     dumps.tar.gz     the optimized HLO of every step, as XLA:GPU compiled it there
-    traces.tar.gz    run directories of ``roofline profile`` for a few steps
+    traces.tar.gz    run directories of ``roofline profile`` for a few steps, and a
+                     PyTorch profiler trace (torch/cnn.pt.trace.json.gz) of a small CNN
     provenance.json  device, driver, versions, date, command, what each stage did or skipped
     log.txt          everything the run printed
 
@@ -276,8 +277,51 @@ def traces(run: Run, device: Any) -> dict[str, Any]:
             captured.append(out)
         files = {str(path.relative_to(scratch)): path.read_bytes()
                  for out in captured for path in sorted(out.rglob("*")) if path.is_file()}
+        torch_trace = _torch_trace(run)
+        if torch_trace is not None:
+            files[TORCH_TRACE] = torch_trace
         _write(run.out / "traces.tar.gz", _tar(files))
-    return {"runs": len(captured)}
+    return {"runs": len(captured), "torch": torch_trace is not None}
+
+
+TORCH_TRACE = "torch/cnn.pt.trace.json.gz"
+
+
+def _torch_trace(run: Run) -> bytes | None:
+    """A PyTorch profiler trace (Kineto's JSON, record_shapes=True) of two training steps
+    of a small CNN on the GPU, for explain's PyTorch reader; None where PyTorch or its GPU
+    is missing (said in provenance.json)."""
+    try:
+        import torch
+    except ImportError:
+        run.record["skipped"].append("torch trace: PyTorch is not installed")
+        return None
+    cuda = torch.cuda.is_available() and not run.quick
+    if not cuda:
+        run.record["skipped"].append("torch trace: no CUDA device for PyTorch")
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(128 * 16 * 16, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    images = torch.randn(64, 3, 32, 32, device="cuda")
+    labels = torch.randint(0, 10, (64,), device="cuda")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 record_shapes=True, schedule=schedule(wait=1, warmup=1, active=2)
+                 ) as profiler:
+        for _ in range(4):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+            torch.cuda.synchronize()
+            profiler.step()
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "cnn.pt.trace.json"
+        profiler.export_chrome_trace(str(path))
+        return gzip.compress(path.read_bytes(), mtime=0)
 
 
 def _tar(files: dict[str, bytes]) -> bytes:

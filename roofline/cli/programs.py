@@ -194,7 +194,9 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "explain", parents=[parents.common, parents.formatted],
         help="measured per-op times against the roofline: bounds, efficiency, losses")
-    p.add_argument("run_dir", metavar="RUN", help="a run directory or an .xplane.pb trace")
+    p.add_argument("run_dir", metavar="RUN", help="a run directory, an .xplane.pb trace, or "
+                   "a PyTorch profiler trace (torch.profiler's Chrome-trace .json or .json.gz, "
+                   "with record_shapes=True for costs)")
     p.add_argument("--hardware", metavar="ID",
                    help="spec to explain against (default: the host's measured spec for "
                         "host runs, the traced device's spec for TPU/GPU traces)")

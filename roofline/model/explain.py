@@ -46,6 +46,7 @@ from roofline.program.trace.hlo_protos import (
     modules_in_xplane,
     split_program,
 )
+from roofline.program.trace.kineto import kineto_trace, read_kineto
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun, find_xplane, read_trace
 from roofline.program.trace.xprof_stats import XprofOp, hlo_stats
 
@@ -94,6 +95,13 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
     its events carry.
     """
     path = Path(path)
+    torch_trace = kineto_trace(path)
+    if torch_trace is not None:
+        if device not in (None, 0):
+            raise RooflineError(f"{torch_trace}: a PyTorch profiler trace is read for its "
+                                "first GPU; --device picks a plane of an xplane trace")
+        run, torch_costs, source = read_kineto(torch_trace)
+        return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
     run = read_trace(path, device)
     xprof = (tuple(hlo_stats(find_xplane(path)))
              if run.platform in ("tpu", "gpu") else ())
@@ -380,6 +388,10 @@ def explain_devices(path: str | Path, hardware: Hardware | None = None,
     from roofline.hardware import load_hardware
     from roofline.program.trace.reader import device_planes, load_xspace
 
+    if kineto_trace(path) is not None:   # one device: its explanation alone
+        loaded = load_run(path)
+        hardware = hardware or load_hardware(default_hardware_ref(loaded.run))
+        return [explain(loaded, hardware, overlap)], []
     xplane = find_xplane(path)
     planes = {plane.name: plane for plane in load_xspace(xplane).planes}
     names = (device_planes(xplane, planes, "tpu", None)

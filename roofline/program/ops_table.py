@@ -108,6 +108,12 @@ def _cost_rows(rows: tuple[OpRow, ...], where: str) -> tuple[OpCost, ...]:
     return tuple(_cost(row, where, number) for number, row in enumerate(rows, start=1))
 
 
+def cost_row(row: OpRow, where: str) -> OpCost:
+    """One row's cost, as a table's rows are costed; :class:`OpsTableError` (naming
+    ``where``) if its shapes do not make its kind."""
+    return _cost(row, where, 1)
+
+
 def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
     """Read and cost an ops table (a CSV path or a DataFrame); see the module docstring."""
     import pandas
