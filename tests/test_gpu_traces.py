@@ -9,6 +9,7 @@ import pytest
 from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
 from roofline.model.explain_document import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL
+from roofline.program.trace.reader import EXECUTE_THUNKS as EXECUTE
 from tests.conftest import DATA
 
 TRACES = DATA / "traces"
@@ -368,3 +369,52 @@ def test_device_facts_and_bound_classes_are_set_against_the_spec_and_xprof(expla
     assert explanation_text(doc, 5).startswith(
         "DEVICE FACTS DIFFER: the trace records memory_bytes_per_s = 2.662e+12, the spec "
         "mi300x:device 5.3e+12 (0.50x)")
+
+
+ADD = """HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[1024,1024]{1,0}, f32[1024,1024]{1,0})->f32[1024,1024]{1,0}}
+
+fused_add {
+  p0 = f32[1024,1024]{1,0} parameter(0)
+  p1 = f32[1024,1024]{1,0} parameter(1)
+  ROOT add = f32[1024,1024]{1,0} add(p0, p1)
+}
+
+ENTRY main {
+  a = f32[1024,1024]{1,0} parameter(0)
+  b = f32[1024,1024]{1,0} parameter(1)
+  ROOT loop_add_fusion = f32[1024,1024]{1,0} fusion(a, b), kind=kLoop, calls=fused_add, backend_config={"operation_queue_id":"0"}
+}
+"""
+
+
+def test_an_nvidia_trace_is_explained_per_run_on_the_gpu_its_facts_name(tmp_path):
+    # An XLA:GPU trace as an H100 writes it: no device name, but compute capability 9.0,
+    # 132 SMs and 80 GiB, which only the h100-sxm spec has (an H200 has 141 GB). The module
+    # ran 3 times (3 ExecuteThunks launches on the host): its add kernels, 12, 13 and
+    # 14 us, are 13 us a run. The add reads 2 x 4 MiB and writes 4 MiB: 12,582,912 B, at
+    # 3.35 TB/s 3.756 us; the spec's per-op floor is 3 us: memory-bound, 28.9% efficient.
+    from tests.xplanes import xspace
+
+    kernel = {"hlo_op": "loop_add_fusion", "hlo_module": "jit_f", "program_id": 7}
+    trace = tmp_path / "h100.xplane.pb"
+    trace.write_bytes(xspace(
+        {"/device:GPU:0": {"Stream #7(Kernel)": [("loop_add_fusion", t, d, kernel) for t, d in
+                                                 ((1000, 12000), (30000, 13000),
+                                                  (60000, 14000))]},
+         "/host:CPU": {"py_xla_execute/1": [(EXECUTE, t, 5000, {"module_name": "jit_f"})
+                                            for t in (500, 29500, 59500)]}},
+        {"/device:GPU:0": {"device_vendor": "Nvidia", "compute_cap_major": 9,
+                           "compute_cap_minor": 0, "core_count": 132,
+                           "memory_size": 85899345920, "clock_rate": 1980000}},
+        {"jit_f(7)": _hlo_proto(ADD)}))
+    loaded = load_run(trace)
+    from roofline.model.explain import default_hardware_ref
+
+    assert default_hardware_ref(loaded.run) == "h100-sxm"
+    doc = explain(loaded, load_hardware("h100-sxm")).to_document()
+    add = _op(doc, "jit_f(7)", "loop_add_fusion")
+    assert (add["occurrences"], add["executions"]) == (3, 3)
+    assert add["measured_s"] == pytest.approx(13e-6)
+    assert add["bytes"] == 3 * 4 * 1024 * 1024
+    assert add["predicted_bound"] == "memory (HBM3)"
+    assert add["efficiency"] == pytest.approx(3 * 4 * 2**20 / 3.35e12 / 13e-6, rel=1e-3)

@@ -10,11 +10,22 @@ Event = tuple[str, float, float, dict[str, Any]]   # name, start (ns), duration 
 
 
 def xspace(planes: dict[str, dict[str, list[Event]]],
-           plane_stats: dict[str, dict[str, Any]] | None = None) -> bytes:
-    """A serialized XSpace: ``{plane name: {line name: [events]}}``."""
+           plane_stats: dict[str, dict[str, Any]] | None = None,
+           hlo_protos: dict[str, bytes] | None = None) -> bytes:
+    """A serialized XSpace: ``{plane name: {line name: [events]}}``; ``hlo_protos``: the
+    serialized HloProto of each module (``name(program_id)``), in a ``/host:metadata``
+    plane as JAX's profiler keeps them."""
     from roofline.program import _xla
 
     space = _xla._xspace_class()()
+    if hlo_protos:
+        metadata = space.planes.add(id=len(planes), name="/host:metadata")
+        metadata.stat_metadata[1].id = 1
+        metadata.stat_metadata[1].name = "Hlo Proto"
+        for number, (module, proto) in enumerate(hlo_protos.items(), start=1):
+            entry = metadata.event_metadata[number]
+            entry.id, entry.name = number, module
+            entry.stats.add(metadata_id=1, bytes_value=proto)
     for plane_id, (plane_name, lines) in enumerate(planes.items()):
         plane = space.planes.add(id=plane_id, name=plane_name)
         names: dict[str, int] = {}

@@ -53,6 +53,23 @@ def search_dirs(extra_dirs: Iterable[str | Path] = ()) -> list[Path]:
     return dirs
 
 
+def gpu_spec_for_facts(capability: str, sms: float, memory_bytes: float) -> str | None:
+    """The built-in NVIDIA spec a GPU's recorded facts describe (a trace records its
+    compute capability, SM count and memory but often no name): the one with that
+    capability and SM count whose memory is within 15%; None where none or several."""
+    found = []
+    for path in spec_files().values():
+        try:
+            hw = load_spec_file(path)
+        except SpecError:
+            continue
+        if (hw.kind == "gpu" and hw.compute_capability == capability
+                and hw.count("sm") == sms
+                and abs(hw.main_memory.capacity_bytes / memory_bytes - 1) <= 0.15):
+            found.append(hw.id)
+    return found[0] if len(found) == 1 else None
+
+
 def spec_files(extra_dirs: Iterable[str | Path] = ()) -> dict[str, Path]:
     """Every spec file visible, by id (the file name without ``.toml``)."""
     found: dict[str, Path] = {}

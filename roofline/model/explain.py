@@ -447,5 +447,13 @@ def default_hardware_ref(run: MeasuredRun) -> str:
     if (str(run.device_stats.get("device_vendor", "")) == "AMD"
             and run.device_peaks().get("cores") == 304):
         return "mi300x"
+    stats, peaks = run.device_stats, run.device_peaks()
+    if "compute_cap_major" in stats and "cores" in peaks and "memory_bytes" in peaks:
+        from roofline.hardware.library import gpu_spec_for_facts
+
+        capability = f"{stats['compute_cap_major']}.{stats.get('compute_cap_minor', 0)}"
+        found = gpu_spec_for_facts(capability, peaks["cores"], peaks["memory_bytes"])
+        if found is not None:
+            return found
     raise RooflineError(f"cannot tell which spec describes the device of {run.path} "
                         f"({kind or run.device_stats}); pass --hardware ID")
