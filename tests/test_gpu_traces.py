@@ -418,3 +418,16 @@ def test_an_nvidia_trace_is_explained_per_run_on_the_gpu_its_facts_name(tmp_path
     assert add["bytes"] == 3 * 4 * 1024 * 1024
     assert add["predicted_bound"] == "memory (HBM3)"
     assert add["efficiency"] == pytest.approx(3 * 4 * 2**20 / 3.35e12 / 13e-6, rel=1e-3)
+
+
+@pytest.mark.parametrize("name, module, op, runs, per_run_us", [
+    # jit_dot(49)'s GEMM ran 3 times: 672.121 + 587.481 + 573.401 = 1,833.003 us.
+    ("gemm", "jit_dot(49)", "custom-call.1", 3, 1833.003 / 3),
+    # jit_add(11)'s add ran 5 times: 121.84 + 126.52 + 104.84 + 93.32 + 95.241 = 541.761.
+    ("elementwise", "jit_add(11)", "loop_convert_fusion", 5, 541.761 / 5),
+    # jit_matmul(19)'s GEMM ran 12 times, 468.88 us in all.
+    ("attention", "jit_matmul(19)", "custom-call.1", 12, 468.88 / 12),
+])
+def test_per_run_times_by_hand(explained, name, module, op, runs, per_run_us):
+    row = _op(explained[name], module, op)
+    assert (row["executions"], row["measured_s"]) == (runs, pytest.approx(per_run_us * 1e-6))
