@@ -23,7 +23,7 @@ from roofline.model.comparison import (
     Comparison, Sensitivity, compare_costs, energy_per_sample, sensitivity_of, whatif_costs,
     working_ops)
 from roofline.model.coverage import Coverage, Gap, coverage
-from roofline.model.floor import given_floor
+from roofline.model.floor import FloorPolicy, given_floor
 from roofline.model.placement import Overlap
 from roofline.model.sides import default_stand_in, default_unit, place_side
 from roofline.model.transfer import run_floor, transfer
@@ -231,7 +231,8 @@ class Prediction:
         if self.bound is not None:
             doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
                                   "speedup": self.bound.speedup,
-                                  "basis": "roofline at datasheet peaks"}
+                                  "basis": "plain roofline: datasheet peaks, no per-op floor, "
+                                           "no GEMM tile or wave quantization"}
             doc["over_bound"] = dict(zip(("source", "target"), self.over_bound or ()))
         if self.capacity is not None:
             source, target = self.capacity
@@ -256,13 +257,17 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             ceilings: str = "achievable", target_floor: float | None = None,
             per: str | None = None, devices: int = 1,
             hardware_dir: str | Path | None = None,
-            cache_dir: str | Path | None = None) -> Prediction:
+            cache_dir: str | Path | None = None, floor: str = "auto",
+            host_floor: float | None = None) -> Prediction:
     """INPUT's time on ``destination`` predicted from ``source``.
 
     Both devices are placed at their ``ceilings``: ``achievable`` (measured rates cited in
     the spec files, peaks where none is cited; :meth:`Hardware.at_ceilings`) or ``peak``.
     ``target_floor`` (seconds) overrides the fixed per-op cost a transfer assumes on the
-    destination (default: the floor fitted from the measured run).
+    destination; without it, ``floor`` says where the destination runs
+    (:class:`roofline.model.floor.FloorPolicy`: ``same-host``, the default for a run,
+    carries the run's fitted floor; ``other-host`` gives it its device's launch cost plus
+    ``host_floor`` seconds, or the host part estimated from the run).
 
     Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
     device that is a compile target (TPU v2..v6e). Transfer mode (a run directory, or a
@@ -327,7 +332,9 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
                               target_ops=after_ops, clamp=clamp,
                               target_floor=None if target_floor is None
-                              else given_floor(target_floor))
+                              else given_floor(target_floor),
+                              floor_policy=floor_policy(floor, other_host=False),
+                              host_floor_s=host_floor)
         mode = "transfer"
     else:
         comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
@@ -370,12 +377,15 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
                 to_dtype: str | None = None, overlap: Overlap | str = Overlap.MAX,
                 clamp: bool = False, ceilings: str = "achievable",
                 target_floor: float | None = None,
-                hardware_dir: str | Path | None = None) -> Prediction:
+                hardware_dir: str | Path | None = None, floor: str = "auto",
+                host_floor: float | None = None) -> Prediction:
     """Per-op times measured on ``source``, given as a table of op kind, shapes, dtype and
     time (a CSV path, a DataFrame or an :class:`OpsTable`; see :mod:`roofline.program.ops_table`),
     carried to ``destination`` by :mod:`roofline.model.transfer`, with no compile. ``to_dtype``
-    predicts the same ops in another dtype (``bf16``). ``ceilings`` and ``target_floor`` as
-    for :func:`predict`."""
+    predicts the same ops in another dtype (``bf16``). ``ceilings``, ``target_floor`` and
+    ``host_floor`` as for :func:`predict`; ``floor`` (default ``auto``): a table carried
+    to another device is taken to run on another machine (``other-host``: measurements of
+    two devices mostly come from two hosts), to the same device on the same one."""
     from roofline.program.ops_table import OpsTable, read_ops_table
 
     from roofline.model.comparison import same_layer
@@ -393,18 +403,34 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
     comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
                           target_ops=after_ops, clamp=clamp, calls=True, pairs_with=same_layer,
                           target_floor=None if target_floor is None
-                          else given_floor(target_floor))
+                          else given_floor(target_floor),
+                          floor_policy=floor_policy(floor, other_host=source_hw.id != dest.id),
+                          host_floor_s=host_floor)
     return Prediction(ops.source, "transfer", comparison, None, bound=bound)
+
+
+def floor_policy(name: str, other_host: bool) -> FloorPolicy:
+    """``same-host`` or ``other-host``; ``auto``: other-host where ``other_host`` (an ops
+    table carried between two devices)."""
+    if name == "auto":
+        return FloorPolicy.OTHER_HOST if other_host else FloorPolicy.SAME_HOST
+    try:
+        return FloorPolicy(name)
+    except ValueError:
+        raise RooflineError(f"unknown floor policy {name!r}: auto, same-host or "
+                            "other-host") from None
 
 
 def _lower_bound(ops: list[OpCost], source: Hardware, dest: Hardware,
                  overlap: Overlap | str, after_ops: list[OpCost] | None) -> Comparison | None:
-    """The ops on both rooflines at datasheet peaks: what the hardware permits, beside a
-    prediction at achievable ceilings or from measured times. None where a device was
-    given already at its achievable ceilings (its peaks are not at hand)."""
+    """The ops on both plain rooflines (datasheet peaks, no per-op floor, no GEMM tile or
+    wave quantization): what the hardware permits, beside a prediction at achievable
+    ceilings or from measured times. None where a device was given already at its
+    achievable ceilings (its peaks are not at hand)."""
     if "achievable" in (source.ceilings, dest.ceilings):
         return None
-    return compare_costs(ops, source, dest, Overlap(overlap), after_ops=after_ops)
+    return compare_costs(ops, source.plain_roofline(), dest.plain_roofline(),
+                         Overlap(overlap), after_ops=after_ops)
 
 
 def _capacity(spec: str, source: Hardware, dest: Hardware, cache_dir: str | Path | None

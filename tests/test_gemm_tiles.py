@@ -41,11 +41,15 @@ def test_each_matrix_product_records_the_gemm_its_library_runs(ops):
 
 
 def test_tile_and_wave_quantization_by_hand():
-    # 1024 x 1024 on 80 SMs with 256x128 tiles: 4 x 8 = 32 tiles, one wave of 80 slots,
-    # each 256 x 128: 1024 x 1024 / (80 x 32768) = 0.4.
+    # 1024 x 1024 x 4096 on 80 SMs with 256x128 tiles: 4 x 8 = 32 tiles, fewer than the
+    # SMs, so split-K cuts each tile's reduction in min(80 // 32, 4096 // 256) = 2
+    # slices: 64 slices in one wave of 80 slots of 256 x 128: 1024^2 x 2 / (80 x 32768)
+    # = 0.8 (0.4 unsplit).
     shape = GemmShape(1, 1024, 1024, 4096)
     assert shape.tiles((256, 128)) == 32
-    assert shape.wave_efficiency((256, 128), 80) == pytest.approx(0.4)
+    assert shape.wave_efficiency((256, 128), 80) == pytest.approx(0.8)
+    # A reduction too short to split (k = 256: one slice of the 256 minimum): 0.4.
+    assert GemmShape(1, 1024, 1024, 256).wave_efficiency((256, 128), 80) == pytest.approx(0.4)
     # 64x64 tiles: 256 tiles, ceil(256 / 80) = 4 waves: 1024^2 / (4 x 80 x 4096) = 0.8.
     assert shape.wave_efficiency((64, 64), 80) == pytest.approx(0.8)
     # A 100-row edge in a 64-row tile pads to 128 rows: 100 x 64 / (1 x 1 x 128 x 64).
@@ -54,8 +58,9 @@ def test_tile_and_wave_quantization_by_hand():
 
 def test_v100_places_a_matmul_at_its_best_tiles_wave_efficiency(ops):
     v100 = load_hardware("v100-sxm2")
-    # 1024 x 1024 on 80 SMs: 256x128 and 128x256 give 0.4 (above); 128x128: 64 tiles in
-    # one wave, 1024^2 / (80 x 16384) = 0.8; 128x64 and 64x128: 128 tiles, 2 waves,
+    # 1024 x 1024 on 80 SMs: 256x128 and 128x256 give 0.8 split in two (above); 128x128:
+    # 64 tiles, no room for a second slice each (80 // 64 = 1), one wave,
+    # 1024^2 / (80 x 16384) = 0.8; 128x64 and 64x128: 128 tiles, 2 waves,
     # 1024^2 / (160 x 8192) = 0.8; 64x64: 0.8 (above). The best keeps 0.8.
     assert wave_efficiency(ops["mm1024"], v100) == pytest.approx(0.8)
     # 2048 x 2048: 64x64 gives 1024 tiles, ceil(1024 / 80) = 13 waves,
@@ -88,17 +93,18 @@ def test_transfer_sees_the_wave_an_a100_leaves_idle(tmp_path):
     # there: 8.590e9 FLOP / (125e12 x 0.8) = 85.90 us, so at efficiency 85.90 / (100 - F)
     # with F the V100's spec floor (1.83 us): 0.8750. On an A100 (312 TFLOP/s, 108 SMs):
     # 64x64 gives 256 tiles, ceil(256 / 108) = 3 waves, 1024^2 / (3 x 108 x 4096) = 0.7901;
-    # 128x128: 64 tiles in 1 wave, 1024^2 / (108 x 16384) = 0.5926; 128x64: 128 tiles,
-    # 2 waves, 1024^2 / (216 x 8192) = 0.5926. Best 0.7901: work 8.590e9 / (312e12 x
-    # 0.7901) = 34.85 us; carried: floor 2.7 us (the A100's, spec) + 34.85 / 0.8750 =
-    # 42.53 us. Without quantization the ratio would be 125 / 312 of the work.
+    # 128x128: 64 tiles, 108 // 64 = 1 slice each, 1024^2 / (108 x 16384) = 0.5926;
+    # 256x128: 32 tiles split in 108 // 32 = 3 (split-K), 96 slices in one wave,
+    # 1024^2 x 3 / (108 x 32768) = 0.8889. Best 0.8889: work 8.590e9 / (312e12 x 0.8889)
+    # = 30.97 us; carried: floor 2.7 us (the A100's, spec) + 30.97 / 0.8750 = 38.10 us.
+    # Without quantization the ratio would be 125 / 312 of the work.
     table = _table("mm,matmul,1024x4096;4096x1024,f16,100 us")
     result = predict_ops(table, "v100-sxm2", "a100-40gb", ceilings="peak")
     flops = 2 * 1024**2 * 4096
     efficiency = (flops / 125e12 / 0.8) / (100e-6 - V100_FLOOR)
-    a100_work = flops / 312e12 / (1024**2 / (3 * 108 * 4096))
+    a100_work = flops / 312e12 / (1024**2 * 3 / (108 * 32768))
     expected = A100_FLOOR + a100_work / efficiency
-    assert expected == pytest.approx(42.53e-6, rel=1e-3)
+    assert expected == pytest.approx(38.10e-6, rel=1e-3)
     assert result.comparison.ops[0].new_s == pytest.approx(expected, rel=0.02)
 
 
@@ -209,3 +215,21 @@ def test_bytes_larger_than_the_sources_level_beat_main_memory_and_keep_their_lev
         V100_FLOOR + huge / V100_L2 / efficiency, rel=1e-3)
     assert not [o for o in result.comparison.coverage.omissions
                 if o.gap.value == "cache residency"]
+
+
+def test_a_skinny_gemm_over_a_long_reduction_is_split_and_its_bound_is_flops_over_peak():
+    # 128 x 128 by a reduction of 2^20, fp32 on a V100: one 128x128 output tile, so
+    # unsplit it would run on 1 of 80 SMs (efficiency 1/80: 175 ms). Split-K cuts its
+    # reduction in min(80 // 1, 2^20 // 256) = 80 slices, one per SM: efficiency 1.
+    # FLOPs 2 x 128 x 128 x 2^20 = 3.436e10; at the 15.7 TFLOP/s fp32 peak 2.189 ms, the
+    # plain roofline's bound; expected at the cited 13.7 TFLOP/s SGEMM rate 2.508 ms
+    # (1.15x the bound, within 2x).
+    table = read_ops_table(_table("skinny,matmul,128x1048576;1048576x128,f32,1 ms"))
+    skinny, v100 = table.ops[0], load_hardware("v100-sxm2")
+    flops = 2 * 128 * 128 * 2**20
+    assert skinny.gemm.wave_efficiency((128, 128), 80) == 1.0
+    bound = place_op(skinny, v100.plain_roofline())
+    assert bound.seconds == pytest.approx(flops / 15.7e12) and bound.overhead_s == 0
+    expected = place_op(skinny, v100.at_ceilings("achievable"))
+    assert expected.seconds == pytest.approx(flops / 13.7e12)
+    assert expected.seconds < 2 * bound.seconds

@@ -309,3 +309,22 @@ def test_a_measured_handoff_is_read_per_variant_and_shown():
     assert (both.handoff.value, one.handoff.value) == pytest.approx((0.5e-6, 3e-6))
     assert hardware_document(one)["handoff_s"]["value"] == pytest.approx(3e-6)
     assert "handoff to a worker thread 3 us per program of 1000 FLOPs" in hardware_text(one)
+
+
+def test_every_gpu_cites_a_measured_ceiling_or_says_it_found_none():
+    # Achievable ceilings are what predictions use: every GPU's main memory, its tensor
+    # roofs (bf16, fp16, tf32, fp8) and its fp32 vector roof cite a measured figure, or
+    # say in their note that none was found (they are then placed at their peak, and
+    # hardware show lists them).
+    from roofline.hardware import list_hardware
+
+    missing = []
+    for entry in list_hardware():
+        hw = entry.hardware
+        if hw is None or hw.kind != "gpu":
+            continue
+        records = [hw.main_memory] + [r for r in hw.compute if (r.unit, r.dtype) in (
+            ("vector", "fp32"), *(("matrix", d) for d in ("bf16", "fp16", "tf32", "fp8")))]
+        missing += [f"{hw.id} {getattr(r, 'label', getattr(r, 'name', ''))}" for r in records
+                    if r.achieved is None and "No measured figure" not in r.note]
+    assert missing == []

@@ -78,6 +78,23 @@ def test_times_below_the_physical_bound_are_refused_unless_clamped(chip):
     assert [o.op for o in clamped.coverage.of(Gap.CLAMPED)] == ["gemm"]
 
 
+def test_a_few_ops_faster_than_their_roofs_are_carried_at_their_ratio_not_refused(chip):
+    # One op of three beats its roof: gemm's work alone takes 1 ms, it ran in 0.5 ms (its
+    # library split the work wider than the model's tiles, say). The table is not refused:
+    # gemm keeps its measured ratio, e = 1 ms / (0.5 ms - 2 us) = 2.0080, and on a chip of
+    # twice the FLOP/s takes 2 us + 0.5 ms / 2.0080 = 0.251 ms; it is listed.
+    medium = _op("medium", 4e8, 1e4)      # 20 us of compute, measured 42 us: e = 0.5
+    result = transfer([GEMM, SMALL, medium],
+                      {"gemm": 0.5e-3, "small": 3e-6, "medium": 42e-6},
+                      chip, chip.scaled({"flops": 2}))
+    by_name = {op.name: op for op in result.ops}
+    assert by_name["gemm"].new_s == pytest.approx(2e-6 + 0.5e-3 / (1e-3 / 0.498e-3))
+    assert by_name["medium"].new_s == pytest.approx(2e-6 + 10e-6 / 0.5)
+    (gap,) = result.coverage.of(Gap.FASTER_ALGORITHM)
+    assert gap.op == "gemm" and "carried at its measured ratio" in gap.detail
+    assert not result.coverage.of(Gap.CLAMPED)
+
+
 def test_a_measured_source_spec_below_the_run_is_capped_and_listed_not_refused(chip):
     # A measured spec's ceiling is a measurement on a shared machine: an op that beats it
     # shows the ceiling was measured low. The same 0.5 ms against 1 ms of work is capped
@@ -349,3 +366,26 @@ def test_a_run_of_ops_of_one_size_shows_no_floor_and_no_warning(chip):
         warnings.simplefilter("error")
         measured = efficiencies(ops, {f"mm{i}": (3 + i) * 1e-6 for i in range(5)}, chip)
     assert [m.floor_s for m in measured] == pytest.approx([2e-6] * 5)
+
+
+def test_another_machines_floor_is_its_devices_launch_plus_the_hosts_part(chip):
+    from roofline.model.floor import FloorPolicy, given_floor
+
+    # A source floor of 10 us on a chip whose kernels launch in 2 us: 8 us of it is the
+    # host's (dispatch from the framework). A target of half the launch cost (1 us) on
+    # another machine pays 1 + 8 = 9 us per op; on the same host the 10 us carry over;
+    # with the host's part stated as 5 us, 1 + 5 = 6 us. gemm: 2.002 ms measured, 1 ms of
+    # work at e = 1 ms / (2.002 - 0.010) ms = 0.50201 on a target of twice the FLOP/s:
+    # floor + 0.5 ms / 0.50201 = floor + 0.99600 ms.
+    target = chip.scaled({"flops": 2, "overhead": 0.5})
+    floor = given_floor(10e-6)
+    work = 0.5e-3 / (1e-3 / (2.002e-3 - 10e-6))
+    for policy, host, expected in ((FloorPolicy.SAME_HOST, None, 10e-6),
+                                   (FloorPolicy.OTHER_HOST, None, 9e-6),
+                                   (FloorPolicy.OTHER_HOST, 5e-6, 6e-6)):
+        result = transfer([GEMM], {"gemm": 2.002e-3}, chip, target, floor=floor,
+                          floor_policy=policy, host_floor_s=host)
+        assert result.ops[0].new_s == pytest.approx(expected + work)
+    assert "less testchip's launch cost 2 us" in transfer(
+        [GEMM], {"gemm": 2.002e-3}, chip, target, floor=floor,
+        floor_policy=FloorPolicy.OTHER_HOST).basis

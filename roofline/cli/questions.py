@@ -45,6 +45,8 @@ def _predict(args: argparse.Namespace) -> int:
                             "(a table of measured ops), not both")
     floor = None if args.target_floor is None else parse_quantity(args.target_floor,
                                                                   Kind.TIME)
+    host_floor = None if args.host_floor is None else parse_quantity(args.host_floor,
+                                                                     Kind.TIME)
     source = load_hardware(args.source, args.hardware_dir)
     dest = load_hardware(args.dest, args.hardware_dir)
     per = args.per
@@ -59,7 +61,8 @@ def _predict(args: argparse.Namespace) -> int:
                 raise RooflineError(f"--{flag.replace('_', '-')} needs INPUT, not --ops")
         result = predict_ops(args.ops, source, dest, to_dtype=args.to_dtype,
                              overlap=args.overlap, clamp=args.clamp_efficiency,
-                             ceilings=args.ceilings, target_floor=floor)
+                             ceilings=args.ceilings, target_floor=floor,
+                             floor=args.floor, host_floor=host_floor)
     else:
         if args.to_dtype:
             raise RooflineError("--to-dtype needs --ops; for a SPEC give --to-program with "
@@ -68,7 +71,8 @@ def _predict(args: argparse.Namespace) -> int:
                          to_program=args.to_program, max_batch=args.max_batch,
                          overlap=args.overlap, clamp=args.clamp_efficiency,
                          ceilings=args.ceilings, target_floor=floor, per=per,
-                         devices=args.devices, cache_dir=cache_dir_of(args))
+                         devices=args.devices, cache_dir=cache_dir_of(args),
+                         floor=args.floor, host_floor=host_floor)
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
     if args.plot:
@@ -137,7 +141,17 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "(peaks where none is cited), or at the datasheet peaks")
     p.add_argument("--target-floor", metavar="TIME",
                    help="transfer: the fixed cost per op on the target, e.g. '5 us' "
-                        "(default: the floor fitted from the measured run carries over)")
+                        "(default: from the floor fitted from the measured run, by --floor)")
+    p.add_argument("--floor", choices=("auto", "same-host", "other-host"), default="auto",
+                   help="transfer: same-host carries the run's fitted floor to the target "
+                        "(one host and framework); other-host gives the target its device's "
+                        "launch cost plus the host's part of the floor (--host-floor, else "
+                        "estimated: the fitted floor less the source device's launch cost). "
+                        "auto: other-host for an ops table between two devices, else "
+                        "same-host")
+    p.add_argument("--host-floor", metavar="TIME",
+                   help="with --floor other-host: the host's part of each op's fixed cost on "
+                        "the target's machine, e.g. '6 us'")
     p.add_argument("--from", dest="source", required=True, metavar="ID")
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host); "

@@ -286,6 +286,16 @@ class Hardware:
         return dataclasses.replace(self, compute=compute, memory=memory,
                                    ceilings="achievable")
 
+    def plain_roofline(self) -> Hardware:
+        """The device as the plain roofline sees it, the floor under every prediction: its
+        peaks, no per-op overhead and no GEMM tiling (a matrix product at its FLOPs over
+        the peak). Raises where the record is already at its achievable ceilings."""
+        if self.ceilings != "peak":
+            raise UnknownHardwareError(f"{self.ref} is at its achievable ceilings; load the "
+                                       "spec again for its plain roofline")
+        return dataclasses.replace(
+            self, overhead=dataclasses.replace(self.overhead, value=0.0), gemm=None)
+
     def ceiling_basis(self) -> list[tuple[str, str]]:
         """(roof or level, where its achievable ceiling comes from), in spec order."""
         if self.measured:

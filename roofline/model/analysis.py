@@ -126,17 +126,26 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     one). ``served_by`` charges the op's main-memory bytes to that nearer level instead."""
     onchip = onchip_level_of(hardware)
     near = ((onchip, op.onchip_bytes),) if onchip and op.onchip_bytes else ()
-    main = op.bytes
+    dtype = placement_dtype(op, hardware)
+    # A matrix product placed in the narrower dtype the program stores moves its operands
+    # in that dtype too, not in the one another backend widened them to.
+    main = op.bytes * (DTYPE_BYTES.get(dtype, 1) / DTYPE_BYTES.get(op.dtype, 1)
+                       if op.unit == "matrix" and dtype != op.dtype else 1.0)
     if served_by is not None and _has_bandwidth(hardware, served_by):
         near, main = (*near, (served_by, op.bytes)), 0.0
     link_bytes, link = (op.link_bytes if hardware.links else 0.0), None
     pcie = next((x.name for x in hardware.links if "pcie" in x.name.lower()), None)
     if op.host_bytes and pcie is not None:
         link_bytes, link = link_bytes + op.host_bytes, pcie
-    return Work(flops=op.flops, bytes=main, dtype=placement_dtype(op, hardware),
+    return Work(flops=op.flops, bytes=main, dtype=dtype,
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
                 launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware),
                 transcendentals=op.transcendentals)
+
+
+# Bytes an element of each spec dtype takes.
+DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+               "int4": 0.5}
 
 
 def wave_efficiency(op: OpCost, hardware: Hardware) -> float:

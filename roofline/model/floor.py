@@ -25,6 +25,7 @@ spec's per-op overhead. What an op timed as a program of its own pays on top of 
 
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,11 +71,41 @@ class FloorSample:
     measured_s: float
 
 
-def target_floor(floor: Floor, target: Hardware) -> Floor:
-    """The floor ``target`` is taken to pay: a fitted one carries over (the same
-    framework on the same host pays the same fixed cost per op); a floor from the specs is
-    the target's own spec overhead."""
-    return spec_floor(target) if floor.basis == "spec" else floor
+class FloorPolicy(enum.Enum):
+    """Where the target of a transfer runs, which decides the floor it pays.
+
+    ``SAME_HOST``: on the source's host and framework, which pay the same fixed cost per op:
+    the source's floor carries over. ``OTHER_HOST``: on another machine (measurements of two
+    GPUs mostly come from two hosts, CPUs, drivers and framework builds): the target
+    device's own launch cost (its spec's per-op overhead) plus a host part, stated or
+    estimated as the source's floor less the source device's launch cost."""
+
+    SAME_HOST = "same-host"
+    OTHER_HOST = "other-host"
+
+
+def target_floor(floor: Floor, source: Hardware, target: Hardware,
+                 policy: FloorPolicy = FloorPolicy.SAME_HOST,
+                 host_s: float | None = None) -> Floor:
+    """The floor ``target`` is taken to pay under ``policy`` (``host_s``: the host's part,
+    where stated); a floor from the specs is the target's own spec overhead."""
+    if floor.basis == "spec":
+        return spec_floor(target)
+    if policy is FloorPolicy.SAME_HOST:
+        return floor
+    q = format_quantity
+    source_launch, target_launch = source.overhead.value or 0.0, target.overhead.value or 0.0
+    launch = f"{target.id}'s launch cost {q(target_launch, Kind.TIME)} (spec)"
+    if host_s is not None:
+        return Floor(target_launch + host_s, FloorPolicy.OTHER_HOST.value,
+                     f"{launch} + a host part of {q(host_s, Kind.TIME)} (given)")
+
+    def carried(seconds: float) -> float:
+        return target_launch + max(seconds - source_launch, 0.0)
+    return Floor(carried(floor.default_s), FloorPolicy.OTHER_HOST.value,
+                 f"{launch} + the host part of the source's floor, estimated as that floor "
+                 f"less {source.id}'s launch cost {q(source_launch, Kind.TIME)}",
+                 tuple((category, carried(s)) for category, s in floor.by_category))
 
 
 def spec_floor(hardware: Hardware) -> Floor:

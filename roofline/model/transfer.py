@@ -32,8 +32,11 @@ memory efficiency of an op carries to whichever level serves its bytes on the ta
 An op measured faster than its work alone allows (``m < w_src``, beyond ``NOISE``) beat
 the roof it was placed on. A convolution that does so ran a faster algorithm than the
 direct one the FLOPs count (Winograd, FFT): it is carried at its measured ratio and listed.
-Any other such op means the spec understates the device: refused, unless ``clamp`` caps
-its efficiency at 1 (the result lists the capped ops).
+A few other such ops (at most half of those measured) ran faster than the model allows
+them (a library that spreads the work wider than its tiles, a cache): they too are carried
+at their measured ratio and listed, never refusing the rest. Most ops beating their roofs
+means the spec understates the device: refused, unless ``clamp`` caps efficiency at 1
+(the result lists the capped ops).
 
 Between two records of one CPU at different core counts (``host@one-core:core`` and
 ``host``), efficiency does not carry on the resource that bound the op: an op far below
@@ -88,6 +91,7 @@ from roofline.model.call_cost import (
     spec_call_cost,
 )
 from roofline.model.floor import Floor, FloorSample, fit_floor
+from roofline.model.floor import FloorPolicy
 from roofline.model.floor import target_floor as carried_floor
 from roofline.hardware.records import Hardware
 from roofline.program.hlo.cpu_threads import occupied_cores
@@ -118,6 +122,7 @@ class MeasuredEfficiency:
     served_by: str | None = None     # the nearer level that served main-memory bytes
     clamped: bool = False            # faster than its work allows, efficiency capped at 1
     faster_algorithm: bool = False   # a convolution faster than its direct-algorithm roof
+    beats_roof: bool = False         # one of a few other ops faster than their work allows
 
     @property
     def work_s(self) -> float:
@@ -184,7 +189,7 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
 
 def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp: bool,
                   cost: CallCost = NO_CALL_COST) -> list[MeasuredEfficiency]:
-    result = []
+    result, uncapped = [], {}
     for op, measured, placement, served_by in placed:
         work = work_seconds(placement)
         fixed = floor.seconds(op.category, op.kernels) + cost.source.seconds(op)
@@ -192,12 +197,18 @@ def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp
         beats_work = measured < work * (1 - NOISE)
         faster = beats_work and op.category == "convolution"
         efficiency = None if residual <= 0 or work <= 0 else work / residual
+        uncapped[op_key(op)] = efficiency
         if beats_work and not faster and efficiency is not None:
             efficiency = min(efficiency, 1.0)
         result.append(MeasuredEfficiency(op, measured, placement, fixed, efficiency,
                                          served_by, clamped=beats_work and not faster,
                                          faster_algorithm=faster))
     too_fast = [m for m in result if m.clamped]
+    if too_fast and not clamp and not hardware.measured \
+            and 2 * len(too_fast) <= len(result):
+        return [dataclasses.replace(m, clamped=False, beats_roof=True,
+                                    efficiency=uncapped[op_key(m.op)]) if m.clamped else m
+                for m in result]
     # A measured spec's ceilings are themselves measurements on a shared machine: an op
     # that beats them shows the ceiling was measured low, not that the model is wrong.
     # Such ops are capped and listed (coverage), not refused.
@@ -381,11 +392,14 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
              target: Hardware, overlap: Overlap = Overlap.MAX,
              target_ops: list[OpCost] | None = None, clamp: bool = False,
              floor: Floor | None = None, target_floor: Floor | None = None,
-             calls: bool = False, pairs_with: Pairing = same_computation) -> Comparison:
+             calls: bool = False, pairs_with: Pairing = same_computation,
+             floor_policy: FloorPolicy = FloorPolicy.SAME_HOST,
+             host_floor_s: float | None = None) -> Comparison:
     """Measured times of ``ops`` on ``source`` carried to ``target_ops`` (default: the same
     ops) on ``target``, per the model in this module's docstring. ``floor``: the source's,
     fitted from the run when not given; ``target_floor``: the target's, carried from it
-    when not given. ``calls``: each op was timed as a program of its own (an ops table), so
+    under ``floor_policy`` (``host_floor_s``: the host's part, where stated) when not
+    given. ``calls``: each op was timed as a program of its own (an ops table), so
     each pays its device's call cost on top of the floor, where it applies. ``pairs_with``:
     when an op of ``ops`` and one of ``target_ops`` of the same name are the same op
     (:func:`roofline.model.comparison.pair_ops`)."""
@@ -394,7 +408,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     floor = floor or _floor_of(placed, source, cost)
     measured = _efficiencies(placed, floor, source, clamp, cost)
     if target_floor is None:
-        target_floor = carried_floor(floor, target)
+        target_floor = carried_floor(floor, source, target, floor_policy, host_floor_s)
     by_key = {op_key(m.op): m for m in measured}
     # By default the measured ops themselves: an op without a time has nothing to carry.
     after_ops = [m.op for m in measured] if target_ops is None else target_ops
@@ -426,7 +440,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         if source_op.efficiency is None:
             ratio = fixed / source_op.floor_s if source_op.floor_s else 1.0
             new_s = source_op.measured_s * ratio
-        elif cores is not None and not source_op.faster_algorithm:
+        elif cores is not None and not (source_op.faster_algorithm or source_op.beats_roof):
             assert second is not None
             new_s = fixed + _work_over_cores(source_op, second, target, cores, holding,
                                              overlap)
@@ -483,6 +497,12 @@ def _transfer_coverage(ops: list[OpCost], measured: list[MeasuredEfficiency],
             found.append(Omission(Gap.FASTER_ALGORITHM, m.op.name, "ran faster than the "
                                   f"direct-convolution roof on {source.id} (Winograd or "
                                   "FFT): carried at its measured ratio", *shares))
+        if m.beats_roof:
+            found.append(Omission(Gap.FASTER_ALGORITHM, m.op.name, "ran faster than its "
+                                  f"work allows at {source.label}'s ceilings (the model "
+                                  "places it slower than its library ran it: wider "
+                                  "splitting than its tiles, or a cache): carried at its "
+                                  "measured ratio", *shares))
         level, residency = routes[op_key(m.op)]
         if residency is not None:
             found.append(dataclasses.replace(residency, flops_share=shares[0],

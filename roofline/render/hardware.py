@@ -176,6 +176,10 @@ def hardware_text(hw: Hardware) -> str:
           "achievable from": basis.get(m.name),
           "sources": m.sources} for m, a in zip(hw.memory, achievable.memory)],
         title="memory, far to near")
+    unmeasured = [name for name, how in hw.ceiling_basis() if how.startswith("peak (")]
+    if hw.kind == "gpu" and unmeasured:
+        head.append("NO MEASURED FIGURE (achievable ceilings use the peak): "
+                    + ", ".join(unmeasured))
     parts = ["\n".join(head), compute, memory]
     if hw.links:
         parts.append(format_table(

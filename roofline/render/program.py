@@ -37,6 +37,7 @@ def _op_row(op: OpCost, p: Placement | None, placed: bool) -> dict[str, Any]:
     }
     if placed:
         row.update({
+            "dtype": p.wanted[0] if p else op.dtype,   # the dtype it was placed in
             "compute_s": p.compute_s if p else 0.0,
             "memory_s": dict(p.memory_s) if p else {},
             "link_s": p.link_s if p else 0.0,

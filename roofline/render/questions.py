@@ -175,7 +175,8 @@ def _bound_line(doc: dict[str, Any]) -> str:
         return ""
     q = format_quantity
     over = doc["over_bound"]
-    return (f"roofline lower bound (datasheet peaks): {q(bound['source_s'], Kind.TIME)} -> "
+    return (f"roofline lower bound (datasheet peaks, no floor or tiling): "
+            f"{q(bound['source_s'], Kind.TIME)} -> "
             f"{q(bound['target_s'], Kind.TIME)}: speedup {speedup_text(bound['speedup'])}; "
             f"this prediction is {over['source']:.3g}x the bound on the source, "
             f"{over['target']:.3g}x on the target\n")

@@ -108,6 +108,11 @@ def parse_window(text: str) -> list[WindowDim]:
     return dims
 
 
+# The shallowest slice of a reduction split-K hands to a unit: a few k-tiles deep (CUTLASS
+# iterates k in tiles of 32 to 64), below which the partial sums cost more than they save.
+SPLIT_K_MIN_DEPTH = 256
+
+
 @dataclass(frozen=True)
 class GemmShape:
     """A matrix product as a GPU library runs it: ``batch`` independent products of an
@@ -131,12 +136,19 @@ class GemmShape:
         """The share of the device's tile slots that hold useful output: tiles padded
         past the matrix edge (tile quantization) and idle units in the last wave of
         ``units`` concurrent tiles (wave quantization) do no useful work but take the time
-        of a full wave."""
+        of a full wave.
+
+        An output of fewer tiles than units over a long reduction is split along ``k``
+        (split-K: each tile's reduction in ``s`` slices run by ``s`` units, the partial
+        sums added after; CUTLASS, "Efficient GEMM in CUDA", Split-K), with ``s`` as large
+        as fills one wave while every slice stays at least :data:`SPLIT_K_MIN_DEPTH` deep."""
         tiles = self.tiles(tile)
         if tiles == 0 or units <= 0:
             return 1.0
-        waves = math.ceil(tiles / units)
-        return self.batch * self.m * self.n / (waves * units * tile[0] * tile[1])
+        splits = max(1, min(units // tiles, self.k // SPLIT_K_MIN_DEPTH))
+        waves = math.ceil(tiles * splits / units)
+        return (self.batch * self.m * self.n * splits
+                / (waves * units * tile[0] * tile[1]))
 
 
 def dot_gemm(lhs: ArrayShape, rhs: ArrayShape, numbers: dict[str, list[int]]) -> GemmShape:
