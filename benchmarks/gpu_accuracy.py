@@ -47,6 +47,18 @@ class Errors:
     title: str
     by_method: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    table: Any = None    # the measured ops table, to group per-op errors by kind and size
+
+    def print(self) -> None:
+        """Per-op errors by op kind and size bucket (transfer_accuracy's report), steps
+        case by case."""
+        if self.table is not None:
+            from transfer_accuracy import report
+
+            report(self.title, self.by_method, self.table)
+            print("\n".join(self.notes))
+        else:
+            print(self.text())
 
     def median(self, method: str) -> float:
         return statistics.median(self.by_method[method].values())
@@ -103,7 +115,7 @@ def per_op_dtype(device_dir: Path, hardware: Any) -> Errors:
                  "naive": naive(source, hardware, hardware, source.with_dtype("bf16").ops)}
     return Errors(f"{hardware.ref}: per op, f32 -> bf16", {
         method: {name: abs(t / measured.measured_s[name] - 1) for name, t in times.items()}
-        for method, times in predicted.items()}, [prediction.comparison.basis])
+        for method, times in predicted.items()}, [prediction.comparison.basis], measured)
 
 
 def _steps(device_dir: Path) -> dict[str, dict[str, str]]:
@@ -159,7 +171,7 @@ def across(source_dir: Path, target_dir: Path, source: Any, target: Any) -> list
                      "naive": naive(table, source, target, table.ops)}
         results.append(Errors(f"{source.ref} -> {target.ref}: per op, {tag}", {
             m: {n: abs(t / measured.measured_s[n] - 1) for n, t in times.items()}
-            for m, times in predicted.items()}))
+            for m, times in predicted.items()}, [prediction.comparison.basis], measured))
     ratio = _copy_bandwidth(target_dir, target) / _copy_bandwidth(source_dir, source)
     steps = Errors(f"{source.ref} -> {target.ref}: whole steps (measured source step x "
                    "predicted ratio)", {"model": {}, "naive": {}, "whatif": {}},
@@ -215,7 +227,8 @@ def main() -> None:
               "on a GPU and file its outputs with its 'import' command")
         return
     for errors in results:
-        print(errors.text(), end="\n\n")
+        errors.print()
+        print()
     if args.json:
         args.json.write_text(json.dumps([e.to_json() for e in results], indent=1) + "\n")
 
