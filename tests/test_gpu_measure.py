@@ -224,3 +224,13 @@ def test_a_floor_lost_in_noise_is_flagged_not_written(tmp_path, h100):
     hw = load_spec_file(tmp_path / "h100-sxm.toml", variant="measured")
     assert hw.overhead.value == pytest.approx(3e-6)       # the spec's own, kept
     assert hw.dispatch.value == pytest.approx(8e-6)
+
+
+def test_a_measurement_missing_a_part_is_refused_by_name(tmp_path, capsys):
+    doc = copy.deepcopy(SYNTHETIC)
+    del doc["floors"]
+    saved = tmp_path / "m.json"
+    saved.write_text(json.dumps(doc))
+    assert main(["hardware", "measure", "--from-json", str(saved), "--out",
+                 str(tmp_path / "x.toml")]) == 2
+    assert "lacks or misshapes 'floors'" in capsys.readouterr().err

@@ -80,8 +80,16 @@ class GpuMeasurement:
         if not isinstance(doc, dict) or doc.get("schema") != "roofline/gpu-measurement/1":
             raise RooflineError("not a GPU measurement written by 'roofline hardware "
                                 "measure' (schema roofline/gpu-measurement/1)")
-        return cls(GpuFacts(**doc["facts"]), doc["matrix"], doc["copy"], doc["l2"],
-                   doc["floors"], doc["clock"], doc["date"], doc["command"])
+        try:
+            for part, key in (("copy", "best"), ("floors", "kernel_s"),
+                              ("floors", "dispatch_s")):
+                if key not in doc[part]:
+                    raise KeyError(f"{part}.{key}")
+            return cls(GpuFacts(**doc["facts"]), doc["matrix"], doc["copy"], doc["l2"],
+                       doc["floors"], doc["clock"], doc["date"], doc["command"])
+        except (KeyError, TypeError) as exc:
+            raise RooflineError(f"the GPU measurement lacks or misshapes {exc}: write it "
+                                "again with 'roofline hardware measure --json'") from None
 
     def rejected(self) -> dict[str, str]:
         """Matrix dtypes whose rate says the device did not run them natively: why."""
