@@ -209,12 +209,13 @@ TRAIN_SPECS = ["vgg16:image=64", "inception_v3:aux=on", "transformer:sequence=16
                "gpt2:sequence=16"]
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "mixed"])
 @pytest.mark.parametrize("spec", TRAIN_SPECS)
-def test_training_step_updates_every_parameter(spec):
-    workload = parse_spec(f"{spec},batch=2,dtype=bf16")
+def test_training_step_updates_every_parameter(spec, dtype):
+    workload = parse_spec(f"{spec},batch=2,dtype={dtype}")
     params = workload.args[0]
     updated = jax.eval_shape(workload.fn, *workload.args)
-    # Mixed precision: float32 master weights in and out, whatever the compute dtype.
+    # Float32 master weights in and out, whatever the compute dtype.
     assert jax.tree.structure(updated) == jax.tree.structure(params)
     assert all(a.shape == b.shape and a.dtype == b.dtype == "float32"
                for a, b in zip(jax.tree.leaves(updated), jax.tree.leaves(params)))

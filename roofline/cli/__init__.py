@@ -73,11 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _uses_jax(args: argparse.Namespace) -> bool:
     """Whether a command starts JAX, whose native libraries (JAX's CUDA plugin without a
-    GPU, libtpu without a TPU) log as they load: the spec library, the workload list and
-    explain, which reads traces and HLO without JAX, do not."""
+    GPU, libtpu without a TPU) log as they load: the spec library and explain, which
+    reads traces and HLO without JAX, do not (the workload list imports the models, and
+    with them JAX)."""
     if args.command == "hardware":
         return args.hardware_command == "measure"
-    return args.command not in ("workloads", "explain")
+    return args.command != "explain"
 
 
 if __name__ == "__main__":

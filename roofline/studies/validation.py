@@ -2,10 +2,11 @@
 
 The cases live in ``validation.toml`` beside this module, each with its source. Suites:
 
-- ``published``: speedups of the same model between two accelerator generations, measured
-  by others (MLPerf training logs, NVIDIA's published throughputs, vendor reference
-  guides), against ``roofline predict`` on the zoo model compiled for each device (TPU
-  targets) or for the host and placed in the dtype it was written in (GPUs). The measured
+- ``published``: speedups of the same model between two accelerator generations (or two
+  precisions on one accelerator), measured by others (MLPerf training logs, NVIDIA's
+  published throughputs, vendor reference guides), against ``roofline predict`` on the
+  zoo model compiled for each device without it (TPUs by libtpu, NVIDIA GPUs by XLA:GPU).
+  The measured
   figure comes from the run, never from the spec numbers the prediction reads. A case's
   ``per`` (``chip``, ``board``) compares throughput per that unit: a compiled program runs
   on one device (a TPU core), and the unit holds as many of them as its spec's scopes say.

@@ -171,13 +171,19 @@ def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
 
 DTYPES = {"f32": "float32", "fp32": "float32", "float32": "float32", "bf16": "bfloat16",
           "bfloat16": "bfloat16", "f16": "float16", "fp16": "float16", "float16": "float16"}
+# Automatic mixed precision, for the models that declare it (see precision.py).
+MIXED = {"mixed": "float16", "mixed-bf16": "bfloat16"}
 
 
-def dtype_param(default: str = "f32") -> Param:
+def dtype_param(default: str = "f32", mixed: bool = False) -> Param:
+    if mixed:
+        return Param("dtype", str, default, "element type, or mixed precision (mixed = fp16 "
+                     "with loss scaling, mixed-bf16)", (*DTYPES, *MIXED))
     return Param("dtype", str, default, "element type", tuple(DTYPES))
 
 
 def jnp_dtype(name: str) -> Any:
+    """The type a ``dtype`` parameter computes matmuls and convolutions in."""
     import jax.numpy as jnp
 
-    return getattr(jnp, DTYPES[name])
+    return getattr(jnp, {**DTYPES, **MIXED}[name])

@@ -13,14 +13,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from roofline.program.workloads.registry import (
-    Family,
-    Param,
-    Workload,
-    dtype_param,
-    jnp_dtype,
-    register,
-)
+from roofline.program.workloads.precision import normalize, precision, sgd_step
+from roofline.program.workloads.registry import Family, Param, Workload, dtype_param, register
 
 DN = ("NHWC", "HWIO", "NHWC")
 
@@ -60,18 +54,17 @@ def resnet_param_shapes(blocks: tuple[int, ...], classes: int, width: int = 64,
     return params
 
 
-def _bn(x: Any, p: dict[str, Any]) -> Any:
-    mean = x.mean(axis=(0, 1, 2))
-    var = ((x - mean) ** 2).mean(axis=(0, 1, 2))
-    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["scale"] + p["bias"]
-
-
-def _conv(x: Any, w: Any, stride: int = 1) -> Any:
-    return jax.lax.conv_general_dilated(x, w, (stride, stride), "SAME", dimension_numbers=DN)
-
-
 def resnet_forward(params: dict[str, Any], x: Any, blocks: tuple[int, ...],
-                   bottleneck: bool = True) -> Any:
+                   bottleneck: bool = True, norm_dtype: Any = None) -> Any:
+    """Logits of images ``x``. Convolutions and the classifier run in ``x``'s type (the
+    weights are cast to it); batch norm in ``norm_dtype`` (default: ``x``'s type)."""
+    def _bn(x: Any, p: dict[str, Any]) -> Any:
+        return normalize(x, (0, 1, 2), p["scale"], p["bias"], norm_dtype or x.dtype)
+
+    def _conv(x: Any, w: Any, stride: int = 1) -> Any:
+        return jax.lax.conv_general_dilated(x, w.astype(x.dtype), (stride, stride), "SAME",
+                                            dimension_numbers=DN)
+
     h = jax.nn.relu(_bn(_conv(x, params["stem"]["w"], 2), params["stem"]["bn"]))
     h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
     for group, count in enumerate(blocks):
@@ -91,36 +84,36 @@ def resnet_forward(params: dict[str, Any], x: Any, blocks: tuple[int, ...],
                 shortcut = _bn(_conv(h, p["proj"], stride), p["proj_bn"])
             h = jax.nn.relu(y + shortcut)
     h = h.mean(axis=(1, 2))
-    return h @ params["fc"]["w"] + params["fc"]["b"]
-
-
-def training_step(forward: Any) -> Any:
-    """SGD step of softmax cross-entropy for a ``forward(params, x)``."""
-    def step(params: Any, x: Any, labels: Any) -> Any:
-        def loss(p: Any) -> Any:
-            logits = forward(p, x).astype(jnp.float32)
-            return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * labels, axis=-1))
-        grads = jax.grad(loss)(params)
-        return jax.tree.map(lambda w, g: w - 0.1 * g.astype(w.dtype), params, grads)
-    return step
+    return h @ params["fc"]["w"].astype(h.dtype) + params["fc"]["b"].astype(h.dtype)
 
 
 def _resnet50(spec: str, p: dict[str, Any]) -> Workload:
+    """Pure types hold the weights in the compute type too; mixed precision keeps float32
+    masters (precision.py)."""
     blocks = (3, 4, 6, 3)
-    dt = jnp_dtype(p["dtype"])
+    numbers = precision(p["dtype"])
+    master = numbers.master or numbers.compute
     shapes = resnet_param_shapes(blocks, p["classes"])
-    params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, dt), shapes,
+    params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, master), shapes,
                           is_leaf=lambda s: isinstance(s, tuple))
-    x = jax.ShapeDtypeStruct((p["batch"], p["image"], p["image"], 3), dt)
-    labels = jax.ShapeDtypeStruct((p["batch"], p["classes"]), dt)
-    forward = lambda params, x: resnet_forward(params, x, blocks)  # noqa: E731
+    x = jax.ShapeDtypeStruct((p["batch"], p["image"], p["image"], 3), numbers.compute)
+    labels = jax.ShapeDtypeStruct((p["batch"], p["classes"]), master)
+
+    def forward(params: Any, x: Any) -> Any:
+        return resnet_forward(params, x, blocks, norm_dtype=numbers.norm)
     if p["mode"] == "inference":
         return Workload(spec, forward, (params, x), (1,), p["batch"], p)
-    return Workload(spec, training_step(forward), (params, x, labels), (1, 2), p["batch"], p)
+
+    def loss(params: Any, x: Any, labels: Any) -> Any:
+        logits = forward(params, x).astype(jnp.float32)
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * labels, axis=-1))
+    return Workload(spec, sgd_step(loss, 0.1, numbers.loss_scale), (params, x, labels),
+                    (1, 2), p["batch"], p)
 
 
 register(Family(
     "resnet50", "ResNet-50 (bottleneck [3, 4, 6, 3]), training step or inference",
     (Param("batch", int, 32), Param("image", int, 224), Param("classes", int, 1000),
-     Param("mode", str, "train", choices=("train", "inference")), dtype_param()),
+     Param("mode", str, "train", choices=("train", "inference")),
+     dtype_param(mixed=True)),
     _resnet50))

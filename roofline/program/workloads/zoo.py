@@ -6,8 +6,10 @@ Each model is written once, as a function of a ``Params`` store that declares ev
 weight where it is used; running it once under ``jax.eval_shape`` collects the parameter
 shapes. Each family is a training step (forward, softmax cross-entropy on integer labels,
 backward, SGD update) or, with ``mode=inference``, the forward pass. Weights are float32
-masters; ``dtype`` is the compute type (``bf16`` = mixed precision), as in ``paradnn``.
-Batch norm uses batch statistics, as in ``resnet``; dropout is left out.
+masters, cast where they are used: ``dtype=f32``, ``bf16`` or ``f16`` computes everything,
+normalizations included, in that type; ``mixed`` and ``mixed-bf16`` are automatic mixed
+precision (``precision.py``: float32 normalizations, fp16 loss scaling). Batch norm uses
+batch statistics, as in ``resnet``; dropout is left out.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from roofline.program.workloads.precision import Precision, normalize, precision, sgd_step
 from roofline.program.workloads.registry import (
     Family,
     Param,
@@ -37,25 +40,34 @@ class Params:
     """A model's weights by name (``"block3/attn/q/w"``), declared where they are used.
 
     ``Params()`` records: each ``P(name, *shape)`` stores the shape and returns zeros
-    (run the model under ``jax.eval_shape``). ``Params(values)`` returns the arrays.
+    (run the model under ``jax.eval_shape``). ``Params(values, precision=...)`` returns
+    the arrays cast to the precision's compute type, or to ``P(..., dtype=...)``.
     """
 
     def __init__(self, values: dict[str, Any] | None = None, prefix: str = "",
-                 shapes: dict[str, tuple[int, ...]] | None = None) -> None:
+                 shapes: dict[str, tuple[int, ...]] | None = None,
+                 precision: Precision | None = None) -> None:
         self.values = values
         self.prefix = prefix
         self.shapes = {} if shapes is None else shapes
+        self.precision = precision
 
-    def __call__(self, name: str, *shape: int) -> Any:
+    def __call__(self, name: str, *shape: int, dtype: Any = None) -> Any:
         key = self.prefix + name
         if self.values is not None:
-            return self.values[key]
+            target = dtype or (self.precision.compute if self.precision else None)
+            value = self.values[key]
+            return value if target is None else value.astype(target)
         if self.shapes.setdefault(key, shape) != shape:
             raise ValueError(f"parameter {key} declared as {self.shapes[key]} and {shape}")
-        return jnp.zeros(shape, jnp.float32)
+        return jnp.zeros(shape, dtype or jnp.float32)
+
+    def norm_dtype(self, x: Any) -> Any:
+        """The type normalizations of ``x`` compute in."""
+        return self.precision.norm if self.precision else x.dtype
 
     def scope(self, name: str) -> Params:
-        return Params(self.values, f"{self.prefix}{name}/", self.shapes)
+        return Params(self.values, f"{self.prefix}{name}/", self.shapes, self.precision)
 
 
 def param_shapes(fn: Callable[..., Any], *inputs: Any) -> dict[str, tuple[int, ...]]:
@@ -80,7 +92,7 @@ def _workload(spec: str, p: dict[str, Any], forward: Callable[..., Any],
               loss: Callable[..., Any] | None = None, lr: float = 0.01) -> Workload:
     """Inference ``forward(P, *inputs)`` or an SGD step of ``loss(P, *inputs, labels)``
     (by default the cross-entropy of ``forward``), with float32 master weights."""
-    dt = jnp_dtype(p["dtype"])
+    numbers = precision(p["dtype"])
     if loss is None:
         def loss(P: Params, *args: Any) -> Any:
             return _cross_entropy(forward(P, *args[:-1]), args[-1])
@@ -90,7 +102,7 @@ def _workload(spec: str, p: dict[str, Any], forward: Callable[..., Any],
     params = {k: jax.ShapeDtypeStruct(s, jnp.float32) for k, s in shapes.items()}
 
     def compute(w: Any) -> Params:
-        return Params(jax.tree.map(lambda a: a.astype(dt), w))
+        return Params(w, precision=numbers)
 
     if p["mode"] == "inference":
         def infer(w: Any, *xs: Any) -> Any:
@@ -98,9 +110,7 @@ def _workload(spec: str, p: dict[str, Any], forward: Callable[..., Any],
         return Workload(spec, infer, (params, *inputs), tuple(range(1, len(inputs) + 1)),
                         p["batch"], p)
 
-    def step(w: Any, *args: Any) -> Any:
-        grads = jax.grad(lambda w: loss(compute(w), *args))(w)
-        return jax.tree.map(lambda a, g: a - lr * g.astype(a.dtype), w, grads)
+    step = sgd_step(lambda w, *args: loss(compute(w), *args), lr, numbers.loss_scale)
     return Workload(spec, step, (params, *inputs, labels), tuple(range(1, len(inputs) + 2)),
                     p["batch"], p)
 
@@ -112,20 +122,20 @@ def _dense(P: Params, x: Any, n: int, bias: bool = True) -> Any:
     return y + P("b", n) if bias else y
 
 
+def _norm(P: Params, x: Any, axes: tuple[int, ...]) -> Any:
+    """Standardized over ``axes``, then scaled and shifted per feature (the last axis)."""
+    dtype = P.norm_dtype(x)
+    return normalize(x, axes, P("scale", x.shape[-1], dtype=dtype),
+                     P("bias", x.shape[-1], dtype=dtype), dtype)
+
+
 def _batch_norm(P: Params, x: Any) -> Any:
     """Batch norm over every axis but the last, with the batch's statistics."""
-    axes = tuple(range(x.ndim - 1))
-    mean = x.mean(axis=axes)
-    var = ((x - mean) ** 2).mean(axis=axes)
-    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * P("scale", x.shape[-1]) + P("bias",
-                                                                                 x.shape[-1])
+    return _norm(P, x, tuple(range(x.ndim - 1)))
 
 
 def _layer_norm(P: Params, x: Any) -> Any:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * P("scale", x.shape[-1]) + P("bias",
-                                                                                 x.shape[-1])
+    return _norm(P, x, (-1,))
 
 
 def _conv(x: Any, w: Any, stride: tuple[int, int] = (1, 1), padding: str = "SAME") -> Any:
@@ -446,14 +456,14 @@ def _gpt2(spec: str, p: dict[str, Any]) -> Workload:
 register(Family(
     "vgg16", "VGG-16: 13 3x3 convolutions, 3 dense layers; 138 M parameters",
     (Param("batch", int, 32), Param("image", int, 224), Param("classes", int, 1000), MODE,
-     dtype_param()),
+     dtype_param(mixed=True)),
     _vgg16))
 register(Family(
     "inception_v3", "Inception v3 (299x299), auxiliary classifier optional; 23.8 M "
     "parameters, 27.2 M with aux=on",
     (Param("batch", int, 32), Param("image", int, 299), Param("classes", int, 1000),
      Param("aux", str, "off", "auxiliary classifier (training loss only)", ("on", "off")),
-     MODE, dtype_param()),
+     MODE, dtype_param(mixed=True)),
     _inception_v3))
 register(Family(
     "transformer", "Transformer: 6+6 layers, base (d 512, 8 heads, d_ff 2048) or big "
@@ -461,11 +471,11 @@ register(Family(
     "`sequence` tokens",
     (Param("batch", int, 8), Param("sequence", int, 512),
      Param("size", str, "base", "base or big (Vaswani et al. 2017, Table 3)",
-           ("base", "big")), MODE, dtype_param()),
+           ("base", "big")), MODE, dtype_param(mixed=True)),
     _transformer))
 register(Family(
     "lstm_lm", "2-layer LSTM language model, hidden 1500, vocabulary 10000 (PTB large)",
-    (Param("batch", int, 20), Param("sequence", int, 20), MODE, dtype_param()),
+    (Param("batch", int, 20), Param("sequence", int, 20), MODE, dtype_param(mixed=True)),
     _lstm_lm))
 register(Family(
     "deepspeech2", "Deep Speech 2-like: 2 convolutions over a 161-bin spectrogram, 5 "
@@ -473,10 +483,10 @@ register(Family(
     (Param("batch", int, 16), Param("frames", int, 400, "spectrogram frames (10 ms each)"),
      Param("cell", str, "gru", choices=("gru", "rnn")),
      Param("hidden", int, 640, "recurrent width (1152 keeps about 27 M with cell=rnn)"),
-     MODE, dtype_param()),
+     MODE, dtype_param(mixed=True)),
     _deepspeech2))
 register(Family(
     "gpt2", "GPT-2 small: 12 layers, d 768, 12 heads, vocabulary 50257, context 1024, "
     "tied embeddings; 124 M parameters",
-    (Param("batch", int, 8), Param("sequence", int, 1024), MODE, dtype_param()),
+    (Param("batch", int, 8), Param("sequence", int, 1024), MODE, dtype_param(mixed=True)),
     _gpt2))
