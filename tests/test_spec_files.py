@@ -262,6 +262,13 @@ def test_achievable_ceilings_replace_peaks_where_cited(tmp_path, testchip_path):
         peak.at_ceilings("typical")
 
 
+def test_a_spec_citing_no_achieved_figure_says_its_ceilings_are_peaks():
+    # The TPU specs cite no measured rate: a prediction's method says they are at their
+    # peaks, so an expected time there is the bound.
+    summary = load_hardware("tpu-v3").at_ceilings("achievable").ceilings_summary()
+    assert summary == "tpu-v3 (board): datasheet peaks (no achievable figure is cited)"
+
+
 def test_every_gpu_spec_cites_its_achievable_ceilings():
     # The GPU library's measured figures (hardware_specs/*.toml): each a cited measurement,
     # below its peak; every GPU has at least one.

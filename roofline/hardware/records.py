@@ -326,8 +326,10 @@ class Hardware:
         if self.measured:
             return f"{self.label}: measured ceilings"
         near = {level.name for level in self.memory[1:]}
-        peaks = [name for name, how in self.ceiling_basis()
-                 if how.startswith("peak (") and name not in near]
+        basis = [(name, how) for name, how in self.ceiling_basis() if name not in near]
+        peaks = [name for name, how in basis if how.startswith("peak (")]
+        if len(peaks) == len(basis):
+            return f"{self.label}: datasheet peaks (no achievable figure is cited)"
         text = f"{self.label}: achievable ceilings"
         if peaks:
             text += " (peak where none is cited: " + ", ".join(peaks) + ")"

@@ -295,7 +295,10 @@ def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
             p_new.bound if p_new else None, op.intensity))
     found = (omissions_of(((op, p, p.seconds) for op, p in placed_old), hardware)
              + omissions_of(((op, p, p.seconds) for op, p in placed_new), after))
-    return Comparison(hardware, after, tuple(changes), "roofline", coverage(found))
+    ceilings = (hardware.ceilings_summary() if after.label == hardware.label else
+                f"{hardware.ceilings_summary()}, {after.ceilings_summary()}")
+    return Comparison(hardware, after, tuple(changes), f"roofline; ceilings {ceilings}",
+                      coverage(found))
 
 
 def whatif_costs(ops: list[OpCost], hardware: Hardware, factors: dict[str, float],
