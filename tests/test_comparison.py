@@ -267,13 +267,17 @@ def test_ops_of_two_compiles_pair_only_where_they_compute_the_same_thing():
     presence = {(op.name, op.presence.value) for op in result.ops}
     assert presence == {("fusion.1", "both"), ("fusion.2", "only before"),
                         ("fusion.2", "only after")}
-    # Each op is memory-bound on HBM2 (900 GB/s): 8.889, 8.889 us before; 4.444 and
-    # 8.889 us after. Each side's own classes sum to its total, paired or not.
+    # Each op is memory-bound on HBM2 (900 GB/s, after its 316.6 ns latency): 8.889 +
+    # 0.317 us twice before; 4.444 + 0.317 and 8.889 + 0.317 us after. Each side's own
+    # classes sum to its total, paired or not.
     (side,) = result.by_side()
-    assert side.old_s == pytest.approx(2 * 8e6 / 900e9)
-    assert side.new_s == pytest.approx((4e6 + 8e6) / 900e9)
+    assert side.old_s == pytest.approx(2 * (8e6 / 900e9 + 316.6e-9))
+    assert side.new_s == pytest.approx((4e6 + 8e6) / 900e9 + 2 * 316.6e-9)
     assert side.old_share == side.new_share == 1.0
-    assert result.unpaired_share == pytest.approx((0.5, 8e6 / 12e6))
+    # Unpaired: fusion.2 is half the old time; after, (8.889 + 0.317) / (4.444 + 8.889 +
+    # 2 x 0.317) = 0.659 of the new.
+    assert result.unpaired_share == pytest.approx(
+        (0.5, (8e6 / 900e9 + 316.6e-9) / (12e6 / 900e9 + 2 * 316.6e-9)))
 
 
 def test_an_overhead_bound_program_follows_each_gpus_own_per_op_floor():

@@ -71,8 +71,9 @@ def test_attainable_is_min_of_slope_and_peak(tpu_v2):
 
 def test_op_exactly_at_ridge_is_compute_bound_with_equal_terms(v100):
     # 1e9 bytes at 138.9 FLOP/B = 1.3889e11 FLOPs: 1.3889e11 / 125e12 = 1e9 / 900e9 = 1.111 ms.
+    # The plain roofline: the memory latency (below) would tip a real op past the ridge.
     work = Work(flops=125e12 / 900e9 * 1e9, bytes=1e9, dtype="fp16", unit="matrix")
-    p = place(work, v100)
+    p = place(work, v100.plain_roofline())
     assert p.compute_s == pytest.approx(1e9 / 900e9)
     assert dict(p.memory_s)["HBM2"] == pytest.approx(1e9 / 900e9)
     assert p.seconds == pytest.approx(1.1111e-3, rel=1e-4)
@@ -80,24 +81,26 @@ def test_op_exactly_at_ridge_is_compute_bound_with_equal_terms(v100):
 
 
 def test_intensity_zero_op_is_memory_bound(v100):
-    # A pure copy of 0.9 GB: 0.9e9 / 900e9 = 1 ms, no FLOPs.
+    # A pure copy of 0.9 GB: 0.9e9 / 900e9 = 1 ms, no FLOPs, after the HBM2's 316.6 ns
+    # latency (v100-sxm2 cites the V100 PCIe's pointer chase).
     p = place(Work(flops=0, bytes=0.9e9, dtype="fp32"), v100)
     assert p.compute_s == 0
-    assert p.seconds == pytest.approx(1e-3)
+    assert p.seconds == pytest.approx(1e-3 + 316.6e-9)
     assert p.bound.kind is BoundKind.MEMORY and p.bound.resource == "HBM2"
     assert Work(flops=0, bytes=0.9e9, dtype="fp32").intensity == 0
 
 
 def test_tiny_op_is_overhead_bound_and_overlap_modes_differ(v100):
-    # 1 MB at 900 GB/s = 1.11 us, below the spec's 1.83 us per-op floor (a null kernel
-    # launched back to back on a V100, CSCS's regression reference).
+    # 1 MB at 900 GB/s = 1.11 us (+ 0.3166 us latency = 1.43 us), below the spec's
+    # 1.83 us per-op floor (a null kernel launched back to back on a V100, CSCS's
+    # regression reference); summed: 1.83 + 1.111 + 0.3166 = 3.258 us.
     work = Work(flops=0, bytes=1e6, dtype="fp32")
     p_max = place(work, v100, Overlap.MAX)
     p_sum = place(work, v100, Overlap.SUM)
     assert v100.overhead.value == pytest.approx(1.83e-6)
     assert p_max.bound.kind is BoundKind.OVERHEAD
     assert p_max.seconds == pytest.approx(1.83e-6)
-    assert p_sum.seconds == pytest.approx(1.83e-6 + 1e6 / 900e9)
+    assert p_sum.seconds == pytest.approx(1.83e-6 + 1e6 / 900e9 + 316.6e-9)
     assert p_sum.overlap is Overlap.SUM
 
 
@@ -129,11 +132,11 @@ def test_matrix_work_without_matrix_roof_falls_back_to_vector(v100, tpu_v2):
 
 def test_work_without_any_roof_is_placed_with_its_compute_left_out(v100):
     # No int8 roof on Volta and no documented fallback: the op keeps its memory term
-    # (0.9 GB / 900 GB/s = 1 ms), its compute term is left out and the placement says so,
-    # so the time is still a lower bound.
+    # (0.9 GB / 900 GB/s = 1 ms, + 316.6 ns latency), its compute term is left out and the
+    # placement says so, so the time is still a lower bound.
     p = place(Work(flops=1e12, bytes=0.9e9, dtype="int8", unit="matrix"), v100)
     assert p.compute_left_out and p.roof is None and p.compute_s == 0
-    assert p.seconds == pytest.approx(1e-3) and p.bound.kind is BoundKind.MEMORY
+    assert p.seconds == pytest.approx(1e-3 + 316.6e-9) and p.bound.kind is BoundKind.MEMORY
     assert p.wanted == ("int8", "matrix")
 
 
@@ -172,3 +175,25 @@ def test_transcendentals_take_time_at_the_transcendental_roof_beside_the_flops()
     # A transcendental roof is no ridge: ridges stay those of the FLOP roofs.
     assert {r.roof.unit for r in ridge_points(cpu)} == {"matrix", "vector"}
     assert roof.peak_text == "4 G/s"
+
+
+def test_memory_latency_is_paid_once_per_kernel_before_its_bytes_stream():
+    # v100-pcie cites a 316.6 ns HBM2 load latency (pointer chase, ernst-cuda-latency):
+    # 8 MB at the 900 GB/s peak is 8.889 us, plus 0.3166 us = 9.2055 us; a fusion of two
+    # kernels waits twice: 8.889 + 0.6332 = 9.5221 us.
+    pcie = load_hardware("v100-pcie")
+    assert pcie.main_memory.latency.value == pytest.approx(316.6e-9)
+    one = place(Work(flops=0, bytes=8e6, dtype="fp32"), pcie)
+    assert one.bound.kind is BoundKind.MEMORY
+    assert one.seconds == pytest.approx(8e6 / 900e9 + 316.6e-9)
+    two = place(Work(flops=0, bytes=8e6, dtype="fp32", launches=2), pcie)
+    assert two.seconds == pytest.approx(9.5221e-6, rel=1e-4)
+    # No bytes, no wait: a compute-only op is not charged the latency.
+    assert place(Work(flops=1e9, bytes=0, dtype="fp32"), pcie).memory_s[0][1] == 0
+    # The plain roofline (the lower bound) has no latency: bytes over the peak alone.
+    plain = place(Work(flops=0, bytes=8e6, dtype="fp32"), pcie.plain_roofline())
+    assert plain.seconds == pytest.approx(8e6 / 900e9)
+    # A what-if on bandwidth leaves the latency: 8 MB at 1.5 x 900 GB/s = 5.926 us + 0.3166.
+    faster = pcie.scaled({"memory_bandwidth": 1.5})
+    assert place(Work(flops=0, bytes=8e6, dtype="fp32"), faster).seconds == pytest.approx(
+        8e6 / 1350e9 + 316.6e-9)

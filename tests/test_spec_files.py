@@ -171,6 +171,12 @@ MALFORMED = [
      "overhead.per_op", "give per_op"),
     ("sustained clock above boost", ('base = "800 MHz"', 'base = "800 MHz"\nsustained = "2 GHz"\nsustained_source = "sheet"'),
      "clock.sustained", "exceeds the peak beside it"),
+    ("memory latency without its source", ('bandwidth = "250 GB/s"', 'bandwidth = "250 GB/s"\nlatency = "400 ns"'),
+     "memory[0].latency_source", "a measured figure needs its own source"),
+    ("memory latency in the wrong unit", ('bandwidth = "250 GB/s"', 'bandwidth = "250 GB/s"\nlatency = "400 GB/s"\nlatency_source = "sheet"'),
+     "memory[0].latency", "is a bandwidth, but a time belongs here"),
+    ("latency of a near level", ('bandwidth = "4 TB/s"', 'bandwidth = "4 TB/s"\nlatency = "30 ns"\nlatency_source = "sheet"'),
+     "memory[1].latency", "a latency is read for main memory only"),
 ]
 
 

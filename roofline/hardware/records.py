@@ -75,6 +75,9 @@ class MemoryLevel:
     sources: tuple[str, ...]
     note: str = ""
     achieved: Scalar | None = None   # a measured copy/stream bandwidth
+    # A measured load latency (main memory only): what a kernel pays before its bytes
+    # stream at the bandwidth (Little's law: latency x bandwidth bytes must be in flight).
+    latency: Scalar | None = None
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,7 @@ class Hardware:
         """The same device described at another scope (``core``, ``chip``, ``board``...).
 
         Rates, bandwidths, capacities, counts and power scale with the number of base
-        units; clocks, per-op overhead and link latency do not.
+        units; clocks, per-op overhead, memory and link latency do not.
         """
         factor = self.scope_size(scope) / self.scope_size(self.scope)
         if factor == 1:
@@ -288,13 +291,16 @@ class Hardware:
 
     def plain_roofline(self) -> Hardware:
         """The device as the plain roofline sees it, the floor under every prediction: its
-        peaks, no per-op overhead and no GEMM tiling (a matrix product at its FLOPs over
-        the peak). Raises where the record is already at its achievable ceilings."""
+        peaks, no per-op overhead, no memory latency and no GEMM tiling (a matrix product
+        at its FLOPs over the peak). Raises where the record is already at its achievable
+        ceilings."""
         if self.ceilings != "peak":
             raise UnknownHardwareError(f"{self.ref} is at its achievable ceilings; load the "
                                        "spec again for its plain roofline")
+        memory = (dataclasses.replace(self.memory[0], latency=None), *self.memory[1:])
         return dataclasses.replace(
-            self, overhead=dataclasses.replace(self.overhead, value=0.0), gemm=None)
+            self, overhead=dataclasses.replace(self.overhead, value=0.0), gemm=None,
+            memory=memory)
 
     def ceiling_basis(self) -> list[tuple[str, str]]:
         """(roof or level, where its achievable ceiling comes from), in spec order."""

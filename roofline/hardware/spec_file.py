@@ -76,6 +76,7 @@ def _with_variant(reader: FieldReader, key: str, table: Mapping[str, Any], field
 
 
 _ACHIEVED = frozenset({"achieved", "achieved_source", "achieved_note"})
+_LATENCY = frozenset({"latency", "latency_source", "latency_note"})
 
 
 def _achieved(reader: FieldReader, key: str, entry: Mapping[str, Any], kind: Kind, factor: float,
@@ -144,10 +145,13 @@ def _memory(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
         key = f"memory[{i}]"
         entry = reader.table(key, raw)
         required = ("name", "capacity", "bandwidth") if i == 0 else ("name", "capacity")
-        reader.check_keys(entry, key, fields | _COMMON | _ACHIEVED | {"alternatives"},
-                          required)
+        reader.check_keys(entry, key,
+                          fields | _COMMON | _ACHIEVED | _LATENCY | {"alternatives"}, required)
         entry = _with_variant(reader, key, entry, {"capacity", "bandwidth"}, variant,
-                              _ACHIEVED)
+                              _ACHIEVED | _LATENCY)
+        if i > 0 and "latency" in entry:
+            raise reader.error(f"{key}.latency", "a latency is read for main memory only "
+                               "(the first [[memory]] entry); move it there or drop it")
         name = reader.string(f"{key}.name", entry["name"])
         if any(m.name.lower() == name.lower() for m in levels):
             raise reader.error(f"{key}.name", f"memory level {name!r} appears twice")
@@ -163,6 +167,7 @@ def _memory(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
             name=name, capacity_bytes=capacity, bytes_per_s=bandwidth,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
             achieved=_achieved(reader, key, entry, Kind.BANDWIDTH, factor, bandwidth),
+            latency=_achieved(reader, key, entry, Kind.TIME, 1.0, None, "latency"),
         ))
     return tuple(levels)
 

@@ -2,9 +2,10 @@
 
 An op asks the hardware for FLOPs on one execution unit in one dtype, bytes at each
 memory level, bytes over a link, and one fixed per-op overhead. Each request takes time
-at its roof; the op's lower bound combines those times under a named overlap mode, and
-its bound class is the term that dominates. Conventions: an FMA is 2 FLOPs; rates and
-bandwidths are the spec's peaks at the hardware record's scope.
+at its roof (main-memory bytes also wait the memory's cited latency once per kernel);
+the op's time combines those times under a named overlap mode, and its bound class is
+the term that dominates. Conventions: an FMA is 2 FLOPs; rates and bandwidths are the
+spec's peaks at the hardware record's scope.
 """
 
 from __future__ import annotations
@@ -240,7 +241,11 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     compute_label = (transcendental.label if transcendental and transcendental_s > compute_s
                      else roof.label if roof else "")
     compute_s += transcendental_s
-    memory_s = [(hw.main_memory.name, work.bytes / _bandwidth(hw, hw.main_memory))]
+    main_s = work.bytes / _bandwidth(hw, hw.main_memory)
+    latency = hw.main_memory.latency
+    if latency is not None and latency.value and work.bytes > 0:
+        main_s += latency.value * work.launches   # each kernel waits once for its first bytes
+    memory_s = [(hw.main_memory.name, main_s)]
     for name, nbytes in work.near_bytes:
         level = hw.level(name)
         memory_s.append((level.name, nbytes / _bandwidth(hw, level)))

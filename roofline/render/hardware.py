@@ -114,7 +114,7 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                      "note": r.note, "achieved": measured(r.achieved)} for r in hw.compute],
         "memory": [{"name": m.name, "capacity_bytes": m.capacity_bytes,
                     "bytes_per_s": m.bytes_per_s, "sources": list(m.sources), "note": m.note,
-                    "achieved": measured(m.achieved)}
+                    "achieved": measured(m.achieved), "latency_s": measured(m.latency)}
                    for m in hw.memory],
         "links": [{"name": x.name, "count": x.count, "bytes_per_s": x.bytes_per_s,
                    "latency_s": x.latency_s, "sources": list(x.sources), "note": x.note}
@@ -176,6 +176,14 @@ def hardware_text(hw: Hardware) -> str:
           "achievable from": basis.get(m.name),
           "sources": m.sources} for m, a in zip(hw.memory, achievable.memory)],
         title="memory, far to near")
+    latency = hw.main_memory.latency
+    if latency is not None and latency.value is not None:
+        memory += (f"\n{hw.main_memory.name} latency {q(latency.value, Kind.TIME)} per kernel, "
+                   "added to each kernel's bytes over bandwidth ["
+                   + ", ".join(latency.sources) + "]")
+    elif hw.kind == "gpu":
+        memory += (f"\n{hw.main_memory.name} latency: none cited (a kernel's memory time is "
+                   "its bytes over bandwidth alone)")
     unmeasured = [name for name, how in hw.ceiling_basis() if how.startswith("peak (")]
     if hw.kind == "gpu" and unmeasured:
         head.append("NO MEASURED FIGURE (achievable ceilings use the peak): "
