@@ -80,3 +80,12 @@ class OpsTableError(RooflineError, ValueError):
 
 class BelowPhysicalBoundError(RooflineError):
     """Measured times faster than the source spec allows (transfer)."""
+
+
+class StdoutError(RooflineError, OSError):
+    """Standard output that cannot be written: its disk is full or its pipe closed
+    (``closed_pipe``: the reader stopped reading, which is no error of the input)."""
+
+    def __init__(self, message: str, *, closed_pipe: bool = False):
+        super().__init__(message)
+        self.closed_pipe = closed_pipe

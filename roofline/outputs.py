@@ -3,7 +3,8 @@
 Data goes to a temporary file in the destination's directory, flushed to disk, then
 renamed over the destination in one step. Only regular files are created or replaced: a
 directory, a symbolic link, a device or a FIFO at the destination is refused, never
-renamed over.
+renamed over. A directory a command writes into (a sweep, a run, a cache) is checked the
+same way before any work: :func:`check_output_directory`.
 """
 
 from __future__ import annotations
@@ -26,9 +27,17 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
 
 
-def check_output_path(path: str | Path) -> Path:
+def check_output_path(path: str | Path, what: str = "the output") -> Path:
     """``path`` if an output may be written there: a new file or a regular file in an
-    existing, writable directory. Raises :class:`RooflineError` saying why not."""
+    existing, writable directory. Raises :class:`RooflineError` saying why not, naming
+    ``what`` (an option: ``--plot``) where the path itself says nothing."""
+    text = os.fspath(path)
+    if not text:
+        raise RooflineError(f"{what} is an empty path: give a file name")
+    # Path() drops a trailing "/": "out.png/" names a directory, never the file out.png.
+    if text.endswith(os.sep) or os.path.basename(text) in (".", ".."):
+        raise RooflineError(f"cannot write {what} {text}: it names a directory; give a "
+                            "file name")
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     try:
@@ -52,6 +61,43 @@ def check_output_path(path: str | Path) -> Path:
         raise RooflineError(f"cannot write {path}: directory {directory} is not writable; "
                             "choose another path")
     return path
+
+
+def check_output_directory(path: str | Path, what: str) -> Path:
+    """``path`` if a command may write files into it: a writable directory (or a symbolic
+    link to one), or a new one whose nearest existing parent is a writable directory.
+    Nothing is created. Raises :class:`RooflineError` naming ``what`` (an option:
+    ``--out``) and saying why not: an empty path, a file, a device, a FIFO, a link to
+    nothing, a path under a file, or a read-only or another user's directory (``access``
+    answers for read-only filesystems too, for root as well)."""
+    text = os.fspath(path)
+    if not text:
+        raise RooflineError(f"{what} is an empty path: give a directory")
+    path = Path(path)
+    for existing in (path, *path.parents):
+        try:
+            mode = os.stat(existing).st_mode
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            if existing == path and os.path.islink(path):
+                raise RooflineError(f"cannot write into {what} {path}: it is a symbolic "
+                                    "link to nothing; give a directory") from None
+            continue        # not there (yet), or hidden: a parent says why
+        except OSError as exc:
+            raise RooflineError(f"cannot write into {what} {path}: {exc.strerror}; give "
+                                "another directory") from None
+        if not stat.S_ISDIR(mode):
+            kind = ("a file" if stat.S_ISREG(mode) else
+                    next((name for test, name in _KINDS if test(mode)), "not a directory"))
+            where = "it is" if existing == path else f"{existing} is"
+            raise RooflineError(f"cannot write into {what} {path}: {where} {kind}, not a "
+                                "directory; give a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            where = "it" if existing == path else f"{existing}"
+            raise RooflineError(f"cannot write into {what} {path}: {where} is not writable "
+                                "(read-only, or another user's); give another directory")
+        return path
+    raise RooflineError(f"cannot write into {what} {path}: no parent directory of it "
+                        "exists; give another directory")
 
 
 def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:

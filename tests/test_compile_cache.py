@@ -104,3 +104,66 @@ def test_capacity_search_compiles_each_batch_once_and_names_the_best(tmp_path, m
                                    cache_dir=tmp_path)
     assert len(compiles) == len(set(specs))                # all served from the cache
     assert (again.batch, again.best_batch) == (found.batch, found.best_batch)
+
+
+def _damage_devices(record):
+    del record["devices"]
+
+
+def _damage_memory(record):
+    record["memory"]["temp_bytes"] = "a lot"
+
+
+def _damage_op(record):
+    record["costs"]["ops"][0]["flops"] = "many"
+
+
+def _damage_xla(record):
+    record["xla"] = {"flops": [1]}
+
+
+@pytest.mark.parametrize("damage, named", [
+    (_damage_devices, "devices is NoneType, not int"),
+    (_damage_memory, "MemoryFootprint.temp_bytes is str, not float"),
+    (_damage_op, "OpCost.flops is str, not float"),
+    (_damage_xla, "float() argument must be"),
+], ids=["missing key", "memory wrong type", "op cost wrong type", "xla wrong type"])
+def test_a_damaged_record_is_set_aside_and_compiled_again(tmp_path, capsys, compiles,
+                                                          damage, named):
+    # Issue 34: valid JSON with a key missing or of the wrong type raised KeyError or
+    # TypeError, or refused the SPEC ("cannot compile ... KeyError").
+    argv = ["analyze", SPEC, "--target", "host", "--format", "json", "--cache", str(tmp_path)]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    [program] = [p for p in _entries(tmp_path) if "hlo_text" in json.loads(p.read_text())]
+    record = json.loads(program.read_text())
+    damage(record)
+    program.write_text(json.dumps(record))
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    # 64 x 64 x 64 matmul: 2 * 64^3 = 524288 FLOPs, as the first answer had it.
+    assert json.loads(out)["totals"] == first["totals"]
+    assert json.loads(out)["totals"]["flops"] == 2 * 64**3
+    assert len(compiles) == 2                                  # compiled again
+    aside = program.with_suffix(".json.damaged")
+    assert err == (f"roofline: damaged compile-cache record ({named}"
+                   + err.split(named, 1)[1]) and err.count("\n") == 1
+    assert f"set aside as {aside}; compiling again" in err and aside.exists()
+    assert "hlo_text" in json.loads(program.read_text())       # kept again, whole
+    assert main(argv) == 0 and len(compiles) == 2              # and served from it
+
+
+def test_an_index_entry_naming_a_path_is_not_followed(tmp_path, capsys, compiles):
+    argv = ["analyze", SPEC, "--target", "host", "--format", "json", "--cache", str(tmp_path)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    [index] = [p for p in _entries(tmp_path) if "lowered" in json.loads(p.read_text())]
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"hlo_text": 1}')
+    # An absolute "key" made the record's path that file itself.
+    index.write_text(json.dumps({"lowered": str(elsewhere.with_suffix(""))}))
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    # 2 * 64^3 FLOPs: the program found by its lowered text, the file left alone.
+    assert json.loads(out)["totals"]["flops"] == 2 * 64**3 and err == ""
+    assert len(compiles) == 2 and elsewhere.read_text() == '{"hlo_text": 1}'

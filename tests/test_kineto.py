@@ -81,9 +81,30 @@ def test_the_cli_explains_a_gzipped_trace_on_its_own_gpu(tmp_path, capsys):
      "no GPU kernels"),
     ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": -3}]}',
      "lasts"),
+    ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": Infinity, "dur": 3}]}',
+     "event 'k' starts at inf"),
+    ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": ' + "9" * 5000 + "}]}",
+     "not a readable PyTorch profiler trace"),
 ])
 def test_what_is_no_pytorch_trace_is_refused(tmp_path, capsys, content, message):
     path = tmp_path / "trace.json"
     path.write_text(content)
     assert main(["explain", str(path), "--hardware", "h100-sxm"]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dims", [[["Infinity", 256]], [[float("inf"), 256]], [["abc", 256]],
+                                  [[-5, 256]], [[2**40, 2**40]]])
+def test_an_op_whose_recorded_shape_is_no_arrays_keeps_its_time_without_a_cost(tmp_path,
+                                                                               dims):
+    # aten::relu's input dims damaged: not whole numbers, negative, or 2^80 elements (past
+    # an ops table's 2^40): its 3 us are kept and listed, not costed.
+    path = kineto_trace(tmp_path / "trace.json")
+    trace = json.loads(path.read_text())
+    for event in trace["traceEvents"]:
+        if event["name"] == "aten::relu" and event["cat"] == "cpu_op":
+            event["args"]["Input Dims"] = dims
+    path.write_text(json.dumps(trace))
+    relu = _ops(explain(load_run(path), load_hardware("h100-sxm")).to_document())[
+        "0001 aten::relu"]
+    assert relu["flops"] is None and relu["measured_s"] == pytest.approx(3e-6)

@@ -86,7 +86,21 @@ def test_narrow_sums_accumulate_in_f32_as_jax_does():
     ("a,matmul,4x4;4x4,float8,1 us", None, "dtype", "unknown dtype 'float8'"),
     ("a,matmul,4x4;4x4,f32,1", None, "time", "write a number and a unit"),
     ("a,matmul,4x4;4x4,f32,-3", "name,kind,shapes,dtype,time_us", "time_us",
-     "a time must be positive"),
+     "is not a measured op time: give one from 1 ns to 3600 s"),
+    # Every number within a documented range: times from 1 ns to an hour, operands of at
+    # most 2^40 elements, strides and paddings of at most 9 digits.
+    ("a,matmul,4x4;4x4,f32,1e300", "name,kind,shapes,dtype,time_s", "time_s",
+     "'1e300' \\(time_s is in s\\) is not a measured op time"),
+    ("a,matmul,4x4;4x4,f32,nan", "name,kind,shapes,dtype,time_ms", "time_ms",
+     "is not a measured op time"),
+    ("a,matmul,4x4;4x4,f32,1e-300 s", None, "time", "is not a measured op time"),
+    ("a,matmul,4x4;4x4,f32,0 us", None, "time", "is not a measured op time"),
+    # 2^21 x 2^20 = 2^41 elements, past 2^40.
+    ("a,matmul,2097152x1048576;1048576x4,f32,1 us", None, "shapes",
+     "an operand of 2.2e\\+12 elements, more than 2\\^40"),
+    ("a,add," + "9" * 5000 + ";4,f32,1 us", None, "shapes", "cannot read"),
+    ("a,conv2d,1x3x8x8;4x3x3x3,f32,1 us,1" + "0" * 5000, "name,kind,shapes,dtype,time,stride",
+     "shapes", "give a whole number of at most 9 digits"),
     ("a,conv2d,1x3x8x8;4x2x3x3,f32,1 us", None, "shapes", "do not match the weight"),
     ("a,add,4x4;3x4,f32,1 us", None, "shapes", "do not broadcast"),
 ])
@@ -165,8 +179,10 @@ def test_predict_target_floor_at_the_cli(tmp_path, capsys):
     # 2 x 2048^3 / 40e12 / 0.5 = 0.859 ms, tiny (3 us - 2 us) / 2 = 0.5 us.
     assert new["gemm"] == pytest.approx(5e-6 + 2 * 2048**3 / 40e12 / 0.5)
     assert new["tiny"] == pytest.approx(5.5e-6)
-    assert main([*argv, "--target-floor", "5"]) == 2   # a time needs its unit
+    with pytest.raises(SystemExit) as refused:   # argparse's: a time needs its unit
+        main([*argv, "--target-floor", "5"])
     err = capsys.readouterr().err
+    assert refused.value.code == 2
     assert "Traceback" not in err and "5" in err
 
 

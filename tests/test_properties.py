@@ -87,3 +87,66 @@ def test_a_damaged_trace_is_read_or_refused(data):
         except RooflineError:
             return
         assert all(op.total_s >= 0 for op in run.ops)
+
+
+# Durations of any size a damaged or hand-made trace may carry (us in Kineto's JSON).
+DURATIONS_US = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                         st.sampled_from([0.0, -5.0, 1e-3, 3.6e9, 3.7e9, 1e300, -1e300]))
+
+
+@given(st.lists(DURATIONS_US, min_size=1, max_size=4), st.lists(DURATIONS_US, max_size=2))
+def test_a_pytorch_trace_with_events_of_any_duration_is_explained_or_refused(kernels, steps):
+    # The two-step trace of tests/kineto.py with its first kernels' and steps' durations
+    # replaced: either a TraceError, or every share of the time between 0 and 100% and no
+    # time below zero (never "-32.2% of time").
+    import json
+
+    from roofline.errors import TraceError
+    from roofline.hardware import load_hardware
+    from roofline.model.explain import explain, load_run
+    from tests.kineto import kineto_trace
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = kineto_trace(Path(directory) / "trace.json")
+        trace = json.loads(path.read_text())
+        events = trace["traceEvents"]
+        for event, duration in zip([e for e in events if e["cat"] == "kernel"], kernels):
+            event["dur"] = duration
+        for event, duration in zip([e for e in events if e["cat"] == "user_annotation"],
+                                   steps):
+            event["dur"] = duration
+        path.write_text(json.dumps(trace))
+        try:
+            doc = explain(load_run(path), load_hardware("h100-sxm")).to_document()
+        except TraceError:
+            return
+    assert (doc["wall_seconds_per_step"] or 0) >= 0 and doc["op_seconds_per_step"] >= 0
+    by_class = doc["seconds_by_class"].values()
+    assert all(seconds >= 0 for seconds in by_class)
+    assert sum(by_class) <= doc["op_seconds_per_step"] * (1 + 1e-9)
+    assert all(0 <= gap["time_share"] <= 1 for gap in doc["coverage"]["gaps"])
+    for op in doc["ops"]:
+        assert op["measured_s"] >= 0
+        assert op["efficiency"] is None or op["efficiency"] >= 0
+
+
+@given(st.lists(st.integers(-2**62, 2**62), min_size=1, max_size=4),
+       st.lists(st.integers(-2**62, 2**62), max_size=2))
+def test_an_xplane_with_events_of_any_duration_is_read_or_refused(ops_ns, steps_ns):
+    # XLA:CPU ops and step annotations on a host plane, durations of any int64 (in ps, as
+    # the format stores them): refused, or no op or step time below zero.
+    from roofline.errors import TraceError
+    from tests.xplanes import xspace
+
+    tags = {"hlo_module": "jit_f", "hlo_op": "fusion", "run_id": 1}
+    ops = [("fusion", 1000 * i, duration / 1000, tags) for i, duration in enumerate(ops_ns)]
+    steps = [("train", 0, duration / 1000, {"step_num": i}) for i, duration in enumerate(steps_ns)]
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "host.xplane.pb"
+        path.write_bytes(xspace({"/host:CPU": {"tf_XLAEigen/1": ops, "python": steps}}))
+        try:
+            run = read_trace(path)
+        except TraceError:
+            return
+    assert all(op.total_s >= 0 and op.self_s >= 0 for op in run.ops)
+    assert all(wall >= 0 for wall in run.step_wall_s) and run.wall_seconds_per_step >= 0

@@ -162,7 +162,37 @@ MALFORMED = [
     ("a compute rate past any device", (_FP32, _FP32.replace('"2 TFLOP/s"', '"1e30 FLOP/s"')),
      "compute[1].peak", "beyond any device"),
     ("infinite link count", ("count = 4", "count = inf"), "links[0].count",
-     "positive finite number"),
+     "expected a whole number from 1 to 10,000,000, got inf"),
+    # Plausibility at every scope (hardware_specs/README.md): a figure stated per core is
+    # checked per board (8 cores) too, one stated per chip per core (half a chip).
+    ("a board of 2^62 cores", ("board = 8", "board = 4611686018427387904"), "scopes.board",
+     "from 1 (the base scope) to 1,000,000"),
+    # 2 EFLOP/s per core passes alone; x 8 cores = 16 EFLOP/s per board, past 10 EFLOP/s.
+    ("a rate past any device at the board scope",
+     (_FP32, _FP32.replace('"2 TFLOP/s"', '"2 EFLOP/s"')), "compute[1].peak",
+     "'2 EFLOP/s' comes to 16 EFLOP/s per board, more than 10 EFLOP/s"),
+    ("a bandwidth of 1e-300 GB/s", ('bandwidth = "250 GB/s"', 'bandwidth = "1e-300 GB/s"'),
+     "memory[0].bandwidth", "less than 1 MB/s"),
+    # 15 mW per chip is 7.5 mW per core (2 cores a chip), under 10 mW.
+    ("a power too small per core", ('tdp = "100 W"', 'tdp = "15 mW"'), "power.tdp",
+     "'15 mW' comes to 0.0075 W per core, less than 0.01 W"),
+    ("a clock of 1 kHz", ('boost = "1000 MHz"', 'boost = "1 kHz"'), "clock.boost",
+     "less than 1 MHz"),
+    ("an overhead of 2 s", ('per_op = "2 us"', 'per_op = "2 s"'), "overhead.per_op",
+     "more than 1 s"),
+    ("a latency of 1e-300 s", ('bandwidth = "250 GB/s"', 'bandwidth = "250 GB/s"\nlatency = '
+                               '"1e-300 s"\nlatency_source = "sheet"'),
+     "memory[0].latency", "less than 0.001 ns"),
+    ("a count of 1e308", ("mxu = 1", "mxu = 1e308"), "counts.mxu",
+     "expected a whole number from 1 to 10,000,000, got 1e+308"),
+    # 2,000,000 MXUs per core x 8 cores = 1.6e7 per board, past 10,000,000.
+    ("a count past the limit at the board scope", ("mxu = 1", "mxu = 2000000"), "counts.mxu",
+     "2000000 comes to 1.6e+07 per board, more than 10,000,000"),
+    ("a count of 5000 digits", ("mxu = 1", "mxu = " + "9" * 5000), None,
+     "a number of thousands of digits"),
+    ("a GEMM tile of 1e20 rows", ("[power]", '[gemm]\ntiles = ["100000000000000000000x128"]\n'
+                                  'units = "mxu"\nsource = "sheet"\n\n[power]'),
+     "gemm.tiles", "rows x columns of 1 to 4096 each"),
     ("scope as a list", ('scope = "core"', 'scope = ["core"]'), "counts.scope",
      "expected the name of a scope"),
     ("scope as a table", ('scope = "core"', 'scope = {a = 1}'), "counts.scope",
@@ -195,6 +225,13 @@ def test_malformed_spec_is_refused_with_file_key_and_fix(tmp_path, testchip_path
     assert str(path) in str(error)
     assert error.key == key
     assert message in str(error)
+
+
+def test_an_overhead_of_zero_is_accepted(tmp_path, testchip_path):
+    # What the refusal of a missing per_op recommends for a device without one.
+    path = tmp_path / "testchip.toml"
+    path.write_text(testchip_path.read_text().replace('per_op = "2 us"', 'per_op = "0 us"'))
+    assert load_spec_file(path).overhead.value == 0.0
 
 
 def test_unpublished_value_is_none_with_its_note(tmp_path, testchip_path):
@@ -301,7 +338,7 @@ def test_every_gpu_spec_cites_its_achievable_ceilings():
     (lambda tmp: (tmp / "deep.toml").write_text("x = " + "[" * 5000 + "]" * 5000)
      and tmp / "deep.toml", "nested too deeply"),
     (lambda tmp: (tmp / "big.toml").write_bytes(b"# " + b"x" * (2 << 20)) and tmp / "big.toml",
-     "larger than 1024 KiB"),
+     "larger than 1 MiB"),
     (lambda tmp: (tmp / "latin.toml").write_bytes(b"name = \"caf\xe9\"") and tmp / "latin.toml",
      "not UTF-8"),
 ], ids=["device", "fifo", "nested", "huge", "latin-1"])

@@ -30,6 +30,27 @@ def test_grid_axes():
     assert paradnn_values(1, 13, "+4") == [1, 5, 9, 13]
 
 
+def test_grid_sizes_are_limited_and_the_limit_is_raised_by_its_variable(monkeypatch, tmp_path):
+    # 1..200000 in steps of 1: 200,000 values, past the default 100,000 tasks.
+    with pytest.raises(RooflineError, match="alone makes 200,000 sweep tasks.*set "
+                                            "ROOFLINE_MAX_SWEEP_TASKS=200000"):
+        parse_values("1..200000+1")
+    monkeypatch.setenv("ROOFLINE_MAX_SWEEP_TASKS", "200000")
+    assert len(parse_values("1..200000+1")) == 200_000
+    # 200,000 values x 2 targets: 400,000 tasks, counted before any is built.
+    plan = SweepPlan("fc", {"batch": parse_values("1..200000+1")}, ["host", "tpu-v2"],
+                     ["tpu-v2"], tmp_path)
+    with pytest.raises(RooflineError, match="the grid makes 400,000 sweep tasks"):
+        plan.tasks()
+    monkeypatch.setenv("ROOFLINE_MAX_SWEEP_TASKS", "many")
+    with pytest.raises(RooflineError, match=r"\$ROOFLINE_MAX_SWEEP_TASKS = 'many': give a "
+                                            "whole number"):
+        parse_values("1..2+1")
+    # A number longer than any parameter takes stays text (int() would refuse past 4300
+    # digits), for the family's own check to refuse.
+    assert parse_values("9" * 5000) == ["9" * 5000]
+
+
 def _small_plan(out, targets=("tpu-v2",), hardware=("tpu-v2", "tpu-v3")):
     return SweepPlan("fc", {"layers": [4, 8], "nodes": [64, 256], "batch": [64, 1024]},
                      list(targets), list(hardware), out,
@@ -194,7 +215,7 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--grid", "nodes=32,abc"], "nodes='abc' is not a valid int"),
-    (["--grid", "nodes=32", "--set", "batch=0"], "batch must be positive"),
+    (["--set", "nodes=0"], "nodes must be positive"),
     (["--grid", "nodes=32", "--set", "dtype=nosuch"], "choose one of"),
     (["--grid", "nodes=32", "--target", "nosuch"], "unknown target 'nosuch'"),
     (["--grid", "nodes=32", "--workers", "0"], "give a whole number of 1 or more"),
@@ -322,3 +343,57 @@ def test_heatmap_of_a_sweep_with_several_devices_shows_the_first_and_says_so(
     assert "2 hardwares (tpu-v2, tpu-v3): showing tpu-v2; choose another with --hardware" in err
     svg = out.read_text()
     assert "compiled for tpu-v2" in svg and "over the peak" in svg
+
+
+def test_a_part_of_another_sweep_is_set_aside_not_gathered(tmp_path, capsys):
+    # Issue 34: a valid part copied in from another sweep was gathered into this sweep's
+    # tables. Every part carries its directory's identity (sweep.json's id).
+    from roofline.outputs import write_atomic
+    from roofline.studies.sweep import _parquet_bytes
+
+    out = tmp_path / "sweep"
+    run_sweep(_tiny(out), workers=1)
+    identity = json.loads((out / "sweep.json").read_text())["id"]
+    copied = out / PARTS / "0123456789abcdef01234567.models.parquet"
+    payload = _parquet_bytes([{"key": "0123456789abcdef01234567", "spec": "cnn:layers=2",
+                               "family": "cnn", "target": "host", "hardware": "v100-sxm2",
+                               "status": "ok"}], "the-identity-of-another-sweep")
+    write_atomic(copied, lambda handle: handle.write(payload))
+    capsys.readouterr()
+    result = run_sweep(_tiny(out), workers=1)
+    assert result["ran"] == 0 and result["complete"]
+    err = capsys.readouterr().err
+    assert err == (f"roofline: set aside in {out / PARTS / 'foreign'}, not gathered, as "
+                   f"written by another sweep: {copied.name}\n")
+    models = pd.read_parquet(out / "models.parquet")
+    # 2 models x 1 hardware, all of this sweep's family.
+    assert len(models) == 2 and set(models["family"]) == {"fc"}
+    assert (out / PARTS / "foreign" / copied.name).exists()
+    assert json.loads((out / "sweep.json").read_text())["id"] == identity
+
+
+@pytest.mark.parametrize("whom", ["process group", pytest.param("main process",
+                                                                  marks=pytest.mark.slow)])
+def test_sigint_stops_a_sweep_and_gathers_what_finished(tmp_path, whom):
+    # Issue 34: SIGINT to the main process ran every remaining task, then exited 130
+    # without the tables; Ctrl-C (the process group) printed a traceback per worker.
+    out = tmp_path / "interrupted"
+    argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "nodes=8..1024x2",
+            "--grid", "batch=8,16", "--set", "layers=1", "--set", "input=16",
+            "--set", "output=8", "--target", "host", "--hardware", "v100-sxm2",
+            "--out", str(out), "--workers", "2"]
+    process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True)
+    if whom == "process group":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        os.kill(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    said = [line for line in err.splitlines() if line.startswith("roofline")]
+    assert process.returncode == 130 and "Traceback" not in err, err
+    done = finished_keys(out)
+    # 8 nodes x 2 batches = 16 tasks; those running (and queued to a worker) finish.
+    assert 1 <= len(done) < 16
+    assert said == [f"roofline: interrupted: {len(done)} of 16 tasks done, gathered into "
+                    f"{out / 'models.parquet'} and {out / 'ops.parquet'}; run the same "
+                    "command again to finish"]
+    assert set(pd.read_parquet(out / "models.parquet")["key"]) == done

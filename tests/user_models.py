@@ -43,3 +43,15 @@ def text_arguments():
 
 def batch_out_of_range():
     return (lambda x: x), (jax.ShapeDtypeStruct((3,), jnp.float32),), (7,)
+
+
+def object_arguments():
+    return (lambda x: x), (object(),)
+
+
+def interrupts():
+    raise KeyboardInterrupt
+
+
+def exits():
+    raise SystemExit(3)

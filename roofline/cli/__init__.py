@@ -8,6 +8,7 @@ returns exit code 2, as argparse does for a bad command line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 from roofline.cli import hardware, plots, programs, questions, studies
 from roofline.cli.common import EXIT_BAD_INPUT, check_output_files, parents
-from roofline.errors import RooflineError
+from roofline.cli.parsing import Parser
+from roofline.cli.stdout import GuardedStdout, discard_unwritten
+from roofline.errors import RooflineError, StdoutError
 
 GROUPS = (hardware, programs, questions, studies, plots)
 
@@ -28,7 +31,7 @@ def _package_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="roofline",
         description="Roofline and analytical performance modeling for JAX/XLA programs.",
     )
@@ -42,7 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_CLOSED_PIPE = 128 + 13   # as a shell reports a process ended by SIGPIPE
+
+_running = False   # whether main is running, in this process
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``roofline`` command. Refuses to run inside itself: a SPEC naming it (or a
+    user's function calling it) would parse the same command line again, without end."""
+    global _running
+    if _running:
+        raise RooflineError("the roofline command was called from inside itself (by a "
+                            "SPEC's function?): give a function that returns (fn, args)")
+    _running = True
+    try:
+        return _run(argv)
+    finally:
+        _running = False
+
+
+def _run(argv: Sequence[str] | None) -> int:
     # The CLI compiles for XLA:CPU and, deviceless, for TPUs and GPUs: it needs JAX to
     # probe for no accelerator (libtpu prints warnings on machines without a TPU). On a
     # machine with an NVIDIA GPU, JAX may use it (to measure it, profile on it, compile for
@@ -53,16 +75,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (plugin and nvidia_gpu_present()):
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
-    if plugin and _uses_jax(args):
-        from roofline.program._xla import start_quietly
-
-        start_quietly()
     from roofline.progress import set_quiet
 
     set_quiet(args.quiet)
     try:
-        check_output_files(args)
-        return args.handler(args)
+        with contextlib.redirect_stdout(GuardedStdout(sys.stdout)):
+            if _uses_jax(args):
+                from roofline.program._xla import check_xla_flags, start_quietly
+
+                check_xla_flags()
+                if plugin:
+                    start_quietly()
+            check_output_files(args)
+            code = args.handler(args)
+            sys.stdout.flush()   # here, where a failure is reported, not at exit
+        return code
+    except StdoutError as exc:
+        discard_unwritten(sys.stdout)
+        if exc.closed_pipe:
+            return EXIT_CLOSED_PIPE
+        print(f"roofline: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except RooflineError as exc:
         print(f"roofline: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from roofline.errors import RooflineError
+from roofline.cli.parsing import Parser
+from roofline.errors import RooflineError, UnitError
+from roofline.hardware.spec_fields import PLAUSIBLE
 from roofline.render.tables import FORMATS, coverage_headline, to_csv, to_json
+from roofline.units import Kind, parse_quantity
 
 EXIT_BAD_INPUT = 2
 
@@ -26,16 +30,16 @@ class Parents(NamedTuple):
 
 
 def parents() -> Parents:
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
                         help="extra directory of <id>.toml spec files (repeatable; also "
                              "$ROOFLINE_HARDWARE_PATH)")
     common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
                         help="no progress display (shown on a terminal only, on stderr)")
-    formatted = argparse.ArgumentParser(add_help=False)
+    formatted = Parser(add_help=False)
     formatted.add_argument("--format", choices=FORMATS, default="table",
                            help="output format (default: table; json is stable, see README)")
-    compiling = argparse.ArgumentParser(add_help=False)
+    compiling = Parser(add_help=False)
     cache = compiling.add_mutually_exclusive_group()
     cache.add_argument("--cache", metavar="DIR",
                        help="keep compiled programs in DIR and reuse them (default: "
@@ -46,13 +50,25 @@ def parents() -> Parents:
 
 
 def cache_dir_of(args: argparse.Namespace) -> Path | None:
-    """The compile cache a command uses: ``--cache DIR``, none with ``--no-cache``, else
-    the user's (:func:`roofline.program.compile.default_cache_dir`)."""
-    from roofline.program.compile import default_cache_dir
+    """The compile cache a command uses: ``--cache DIR`` (checked with the outputs), none
+    with ``--no-cache``, else the user's (:func:`roofline.program.compile.default_cache_dir`).
+    An unusable ``$ROOFLINE_CACHE_DIR`` is refused, as ``--cache`` is; an unusable default
+    (under ``$XDG_CACHE_HOME`` or the home directory) is done without, saying so."""
+    from roofline.outputs import check_output_directory
+    from roofline.program.compile import CACHE_ENV_VAR, default_cache_dir
 
     if getattr(args, "no_cache", False):
         return None
-    return Path(args.cache) if getattr(args, "cache", None) else default_cache_dir()
+    if getattr(args, "cache", None) is not None:
+        return Path(args.cache)
+    if os.environ.get(CACHE_ENV_VAR):
+        return check_output_directory(default_cache_dir(), f"${CACHE_ENV_VAR}")
+    try:
+        return check_output_directory(default_cache_dir(), "the compile cache")
+    except RooflineError as exc:
+        print(f"roofline: compiling without a cache: {exc}, or set ${CACHE_ENV_VAR}",
+              file=sys.stderr)
+        return None
 
 
 def emit(args: argparse.Namespace, *, text: str, document: dict,
@@ -71,6 +87,8 @@ def key_values(items: list[str], parse: Any, what: str) -> dict[str, Any]:
         name, eq, text = item.partition("=")
         if not eq or not name:
             raise RooflineError(f"cannot read {what} {item!r}: write NAME=VALUE")
+        if name in result:
+            raise RooflineError(f"{what} gives {name} twice: give it once")
         result[name] = parse(text)
     return result
 
@@ -100,14 +118,32 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def power_watts(text: str) -> float:
+    """--power: watts, within the bounds a spec file's power must keep."""
+    low, high = PLAUSIBLE[Kind.POWER]
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number")
+    if not low <= value <= high:   # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of watts from "
+                                         f"{low:g} to {high:g}")
     return value
+
+
+FLOOR_MAX_S = PLAUSIBLE[Kind.TIME][1]   # the most a spec's per-op overhead may be
+
+
+def floor_seconds(text: str) -> float:
+    """--target-floor, --host-floor: a fixed cost per op with its unit, 0 s to 1 s."""
+    try:
+        seconds = parse_quantity(text, Kind.TIME)
+    except UnitError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 <= seconds <= FLOOR_MAX_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a fixed cost per op from 0 s to "
+                                         f"{FLOOR_MAX_S:g} s, such as '5 us'")
+    return seconds
 
 
 def device_choice(text: str) -> int | str:
@@ -130,14 +166,16 @@ def save_plot(fig: Any, path: str, coverage: Any = None) -> None:
 
 
 def check_output_files(args: argparse.Namespace) -> None:
-    """Refuse an output file path before any work is done (not after a long compile).
-    A command whose --out is a directory it creates (``out_is_directory``) checks it where
-    it creates it."""
-    from roofline.outputs import check_output_path
+    """Refuse an output path before any work is done (not after a long compile): the
+    files of --out, --plot and --annotate, and the directories of --keep, --cache and a
+    command's --out directory (``out_is_directory``). An empty path is refused too."""
+    from roofline.outputs import check_output_directory, check_output_path
 
-    names = ["plot", "annotate"]
-    if not getattr(args, "out_is_directory", False):
-        names.append("out")
-    for name in names:
-        if getattr(args, name, None):
-            check_output_path(getattr(args, name))
+    files, directories = ["plot", "annotate"], ["keep", "cache"]
+    (directories if getattr(args, "out_is_directory", False) else files).append("out")
+    for name in files:
+        if getattr(args, name, None) is not None:
+            check_output_path(getattr(args, name), f"--{name}")
+    for name in directories:
+        if getattr(args, name, None) is not None:
+            check_output_directory(getattr(args, name), f"--{name}")

@@ -10,6 +10,7 @@ from typing import Any
 from roofline.cli.common import EXIT_BAD_INPUT, Parents, emit
 from roofline.errors import RooflineError
 from roofline.hardware import list_hardware, load_hardware, load_spec_file
+from roofline.input_files import GPU_MEASUREMENT, read_input
 from roofline.outputs import write_text_atomic
 from roofline.progress import say
 from roofline.render.hardware import (
@@ -127,9 +128,10 @@ def _measure_gpu(args: argparse.Namespace, out: Path) -> int:
 def _read_json(path: Path) -> dict[str, Any]:
     import json
 
+    data = read_input(path, GPU_MEASUREMENT)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RooflineError(f"{path}: cannot read a measurement: {exc}") from None
 
 

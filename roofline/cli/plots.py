@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from roofline.cli.common import Parents, cache_dir_of, key_values, save_plot, scale_factor
+from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 
@@ -89,10 +90,10 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     plot = commands.add_parser("plot", help="figures: roofline, speedup, breakdown, heatmap, "
                                             "sensitivity")
     plots = plot.add_subparsers(dest="plot_command", required=True, metavar="FIGURE")
-    out = argparse.ArgumentParser(add_help=False)
+    out = Parser(add_help=False)
     out.add_argument("--out", required=True, metavar="FILE",
                      help="the figure; .png, .svg or .pdf")
-    spec_input = argparse.ArgumentParser(add_help=False, parents=[parents.compiling])
+    spec_input = Parser(add_help=False, parents=[parents.compiling])
     spec_input.add_argument("input", metavar="INPUT",
                             help="a SPEC (compiled for --target) or a measured run directory")
     spec_input.add_argument("--target", help="compile target (default: the hardware's own, "

@@ -9,6 +9,7 @@ from typing import Any
 from roofline.cli.common import Parents, cache_dir_of, device_choice, emit, save_plot
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
+from roofline.limits import PROFILE_STEPS
 from roofline.outputs import write_text_atomic
 from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
 from roofline.render.runs import (
@@ -184,7 +185,9 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("spec", metavar="SPEC", help="a workload, as for analyze")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="new run directory, e.g. traces/mlp (never overwritten)")
-    p.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    p.add_argument("--steps", type=int, default=5,
+                   help=f"profiled steps (default 5; with --warmup at most "
+                        f"{PROFILE_STEPS.default:,}, or ${PROFILE_STEPS.env_var})")
     p.add_argument("--warmup", type=int, default=2, help="untraced warm-up steps (default 2)")
     p.add_argument("--cores", type=int, metavar="N",
                    help="pin the run to the first N cores this process may use (XLA:CPU "

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from roofline.cli.common import (
-    Parents, cache_dir_of, emit, key_values, positive_float, positive_int, save_plot,
-    scale_factor)
+    FLOOR_MAX_S, Parents, cache_dir_of, emit, floor_seconds, key_values, positive_int,
+    power_watts, save_plot, scale_factor)
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.render.questions import (
@@ -16,7 +16,6 @@ from roofline.render.questions import (
     sensitivity_text,
     whatif_text,
 )
-from roofline.units import Kind, parse_quantity
 
 
 def _whatif(args: argparse.Namespace) -> int:
@@ -43,10 +42,7 @@ def _predict(args: argparse.Namespace) -> int:
     if (args.input is None) == (args.ops is None):
         raise RooflineError("give either INPUT (a SPEC or a run directory) or --ops FILE "
                             "(a table of measured ops), not both")
-    floor = None if args.target_floor is None else parse_quantity(args.target_floor,
-                                                                  Kind.TIME)
-    host_floor = None if args.host_floor is None else parse_quantity(args.host_floor,
-                                                                     Kind.TIME)
+    floor, host_floor = args.target_floor, args.host_floor
     source = load_hardware(args.source, args.hardware_dir)
     dest = load_hardware(args.dest, args.hardware_dir)
     per = args.per
@@ -56,7 +52,7 @@ def _predict(args: argparse.Namespace) -> int:
                                 f"{per}: give one of them")
         per = "board"
     if args.ops is not None:
-        for flag in ("to_program", "target", "max_batch", "per", "data_parallel"):
+        for flag in ("to_program", "target", "max_batch", "per", "data_parallel", "devices"):
             if getattr(args, flag):
                 raise RooflineError(f"--{flag.replace('_', '-')} needs INPUT, not --ops")
         result = predict_ops(args.ops, source, dest, to_dtype=args.to_dtype,
@@ -71,7 +67,7 @@ def _predict(args: argparse.Namespace) -> int:
                          to_program=args.to_program, max_batch=args.max_batch,
                          overlap=args.overlap, clamp=args.clamp_efficiency,
                          ceilings=args.ceilings, target_floor=floor, per=per,
-                         devices=args.devices, cache_dir=cache_dir_of(args),
+                         devices=args.devices or 1, cache_dir=cache_dir_of(args),
                          floor=args.floor, host_floor=host_floor)
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
@@ -118,8 +114,9 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
             p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
                            help="e.g. memory_bandwidth=1.5, flops=2, flops.matrix.bf16=2, "
                                 "memory_capacity=2, link_bandwidth=2, overhead=0.5")
-            p.add_argument("--power", type=positive_float, metavar="W",
-                           help="power for energy per sample (default: the spec's TDP)")
+            p.add_argument("--power", type=power_watts, metavar="W",
+                           help="power for energy per sample, 0.01 to 1e6 W (default: the "
+                                "spec's TDP)")
             p.add_argument("--plot", metavar="FILE",
                            help="also draw the time by bound class before and after")
         p.set_defaults(handler=handler)
@@ -139,9 +136,10 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
     p.add_argument("--ceilings", choices=("achievable", "peak"), default="achievable",
                    help="place both devices at the measured rates their spec files cite "
                         "(peaks where none is cited), or at the datasheet peaks")
-    p.add_argument("--target-floor", metavar="TIME",
-                   help="transfer: the fixed cost per op on the target, e.g. '5 us' "
-                        "(default: from the floor fitted from the measured run, by --floor)")
+    p.add_argument("--target-floor", metavar="TIME", type=floor_seconds,
+                   help="transfer: the fixed cost per op on the target, e.g. '5 us', 0 s to "
+                        f"{FLOOR_MAX_S:g} s (default: from the floor fitted from the measured "
+                        "run, by --floor)")
     p.add_argument("--floor", choices=("auto", "same-host", "other-host"), default="auto",
                    help="transfer: same-host carries the run's fitted floor to the target "
                         "(one host and framework); other-host gives the target its device's "
@@ -149,9 +147,9 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "estimated: the fitted floor less the source device's launch cost). "
                         "auto: other-host for an ops table between two devices, else "
                         "same-host")
-    p.add_argument("--host-floor", metavar="TIME",
+    p.add_argument("--host-floor", metavar="TIME", type=floor_seconds,
                    help="with --floor other-host: the host's part of each op's fixed cost on "
-                        "the target's machine, e.g. '6 us'")
+                        f"the target's machine, e.g. '6 us', 0 s to {FLOOR_MAX_S:g} s")
     p.add_argument("--from", dest="source", required=True, metavar="ID")
     p.add_argument("--to", dest="dest", required=True, metavar="ID")
     p.add_argument("--target", help="compile target (default: the --from TPU, else host); "
@@ -162,7 +160,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "per board, chip or TPU core: a TPU board runs it data-parallel "
                         "over its cores, a GPU as one device (default: device for devices "
                         "of different kinds, else one compile device each)")
-    p.add_argument("--devices", type=positive_int, default=1, metavar="N",
+    p.add_argument("--devices", type=positive_int, metavar="N",
                    help="a GPU or CPU side is N devices running the step data-parallel, "
                         "its gradients all-reduced as a ring over its links (default 1)")
     p.add_argument("--data-parallel", action="store_true",

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 from roofline.cli.common import Parents, emit, key_values, positive_int, save_plot
 from roofline.errors import RooflineError, did_you_mean
 from roofline.hardware import load_hardware
+from roofline.limits import SWEEP_TASKS
+from roofline.outputs import check_output_directory
 from roofline.progress import say
 from roofline.render.questions import (
     regression_title,
@@ -39,22 +42,32 @@ def _sweep(args: argparse.Namespace) -> int:
         raise RooflineError(f"unknown family {args.family!r}."
                             f"{did_you_mean(args.family, FAMILIES)} Families: "
                             + ", ".join(sorted(FAMILIES)))
-    grid = dict(DEFAULT_GRIDS.get(args.family, {}))
-    grid.update(key_values(args.grid, parse_values, "--grid"))
+    varied = key_values(args.grid, parse_values, "--grid")
     fixed = key_values(args.set, lambda t: int(t) if t.lstrip("-").isdigit() else t, "--set")
     for name in fixed:
-        grid.pop(name, None)
+        if name in varied:
+            raise RooflineError(f"{name} is given by both --grid and --set: give it once "
+                                "(--grid to vary it, --set to fix it)")
+    grid = {name: values for name, values in DEFAULT_GRIDS.get(args.family, {}).items()
+            if name not in fixed}
+    grid.update(varied)
     targets = [t for t in args.target.split(",") if t]
     hardware = [h for h in args.hardware.split(",") if h]
     for ref in hardware:
         load_hardware(ref, args.hardware_dir)  # fail before any work
     out = Path(args.out)
-    plan = SweepPlan(args.family, grid, targets, hardware, out, fixed,
-                     Path(args.cache) if args.cache else out / "cache",
+    cache = (Path(args.cache) if args.cache is not None else
+             check_output_directory(out / "cache", "the sweep's cache (default of --cache)"))
+    plan = SweepPlan(args.family, grid, targets, hardware, out, fixed, cache,
                      tuple(args.hardware_dir), args.data_parallel)
     result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
                        extend=args.extend,
                        progress=say)
+    if result["interrupted"]:
+        print(f"roofline: interrupted: {result['done']} of {result['tasks']} tasks done, "
+              f"gathered into {result['files'][0]} and {result['files'][1]}; run the same "
+              "command again to finish", file=sys.stderr)
+        return 130
     statuses = ", ".join(f"{n} {k}" for k, n in sorted(result["statuses"].items()))
     print(f"{result['ran']} tasks run ({statuses or 'none'}), {result['skipped']} skipped, "
           f"{result['tasks']} in the sweep; "
@@ -120,7 +133,8 @@ def _add_sweep_parser(commands: Any, parents: Parents) -> None:
     p.add_argument("family", help="fc, cnn, rnn or any workload family")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=VALUES",
                    help="an axis: 64,128 or 64..16384x2 or 2000..8000+2000 (default: "
-                        "ParaDnn's Table 2 ranges)")
+                        f"ParaDnn's Table 2 ranges); the grid times the targets at most "
+                        f"{SWEEP_TASKS.default:,} tasks, or ${SWEEP_TASKS.env_var}")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a fixed parameter, e.g. dtype=bf16")
     p.add_argument("--target", default="host", help="comma-separated targets")

@@ -39,6 +39,7 @@ from roofline.hardware.gpu_kernels import (
     MATRIX_CASES, RANDOM, cache_bandwidth, copy_bandwidth, matrix_rates, op_floors,
     sustain_gemm)
 from roofline.hardware.records import Hardware
+from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.units import Kind, format_quantity
 
 SUSTAIN_S = 4.0
@@ -249,7 +250,7 @@ def measured_variant_toml(base_path: str | Path, m: GpuMeasurement, base: Hardwa
     Figures above the datasheet peak beside them are left out (see :func:`flags`)."""
     import tomlkit
 
-    doc = tomlkit.parse(Path(base_path).read_text(encoding="utf-8"))
+    doc = tomlkit.parse(read_input_text(base_path, SPEC_FILE))
     doc["id"] = spec_id
     _drop_variant(doc, variant)
     source = f"{variant}-{m.date}"

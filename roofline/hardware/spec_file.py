@@ -7,13 +7,14 @@ The format is documented in ``hardware_specs/README.md``. Every problem raises a
 from __future__ import annotations
 
 import re
-import stat
+import reprlib
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from roofline.errors import SpecError, UnknownHardwareError, did_you_mean
+from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.hardware.records import (
     DTYPES,
     KINDS,
@@ -26,7 +27,7 @@ from roofline.hardware.records import (
     MemoryLevel,
     Scalar,
 )
-from roofline.hardware.spec_fields import FieldReader
+from roofline.hardware.spec_fields import SCOPE_SIZE_MAX, FieldReader
 from roofline.units import Kind
 
 SCHEMA_VERSION = 1
@@ -39,7 +40,6 @@ _TOP_KEYS = {
     "scopes", "sources", "variants", "clock", "counts", "power", "overhead",
     "compute", "memory", "links", "gemm", "cuda",
 }
-MAX_SPEC_BYTES = 1 << 20   # spec files are a few KiB; refuse anything far larger
 _REQUIRED_TOP = ("schema", "id", "name", "vendor", "kind", "default_scope", "scopes",
                  "sources", "overhead", "compute", "memory")
 _COMMON = {"scope", "source", "note"}
@@ -79,16 +79,18 @@ _ACHIEVED = frozenset({"achieved", "achieved_source", "achieved_note"})
 _LATENCY = frozenset({"latency", "latency_source", "latency_note"})
 
 
-def _achieved(reader: FieldReader, key: str, entry: Mapping[str, Any], kind: Kind, factor: float,
-              peak: float | None, field: str = "achieved") -> Scalar | None:
+def _achieved(reader: FieldReader, key: str, entry: Mapping[str, Any], kind: Kind,
+              factor: float | None, peak: float | None, field: str = "achieved"
+              ) -> Scalar | None:
     """A measured ceiling beside a peak (``achieved = "97 TFLOP/s"``), with its own
-    source: a published microbenchmark, not the datasheet."""
+    source: a published microbenchmark, not the datasheet. ``factor``: as for
+    :meth:`FieldReader.quantity` (None for a figure that does not scale with the scope)."""
     if field not in entry:
         for extra in (f"{field}_source", f"{field}_note"):
             if extra in entry:
                 raise reader.error(f"{key}.{extra}", f"{extra!r} without {field!r}")
         return None
-    value = reader.quantity(f"{key}.{field}", entry[field], kind) * factor
+    value = reader.quantity(f"{key}.{field}", entry[field], kind, factor)
     if f"{field}_source" not in entry:
         raise reader.error(f"{key}.{field}_source", f"missing required key "
                            f"'{field}_source': a measured figure needs its own source (a "
@@ -123,7 +125,7 @@ def _compute(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
             raise reader.error(key, f"a second {dtype} {unit} roof; each unit and dtype "
                                "pair appears once (keep other figures as alternatives)")
         factor = reader.scope_factor(key, entry)
-        peak = reader.quantity(f"{key}.peak", entry["peak"], Kind.FLOP_RATE) * factor
+        peak = reader.quantity(f"{key}.peak", entry["peak"], Kind.FLOP_RATE, factor)
         roofs.append(ComputeRoof(
             unit=unit, dtype=dtype, flop_per_s=peak,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
@@ -156,18 +158,18 @@ def _memory(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
         if any(m.name.lower() == name.lower() for m in levels):
             raise reader.error(f"{key}.name", f"memory level {name!r} appears twice")
         factor = reader.scope_factor(key, entry)
-        capacity = reader.quantity(f"{key}.capacity", entry["capacity"], Kind.BYTES) * factor
+        capacity = reader.quantity(f"{key}.capacity", entry["capacity"], Kind.BYTES, factor)
         bandwidth = None
         if "bandwidth" in entry:
             bandwidth = reader.quantity(f"{key}.bandwidth", entry["bandwidth"],
-                                        Kind.BANDWIDTH) * factor
+                                        Kind.BANDWIDTH, factor)
         if levels:
             _check_nearer(reader, key, levels, capacity, bandwidth)
         levels.append(MemoryLevel(
             name=name, capacity_bytes=capacity, bytes_per_s=bandwidth,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
             achieved=_achieved(reader, key, entry, Kind.BANDWIDTH, factor, bandwidth),
-            latency=_achieved(reader, key, entry, Kind.TIME, 1.0, None, "latency"),
+            latency=_achieved(reader, key, entry, Kind.TIME, None, None, "latency"),
         ))
     return tuple(levels)
 
@@ -213,9 +215,9 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
             latency = reader.quantity(f"{key}.latency", entry["latency"], Kind.TIME)
         links.append(Link(
             name=name,
-            count=reader.positive_number(f"{key}.count", entry["count"]) * factor,
+            count=reader.count(f"{key}.count", entry["count"], factor),
             bytes_per_s=reader.quantity(f"{key}.bandwidth", entry["bandwidth"],
-                                        Kind.BANDWIDTH) * factor,
+                                        Kind.BANDWIDTH, factor),
             latency_s=latency,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
         ))
@@ -228,9 +230,11 @@ _SUSTAINED = frozenset({"sustained", "sustained_source", "sustained_note"})
 
 
 def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
-            variant: str | None, extensive: bool, optional: bool = False) -> Scalar | None:
+            variant: str | None, extensive: bool, optional: bool = False, zero: bool = False
+            ) -> Scalar | None:
     """One sourced number. An unpublished value may be left out if a note says so; it is
-    then a Scalar whose value is None. ``optional`` fields are simply None when absent."""
+    then a Scalar whose value is None. ``optional`` fields are simply None when absent;
+    ``zero``: the figure may be zero."""
     if table_key not in doc:
         raise reader.error(table_key, f"missing required table [{table_key}]")
     table = _scalar_table(reader, doc, table_key, variant)
@@ -243,9 +247,8 @@ def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: 
                                "no source publishes it, leave it out and say so in 'note')")
         sources = reader.source_keys(table_key, table) if "source" in table else ()
         return Scalar(value=None, sources=sources, note=note)
-    value = reader.quantity(f"{table_key}.{field}", table[field], kind)
-    if extensive:
-        value *= reader.scope_factor(table_key, table)
+    factor = reader.scope_factor(table_key, table) if extensive else None
+    value = reader.quantity(f"{table_key}.{field}", table[field], kind, factor, zero)
     return Scalar(value=value, sources=reader.source_keys(table_key, table), note=note)
 
 
@@ -263,9 +266,11 @@ def _scopes(reader: FieldReader, doc: Mapping[str, Any]) -> None:
         raise reader.error("scopes", "declare at least one scope, e.g. device = 1")
     for name, size in scopes.items():
         reader.string(f"scopes.{name}", name, _NAME)
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        if (isinstance(size, bool) or not isinstance(size, int)
+                or not 1 <= size <= SCOPE_SIZE_MAX):
             raise reader.error(f"scopes.{name}", f"expected a whole number of base units "
-                               f"(1 for the base scope), got {size!r}")
+                               f"from 1 (the base scope) to {SCOPE_SIZE_MAX:,}, got "
+                               f"{reprlib.repr(size)}")
     sizes = sorted(scopes.values())
     if sizes[0] != 1:
         raise reader.error("scopes", f"the smallest scope is the base unit and has size 1 "
@@ -305,7 +310,7 @@ def _counts(reader: FieldReader, doc: Mapping[str, Any]) -> tuple[tuple[tuple[st
         if name in _COMMON:
             continue
         reader.string(f"counts.{name}", name, _NAME)
-        counts.append((name, reader.positive_number(f"counts.{name}", value) * factor))
+        counts.append((name, reader.count(f"counts.{name}", value, factor)))
     return tuple(counts), reader.source_keys("counts", table)
 
 
@@ -351,11 +356,11 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         links=_links(reader, doc, variant),
         overhead=_overhead(reader, doc, variant),
         dispatch=_scalar(reader, doc, "overhead", "dispatch", Kind.TIME, variant,
-                         extensive=False, optional=True),
+                         extensive=False, optional=True, zero=True),
         handoff=_scalar(reader, doc, "overhead", "handoff", Kind.TIME, variant,
-                        extensive=False, optional=True),
+                        extensive=False, optional=True, zero=True),
         first_touch=_scalar(reader, doc, "overhead", "first_touch", Kind.TIME, variant,
-                            extensive=False, optional=True),
+                            extensive=False, optional=True, zero=True),
         clock=clock,  # type: ignore[arg-type]
         base_clock=base_clock,
         tdp=_scalar(reader, doc, "power", "tdp", Kind.POWER, variant,
@@ -387,12 +392,14 @@ def _clocks(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
     sustained = None
     if "clock" in doc:
         sustained = _achieved(reader, "clock", _scalar_table(reader, doc, "clock", variant),
-                              Kind.FREQUENCY, 1.0, clock.value if clock is not None else None,
+                              Kind.FREQUENCY, None, clock.value if clock is not None else None,
                               "sustained")
     return clock, base_clock, sustained
 
 
-_TILE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*$")
+_TILE = re.compile(r"^\s*(\d{1,9})\s*x\s*(\d{1,9})\s*$")
+# The longest side of a GEMM tile: libraries' tiles are 256 or less a side.
+TILE_MAX = 4096
 
 
 def _gemm(reader: FieldReader, doc: Mapping[str, Any],
@@ -408,9 +415,10 @@ def _gemm(reader: FieldReader, doc: Mapping[str, Any],
     tiles = []
     for text in raw if isinstance(raw, list) and raw else [None]:
         match = _TILE.match(text) if isinstance(text, str) else None
-        if match is None or min(int(match[1]), int(match[2])) < 1:
+        if match is None or not all(1 <= int(side) <= TILE_MAX for side in match.groups()):
             raise reader.error("gemm.tiles", "expected a list of output tiles, rows x "
-                               f"columns, e.g. tiles = [\"256x128\", \"128x128\"], got {raw!r}")
+                               f"columns of 1 to {TILE_MAX} each, e.g. tiles = [\"256x128\", "
+                               f"\"128x128\"], got {str(raw)[:80]!r}")
         tiles.append((int(match[1]), int(match[2])))
     units = reader.string("gemm.units", table["units"], _NAME)
     if units not in dict(counts):
@@ -441,7 +449,8 @@ def _compute_capability(reader: FieldReader, doc: Mapping[str, Any]) -> str | No
 
 
 def _overhead(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> Any:
-    overhead = _scalar(reader, doc, "overhead", "per_op", Kind.TIME, variant, extensive=False)
+    overhead = _scalar(reader, doc, "overhead", "per_op", Kind.TIME, variant, extensive=False,
+                       zero=True)
     if overhead.value is None:  # type: ignore[union-attr]
         raise reader.error("overhead.per_op", "the model charges every op a fixed cost: give "
                            "per_op (e.g. per_op = \"3 us\"; \"0 us\" if there is none)")
@@ -452,26 +461,14 @@ def load_spec_file(path: str | Path, *, variant: str | None = None,
                    scope: str | None = None) -> Hardware:
     """Read, validate and build the spec file at ``path``."""
     path = Path(path)
+    text = read_input_text(path, SPEC_FILE)
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise SpecError(path, None, "not a regular file: give the path of a .toml spec "
-                            "file")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError:
-        raise SpecError(path, None, "no such file") from None
-    except OSError as exc:
-        raise SpecError(path, None, f"cannot read the file: {exc.strerror or exc}") from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(path, None, f"larger than {MAX_SPEC_BYTES // 1024} KiB: not a spec "
-                        "file (they are a few KiB of TOML)")
-    try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SpecError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start}): "
-                        "save the file as UTF-8") from None
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(path, None, f"not valid TOML: {exc}") from None
+    except ValueError:   # an integer of thousands of digits, which Python will not read
+        raise SpecError(path, None, "a number of thousands of digits: no spec figure is "
+                        "that long; check the file") from None
     except RecursionError:
         raise SpecError(path, None, "values nested too deeply to be a spec file") from None
     return parse_spec(doc, path, variant=variant, scope=scope)

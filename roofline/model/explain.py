@@ -33,6 +33,7 @@ from typing import Any
 from roofline.model.analysis import NOISE, omissions_of, place_measured
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
+from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
 from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.records import Hardware
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
@@ -172,11 +173,12 @@ def _module_costs(key: str, text: str, platform: str, where: Path) -> ModuleCost
 def _manifest(path: Path) -> dict[str, Any] | None:
     """A run directory's manifest (None if it has none): a JSON object, or an error
     naming the file."""
-    if not path.exists():
+    data = read_optional_input(path, RUN_MANIFEST)
+    if data is None:
         return None
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RooflineError(f"{path}: unreadable manifest ({exc}); 'roofline profile' "
                             "writes it: capture the run again") from None
     if not isinstance(manifest, dict):
@@ -187,9 +189,10 @@ def _manifest(path: Path) -> dict[str, Any] | None:
 
 def _saved_module(file: Path) -> Any:
     """The optimized HLO module saved with a run, or an error naming the file."""
+    data = read_input(file, SAVED_HLO)
     try:
-        return parse_hlo_text(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        return parse_hlo_text(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise RooflineError(f"{file}: cannot read the saved HLO ({exc}); capture the run "
                             "again") from None
     except RooflineError as exc:

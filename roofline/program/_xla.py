@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -275,6 +276,31 @@ def start_quietly() -> None:
         import jax
 
         jax.devices()
+
+
+XLA_FLAGS_CHECK_TIMEOUT_S = 120
+
+
+def check_xla_flags() -> None:
+    """Refuse an ``XLA_FLAGS`` that XLA will not read. XLA reads it once, when JAX's first
+    backend or compile needs it, and ends the process with exit 1 on a flag it does not
+    know (silently where native output is quieted): a child process reads it first."""
+    flags = os.environ.get("XLA_FLAGS", "").strip()
+    if not flags:
+        return
+    probe = "from jax._src.lib import _jax; _jax.CompileOptions()"   # parses XLA_FLAGS
+    try:
+        child = subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                               text=True, timeout=XLA_FLAGS_CHECK_TIMEOUT_S,
+                               env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    except subprocess.TimeoutExpired:
+        return   # no verdict: JAX itself reads the flags next
+    if child.returncode == 0:
+        return
+    said = [line for line in child.stderr.splitlines() if "XLA_FLAGS" in line]
+    reason = said[-1].split("] ", 1)[-1] if said else f"exit {child.returncode}"
+    raise RooflineError(f"XLA_FLAGS={flags!r}: XLA refuses it ({reason}): correct or unset "
+                        "XLA_FLAGS")
 
 
 def local_gpu() -> Any:

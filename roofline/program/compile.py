@@ -12,6 +12,8 @@ import functools
 import hashlib
 import json
 import math
+import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.program import _xla
 from roofline.errors import DoesNotFitError, RooflineError
+from roofline.input_files import COMPILE_CACHE_RECORD, read_optional_input
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
+from roofline.program.json_fields import checked_fields
 from roofline.outputs import write_text_atomic
 from roofline.progress import waiting
 
@@ -218,16 +222,16 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
             lower_seconds = time.perf_counter() - start
             if cache_dir:
                 key = _cache_key(lowered.as_text(), spec, len(used), used[0].device_kind)
-                cached = _cache_read(cache_dir, key)
+                cached = _cached_program(cache_dir, key, spec)
                 if cached is not None:
-                    return _from_cache(cached, spec, key)
+                    return cached
             start = time.perf_counter()
             with waiting(f"compiling for {target}"):
                 compiled = lowered.compile()
             compile_seconds = time.perf_counter() - start
     except RooflineError:
         raise
-    except Exception as exc:  # tracing and compilation raise many types
+    except (Exception, SystemExit) as exc:  # tracing runs the user's function: any type
         raise _compile_error(exc, spec) from None
     start = time.perf_counter()
     hlo_text = compiled.as_text()
@@ -312,7 +316,7 @@ def _lower(fn: Callable[..., Any], placed: list[Any]) -> Any:
     return traced.lower()
 
 
-def _compile_error(exc: Exception, spec: Target) -> RooflineError:
+def _compile_error(exc: BaseException, spec: Target) -> RooflineError:
     message = _first_line(exc)
     if "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message:
         return DoesNotFitError(f"the program does not fit one {spec.name} device: {message}")
@@ -341,9 +345,10 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
     if isinstance(entry.get("does_not_fit"), str):
         raise DoesNotFitError(entry["does_not_fit"])
     lowered = entry.get("lowered")
-    record = _cache_read(cache_dir, lowered) if isinstance(lowered, str) else None
-    if record is not None:
-        return _from_cache(record, get_target(target), lowered)  # type: ignore[arg-type]
+    if isinstance(lowered, str) and _CACHE_KEY.fullmatch(lowered):
+        cached = _cached_program(cache_dir, lowered, get_target(target))
+        if cached is not None:
+            return cached
     try:
         program = compile_it()
     except DoesNotFitError as exc:   # the compiler's verdict is as reusable as its program
@@ -356,6 +361,7 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
 
 # --- a content-addressed cache of compiled programs ---------------------------------------
 CACHE_ENV_VAR = "ROOFLINE_CACHE_DIR"
+_CACHE_KEY = re.compile(r"[0-9a-f]{64}")   # a sha256: a record's name, never a path
 
 
 def default_cache_dir() -> Path:
@@ -405,12 +411,35 @@ def _cache_key(lowered_text: str, target: Target, devices: int, device_kind: str
 
 
 def _cache_read(cache_dir: str | Path, key: str) -> dict[str, Any] | None:
-    path = Path(cache_dir) / key[:2] / f"{key}.json"
+    """The JSON object kept under ``key``, or None where none is kept or what is kept is
+    unusable (not a regular file, unreadable, not a JSON object): set aside as damaged."""
+    path = _record_path(cache_dir, key)
     try:
-        record = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # absent or half-written by a killed process: compile again
-    return record if isinstance(record, dict) else None
+        data = read_optional_input(path, COMPILE_CACHE_RECORD)
+        record = json.loads(data) if data is not None else None
+        if record is not None and not isinstance(record, dict):
+            raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    except (RooflineError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        _set_aside(path, exc)
+        return None
+    return record
+
+
+def _record_path(cache_dir: str | Path, key: str) -> Path:
+    return Path(cache_dir) / key[:2] / f"{key}.json"
+
+
+def _set_aside(path: Path, problem: Exception) -> None:
+    """Move a damaged record out of the way (said in one line), so that the program is
+    compiled and kept again: the cache holds only what roofline wrote, never input to
+    refuse."""
+    aside = path.with_suffix(".json.damaged")
+    try:
+        path.replace(aside)
+    except OSError:
+        aside = path     # a read-only cache: compiled again each time, not refused
+    print(f"roofline: damaged compile-cache record ({problem}) set aside as {aside}; "
+          "compiling again", file=sys.stderr)
 
 
 def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> None:
@@ -434,23 +463,56 @@ def _cost_rules_version() -> str:
 
 
 def _write_record(cache_dir: str | Path, key: str, record: dict[str, Any]) -> None:
-    directory = Path(cache_dir) / key[:2]
-    directory.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(directory / f"{key}.json", json.dumps(record))
+    """Keep ``record``. A cache that cannot take it (a full disk, a directory gone
+    read-only since it was checked) costs a compile next time, never this answer: it is
+    said in one line."""
+    path = _record_path(cache_dir, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(record))
+    except (OSError, RooflineError) as exc:
+        print(f"roofline: the compile cache {cache_dir} did not keep this program: {exc}",
+              file=sys.stderr)
+
+
+def _cached_program(cache_dir: str | Path, key: str, target: Target) -> CompiledProgram | None:
+    """The program kept under ``key``, or None: none is kept, or its record is damaged
+    (missing keys, wrong types) and set aside, so that it is compiled and kept again."""
+    record = _cache_read(cache_dir, key)
+    if record is None:
+        return None
+    try:
+        return _from_cache(record, target, key)
+    except (KeyError, TypeError, ValueError) as exc:   # what the checks and readers raise
+        _set_aside(_record_path(cache_dir, key), exc)
+        return None
+
+
+# The fields of a program record and their JSON types (costs: checked by costs_from_json).
+_RECORD_FIELDS = {"hlo_text": str, "devices": int, "device_kind": str, "device_scope": str,
+                  "xla": dict, "memory": dict, "versions": dict}
 
 
 def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledProgram:
+    """The program of a cache record; ValueError or TypeError where the record is not
+    one that :func:`_cache_write` writes."""
     start = time.perf_counter()
+    for name, kind in _RECORD_FIELDS.items():
+        if not isinstance(record.get(name), kind):
+            raise ValueError(f"{name} is {type(record.get(name)).__name__}, not "
+                             f"{kind.__name__}")
+    if not all(isinstance(v, str) for v in record["versions"].values()):
+        raise ValueError("versions are not all text")
+    memory = _xla.MemoryFootprint(**checked_fields(_xla.MemoryFootprint, record["memory"]))
+    xla = _xla.xla_cost_from_raw(record["xla"])   # float() of each: ValueError, TypeError
     if record.get("cost_rules") == _cost_rules_version():
-        costs = costs_from_json(record["costs"])
+        costs = costs_from_json(record.get("costs"))
     else:
         costs = analyze_module(parse_hlo_text(record["hlo_text"]), platform=target.platform)
-    raw = record["xla"]
     return CompiledProgram(
         target=target, devices=record["devices"], device_kind=record["device_kind"],
         device_scope=record["device_scope"], hlo_text=record["hlo_text"],
-        costs=costs, xla=_xla.xla_cost_from_raw(raw),
-        memory=_xla.MemoryFootprint(**record["memory"]), versions=record["versions"],
+        costs=costs, xla=xla, memory=memory, versions=record["versions"],
         compile_seconds=0.0, analysis_seconds=time.perf_counter() - start,
         cached=True, cache_key=key,
     )

@@ -13,19 +13,18 @@ it is: HLO text, a serialized ``HloProto`` or ``HloModuleProto``, optionally gzi
 
 from __future__ import annotations
 
-import gzip
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import RooflineError
+from roofline.input_files import (
+    HLO_MODULE, XLA_MEMORY_REPORT, gunzipped, read_input, read_optional_input)
 from roofline.program import _xla
 from roofline.program.compile import CompiledProgram, Target
 from roofline.program.hlo import analyze_module, parse_hlo_text
 
 AFTER = "after_optimizations"
-MAX_DUMP_BYTES = 1 << 30    # a module of a large model is tens of MB of text
 _TEXT = (".txt", ".hlo")
 _PROTO = (".pb",)
 _FILE = re.compile(r"^module_\d+\.(?P<name>.+?)\.(?:(?P<tag>[\w.]*?)_)?" + AFTER
@@ -149,19 +148,9 @@ def _choose(directory: Path, module: str | None) -> tuple[Path, tuple[str, ...]]
 
 
 def _module_text(path: Path) -> str:
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise RooflineError(f"{path}: not a regular file")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_DUMP_BYTES + 1)
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no such file") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise RooflineError(f"{path}: cannot read: {exc}") from None
-    if len(data) > MAX_DUMP_BYTES:
-        raise RooflineError(f"{path}: larger than {MAX_DUMP_BYTES >> 20} MiB: not one module")
+    data = read_input(path, HLO_MODULE)
+    if path.name.endswith(".gz"):
+        data = gunzipped(data, path, HLO_MODULE)
     if _stem_suffix(path) in _PROTO:
         return _proto_text(data, path)
     try:
@@ -208,8 +197,6 @@ def _allocated_bytes(module_file: Path) -> float | None:
     memory space's total in the memory-usage report dumped beside it."""
     stem = re.sub(r"(\.hlo)?\.(txt|pb)(\.gz)?$", "", module_file.name)
     report = module_file.with_name(f"{stem}-memory-usage-report.txt")
-    try:
-        found = _TOTAL.search(report.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return None
+    data = read_optional_input(report, XLA_MEMORY_REPORT)
+    found = _TOTAL.search(data.decode("utf-8", errors="replace")) if data is not None else None
     return float(found[1]) if found else None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import RooflineError
+from roofline.input_files import PROGRAM_INPUT, check_input
 from roofline.program.hlo_dump import is_dump
 
 TRACE_SUFFIX = ".xplane.pb"
@@ -48,6 +49,8 @@ def resolve_input(text: str | Path) -> ProgramInput:
         exists = False
     if not exists:
         return SpecInput(str(text))
+    if not path.is_dir():
+        check_input(path, PROGRAM_INPUT)   # a FIFO or a device is no file to read
     if not path.name.endswith(TRACE_SUFFIX) and is_dump(path):
         return DumpInput(path)
     if path.is_dir() or path.name.endswith(TRACE_SUFFIX):

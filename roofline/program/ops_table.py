@@ -30,12 +30,14 @@ optional
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline.errors import OpsTableError, UnitError
+from roofline.input_files import OPS_TABLE, read_input
 from roofline.program.hlo.costs import analyze_module
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.parser import parse_hlo_text
@@ -62,6 +64,11 @@ DTYPES: dict[str, str] = {
     "float16": "f16", "f16": "f16", "fp16": "f16", "half": "f16",
 }
 _TIME_COLUMNS = {"time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6}
+# A measured op takes from 1 ns (below any timer's resolution) to an hour (what traces
+# allow an op or kernel, roofline.program.trace.reader.MAX_OP_SECONDS).
+TIME_RANGE_S = (1e-9, 3600.0)
+# An operand of more elements (4 TiB in f32) is past any device's memory.
+MAX_OPERAND_ELEMENTS = 2**40
 KINDS = ("matmul", "bmm", "linear", "conv2d", *BINARY, *UNARY, "sum", "mean", "softmax")
 
 
@@ -122,12 +129,9 @@ def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
     if isinstance(table, pandas.DataFrame):
         frame = table
     else:
-        path = Path(table)
-        if not path.is_file():
-            raise OpsTableError(where, None, None, "no such file; give a CSV of ops "
-                                "(columns kind, shapes, dtype, time)")
+        data = read_input(table, OPS_TABLE)
         try:
-            frame = pandas.read_csv(path, dtype=str, keep_default_na=False,
+            frame = pandas.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False,
                                     skipinitialspace=True)
         except (ValueError, UnicodeDecodeError, pandas.errors.ParserError) as exc:
             raise OpsTableError(where, None, None, f"not a readable CSV ({exc})") from None
@@ -174,10 +178,17 @@ def _shapes(text: str, where: str, row: int) -> tuple[tuple[int, ...], ...]:
     shapes = []
     for part in text.split(";"):
         dims = [d for d in part.replace(",", "x").replace(" ", "").lower().split("x") if d]
-        if not dims or not all(d.isdigit() and int(d) > 0 for d in dims):
-            raise OpsTableError(where, row, "shapes", f"cannot read {text!r}: write each "
-                                "operand's dimensions as 64x1024, operands separated by ';'")
-        shapes.append(tuple(int(d) for d in dims))
+        # 13 digits hold any dimension up to the element limit
+        if not dims or not all(d.isdigit() and len(d) <= 13 and int(d) > 0 for d in dims):
+            raise OpsTableError(where, row, "shapes", f"cannot read {text[:80]!r}: write "
+                                "each operand's dimensions as 64x1024, operands separated "
+                                "by ';'")
+        shape = tuple(int(d) for d in dims)
+        if math.prod(shape) > MAX_OPERAND_ELEMENTS:
+            raise OpsTableError(where, row, "shapes", f"an operand of {math.prod(shape):.3g} "
+                                f"elements, more than 2^40 (4 TiB in f32): past any "
+                                "device's memory; check the dimensions")
+        shapes.append(shape)
     return tuple(shapes)
 
 
@@ -193,8 +204,11 @@ def _time(values: dict[str, str], column: str, where: str, row: int) -> float:
             seconds = float(text) * _TIME_COLUMNS[column]
         except ValueError:
             raise OpsTableError(where, row, column, f"{text!r} is not a number") from None
-    if not seconds > 0 or not math.isfinite(seconds):
-        raise OpsTableError(where, row, column, f"{text!r}: a time must be positive")
+    low, high = TIME_RANGE_S
+    if not low <= seconds <= high:   # also refuses nan
+        unit = "" if column == "time" else f" ({column} is in {column.removeprefix('time_')})"
+        raise OpsTableError(where, row, column, f"{text[:40]!r}{unit} is not a measured op "
+                            f"time: give one from {low * 1e9:g} ns to {high:g} s")
     return seconds
 
 

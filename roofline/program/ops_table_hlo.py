@@ -94,11 +94,15 @@ def _linear(row: OpRow) -> str:
                    (rows, w[0]), ((rows, x[-1]), w))
 
 
+MAX_DIGITS = 9   # of a stride, padding or group count: anything longer is a slip
+
+
 def _pair(row: OpRow, name: str) -> tuple[int, int]:
     text = row.params.get(name, "1" if name != "padding" else "0")
     parts = text.lower().split("x")
-    if not all(p.isdigit() for p in parts) or len(parts) not in (1, 2):
-        raise ShapeProblem(f"{name} {text!r}: give a whole number or HxW")
+    if not all(p.isdigit() and len(p) <= MAX_DIGITS for p in parts) or len(parts) not in (1, 2):
+        raise ShapeProblem(f"{name} {text[:40]!r}: give a whole number of at most {MAX_DIGITS} "
+                           "digits, or HxW")
     values = [int(p) for p in parts]
     return (values[0], values[-1])
 
@@ -107,9 +111,10 @@ def _conv2d(row: OpRow) -> str:
     if len(row.shapes) != 2 or len(row.shapes[0]) != 4 or len(row.shapes[1]) != 4:
         raise ShapeProblem("give N,C,H,W;K,C/groups,R,S")
     (n, c, h, w), (k, cg, r, s) = row.shapes
-    groups = int(row.params.get("groups", "1")) if row.params.get("groups", "1").isdigit() else 0
+    text = row.params.get("groups", "1")
+    groups = int(text) if text.isdigit() and len(text) <= MAX_DIGITS else 0
     if groups < 1 or c % groups or k % groups or c // groups != cg:
-        raise ShapeProblem(f"{c} input channels in {groups or row.params['groups']} groups "
+        raise ShapeProblem(f"{c} input channels in {groups or text[:40]} groups "
                            f"do not match the weight's {cg} channels per group")
     (sh, sw), (ph, pw) = _pair(row, "stride"), _pair(row, "padding")
     if sh < 1 or sw < 1:
@@ -248,7 +253,7 @@ def reduced_axis(row: OpRow) -> int:
     try:
         axis = int(text)
     except ValueError:
-        raise ShapeProblem(f"axis {text!r} is not a whole number") from None
+        raise ShapeProblem(f"axis {text[:40]!r} is not a whole number") from None
     if not -rank <= axis < rank:
         raise ShapeProblem(f"axis {axis} is out of range for rank {rank}")
     return axis % rank

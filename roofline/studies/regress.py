@@ -41,10 +41,38 @@ def metric_table(models: pd.DataFrame, metric: str, hardware: str,
         raise RooflineError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
     table = table.dropna(subset=["metric"])
     if table.empty:
-        raise RooflineError(f"no analyzed models for hardware {hardware!r}"
-                            + (f" and target {target!r}" if target else "")
-                            + f"; the sweep has: {sorted(models['hardware'].unique())}")
+        raise RooflineError(_why_no_rows(models, metric, hardware, baseline, target))
     return table
+
+
+def _why_no_rows(models: pd.DataFrame, metric: str, hardware: str, baseline: str | None,
+                 target: str | None) -> str:
+    """Why a sweep gives no value of ``metric``: a name it does not have, or models that
+    were not analyzed (did not fit, failed)."""
+    names = [("target", target, "--target"), ("hardware", hardware, "--hardware")]
+    sides = [hardware]
+    if metric == "speedup":
+        names.append(("hardware", baseline, "--baseline"))
+        sides.append(baseline)
+    for column, value, option in names:
+        held = sorted(map(str, models[column].unique()))
+        if value is not None and value not in held:
+            return (f"the sweep has no models for {column} {value!r} ({option}); it has "
+                    f"{', '.join(held)}")
+    for side in sides:
+        rows = models[models["hardware"] == side]
+        if target is not None:
+            rows = rows[rows["target"] == target]
+        if rows.empty:
+            return (f"the sweep has no models for hardware {side!r} compiled for target "
+                    f"{target!r}: choose another --target")
+        if not (rows["status"] == "ok").any():
+            counts = rows["status"].value_counts()
+            return (f"none of the {len(rows)} models on {side!r} was analyzed ("
+                    + ", ".join(f"{n} {status}" for status, n in counts.items())
+                    + "): there is nothing to regress")
+    return (f"the {metric} of every analyzed model on {hardware!r} is undefined (no FLOPs, "
+            "or no common models with the baseline)")
 
 
 def regression_weights(table: pd.DataFrame, parameters: Sequence[str]) -> pd.DataFrame:
@@ -75,10 +103,16 @@ def regress_sweep(sweep_dir: str | Path, metric: str, hardware: str,
     """ParaDnn's regression of ``metric`` on the hyperparameters of a finished sweep (its
     family's parameters), on ``hardware`` (over ``baseline`` for ``speedup``)."""
     from roofline.program.workloads import FAMILIES
+    from roofline.studies.sweep import MODELS_FILE
     from roofline.studies.sweep_results import read_models
 
     models = read_models(sweep_dir)
-    parameters = [p.name for p in FAMILIES[str(models["family"].iloc[0])].params]
+    family = str(models["family"].iloc[0])
+    if family not in FAMILIES:
+        raise RooflineError(f"{Path(sweep_dir) / MODELS_FILE} is a sweep of {family!r}, "
+                            "a family this roofline does not have: regress it with the "
+                            "roofline that ran it")
+    parameters = [p.name for p in FAMILIES[family].params]
     table = metric_table(models, metric, hardware, baseline, target)
     return regression_weights(table, parameters)
 

@@ -6,7 +6,10 @@ Every (model, target) pair is one task. A task writes its own two Parquet parts
 loses no finished task and a rerun skips what is done; the key is a hash of the model's
 spec and target, so no row is ever written twice. When every task is done the parts are
 gathered into ``models.parquet`` and ``ops.parquet``. A model that does not fit, or that
-fails to compile, is a row with its status and message, not a stopped sweep.
+fails to compile, is a row with its status and message, not a stopped sweep. Every part
+carries the identity of its directory (``sweep.json``'s ``id``), so a part copied in from
+another sweep is set aside, never gathered. SIGINT stops a sweep: the running tasks
+finish, the others are cancelled, and the finished parts are gathered.
 
 Tasks run in local worker processes, or on a Dask cluster (``scheduler="tcp://..."``)
 whose workers see the same ``out`` directory (a shared filesystem across machines).
@@ -14,6 +17,7 @@ whose workers see the same ``out`` directory (a shared filesystem across machine
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import itertools
@@ -21,17 +25,23 @@ import json
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from roofline.errors import DoesNotFitError, RooflineError, did_you_mean
+from roofline.input_files import (
+    SWEEP_DEFINITION, SWEEP_PART, check_input, read_input, read_optional_input)
+from roofline.limits import SWEEP_TASKS
 from roofline.outputs import remove_abandoned_temporaries, write_atomic
 from roofline.progress import bar, set_quiet, shown
 from roofline.units import Kind, format_quantity
@@ -41,6 +51,8 @@ MODELS_FILE = "models.parquet"
 OPS_FILE = "ops.parquet"
 DEFINITION_FILE = "sweep.json"
 UNREADABLE = "unreadable"
+FOREIGN = "foreign"
+SWEEP_KEY = b"roofline.sweep"   # a part's Parquet metadata: the identity of its sweep
 # How long to keep trying a Dask scheduler before reporting it unreachable.
 SCHEDULER_TIMEOUT_S = 10
 
@@ -59,15 +71,19 @@ def parse_values(text: str) -> list[Any]:
             raise RooflineError(f"cannot read the range {text!r}: write LOW..HIGHxFACTOR "
                                 "(64..16384x2) or LOW..HIGH+STEP (2000..8000+2000), with "
                                 "0 < LOW <= HIGH, FACTOR >= 2 and STEP >= 1")
-        values, value = [], first
+        if op == "+":
+            SWEEP_TASKS.check((last - first) // by + 1, f"the grid axis {text!r} alone")
+            return list(range(first, last + 1, by))
+        values, value = [], first   # a doubling axis has at most a few thousand values
         while value <= last:
             values.append(value)
-            value = value * by if op == "x" else value + by
+            value *= by
         return values
     values = [v.strip() for v in text.split(",") if v.strip()]
     if not values:
         raise RooflineError(f"empty grid axis {text!r}")
-    return [int(v) if v.lstrip("-").isdigit() else v for v in values]
+    # A number of more digits than any parameter takes stays text, refused as a value.
+    return [int(v) if v.lstrip("-").isdigit() and len(v) <= 18 else v for v in values]
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,7 @@ class Task:
     cache: str | None
     hardware_dirs: tuple[str, ...] = ()
     data_parallel: bool = False
+    sweep: str = ""   # the identity of the sweep directory its parts go to (not in its key)
 
     @property
     def spec(self) -> str:
@@ -121,6 +138,8 @@ class SweepPlan:
                 raise RooflineError(f"family {self.family!r} has no parameter {name!r}."
                                     f"{did_you_mean(name, known)} Its parameters: "
                                     f"{', '.join(known)}")
+        SWEEP_TASKS.check(math.prod(len(values) for values in self.grid.values())
+                          * len(self.targets), "the grid")
         # Every value is checked before any task runs: one bad value fails nothing later.
         for name, values in [*self.grid.items(), *((n, [v]) for n, v in self.fixed.items())]:
             for value in values:
@@ -141,12 +160,15 @@ class SweepPlan:
         return tasks
 
 
-def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+def _parquet_bytes(rows: list[dict[str, Any]], sweep: str) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    table = pa.Table.from_pylist(rows)
+    if sweep:
+        table = table.replace_schema_metadata({SWEEP_KEY: sweep})
     buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    pq.write_table(table, buffer)
     return buffer.getvalue()
 
 
@@ -198,7 +220,7 @@ def run_task(task: Task) -> dict[str, Any]:
             op_rows += [{"key": task.key, "spec": task.spec, "target": task.target,
                          "data_parallel": task.data_parallel, "hardware": ref, **row}
                         for row in _op_rows(placement)]
-    _write_parts(Path(task.out) / PARTS, task.key, model_rows, op_rows)
+    _write_parts(Path(task.out) / PARTS, task.key, model_rows, op_rows, task.sweep)
     return {"key": task.key, "spec": task.spec, "target": task.target,
             "status": model_rows[0]["status"] if model_rows else "error",
             "seconds": time.perf_counter() - started}
@@ -255,13 +277,13 @@ def _op_rows(placement: Any) -> list[dict[str, Any]]:
 
 
 def _write_parts(parts: Path, key: str, model_rows: list[dict[str, Any]],
-                 op_rows: list[dict[str, Any]]) -> None:
+                 op_rows: list[dict[str, Any]], sweep: str) -> None:
     parts.mkdir(parents=True, exist_ok=True)
     if op_rows:
-        payload = _parquet_bytes(op_rows)
+        payload = _parquet_bytes(op_rows, sweep)
         write_atomic(parts / f"{key}.ops.parquet", lambda h: h.write(payload))
     # The models part is written last: its presence marks the task done.
-    payload = _parquet_bytes(model_rows)
+    payload = _parquet_bytes(model_rows, sweep)
     write_atomic(parts / f"{key}.models.parquet", lambda h: h.write(payload))
 
 
@@ -277,6 +299,29 @@ def _required_bytes(message: str) -> float | None:
     return float(match.group(1)) * scale
 
 
+def set_aside_foreign_parts(out: Path, identity: str) -> list[Path]:
+    """Move the parts that another sweep directory wrote (copied in) to
+    ``parts/foreign/``, so that they are neither counted as done nor gathered; returns
+    where they went. A part written before sweeps had identities carries none: kept."""
+    import pyarrow.parquet as pq
+
+    parts = out / PARTS
+    if not parts.is_dir():
+        return []
+    moved = []
+    for path in sorted(parts.glob("*.parquet")):
+        check_input(path, SWEEP_PART)
+        try:
+            owner = (pq.read_schema(path).metadata or {}).get(SWEEP_KEY)
+        except Exception:  # a damaged part: finished_keys sets it aside as unreadable
+            continue
+        if owner is not None and owner.decode(errors="replace") != identity:
+            aside = parts / FOREIGN
+            aside.mkdir(exist_ok=True)
+            moved.append(path.replace(aside / path.name))
+    return moved
+
+
 def finished_keys(out: Path, set_aside: list[str] | None = None) -> set[str]:
     """Keys whose parts are written and readable. Unreadable parts move to
     ``parts/unreadable/`` (named in ``set_aside``) so that their tasks run again."""
@@ -289,10 +334,12 @@ def finished_keys(out: Path, set_aside: list[str] | None = None) -> set[str]:
     keys = set()
     for path in sorted(parts.glob("*.models.parquet")):
         key = path.name.split(".")[0]
+        held = [part for part in (path, parts / f"{key}.ops.parquet") if part.exists()]
+        for part in held:
+            check_input(part, SWEEP_PART)   # pyarrow opens it: only a regular file
         try:
-            for part in (path, parts / f"{key}.ops.parquet"):
-                if part.exists():
-                    pq.read_metadata(part)
+            for part in held:
+                pq.read_metadata(part)
         except Exception:  # pyarrow raises several types for a damaged file
             aside = parts / UNREADABLE
             aside.mkdir(exist_ok=True)
@@ -321,7 +368,8 @@ def gather(out: Path) -> tuple[Path, Path]:
     for suffix, name in (("models", MODELS_FILE), ("ops", OPS_FILE)):
         paths = sorted((out / PARTS).glob(f"*.{suffix}.parquet"),
                        key=lambda p: (p.stat().st_mtime_ns, p.name))
-        tables = [t for t in (pq.read_table(p) for p in paths) if t.num_rows]
+        tables = [t for t in (pq.read_table(pa.BufferReader(read_input(p, SWEEP_PART)))
+                              for p in paths) if t.num_rows]
         table = (pa.concat_tables(tables, promote_options="permissive") if tables
                  else pa.table({}))
         keys = [k for k in ROW_KEYS[suffix] if k in table.column_names]
@@ -352,32 +400,61 @@ def definition(plan: SweepPlan) -> dict[str, Any]:
             "hardware": list(plan.hardware), "data_parallel": plan.data_parallel}
 
 
-def record_definition(plan: SweepPlan, extend: bool) -> None:
+def record_definition(plan: SweepPlan, extend: bool) -> str:
     """Refuse a directory holding a sweep of something else, unless ``extend``: then the
-    new definition is added to those it holds."""
+    new definition is added to those it holds. Returns the directory's identity, which
+    every part written into it carries (see :func:`set_aside_foreign_parts`)."""
     path = plan.out / DEFINITION_FILE
     wanted = definition(plan)
     held: list[dict[str, Any]] = []
-    if path.exists():
+    identity, recorded = uuid.uuid4().hex, None
+    data = read_optional_input(path, SWEEP_DEFINITION)
+    if data is not None:
         try:
-            held = json.loads(path.read_text())["definitions"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise RooflineError(f"{path}: unreadable sweep definition ({exc}); it records "
-                                "what this directory is a sweep of: restore it or use a "
-                                "new --out") from None
+            recorded = json.loads(data)
+            problem = _definition_problem(recorded)
+        except (ValueError, RecursionError) as exc:
+            problem = f"not JSON: {exc}"
+        if problem:
+            raise RooflineError(f"{path}: unreadable sweep definition ({problem}); it "
+                                "records what this directory is a sweep of: restore it or "
+                                "use a new --out")
+        held = recorded["definitions"]
+        identity = recorded.get("id", identity)   # none before sweeps had identities
     elif any((plan.out / PARTS).glob("*.parquet")) and not extend:
         raise RooflineError(f"{plan.out} holds sweep parts but no {DEFINITION_FILE} (written "
                             "by an older roofline): it is not known what they are a sweep "
                             "of; use a new --out, or pass --extend to add this sweep to them")
-    if wanted in held:
-        return
-    if held and not extend:
+    if wanted in held and recorded == {"id": identity, "definitions": held}:
+        return identity
+    if held and wanted not in held and not extend:
         differ = sorted(k for k in wanted if all(d.get(k) != wanted[k] for d in held))
         raise RooflineError(f"{plan.out} holds a sweep of something else ({DEFINITION_FILE} "
                             f"differs in {', '.join(differ)}): use a new --out, or pass "
                             "--extend to add this sweep to it")
+    definitions = held if wanted in held else [*held, wanted]
     write_atomic(path, lambda handle: handle.write(
-        json.dumps({"definitions": [*held, wanted]}, indent=2).encode()))
+        json.dumps({"id": identity, "definitions": definitions}, indent=2).encode()))
+    return identity
+
+
+def _definition_problem(recorded: Any) -> str:
+    """What is wrong with the JSON of a ``sweep.json`` ("" for nothing)."""
+    if not isinstance(recorded, dict) or "definitions" not in recorded:
+        return f"{_short(recorded)} is not an object with 'definitions'"
+    held = recorded["definitions"]
+    if not isinstance(held, list) or not held:
+        return f"'definitions' is {_short(held)}, not a list of one or more sweeps"
+    if not all(isinstance(d, dict) for d in held):
+        return "'definitions' holds an entry that is not a sweep (a JSON object)"
+    if "id" in recorded and not (isinstance(recorded["id"], str) and recorded["id"]):
+        return f"'id' is {_short(recorded['id'])}, not the sweep's identity (a string)"
+    return ""
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 30 else text[:27] + "..."
 
 
 def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None,
@@ -387,13 +464,23 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
     directory already holding another sweep is refused unless ``extend``."""
     tasks = plan.tasks()
     plan.out.mkdir(parents=True, exist_ok=True)
-    record_definition(plan, extend)
+    parts = plan.out / PARTS
+    if parts.exists() and not parts.is_dir():
+        raise RooflineError(f"{parts} is not a directory: a sweep keeps its finished tasks "
+                            "there; remove it or use a new --out")
+    identity = record_definition(plan, extend)
+    foreign = set_aside_foreign_parts(plan.out, identity)
+    if foreign:   # a warning, shown whether or not progress is
+        names = ", ".join(path.name for path in foreign[:2])
+        more = f" and {len(foreign) - 2} more" if len(foreign) > 2 else ""
+        print(f"roofline: set aside in {foreign[0].parent}, not gathered, as written by "
+              f"another sweep: {names}{more}", file=sys.stderr)
     set_aside: list[str] = []
     done_keys = finished_keys(plan.out, set_aside)
     for path in set_aside:   # a warning, shown whether or not progress is
         print(f"roofline: unreadable part set aside, its task runs again: {path}",
               file=sys.stderr)
-    todo = [t for t in tasks if t.key not in done_keys]
+    todo = [replace(t, sweep=identity) for t in tasks if t.key not in done_keys]
     if limit is not None:
         todo = todo[:limit]
     skipped = len(done_keys & {t.key for t in tasks})
@@ -404,17 +491,24 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
              f"{len(plan.targets)} targets), {skipped} already done")
     tracker = bar(len(tasks), "sweep", unit="task")
     tracker.update(skipped)
-    for result in execute_tasks(todo, workers, scheduler):
-        done += 1
-        statuses[result["status"]] = statuses.get(result["status"], 0) + 1
-        tracker.update()
-        if not shown():
-            progress(_progress_line(done, len(tasks), started, skipped))
+    interrupted = False
+    with contextlib.closing(execute_tasks(todo, workers, scheduler)) as results:
+        try:
+            for result in results:
+                done += 1
+                statuses[result["status"]] = statuses.get(result["status"], 0) + 1
+                tracker.update()
+                if not shown():
+                    progress(_progress_line(done, len(tasks), started, skipped))
+        except KeyboardInterrupt:   # stop: the tasks running finish, the others do not start
+            interrupted = True
     tracker.close()
-    complete = finished_keys(plan.out) >= {t.key for t in tasks}
-    files = gather(plan.out) if complete else None
+    finished = finished_keys(plan.out)
+    complete = finished >= {t.key for t in tasks}
+    files = gather(plan.out) if complete or interrupted else None
     return {"tasks": len(tasks), "ran": len(todo), "skipped": skipped, "statuses": statuses,
-            "complete": complete, "files": files,
+            "complete": complete, "files": files, "interrupted": interrupted,
+            "done": len(finished & {t.key for t in tasks}),
             "seconds": time.perf_counter() - started}
 
 
@@ -423,7 +517,8 @@ PARENT_POLL_S = 1.0
 
 def start_worker(parent: int) -> None:
     """A worker's set-up: its compiles show no progress (the main process shows the
-    sweep's), and it ends with its parent."""
+    sweep's), it leaves SIGINT to the main process, and it ends with its parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_quiet(True)
     end_with_parent(parent)
 
@@ -431,8 +526,6 @@ def start_worker(parent: int) -> None:
 def end_with_parent(parent: int) -> None:
     """In a worker: exit as soon as the sweep's main process is gone (killed, say), so
     that no worker outlives it holding its memory."""
-    import threading
-
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL_S)
@@ -441,7 +534,10 @@ def end_with_parent(parent: int) -> None:
 
 
 def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
-             ) -> Iterable[dict[str, Any]]:
+                  ) -> Generator[dict[str, Any], None, None]:
+    """Run ``tasks``, yielding each one's result as it finishes. Closed early (by a
+    KeyboardInterrupt in the caller), it starts no more tasks and waits for those
+    running."""
     if not tasks:
         return
     if scheduler:
@@ -450,23 +546,41 @@ def execute_tasks(tasks: list[Task], workers: int, scheduler: str | None
 
         try:
             client = Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
-        except OSError as exc:
-            raise RooflineError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        except (OSError, ValueError, TypeError) as exc:   # unreachable, or not an address
+            raise RooflineError(f"cannot reach the Dask scheduler at {scheduler!r}: {exc}; "
+                                "give its address as tcp://HOST:PORT") from None
         with client:
             futures = client.map(run_task, tasks, pure=False)
             for future in dask_completed(futures):
                 yield future.result()
         return
     # Fresh interpreters, not forks: jax is multithreaded and must not be forked.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                             initializer=start_worker, initargs=(os.getpid(),)) as pool:
+    with _sigint_ignored():   # the workers inherit it as they start
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                                   initializer=start_worker, initargs=(os.getpid(),))
         futures = [pool.submit(run_task, task) for task in tasks]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        except BrokenProcessPool:
-            for future in futures:
-                future.cancel()
-            raise RooflineError("a worker process died mid-task (killed, or out of memory: "
-                                "try fewer --workers); every finished model is kept: run the "
-                                "same command again to resume") from None
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    except BrokenProcessPool:
+        raise RooflineError("a worker process died mid-task (killed, or out of memory: "
+                            "try fewer --workers); every finished model is kept: run the "
+                            "same command again to resume") from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while the workers start, so that a worker never raises
+    KeyboardInterrupt (Ctrl-C reaches the whole process group; the main process alone
+    decides to stop). Only the main thread may set signal handlers: elsewhere the
+    workers ignore it from their set-up on (:func:`start_worker`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

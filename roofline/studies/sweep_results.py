@@ -3,11 +3,17 @@ and what its rows leave out."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 from roofline.errors import RooflineError
+from roofline.input_files import SWEEP_TABLE, read_optional_input
 from roofline.studies.sweep import MODELS_FILE
+
+
+# The columns every reader of a sweep's models table relies on (see run_task).
+COLUMNS = ("spec", "family", "target", "hardware", "status")
 
 
 def read_models(out: str | Path) -> Any:
@@ -15,15 +21,21 @@ def read_models(out: str | Path) -> Any:
     import pandas
 
     path = Path(out) / MODELS_FILE
-    if not path.is_file():
+    data = read_optional_input(path, SWEEP_TABLE)
+    if data is None:
         raise RooflineError(f"{path} does not exist: run 'roofline sweep ... --out {out}' "
                             "to completion first")
     try:
-        models = pandas.read_parquet(path)
+        models = pandas.read_parquet(io.BytesIO(data))
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise RooflineError(f"{path}: not a readable sweep table ({type(exc).__name__}); "
                             f"run the sweep again with --out {out} to gather it anew"
                             ) from None
+    missing = [column for column in COLUMNS if column not in models.columns]
+    if missing:
+        raise RooflineError(f"{path} is not a sweep table: it has no column "
+                            f"{', '.join(map(repr, missing))}; run the sweep again with "
+                            f"--out {out} to gather it anew")
     if models.empty:
         raise RooflineError(f"{path} holds no models: the sweep ran nothing")
     return models

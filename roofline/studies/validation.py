@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.model.coverage import Coverage
 from roofline.errors import RooflineError
+from roofline.input_files import (
+    RUN_MANIFEST, VALIDATION_SUITE, read_input, read_input_text)
 from roofline.model.placement import BoundKind
 
 if TYPE_CHECKING:
@@ -123,9 +125,10 @@ class Validation:
 
 
 def load_cases(path: Path = CASES_FILE) -> dict[str, Any]:
+    text = read_input_text(path, VALIDATION_SUITE)
     try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise RooflineError(f"{path}: cannot read the validation cases: {exc}") from None
 
 
@@ -283,7 +286,8 @@ def best_step_wall(run: Path) -> float:
     """The best step: on a shared machine, contention only ever slows a step down."""
     import json
 
-    return min(json.loads((run / "manifest.json").read_text())["wall_seconds_per_step"])
+    manifest = read_input(run / "manifest.json", RUN_MANIFEST)
+    return min(json.loads(manifest)["wall_seconds_per_step"])
 
 
 def _host_case(name: str, comparison: Comparison, source_run: Path, target_run: Path,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roofline.program.hlo.formulas import GemmShape
+from roofline.program.json_fields import checked_fields
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,15 @@ class ModuleCosts:
 _TUPLE_FIELDS = ("operands", "unknown", "notes")
 
 
-def _op_from_json(fields: dict[str, Any]) -> OpCost:
-    values = {**fields, **{name: tuple(fields[name]) for name in _TUPLE_FIELDS}}
-    if values["gemm"] is not None:
-        values["gemm"] = GemmShape(**values["gemm"])
-    values["body"] = tuple(_op_from_json(inner) for inner in fields.get("body", ()))
+def _op_from_json(fields: Any) -> OpCost:
+    fields = checked_fields(OpCost, fields)
+    values = {**fields, **{name: tuple(fields.get(name, ())) for name in _TUPLE_FIELDS}}
+    if values.get("gemm") is not None:
+        values["gemm"] = GemmShape(**checked_fields(GemmShape, values["gemm"]))
+    body = fields.get("body", [])
+    if not isinstance(body, (list, tuple)):   # JSON's arrays, or costs_to_json's own
+        raise ValueError(f"OpCost.body is {type(body).__name__}, not a list")
+    values["body"] = tuple(_op_from_json(inner) for inner in body)
     return OpCost(**values)
 
 
@@ -117,7 +122,14 @@ def costs_to_json(costs: ModuleCosts) -> dict[str, Any]:
     return dataclasses.asdict(costs)
 
 
-def costs_from_json(record: dict[str, Any]) -> ModuleCosts:
-    """The inverse of :func:`costs_to_json`."""
-    return ModuleCosts(record["module"], tuple(_op_from_json(o) for o in record["ops"]),
-                       dict(record["unknown_opcodes"]), record["loops_counted_once"])
+def costs_from_json(record: Any) -> ModuleCosts:
+    """The inverse of :func:`costs_to_json`; ValueError where ``record`` is not what it
+    writes (a damaged cache record), naming the field."""
+    record = checked_fields(ModuleCosts, record)
+    ops, unknown = record["ops"], record.get("unknown_opcodes", {})
+    if not isinstance(ops, (list, tuple)):
+        raise ValueError(f"ModuleCosts.ops is {type(ops).__name__}, not a list")
+    if not (isinstance(unknown, dict) and all(isinstance(n, int) for n in unknown.values())):
+        raise ValueError("ModuleCosts.unknown_opcodes is not an object of counts")
+    return ModuleCosts(record["module"], tuple(_op_from_json(o) for o in ops), dict(unknown),
+                       record.get("loops_counted_once", False))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.program import _xla
 from roofline.errors import RooflineError
+from roofline.limits import PROFILE_STEPS
 from roofline.program.hlo import parse_hlo_text
 from roofline.progress import say
 
@@ -153,6 +154,7 @@ def _check_arguments(out: Path, steps: int, warmup: int) -> None:
     if steps < 1 or warmup < 0:
         raise RooflineError(f"--steps must be at least 1 and --warmup at least 0 "
                             f"(got {steps} and {warmup})")
+    PROFILE_STEPS.check(steps + warmup, f"--steps {steps} with --warmup {warmup}")
 
 
 def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int = 2,

@@ -19,6 +19,7 @@ from typing import Any
 
 from roofline.program import _xla
 from roofline.errors import RooflineError
+from roofline.input_files import HLO_PROTO, XPLANE_TRACE, read_input
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
@@ -107,9 +108,10 @@ def modules_in_xplane(xplane: Path) -> dict[str, str]:
     from google.protobuf.message import DecodeError
 
     space = _messages()["XSpace"]()
+    data = read_input(xplane, XPLANE_TRACE)
     try:
-        space.ParseFromString(xplane.read_bytes())
-    except (OSError, DecodeError) as exc:
+        space.ParseFromString(data)
+    except DecodeError as exc:
         raise RooflineError(f"{xplane}: cannot read its HLO protos: {exc}") from None
     texts: dict[str, str] = {}
     for plane in space.planes:
@@ -134,11 +136,7 @@ def modules_in_directory(directory: Path) -> dict[str, str]:
         key = file.name.removesuffix(PROTO_SUFFIX)
         if key == NO_MODULE:
             continue
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            raise RooflineError(f"{file}: cannot read: {exc}") from None
-        texts[key] = _module_text(data, str(file))
+        texts[key] = _module_text(read_input(file, HLO_PROTO), str(file))
     return texts
 
 

@@ -23,8 +23,8 @@ reductions, softmax, copies); any other op keeps its time and is listed with no 
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from roofline.errors import OpsTableError, TraceError
+from roofline.input_files import KINETO_TRACE, gunzipped, read_input
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.program.ops_table import DTYPES, cost_row
+from roofline.program.ops_table import DTYPES, MAX_OPERAND_ELEMENTS, cost_row
 from roofline.program.ops_table_hlo import OpRow
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun, check_durations
 
 MODULE = "torch"
-MAX_TRACE_BYTES = 1 << 31
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 STEP = re.compile(r"^ProfilerStep#\d+$")
 # Kineto's names of the dtypes the ops table knows.
@@ -104,20 +104,14 @@ def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    data = read_input(path, KINETO_TRACE)
+    if path.name.endswith(".gz"):
+        data = gunzipped(data, path, KINETO_TRACE)
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_TRACE_BYTES + 1)
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
         trace = json.loads(data)
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such trace file") from None
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError,
-            json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:   # JSON, UTF-8, a number of 5000 digits
         raise TraceError(f"{path}: not a readable PyTorch profiler trace (JSON): "
                          f"{exc}") from None
-    if len(data) > MAX_TRACE_BYTES:
-        raise TraceError(f"{path}: larger than {MAX_TRACE_BYTES >> 30} GiB")
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise TraceError(f"{path}: no 'traceEvents' list: not the Chrome-trace JSON "
                          "torch.profiler writes (prof.export_chrome_trace)")
@@ -139,6 +133,9 @@ def _events(path: Path, events: list[Any]
             start, duration = float(event["ts"]), float(event["dur"])
         except (KeyError, TypeError, ValueError):
             continue
+        if not math.isfinite(start):
+            raise TraceError(f"{path}: event {name[:80]!r} starts at {start}: the trace is "
+                             "damaged; capture it again")
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         if category in DEVICE_CATEGORIES:
             kernels.append({"name": name, "start": start, "dur": duration, "args": args})
@@ -149,7 +146,8 @@ def _events(path: Path, events: list[Any]
                 by_id[args["External id"]] = op
         elif category == "user_annotation" and STEP.match(name):
             steps.append((start, start + duration))
-    check_durations(path, [(k["name"], k["dur"] * 1e3) for k in kernels])
+    check_durations(path, [(k["name"], k["dur"] * 1e3) for k in kernels]
+                    + [("ProfilerStep", (end - start) * 1e3) for start, end in steps])
     for thread_ops in ops.values():
         thread_ops.sort(key=lambda op: (op.start, -op.end))
     return ops, by_id, kernels, sorted(steps)
@@ -227,8 +225,9 @@ def _row_of(op: _Op) -> tuple[str, tuple[tuple[int, ...], ...], str, dict[str, s
     dtype = TORCH_DTYPES.get(str(types[0]))
     if dtype is None:
         return None
-    shapes = [tuple(int(d) for d in shape) if shape else (1,) for shape in dims
-              if isinstance(shape, list)]
+    shapes = [_dims(shape) for shape in dims if isinstance(shape, list)]
+    if not shapes or None in shapes:
+        return None
     if name in ("mm", "bmm", "matmul") and len(shapes) >= 2:
         return ("matmul", (shapes[0], shapes[1]), dtype, {})
     if name in ("addmm", "baddbmm") and len(shapes) >= 3:
@@ -246,6 +245,16 @@ def _row_of(op: _Op) -> tuple[str, tuple[tuple[int, ...], ...], str, dict[str, s
     if name in ("sum", "mean", "softmax", "_softmax"):
         return _reduction_row(name.lstrip("_"), shapes[0], dtype, concrete)
     return None
+
+
+def _dims(shape: list[Any]) -> tuple[int, ...] | None:
+    """A recorded input's dimensions ((1,) for a scalar), or None where they are no
+    array's: not whole numbers, or more elements than an operand may hold."""
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        return None
+    if math.prod(shape) > MAX_OPERAND_ELEMENTS:
+        return None
+    return tuple(shape) or (1,)
 
 
 def _integers(text: Any) -> list[int] | None:

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from roofline.program import _xla
 from roofline.program.gc_pause import gc_paused
 from roofline.errors import NoXlaOpsError, TraceError
+from roofline.input_files import XPLANE_TRACE, read_input
 
 
 @dataclass(frozen=True)
@@ -120,15 +121,8 @@ def find_xplane(path: str | Path) -> Path:
 
 def load_xspace(path: Path, data: bytes | None = None) -> Any:
     """The trace as jaxlib's ProfileData (``data``: its bytes, where already read)."""
-    return _parsed(path, _trace_bytes(path) if data is None else data,
+    return _parsed(path, read_input(path, XPLANE_TRACE) if data is None else data,
                    _xla.xspace_from_bytes)
-
-
-def _trace_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc}") from None
 
 
 def _parsed(path: Path, data: bytes, parse: Callable[[bytes], Any]) -> Any:
@@ -147,7 +141,7 @@ def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
     ``device`` picks a device plane on GPU/TPU traces; by default the first with XLA ops.
     """
     xplane = find_xplane(path)
-    data = _trace_bytes(xplane)
+    data = read_input(xplane, XPLANE_TRACE)
     # The protobuf message is the host reader's view; device traces are read through
     # jaxlib's ProfileData, which also resolves TPU op texts and device stats.
     space = _parsed(xplane, data, _xla.xspace_message)
@@ -313,8 +307,9 @@ MAX_OP_SECONDS = 3600.0
 
 
 def check_durations(path: Path, events: list[tuple[str, float]]) -> None:
-    """Refuse a trace whose op or kernel events (name, duration in ns) last a negative
-    time or longer than :data:`MAX_OP_SECONDS`: nothing sound can be computed from them."""
+    """Refuse a trace whose op, kernel, step or module events (name, duration in ns) last
+    a negative time or longer than :data:`MAX_OP_SECONDS`: nothing sound can be computed
+    from them (a share of the time below zero, a negative speedup)."""
     for name, duration_ns in events:
         if not 0 <= duration_ns <= MAX_OP_SECONDS * 1e9:
             raise TraceError(f"{path}: event {name!r} lasts {duration_ns * 1e-9:.6g} s "
@@ -324,7 +319,8 @@ def check_durations(path: Path, events: list[tuple[str, float]]) -> None:
 
 def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
     events, steps, count = _host_events(plane)
-    check_durations(path, [(e.op, e.end - e.start) for e in events])
+    check_durations(path, [(e.op, e.end - e.start) for e in events]
+                    + [("step annotation", wall * 1e9) for wall in steps])
     if not events:
         raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
                          "hlo_module stats); was anything compiled and run while tracing?")
@@ -373,7 +369,8 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
     for name in names:
         events, walls, runs, seen = extract(planes[name], planes)
         count += seen
-        check_durations(path, [(e.op, e.end - e.start) for e in events])
+        check_durations(path, [(e.op, e.end - e.start) for e in events]
+                        + [("XLA module run", wall * 1e9) for wall in walls])
         if events:
             stats = dict(planes[name].stats)
             steps = len(walls) if walls else _main_module_runs(events, runs)

@@ -8,13 +8,13 @@ temporary directory. It returns nothing useful for XLA:CPU traces.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.program import _xla
 from roofline.errors import RooflineError
+from roofline.input_files import XPLANE_TRACE, read_input
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def hlo_stats(xplane: str | Path) -> list[XprofOp]:
     source = Path(xplane)
     with tempfile.TemporaryDirectory(prefix="roofline-xprof-") as private:
         copy = Path(private) / source.name
-        shutil.copyfile(source, copy)
+        copy.write_bytes(read_input(source, XPLANE_TRACE))
         with _xla.quiet_native_stderr():
             try:
                 data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "hlo_stats", {})

@@ -75,13 +75,22 @@ MAX_SIZE = 1 << 40     # any size parameter: beyond it no array fits anywhere
 LAYER_LIMIT = 1024     # stacked layers or blocks (ParaDnn's largest FC has 128)
 
 
+def _shown(text: str) -> str:
+    """A value as a message quotes it: whole, or its start where it is longer than a line."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
+
+
+def _number_shown(value: int, text: str) -> str:
+    return str(value) if len(text) <= 40 else _shown(text)
+
+
 def convert_parameter(family: Family, param: Param, text: str) -> Any:
     """``text`` as a value of ``param``, or a RooflineError saying what is wrong."""
     try:
         value = param.kind(text)
     except (TypeError, ValueError):
-        raise RooflineError(f"workload {family.name!r}: {param.name}={text!r} is not a valid "
-                            f"{getattr(param.kind, '__name__', 'value')}") from None
+        raise RooflineError(f"workload {family.name!r}: {param.name}={_shown(text)} is not "
+                            f"a valid {getattr(param.kind, '__name__', 'value')}") from None
     if param.choices and value not in param.choices:
         raise RooflineError(f"workload {family.name!r}: {param.name}={text!r}; choose one "
                             f"of {', '.join(param.choices)}")
@@ -90,8 +99,8 @@ def convert_parameter(family: Family, param: Param, text: str) -> Any:
             raise RooflineError(f"workload {family.name!r}: {param.name} must be positive")
         limit = param.maximum if param.maximum is not None else MAX_SIZE
         if value > limit:
-            raise RooflineError(f"workload {family.name!r}: {param.name}={value} is more "
-                                f"than {limit}: give at most {limit}")
+            raise RooflineError(f"workload {family.name!r}: {param.name}={_number_shown(value, text)} "
+                                f"is more than {limit}: give at most {limit}")
     return value
 
 
@@ -145,16 +154,16 @@ def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
     except SyntaxError as exc:
         raise RooflineError(f"{exc.filename}, line {exc.lineno}: syntax error in the module "
                             f"of SPEC {spec!r}: {exc.msg}") from None
-    except Exception as exc:  # the user's module raised while being imported
-        raise RooflineError(f"importing {module_name!r} (SPEC {spec!r}) raised "
-                            f"{type(exc).__name__}: {exc}") from None
+    except USER_CODE_ESCAPES as exc:  # the user's module raised while being imported
+        raise RooflineError(f"importing {module_name!r} (SPEC {spec!r}) "
+                            f"{_what_it_did(exc)}") from None
     function = getattr(module, attribute, None)
     if not callable(function):
         raise RooflineError(f"{module_name} has no function {attribute!r} (SPEC {spec!r})")
     try:
         result = function()
-    except Exception as exc:
-        raise RooflineError(f"{spec} raised {type(exc).__name__}: {exc}") from None
+    except USER_CODE_ESCAPES as exc:
+        raise RooflineError(f"{spec} {_what_it_did(exc)}") from None
     if not isinstance(result, Sequence) or len(result) not in (2, 3) or not callable(result[0]):
         raise RooflineError(f"{spec} must return (fn, args) or (fn, args, batch_argnums); "
                             f"got {type(result).__name__}")
@@ -166,7 +175,33 @@ def _user_workload(spec: str, module_name: str, attribute: str) -> Workload:
     if not all(isinstance(i, int) and 0 <= i < len(args) for i in batch_argnums):
         raise RooflineError(f"{spec}: batch_argnums {batch_argnums} must index its "
                             f"{len(args)} arguments")
+    _check_leaves(spec, args)
     return Workload(spec=spec, fn=result[0], args=args, batch_argnums=batch_argnums)
+
+
+# What user code can end with: its own exceptions, and the exit or interrupt it raises
+# itself (a SPEC such as sys:exit), each reported as that SPEC's error.
+USER_CODE_ESCAPES = (Exception, SystemExit, KeyboardInterrupt)
+
+
+def _what_it_did(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return (f"called sys.exit({exc.code!r}) instead of returning (fn, args): give a "
+                "function that builds a model")
+    return f"raised {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+
+
+def _check_leaves(spec: str, args: tuple[Any, ...]) -> None:
+    """Refuse an argument that is not an array or a shape: the compiler needs each leaf's
+    shape and dtype."""
+    import jax
+
+    for index, arg in enumerate(args):
+        for leaf in jax.tree.leaves(arg):
+            if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+                raise RooflineError(f"{spec}: argument {index} holds a value of type "
+                                    f"{type(leaf).__name__}, not an array: give arrays or "
+                                    "jax.ShapeDtypeStruct(shape, dtype)")
 
 
 DTYPES = {"f32": "float32", "fp32": "float32", "float32": "float32", "bf16": "bfloat16",

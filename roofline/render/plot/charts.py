@@ -173,6 +173,11 @@ def build_heatmap(models: pandas.DataFrame, x: str, y: str, metric: str = "utili
         if column not in models.columns:
             raise RooflineError(f"the sweep table has no column {column!r}; it has: "
                                 f"{', '.join(map(str, models.columns))}")
+    if not _numeric(models[metric]):
+        numbers = [c for c in ("utilization", "predicted_s", "intensity", "flops", "bytes")
+                   if c in models.columns]
+        raise RooflineError(f"the sweep's column {metric!r} is not a number to color cells "
+                            f"by: choose a column of numbers, such as {', '.join(numbers)}")
     if models.duplicated([x, y]).any():
         raise RooflineError(f"several models share a ({x}, {y}) cell: fix the other "
                             "parameters first (heatmap_slice, or --where NAME=VALUE)")
@@ -208,6 +213,13 @@ def build_heatmap(models: pandas.DataFrame, x: str, y: str, metric: str = "utili
     ax.set_title(title or heatmap_title(metric, models), fontsize=10)
     freeze_layout(fig)
     return fig
+
+
+def _numeric(column: pandas.Series) -> bool:
+    """Whether a table column holds numbers (True and False count: 1 and 0)."""
+    from pandas.api.types import is_numeric_dtype
+
+    return is_numeric_dtype(column)
 
 
 def heatmap_title(metric: str, models: pandas.DataFrame) -> str:

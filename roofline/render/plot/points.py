@@ -89,9 +89,10 @@ class InputPoints:
 
 def input_points(input: str, hardware: Hardware, target: str | None = None,
                  cache_dir: str | Path | None = None) -> InputPoints:
-    """Measured and bound points for a run directory; predicted points for a SPEC
-    (compiled for ``target``, default the hardware's own; reused from ``cache_dir``)."""
-    if Path(input).is_dir():
+    """Measured and bound points for a run directory (or any path: a trace, or what is no
+    run, refused as explain refuses it); predicted points for a SPEC (compiled for
+    ``target``, default the hardware's own; reused from ``cache_dir``)."""
+    if Path(input).exists():
         from roofline.model.explain import explain, load_run
 
         explanation = explain(load_run(input), hardware)
