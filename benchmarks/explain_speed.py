@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests/data/traces/tpu_v6e_inference.xplane.pb"
+FIXTURE = Path(__file__).resolve().parents[1] / "traces/tpu_v6e_inference.xplane.pb"
 TARGET_S = 0.5
 
 

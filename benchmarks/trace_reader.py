@@ -20,7 +20,7 @@ from roofline.program.trace.capture import capture  # noqa: E402
 from roofline.program.trace.xprof_stats import hlo_stats  # noqa: E402
 from roofline.program.workloads import parse_spec  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests/data/traces/tpu_v6e_inference.xplane.pb"
+FIXTURE = Path(__file__).resolve().parents[1] / "traces/tpu_v6e_inference.xplane.pb"
 
 
 def best(fn, repeats: int = 3) -> tuple[float, object]:

@@ -1,466 +1,125 @@
-"""The question-answering API: what-if, predict, sensitivity. The CLI is a thin layer over it.
+"""The public surface of roofline, re-exported by ``roofline`` itself: every name in
+``__all__``, and nothing else, is kept stable. The CLI, the notebooks and the README use
+only these; the modules they come from are the library's own and may change.
 
-Every function takes an INPUT that is either a workload SPEC (``"fc:layers=8,batch=512"``,
-``"pkg.module:function"``), compiled for ``target`` (default: the hardware's own compile
-target when it has one, else this host), or a run directory from ``roofline profile``,
-whose measured per-op times are used. Results are typed records with ``to_dataframe()``.
+The questions, each a function with a typed result:
+
+- :func:`analyze`: a program's per-op costs, placed on a device's roofline
+- :func:`explain`: a measured run against the roofline
+- :func:`predict` (and :func:`predict_ops`, from a table of measured ops): another device
+- :func:`whatif` and :func:`sensitivity`: the same device with parameters scaled
+- :func:`largest_batch`: the largest batch that fits a device's memory
+- :func:`validate`: predictions against measurements the model does not read
+- :func:`measure` (and :func:`write_spec`): this host's or this GPU's real ceilings
+- :func:`profile`: run a program here and capture its trace
+- :func:`sweep`: a grid of programs, compiled and placed, into Parquet
+
+An INPUT is a workload SPEC (``"fc:layers=8,batch=512"``, ``"pkg.module:function"``), a
+run directory or trace, or an XLA HLO dump. Hardware is a spec id (``"tpu-v3"``,
+``"h100-sxm@measured"``), a ``.toml`` path, or a :class:`Hardware` record. The figures
+(``build_*``, built from results; :func:`save_figure` writes one) are matplotlib Figures.
+
+Each name loads from its home module on first use (JAX, matplotlib and the trace readers
+cost seconds to import; a command or script pays only for what it uses). ``_HOMES`` says
+where each one lives: ``module`` or ``module:name`` where the name differs.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
-from roofline.errors import RooflineError
-from roofline.hardware import load_hardware
-from roofline.hardware.records import Hardware
-from roofline.model.analysis import (
-    aligned_scope, compiler_gap, compiler_note, device_hardware)
-from roofline.model.comparison import (
-    Comparison, Sensitivity, compare_costs, energy_per_sample, sensitivity_of, whatif_costs,
-    working_ops)
-from roofline.model.coverage import Coverage, Gap, coverage
-from roofline.model.floor import FloorPolicy, given_floor
-from roofline.model.placement import Overlap
-from roofline.model.sides import default_stand_in, default_unit, place_side
-from roofline.model.transfer import run_floor, transfer
-from roofline.program.compile import compile_target_of, get_target, resolve_target
-from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
-from roofline.program.hlo.op_cost import OpCost
+_QUESTIONS = "roofline.model.questions"
+_PLOT = "roofline.render.plot"
 
-if TYPE_CHECKING:
-    import pandas
+_HOMES: dict[str, str] = {
+    # the questions
+    "analyze": _QUESTIONS,
+    "explain": "roofline.model.explain:explain_run",
+    "largest_batch": _QUESTIONS,
+    "measure": "roofline.hardware.measured_spec",
+    "predict": _QUESTIONS,
+    "predict_ops": _QUESTIONS,
+    "profile": "roofline.program.trace.capture:capture_spec",
+    "sensitivity": _QUESTIONS,
+    "sweep": "roofline.studies.sweep:run_sweep",
+    "validate": "roofline.studies.validation",
+    "whatif": _QUESTIONS,
+    "write_spec": "roofline.hardware.measured_spec",
+    # their results
+    "Analysis": _QUESTIONS,
+    "CapacityThroughput": "roofline.model.analysis",
+    "Comparison": "roofline.model.comparison",
+    "Coverage": "roofline.model.coverage",
+    "Explanation": "roofline.model.explain",
+    "GpuMeasurement": "roofline.hardware.gpu_measure",
+    "HostMeasurement": "roofline.hardware.measure",
+    "Prediction": _QUESTIONS,
+    "ProgramPlacement": "roofline.model.analysis",
+    "Sensitivity": "roofline.model.comparison",
+    "Validation": "roofline.studies.validation",
+    "WhatIf": _QUESTIONS,
+    "WrittenSpec": "roofline.hardware.measured_spec",
+    # inputs
+    "OpsTable": "roofline.program.ops_table",
+    "SweepPlan": "roofline.studies.sweep",
+    "read_ops_table": "roofline.program.ops_table",
+    # hardware specs
+    "ComputeRoof": "roofline.hardware",
+    "Hardware": "roofline.hardware",
+    "Link": "roofline.hardware",
+    "MemoryLevel": "roofline.hardware",
+    "list_hardware": "roofline.hardware",
+    "load_hardware": "roofline.hardware",
+    "load_spec_file": "roofline.hardware",
+    # the roofline of one op
+    "Bound": "roofline.model.placement",
+    "BoundKind": "roofline.model.placement",
+    "Overlap": "roofline.model.placement",
+    "Placement": "roofline.model.placement",
+    "Work": "roofline.model.placement",
+    "attainable_flop_per_s": "roofline.model.placement",
+    "place": "roofline.model.placement",
+    "ridge_point": "roofline.model.placement",
+    "ridge_points": "roofline.model.placement",
+    # units
+    "Kind": "roofline.units",
+    "format_quantity": "roofline.units",
+    "parse_quantity": "roofline.units",
+    # errors
+    "NoXlaOpsError": "roofline.errors",
+    "OpsTableError": "roofline.errors",
+    "RooflineError": "roofline.errors",
+    "ScaleError": "roofline.errors",
+    "SpecError": "roofline.errors",
+    "TraceError": "roofline.errors",
+    "UnitError": "roofline.errors",
+    "UnknownHardwareError": "roofline.errors",
+    # figures: build_* take results and return a matplotlib Figure
+    "bound_points": _PLOT,
+    "build_breakdown": _PLOT,
+    "build_heatmap": _PLOT,
+    "build_roofline": _PLOT,
+    "build_sensitivity": _PLOT,
+    "build_speedup": _PLOT,
+    "measured_points": _PLOT,
+    "predicted_points": _PLOT,
+    "save_figure": _PLOT,
+    "scenario_bars": _PLOT,
+}
 
-    from roofline.model.analysis import CapacityThroughput
-
-HardwareRef = str | Hardware
-MeasuredTimes = Mapping[str, float] | Any   # op name -> seconds, or a DataFrame (op, seconds)
-
-
-@dataclass(frozen=True)
-class ProgramOps:
-    """The ops of an INPUT that run a kernel, on one device, with measured seconds for a
-    run; ``coverage`` lists what the run timed without a cost, or costed without a time,
-    and ops taken from another backend's compile than the device's own."""
-
-    label: str
-    ops: list[OpCost]
-    hardware: Hardware
-    measured_s: dict[str, float] | None
-    batch: int | None
-    target: str | None         # the compile target, for a SPEC
-    coverage: Coverage = field(default_factory=Coverage)
-    platform: str = ""         # whose compiler wrote the ops: cpu, gpu, tpu ("" a run's)
-    compiler: str = ""         # the same, for people
-
-
-def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
-    if isinstance(ref, Hardware):
-        return ref
-    return load_hardware(ref, [hardware_dir] if hardware_dir else ())
-
-
-def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
-                hardware_dir: str | Path | None = None,
-                cache_dir: str | Path | None = None) -> ProgramOps:
-    """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on).
-    ``cache_dir`` reuses programs compiled before (see :func:`compile_program`)."""
-    hw = _hardware(hardware, hardware_dir)
-    found = resolve_input(input)
-    if isinstance(found, RunInput):
-        from roofline.model.explain import explain, load_run
-
-        explanation = explain(load_run(found.path), hw)
-        joined = [op for op in explanation.ops if op.placement is not None]
-        measured = {op.cost.name: op.seconds for op in joined}  # type: ignore[union-attr]
-        unmatched = coverage(o for o in explanation.coverage.omissions
-                             if o.gap in (Gap.NO_COST, Gap.NO_TIME))
-        return ProgramOps(str(input), working_ops([op.cost for op in joined]),  # type: ignore[misc]
-                          hw, measured, None, None, unmatched)
-    if isinstance(found, DumpInput):
-        from roofline.program.hlo_dump import dumped_program, read_dump
-
-        if target is not None:
-            raise RooflineError(f"{found.path} is a program compiled already: --target "
-                                "compiles a SPEC")
-        program = dumped_program(read_dump(found.path))
-        batch = None
-    else:
-        from roofline.program.compile import compile_workload
-        from roofline.program.workloads import parse_spec
-
-        workload = parse_spec(found.spec)
-        target = resolve_target(target, hw)
-        program = compile_workload(workload, target, cache_dir=cache_dir)
-        batch = workload.batch
-    device = device_hardware(program, hw)
-    note = compiler_note(program.target.platform, program.target.compiler, device)
-    return ProgramOps(str(input), working_ops(program.costs.ops), device, None, batch, target,
-                      coverage(compiler_gap(note)), program.target.platform,
-                      program.target.compiler)
+__all__ = list(_HOMES)
 
 
-def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
-    if isinstance(measured, Mapping):
-        return {str(k): float(v) for k, v in measured.items()}
-    columns = getattr(measured, "columns", None)
-    if columns is None or not {"op", "seconds"} <= set(columns):
-        raise RooflineError("measured times must be a mapping op name -> seconds or a "
-                            "DataFrame with columns 'op' and 'seconds'")
-    return {str(k): float(v) for k, v in zip(measured["op"], measured["seconds"])}
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'roofline.api' has no attribute {name!r}")
+    module, _, attribute = home.partition(":")
+    value = getattr(importlib.import_module(module), attribute or name)
+    globals()[name] = value   # loaded once
+    return value
 
 
-@dataclass(frozen=True)
-class WhatIf(Comparison):
-    """A comparison of a device with itself, parameters scaled by ``factors``; with the
-    energy per sample before and after where the program has a batch and a power is known
-    (the spec's TDP, or the one given)."""
-
-    input: str = ""
-    factors: Mapping[str, float] = field(default_factory=dict)
-    energy_per_sample_j: tuple[float, float] | None = None
-
-    def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
-        doc = {"schema": "roofline/whatif/1", "input": self.input,
-               "hardware": self.before.ref, "scaled": self.after.label,
-               "factors": dict(self.factors), **super().to_document(before, after)}
-        if self.energy_per_sample_j is not None:
-            doc["energy_per_sample_j"] = dict(zip((before, after), self.energy_per_sample_j))
-        return doc
-
-
-def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float], *,
-           target: str | None = None, overlap: Overlap | str = Overlap.MAX,
-           clamp: bool = False, ceilings: str = "achievable", power_w: float | None = None,
-           hardware_dir: str | Path | None = None,
-           cache_dir: str | Path | None = None) -> WhatIf:
-    """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
-    ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
-    ``cache_dir`` reuses programs compiled before (see :func:`program_ops`). Energy per
-    sample is given for a SPEC with a batch at ``power_w`` (default: the spec's TDP, where
-    it publishes one).
-
-    A measured run is carried to the scaled hardware by :mod:`roofline.model.transfer` at the
-    device's ``ceilings`` (``achievable`` or ``peak``); scaling ``overhead`` scales the
-    run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's peaks.
-    """
-    hw = _hardware(hardware, hardware_dir)
-    hw.scaled(dict(scale))   # bad names fail before a compile
-    program = program_ops(input, hw, target=target, cache_dir=cache_dir)
-    if program.measured_s is not None:
-        before = program.hardware.at_ceilings(ceilings)
-        floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))
-        result = transfer(program.ops, program.measured_s, before, before.scaled(dict(scale)),
-                          Overlap(overlap), clamp=clamp, floor=floor,
-                          target_floor=floor.scaled(scale.get("overhead", 1.0)))
-    else:
-        result = whatif_costs(program.ops, program.hardware, dict(scale), Overlap(overlap))
-    energy = None
-    if program.batch and (power_w or result.before.tdp.value):
-        energy = (energy_per_sample(result.old_s, result.before, program.batch, power_w),
-                  energy_per_sample(result.new_s, result.after, program.batch, power_w))
-    return WhatIf(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
-                     if f.name != "coverage"},
-                  coverage=result.coverage + program.coverage, input=str(input),
-                  factors=dict(scale), energy_per_sample_j=energy)
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A program's time on a source and a destination device, and how it was obtained."""
-
-    input: str
-    mode: str                                   # "analytical" or "transfer"
-    comparison: Comparison
-    batch: int | None
-    capacity: tuple[CapacityThroughput, CapacityThroughput] | None = None
-    bound: Comparison | None = None   # the same ops on both rooflines at datasheet peaks
-    per: str | None = None            # the unit compared (model/sides.py); None: one
-    sides: tuple[str, str] = ("", "")  # compile device each; how each side runs the step
-
-    @property
-    def over_bound(self) -> tuple[float, float] | None:
-        """This prediction's time over the roofline lower bound, on the source and on the
-        destination (1 where the prediction is the bound itself)."""
-        if self.bound is None or not (self.bound.old_s and self.bound.new_s):
-            return None
-        return (self.comparison.old_s / self.bound.old_s,
-                self.comparison.new_s / self.bound.new_s)
-
-    @property
-    def source(self) -> Hardware:
-        return self.comparison.before
-
-    @property
-    def destination(self) -> Hardware:
-        return self.comparison.after
-
-    @property
-    def speedup(self) -> float:
-        return self.comparison.speedup
-
-    @property
-    def throughput_speedup(self) -> float | None:
-        """Samples/s at the destination's largest batch over the source's (``max_batch``)."""
-        if self.capacity is None:
-            return None
-        return self.capacity[1].samples_per_s / self.capacity[0].samples_per_s
-
-    def to_dataframe(self) -> pandas.DataFrame:
-        return self.comparison.to_dataframe()
-
-    def classes_dataframe(self) -> pandas.DataFrame:
-        return self.comparison.classes_dataframe()
-
-    @property
-    def basis(self) -> str:
-        """The mode and how the times were obtained, e.g. ``transfer: measured ...``."""
-        return f"{self.mode}: {self.comparison.basis}"
-
-    def to_document(self) -> dict[str, Any]:
-        doc = {"schema": "roofline/prediction/1", "input": self.input, "mode": self.basis,
-               "source": self.source.ref, "target": self.destination.ref,
-               **self.comparison.to_document("source", "target")}
-        del doc["basis"], doc["amdahl_speedup"]
-        if self.per is not None:
-            doc["per"] = self.per
-            doc["sides"] = dict(zip(("source", "target"), self.sides))
-        if self.bound is not None:
-            doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
-                                  "speedup": self.bound.speedup,
-                                  "basis": "plain roofline: datasheet peaks, no per-op floor, "
-                                           "no GEMM tile or wave quantization"}
-            doc["over_bound"] = dict(zip(("source", "target"), self.over_bound or ()))
-        if self.capacity is not None:
-            source, target = self.capacity
-            doc["capacity"] = {
-                "source_batch": source.batch, "target_batch": target.batch,
-                "source_samples_per_s": source.samples_per_s,
-                "target_samples_per_s": target.samples_per_s,
-                "throughput_speedup": self.throughput_speedup,
-                "source_at_limit": source.at_limit, "target_at_limit": target.at_limit,
-                "source_best_batch": source.best_batch, "target_best_batch": target.best_batch,
-                "source_best_samples_per_s": source.best_samples_per_s,
-                "target_best_samples_per_s": target.best_samples_per_s,
-                "best_throughput_speedup": (target.best_samples_per_s
-                                            / source.best_samples_per_s)}
-        return doc
-
-
-def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
-            target: str | None = None, to_program: str | None = None,
-            measured: MeasuredTimes | None = None, max_batch: bool = False,
-            overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
-            ceilings: str = "achievable", target_floor: float | None = None,
-            per: str | None = None, devices: int = 1,
-            hardware_dir: str | Path | None = None,
-            cache_dir: str | Path | None = None, floor: str = "auto",
-            host_floor: float | None = None) -> Prediction:
-    """INPUT's time on ``destination`` predicted from ``source``.
-
-    Both devices are placed at their ``ceilings``: ``achievable`` (measured rates cited in
-    the spec files, peaks where none is cited; :meth:`Hardware.at_ceilings`) or ``peak``.
-    ``target_floor`` (seconds) overrides the fixed per-op cost a transfer assumes on the
-    destination; without it, ``floor`` says where the destination runs
-    (:class:`roofline.model.floor.FloorPolicy`: ``same-host``, the default for a run,
-    carries the run's fitted floor; ``other-host`` gives it its device's launch cost plus
-    ``host_floor`` seconds, or the host part estimated from the run).
-
-    Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
-    device that is a compile target (TPU v2..v6e). Transfer mode (a run directory, or a
-    SPEC with ``measured`` per-op seconds on the source): measured times are carried at
-    constant efficiency, overhead apart (:mod:`roofline.model.transfer`). ``to_program`` names a
-    different SPEC to predict on the destination (e.g. the bfloat16 version of a float32
-    run); its ops without a measured counterpart take the efficiency of measured ops of
-    their category and size. ``max_batch`` also predicts throughput at the largest batch
-    that fits each device. A program compiled for the destination is placed on one device
-    of that compile (a TPU v4 chip, a TPU v3 core).
-
-    ``per`` compares the same step (the same global batch) on each device as a whole
-    (``device``), per ``board``, ``chip`` or TPU ``core`` (:mod:`roofline.model.sides`);
-    the default for devices of different kinds is ``device``, for two of one kind one
-    compile device each (a TPU core against a TPU core). There ``target`` names the
-    compile whose ops a GPU or CPU side takes (default: the TPU side's, whose fusion is
-    closer to a GPU compiler's than XLA:CPU's; see :func:`roofline.model.sides.
-    default_stand_in`), and ``devices`` how many GPUs (or CPUs) run the step
-    data-parallel, with a ring all-reduce of its gradients over their links.
-    """
-    source = _hardware(source, hardware_dir)
-    destination = _hardware(destination, hardware_dir)
-    if devices > 1:
-        if source.kind == destination.kind == "tpu":
-            raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
-                                "devices are its cores: compare per board")
-        per = per or "device"
-    is_spec = isinstance(resolve_input(input), SpecInput)
-    if per is None and measured is None and is_spec:
-        per = default_unit(source, destination)
-    if per is not None:
-        if measured is not None or not is_spec:
-            raise RooflineError("comparing per board, chip, core or device (--per) compiles "
-                                "the SPEC for each device: give a SPEC, not measured times "
-                                "or a compiled program")
-        return _predict_per(str(input), source, destination, per, stand_in=target,
-                            devices=devices, to_program=to_program,
-                            max_batch=max_batch, overlap=overlap, ceilings=ceilings,
-                            cache_dir=cache_dir)
-    program = program_ops(input, source, target=target, cache_dir=cache_dir)
-    source_hw = program.hardware
-    dest = aligned_scope(destination, source_hw.scope, source_hw.kind)
-    after_ops = None
-    after_input = to_program or (None if program.target is None else str(input))
-    if after_input is not None:
-        own_gpu = (program.target is not None and dest.kind == "gpu"
-                   and get_target(program.target).platform == "gpu")
-        dest_target = resolve_target("gpu" if own_gpu else None, dest)
-        same = dest_target == program.target and after_input == str(input)
-        if not same and (to_program or dest_target not in ("host", program.target)):
-            after = program_ops(after_input, dest, target=dest_target, cache_dir=cache_dir)
-            after_ops, dest = after.ops, after.hardware
-    if after_ops is None:   # the destination runs the source's ops: whose are they?
-        program = dataclasses.replace(program, coverage=program.coverage + coverage(
-            compiler_gap(compiler_note(program.platform, program.compiler, dest))))
-    bound = _lower_bound(program.ops, source_hw, dest, overlap, after_ops)
-    source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
-    measured_s = program.measured_s
-    if measured is not None:
-        measured_s = _measured_table(measured)
-    if measured_s is not None:
-        comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
-                              target_ops=after_ops, clamp=clamp,
-                              target_floor=None if target_floor is None
-                              else given_floor(target_floor),
-                              floor_policy=floor_policy(floor, other_host=False),
-                              host_floor_s=host_floor)
-        mode = "transfer"
-    else:
-        comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
-                                   after_ops=after_ops)
-        mode = "analytical"
-    capacity = (_capacity(str(input), source, destination, cache_dir)
-                if max_batch else None)
-    comparison = dataclasses.replace(comparison,
-                                     coverage=comparison.coverage + program.coverage)
-    return Prediction(str(input), mode, comparison, program.batch, capacity, bound)
-
-
-def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *,
-                 stand_in: str | None, devices: int, to_program: str | None,
-                 max_batch: bool,
-                 overlap: Overlap | str, ceilings: str,
-                 cache_dir: str | Path | None) -> Prediction:
-    """:func:`predict` of the same step on ``per`` of each device (model/sides.py); a GPU
-    or CPU side takes its ops from the ``stand_in`` compile target's (default: the other
-    side's TPU compiler, else this host's)."""
-    from roofline.program.workloads import parse_spec
-
-    stand_in = stand_in or default_stand_in(source, destination, devices)
-    before = place_side(spec, source, per, stand_in=stand_in, devices=devices,
-                        cache_dir=cache_dir)
-    after = place_side(to_program or spec, destination, per, stand_in=stand_in,
-                       devices=devices, cache_dir=cache_dir)
-    bound = _lower_bound(before.ops, before.hardware, after.hardware, overlap, after.ops)
-    comparison = compare_costs(before.ops, before.hardware.at_ceilings(ceilings),
-                               after.hardware.at_ceilings(ceilings), Overlap(overlap),
-                               after_ops=after.ops)
-    comparison = dataclasses.replace(
-        comparison, coverage=comparison.coverage + coverage(before.gaps + after.gaps))
-    capacity = _capacity(spec, source, destination, cache_dir) if max_batch else None
-    return Prediction(spec, "analytical", comparison, parse_spec(spec).batch, capacity,
-                      bound, per, (before.description, after.description))
-
-
-def predict_ops(table: str | Path | Any, source: HardwareRef, destination: HardwareRef, *,
-                to_dtype: str | None = None, overlap: Overlap | str = Overlap.MAX,
-                clamp: bool = False, ceilings: str = "achievable",
-                target_floor: float | None = None,
-                hardware_dir: str | Path | None = None, floor: str = "auto",
-                host_floor: float | None = None) -> Prediction:
-    """Per-op times measured on ``source``, given as a table of op kind, shapes, dtype and
-    time (a CSV path, a DataFrame or an :class:`OpsTable`; see :mod:`roofline.program.ops_table`),
-    carried to ``destination`` by :mod:`roofline.model.transfer`, with no compile. ``to_dtype``
-    predicts the same ops in another dtype (``bf16``). ``ceilings``, ``target_floor`` and
-    ``host_floor`` as for :func:`predict`; ``floor`` (default ``auto``): a table carried
-    to another device is taken to run on another machine (``other-host``: measurements of
-    two devices mostly come from two hosts), to the same device on the same one."""
-    from roofline.program.ops_table import OpsTable, read_ops_table
-
-    from roofline.model.comparison import same_layer
-
-    given = table if isinstance(table, OpsTable) else read_ops_table(table)
-    source_hw = _hardware(source, hardware_dir)
-    dest = _hardware(destination, hardware_dir)
-    # Each side's ops as its compiler lays them out; a row is the same op on both sides
-    # whatever its dtype or layout, so rows pair by name.
-    ops = given.laid_out_for(source_hw.kind)
-    after = (ops.with_dtype(to_dtype) if to_dtype else ops).laid_out_for(dest.kind)
-    after_ops = None if after is ops else list(after.ops)
-    bound = _lower_bound(list(ops.ops), source_hw, dest, overlap, after_ops)
-    source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
-    comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
-                          target_ops=after_ops, clamp=clamp, calls=True, pairs_with=same_layer,
-                          target_floor=None if target_floor is None
-                          else given_floor(target_floor),
-                          floor_policy=floor_policy(floor, other_host=source_hw.id != dest.id),
-                          host_floor_s=host_floor)
-    return Prediction(ops.source, "transfer", comparison, None, bound=bound)
-
-
-def floor_policy(name: str, other_host: bool) -> FloorPolicy:
-    """``same-host`` or ``other-host``; ``auto``: other-host where ``other_host`` (an ops
-    table carried between two devices)."""
-    if name == "auto":
-        return FloorPolicy.OTHER_HOST if other_host else FloorPolicy.SAME_HOST
-    try:
-        return FloorPolicy(name)
-    except ValueError:
-        raise RooflineError(f"unknown floor policy {name!r}: auto, same-host or "
-                            "other-host") from None
-
-
-def _lower_bound(ops: list[OpCost], source: Hardware, dest: Hardware,
-                 overlap: Overlap | str, after_ops: list[OpCost] | None) -> Comparison | None:
-    """The ops on both plain rooflines (datasheet peaks, no per-op floor, no GEMM tile or
-    wave quantization): what the hardware permits, beside a prediction at achievable
-    ceilings or from measured times. None where a device was given already at its
-    achievable ceilings (its peaks are not at hand)."""
-    if "achievable" in (source.ceilings, dest.ceilings):
-        return None
-    return compare_costs(ops, source.plain_roofline(), dest.plain_roofline(),
-                         Overlap(overlap), after_ops=after_ops)
-
-
-def _capacity(spec: str, source: Hardware, dest: Hardware, cache_dir: str | Path | None
-              ) -> tuple[CapacityThroughput, CapacityThroughput]:
-    from roofline.model.analysis import throughput_at_capacity
-    from roofline.program.workloads import FAMILIES, parse_spec
-
-    workload = parse_spec(spec)
-    family = FAMILIES.get(spec.split(":")[0])
-    if family is None or "batch" not in workload.params:
-        raise RooflineError("max_batch (--max-batch) needs a workload SPEC with a batch "
-                            "parameter")
-    results = []
-    for hw in (source, dest):
-        target = compile_target_of(hw)
-        if target == "host":
-            raise RooflineError(f"max_batch (--max-batch) compiles for each device: "
-                                f"{hw.ref} is not a TPU compile target")
-        results.append(throughput_at_capacity(
-            lambda batch: family.make(**{**workload.params, "batch": batch}), target, hw,
-            start=workload.params["batch"], cache_dir=cache_dir))
-    return results[0], results[1]
-
-
-def sensitivity(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
-                overlap: Overlap | str = Overlap.MAX,
-                hardware_dir: str | Path | None = None,
-                cache_dir: str | Path | None = None) -> Sensitivity:
-    """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked."""
-    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
-                          cache_dir=cache_dir)
-    return dataclasses.replace(sensitivity_of(program.ops, program.hardware, Overlap(overlap)),
-                               input=str(input))
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

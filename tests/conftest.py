@@ -15,6 +15,9 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 import pytest
 
 DATA = Path(__file__).parent / "data"
+# The example traces (TPU, GPU, host) live in the top-level traces/ folder, with their
+# sources and licenses in traces/SOURCES.md.
+TRACES = Path(__file__).parent.parent / "traces"
 
 
 @pytest.fixture(scope="session")

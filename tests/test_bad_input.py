@@ -31,7 +31,7 @@ CASES = [
      "'-5': give a positive number"),
     ("power nan", [*WHATIF, "--scale", "flops=2", "--power", "nan"],
      "'nan': give a positive number"),
-    ("device word", ["explain", "tests/data/traces/mi300x_jax08_conv.xplane.pb", "--device",
+    ("device word", ["explain", "traces/mi300x_jax08_conv.xplane.pb", "--device",
                      "first"], "a device number or 'all'"),
     ("model args a number", ["analyze", "tests.user_models:scalar_arguments"],
      "returned int as its arguments"),
@@ -58,7 +58,7 @@ CASES = [
     # current directory); `out.png/` wrote out.png.
     ("out empty", ["analyze", SPEC, "--out", ""], "--out is an empty path: give a file name"),
     ("plot empty", ["analyze", SPEC, "--plot", ""], "--plot is an empty path"),
-    ("annotate empty", ["explain", "tests/data/traces/mi300x_jax08_conv.xplane.pb",
+    ("annotate empty", ["explain", "traces/mi300x_jax08_conv.xplane.pb",
                         "--annotate", ""], "--annotate is an empty path"),
     ("plot ends in /", ["analyze", SPEC, "--plot", "out.png/"],
      "cannot write --plot out.png/: it names a directory"),
@@ -139,7 +139,7 @@ def test_json_output_never_holds_infinity_or_nan():
     ("raise RuntimeError('boom')\n", "raised RuntimeError: boom"),
 ], ids=["syntax error", "raises on import"])
 def test_a_users_broken_model_file_is_named(tmp_path, monkeypatch, capsys, source, message):
-    # A model file in the working directory, as README's "Your own JAX model" has it.
+    # A model file in the working directory, as docs/tour.md's "Your own JAX model" has it.
     monkeypatch.chdir(tmp_path)
     name = f"broken_{abs(hash(source)) % 10**6}"
     (tmp_path / f"{name}.py").write_text(source)
@@ -326,7 +326,7 @@ def test_an_unwritable_home_compiles_without_a_cache(as_nobody):
 # its kind's size limit, naming the file. Each case runs in a process of its own: a
 # regression fails on the timeout instead of hanging the suite.
 
-GEMM_TRACE = Path(__file__).parent / "data" / "traces" / "mi300x_jax08_gemm.xplane.pb"
+GEMM_TRACE = Path(__file__).parent.parent / "traces" / "mi300x_jax08_gemm.xplane.pb"
 READ_SWEEP = ["sweep", "fc", "--grid", "layers=1", "--hardware", "tpu-v2", "--workers", "1"]
 FIFO = "it is a FIFO, not a regular file"
 

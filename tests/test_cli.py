@@ -164,7 +164,7 @@ def test_analyze_compiles_for_the_hardware_own_target(capsys):
 
 
 def test_own_model_in_the_current_directory(capsys, tmp_path, monkeypatch):
-    # README, "Your own JAX model": a file in the working directory, analyzed and drawn.
+    # docs/tour.md, "Your own JAX model": a file in the working directory, analyzed and drawn.
     (tmp_path / "mymodel.py").write_text(
         "import jax\nimport jax.numpy as jnp\n\n\ndef build():\n"
         "    def mlp(w1, w2, x):\n        return jax.nn.relu(x @ w1) @ w2\n"
@@ -179,9 +179,9 @@ def test_own_model_in_the_current_directory(capsys, tmp_path, monkeypatch):
     assert (tmp_path / "mymodel.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_readme_command_reference_is_current():
+def test_the_command_reference_page_is_current():
     from roofline.cli.reference import replace_reference
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert replace_reference(readme) == readme, (
-        "README.md's command reference is stale: run python -m roofline.cli.reference README.md")
+    page = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    assert replace_reference(page) == page, (
+        "docs/cli.md is stale: run python -m roofline.cli.reference docs/cli.md")

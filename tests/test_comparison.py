@@ -201,7 +201,7 @@ def test_python_api_transfers_a_table_of_measured_times():
     import pandas
 
     import roofline
-    from roofline.api import program_ops
+    from roofline.model.questions import program_ops
 
     # Every op measured at twice its roofline time on tpu-v2 keeps its efficiency (overhead
     # apart) on tpu-v3: the old time doubles, and the speedup lies between 1x and the

@@ -193,3 +193,20 @@ def test_transcendentals_on_a_device_without_their_rate_are_listed_as_untimed():
     timed = dataclasses.replace(cpu, compute=(*cpu.compute, ComputeRoof(
         "transcendental", "fp32", 4e9, ("sheet",))))
     assert omissions_of([(op, place_op(op, timed), 20e-6)], timed) == []
+
+
+def test_an_approximated_gap_says_its_shares_are_those_of_the_ops_it_touches():
+    # Two ops with exponentials on a device without a transcendental rate hold 56% of the
+    # time (30% + 26%): their exponentials are what is untimed, not 56% of the time, so the
+    # line says the ops take it; a left-out gap's shares are the work missing.
+    from roofline.model.coverage import Coverage, Omission
+    from roofline.render.tables import coverage_footer
+
+    coverage = Coverage((Omission(Gap.UNTIMED_TRANSCENDENTALS, "exp.1", "no rate", 0.02, 0.3),
+                         Omission(Gap.UNTIMED_TRANSCENDENTALS, "exp.2", "no rate", 0.01, 0.26),
+                         Omission(Gap.NO_COST, "custom-call.3", "no rule", 0.0, 0.05)))
+    lines = coverage_footer(coverage.to_document()).splitlines()
+    assert lines[1] == ("  LEFT OUT (no cost): 1 op, 0.0% of FLOPs, 5.0% of time: no rule "
+                        "[custom-call.3]")
+    assert lines[2] == ("  approximated (transcendentals not timed) in 2 ops that do 3.0% of "
+                        "FLOPs and take 56.0% of time: no rate [exp.1, exp.2]")

@@ -25,7 +25,7 @@ from roofline.render.plot import (
 from roofline.render.plot.layout import freeze_layout, overlapping_texts
 from roofline.render.plot.rooflines import ridge_text
 
-TRACES = Path(__file__).parent / "data" / "traces"
+TRACES = Path(__file__).parent.parent / "traces"
 FC = "fc:layers=4,nodes=4096,input=2000,output=1000,batch=256,dtype=bf16"
 
 

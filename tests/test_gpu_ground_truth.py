@@ -115,7 +115,7 @@ COMMITTED = ROOT / "measurements" / "gpu"
                     reason="no GPU has been measured yet (benchmarks/gpu_ground_truth.py)")
 def test_committed_gpu_measurements_replay_within_their_bounds():
     # What a GPU session measured, replayed offline. The bounds are the errors reported
-    # in README ("GPU ground truth"), with room for rounding; the model must beat the
+    # in docs/validation.md ("GPU ground truth"), with room for rounding; the model must beat the
     # naive roofline ratio per op.
     for errors in gpu_accuracy.report(COMMITTED):
         if "per op" in errors.title:

@@ -1,5 +1,5 @@
-"""GPU traces explained from the HLO the profiler saved with them (the MI300X fixtures of
-tests/data/traces, JAX 0.8 on 8 MI300X), checked against hand arithmetic and xprof."""
+"""GPU traces explained from the HLO the profiler saved with them (the MI300X examples of
+traces/, JAX 0.8 on 8 MI300X), checked against hand arithmetic and xprof."""
 
 import json
 import shutil
@@ -10,9 +10,8 @@ from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
 from roofline.model.explain_document import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL
 from roofline.program.trace.reader import EXECUTE_THUNKS as EXECUTE
-from tests.conftest import DATA
+from tests.conftest import TRACES
 
-TRACES = DATA / "traces"
 MI300X = ("gemm", "conv", "attention", "elementwise")
 
 

@@ -18,7 +18,7 @@ from roofline.program.compile import compile_program
 from roofline.program.hlo_dump import dumped_program, read_dump
 from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
 from roofline.program.trace.hlo_protos import modules_in_xplane
-from tests.conftest import DATA
+from tests.conftest import DATA, TRACES
 
 # A two-layer MLP: 2 * 64 * 256 * 512 + 2 * 64 * 512 * 128 = 16,777,216 + 8,388,608 FLOPs
 # in its two dots, and a relu between them.
@@ -87,7 +87,7 @@ def test_text_proto_and_gzip_read_alike(dumps, tmp_path):
 def test_an_xla_gpu_module_is_read_as_one(tmp_path):
     # The GEMM fixture's module as XLA:GPU (ROCm) compiled it: its cuBLAS-style custom call
     # and backend configs mark it as a GPU program, whatever the file is called.
-    text = modules_in_xplane(DATA / "traces" / "mi300x_jax08_gemm.xplane.pb")["jit_dot(64)"]
+    text = modules_in_xplane(TRACES / "mi300x_jax08_gemm.xplane.pb")["jit_dot(64)"]
     path = tmp_path / "gemm.txt"
     path.write_text(text)
     dumped = read_dump(path)
@@ -120,7 +120,7 @@ def test_a_directory_without_modules_or_a_module_not_in_it(dumps, tmp_path):
 def test_inputs_are_told_apart(dumps, tmp_path):
     assert isinstance(resolve_input("fc:layers=2"), SpecInput)
     assert isinstance(resolve_input(dumps[0]), DumpInput)
-    assert isinstance(resolve_input(DATA / "traces" / "mi300x_jax08_gemm.xplane.pb"), RunInput)
+    assert isinstance(resolve_input(TRACES / "mi300x_jax08_gemm.xplane.pb"), RunInput)
     stray = tmp_path / "notes.md"
     stray.write_text("hello")
     with pytest.raises(RooflineError, match="neither a trace"):
@@ -146,7 +146,7 @@ def test_analyze_names_the_compiler_of_the_ops(dumps, capsys):
 def test_a_dump_cannot_be_compiled_again(dumps, capsys):
     assert main(["analyze", str(dumps[0]), "--target", "tpu-v3"]) == 2
     assert "compiled already" in capsys.readouterr().err
-    assert main(["analyze", str(DATA / "traces" / "mi300x_jax08_gemm.xplane.pb")]) == 2
+    assert main(["analyze", str(TRACES / "mi300x_jax08_gemm.xplane.pb")]) == 2
     assert "roofline explain" in capsys.readouterr().err
 
 

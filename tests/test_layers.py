@@ -1,4 +1,4 @@
-"""The package's layers (README, "How the code is laid out"): a module imports only from
+"""The package's layers (docs/architecture.md): a module imports only from
 its own layer or the ones below it, so each layer can be read, tested and replaced
 without the ones above."""
 
@@ -14,9 +14,9 @@ LAYERS = (
     ("roofline.hardware",),
     ("roofline.program",),
     ("roofline.model",),
-    ("roofline.api",),
     ("roofline.studies",),
     ("roofline.render",),
+    ("roofline.api",),       # the public surface: names from every layer below
     ("roofline.cli", "roofline.__main__"),
 )
 PACKAGE = Path(roofline.__file__).parent

@@ -68,7 +68,7 @@ def test_a_bad_output_path_is_refused_and_left_alone(tmp_path, capsys, make, mes
 def test_plot_and_annotate_paths_are_checked_before_any_work(tmp_path, capsys):
     assert main(["analyze", SPEC, "--plot", str(tmp_path)]) == 2
     assert "it is a directory" in capsys.readouterr().err
-    assert main(["explain", "tests/data/traces/mi300x_jax08_conv.xplane.pb",
+    assert main(["explain", "traces/mi300x_jax08_conv.xplane.pb",
                  "--annotate", "/dev/null"]) == 2
     assert "character device" in capsys.readouterr().err
 

@@ -15,7 +15,7 @@ from roofline.errors import RooflineError
 from roofline.hardware import load_spec_file
 from roofline.program.hlo import analyze_module, parse_hlo_text
 from roofline.program.trace import read_trace
-from tests.conftest import DATA
+from tests.conftest import DATA, TRACES
 from tests.test_rules import GPU_LIBRARY, SINGLE
 
 settings.register_profile("default", max_examples=60, deadline=None,
@@ -25,7 +25,7 @@ settings.register_profile("long", max_examples=2000, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 SPEC_TEXT = (DATA / "specs" / "testchip.toml").read_text()
-TRACE_BYTES = (DATA / "traces" / "mi300x_jax08_gemm.xplane.pb").read_bytes()
+TRACE_BYTES = (TRACES / "mi300x_jax08_gemm.xplane.pb").read_bytes()
 # Pieces of the formats that make a damaged input more likely to parse half-way.
 SPEC_PIECES = ["[[compute]]", "[[memory]]", 'peak = "1 TFLOP/s"', "scope = ", 'unit = "x"',
                "inf", "nan", "1e400", "-5", "[", "]", "{", "}", '"', "=", "\n", "0", "true",

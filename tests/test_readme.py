@@ -1,12 +1,14 @@
-"""Every roofline command in README.md's code blocks runs as written.
+"""Every roofline command in the code blocks of README.md and the documentation runs as
+written.
 
-The commands are read from README.md itself, so a command added there without being run
-here fails :func:`test_every_readme_command_is_run_or_named_a_template`. They run in
-README order in one working directory (later commands read what earlier ones wrote: the
-run in traces/mlp, the sweep in sweeps/fc), with this session's measured host spec as
-`host`. The default suite runs the transfer examples and the per-op table; the whole
-README runs with `-m slow` (about 16 minutes on 2 cores: a ParaDnn FC sweep, ResNet-50
-compiled for TPUs, the quick validation).
+The commands are read from the pages themselves (README.md, then docs/ in the order of
+mkdocs.yml's nav), so a command added there without being run here fails
+:func:`test_every_readme_command_is_run_or_named_a_template`. They run in that order in
+one working directory, each once (later commands read what earlier ones wrote: the run
+in traces/mlp, the sweep in sweeps/fc), with this session's measured host spec as
+`host`. The default suite runs the transfer examples, the per-op table and the example
+traces; every command runs with `-m slow` (about 16 minutes on 2 cores: a ParaDnn FC
+sweep, ResNet-50 compiled for TPUs, the quick validation).
 """
 
 import re
@@ -22,22 +24,31 @@ ROOT = Path(__file__).parent.parent
 # Commands with placeholders (SPEC, FILE, ID, a user's own module or spec file): templates
 # of a usage line, not something to run as written. Each has a runnable counterpart.
 TEMPLATE = re.compile(r"\b(SPEC|RUN|FILE|ID)\b|mymodel|mypackage|my-chip|\|")
-# Run in the default suite: the transfer examples, which have failed as written before.
-DEFAULT = ("profile fc:layers=2,batch=128", "predict traces/mlp", "predict --ops")
+# Run in the default suite: the transfer examples, which have failed as written before,
+# and the example traces (a second each).
+DEFAULT = ("profile fc:layers=2,batch=128", "predict traces/mlp", "predict --ops",
+           "explain traces/tpu_v6e", "explain traces/mi300x", "explain traces/host_fc")
+
+
+def pages() -> list[Path]:
+    """README.md, then the documentation's pages in the order of mkdocs.yml's nav."""
+    nav = re.findall(r"^\s+- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    return [ROOT / "README.md", *(ROOT / "docs" / page for page in nav)]
 
 
 def readme_commands() -> list[str]:
-    """The roofline commands of README.md's code blocks, in order, one per line (joined
-    continuation lines, comments and the .venv/bin/ prefix removed, `a && b` split)."""
-    text = (ROOT / "README.md").read_text()
+    """The roofline commands of the pages' sh code blocks, in order, each once, one per
+    line (joined continuation lines, comments and the .venv/bin/ prefix removed, `a && b`
+    split)."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            for part in line.split("&&"):
-                words = shlex.split(part, comments=True)
-                if words and words[0] in ("roofline", ".venv/bin/roofline"):
-                    commands.append(shlex.join(["roofline", *words[1:]]))
-    return commands
+    for page in pages():
+        for block in re.findall(r"```sh\n(.*?)```", page.read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                for part in line.split("&&"):
+                    words = shlex.split(part, comments=True)
+                    if words and words[0] in ("roofline", ".venv/bin/roofline"):
+                        commands.append(shlex.join(["roofline", *words[1:]]))
+    return list(dict.fromkeys(commands))
 
 
 def _runnable() -> list[str]:
@@ -50,6 +61,12 @@ def _readme_directory(tmp_path_factory, measured_host) -> Path:
     hardware_specs/host.toml` writes in the README)."""
     directory = tmp_path_factory.mktemp("readme")
     shutil.copytree(ROOT / "tests" / "data", directory / "tests" / "data")
+    # The committed example traces (as .gitignore lists them), not runs captured here.
+    examples = ("README.md", "SOURCES.md", "LICENSE-*", "*.xplane.pb", "host_fc")
+    (directory / "traces").mkdir()
+    for path in {p for pattern in examples for p in (ROOT / "traces").glob(pattern)}:
+        copy = shutil.copytree if path.is_dir() else shutil.copy
+        copy(path, directory / "traces" / path.name)
     (directory / "hardware_specs").mkdir()
     shutil.copy(measured_host, directory / "hardware_specs" / "host.toml")
     return directory

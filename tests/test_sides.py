@@ -131,3 +131,38 @@ def test_eight_gpus_run_their_share_and_all_reduce_the_gradients_over_nvlink():
     assert result.comparison.old_s == pytest.approx(one.seconds + reduce.old_s)
     with pytest.raises(RooflineError, match="only a board compile shows"):
         predict(FC, "v100-sxm2", "tpu-v3", devices=8, target="host")
+
+
+def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_named_alike():
+    # A V100 at batch 64 against a v3 board at 128 (16 per core). Throughput is the batch
+    # over the step time: 64 / t_v100 and 128 / t_board for the board as a whole, that over
+    # its 8 cores per device; its ratio is the step-time speedup times 128 / 64.
+    from roofline.render.questions import prediction_text
+
+    result = predict(FC, "v100-sxm2", "tpu-v3", to_program=FC.replace("batch=64", "batch=128"),
+                     ceilings="peak")
+    doc = result.to_document()
+    rates = doc["throughput"]
+    assert rates["source_samples_per_s"] == pytest.approx(64 / result.comparison.old_s)
+    assert rates["target_samples_per_s"] == pytest.approx(128 / result.comparison.new_s)
+    assert rates["target_samples_per_s_per_device"] == pytest.approx(
+        rates["target_samples_per_s"] / 8)
+    assert (rates["target_devices"], rates["target_device"]) == (8, "core")
+    assert rates["speedup"] == pytest.approx(2 * result.speedup)
+    # The board is what runs the step, in the JSON as in the header and the sides; its
+    # ops are placed on one of its cores.
+    assert (doc["source"], doc["target"]) == ("v100-sxm2:device", "tpu-v3:board")
+    assert doc["placed_on"] == {"source": "v100-sxm2:device", "target": "tpu-v3:core"}
+    lines = prediction_text(result, doc).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith(FC))
+    assert lines[header].startswith(f"{FC}: v100-sxm2 -> tpu-v3 board (")
+    assert lines[header + 1].startswith("throughput per system ")
+    assert lines[header + 1].endswith(f"samples/s: speedup {rates['speedup']:.3g}x")
+    assert lines[header + 2].endswith("samples/s on one device -> "
+                                      f"{rates['target_samples_per_s_per_device']:,.0f} "
+                                      "samples/s on each of 8 cores")
+    assert lines[header + 3].startswith("  per step: batch 64 -> 128 in ")
+    # At one batch on both sides the step times say it all: no throughput line.
+    same = predict(FC, "v100-sxm2", "tpu-v3", ceilings="peak")
+    assert not any(line.startswith("throughput")
+                   for line in prediction_text(same, same.to_document()).splitlines())

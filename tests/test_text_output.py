@@ -109,3 +109,27 @@ def test_analyze_gives_the_critical_path_beside_the_sum(capsys):
     graph = compile_program(workload.fn, workload.args, "tpu-v2").graph
     for before, after in zip(path["ops"], path["ops"][1:]):
         assert nx.has_path(graph, before, after)
+
+
+def test_the_ops_that_take_the_most_time_and_those_that_change_class_are_capped():
+    # 12 ops of 1..12 ms, each 2x faster after; the odd ones move from memory to compute.
+    # Top 3 by old time: 12, 11, 10 ms of 78 ms (1 + ... + 12) = 42.3%. Six change class;
+    # the 3 with the most old time are 11, 9 and 7 ms, and 3 more are not listed.
+    from roofline.render.questions import top_ops_table
+
+    hw = load_hardware("tpu-v2")
+    compute = Bound(BoundKind.COMPUTE, "bf16 matrix")
+    ops = tuple(OpChange(f"op{i}", "matmul", i * 1e-3, i * 0.5e-3, HBM,
+                         compute if i % 2 else HBM) for i in range(1, 13))
+    classes, changed, rows = Comparison(hw, hw, ops, "test").rows()
+    top = top_ops_table(rows, top=3).splitlines()
+    assert top[0] == "top 3 of 12 ops by old time (42.3% of it)"
+    assert [line.split()[0] for line in top[3:]] == ["op12", "op11", "op10"]
+    assert top[4].split()[2:7] == ["11", "ms", "14.1%", "5.5", "ms"]   # 11 / 78 ms
+    text = comparison_tables(classes, changed, "by class", top=3)
+    listed = text[text.index("6 ops change class"):].splitlines()
+    assert listed[0] == "6 ops change class; the 3 with the most old time"
+    assert [line.split()[0] for line in listed[3:6]] == ["op11", "op9", "op7"]
+    assert listed[6].startswith("... and 3 more (--top 0 lists them all")
+    every = comparison_tables(classes, changed, "by class", top=0)
+    assert "6 ops change class, most old time first" in every and "more (" not in every

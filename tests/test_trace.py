@@ -17,10 +17,8 @@ from roofline.program.trace import read_trace
 from roofline.program.trace.capture import capture
 from roofline.program.trace.hlo_protos import split_program
 from roofline.program.workloads.registry import Workload
-from tests.conftest import DATA
+from tests.conftest import TRACES
 from tests.programs import mlp_step
-
-TRACES = DATA / "traces"
 
 
 @pytest.mark.parametrize("name, platform, device, modules", [
@@ -108,6 +106,19 @@ def test_a_tpu_trace_without_hlo_protos_is_costed_from_its_events_text(monkeypat
     assert fusion["flops"] == 0 and fusion["unknown"]
 
 
+def test_the_host_example_run_is_explained_from_its_saved_hlo():
+    # traces/host_fc: fc:layers=2,batch=128 training, 3 steps on XLA:CPU. Its matmuls per
+    # step: forward 2*128*(2000*2048 + 2048*2048 + 2048*1000) = 2.647 GFLOP, the weight
+    # gradients as much again, the input gradients of the two upper layers 1.598 GFLOP.
+    doc = explain(load_run(TRACES / "host_fc"), load_hardware("xeon-8163")).to_document()
+    assert (doc["platform"], doc["steps"], doc["module_runs"]) == ("cpu", 3, {"jit_step": 3})
+    assert doc["cost_source"] == "optimized HLO saved with the run"
+    assert doc["ops"] and not any(op["unknown"] for op in doc["ops"])
+    matmul = sum(op["flops"] * op["executions"] for op in doc["ops"]
+                 if op["category"] == "matmul") / doc["steps"]
+    assert matmul == pytest.approx(2 * 2.646605824e9 + 1.598029824e9, rel=1e-3)
+
+
 def test_tpu_time_breakdowns_add_up_to_the_op_time_per_step():
     # 105 module executions (100 of jit_f, 3 of jit__psum, one each of two others): the
     # breakdowns divide the summed op self time by those 105 steps, 750.3 ms, within the
@@ -121,6 +132,26 @@ def test_tpu_time_breakdowns_add_up_to_the_op_time_per_step():
     assert doc["op_seconds_per_step"] <= doc["wall_seconds_per_step"]
     # The async copy spans overlap the ops: reported apart, 1.88 s per step of PCIe copies.
     assert doc["async_seconds_by_category"] == {"data movement": pytest.approx(1.882, rel=1e-3)}
+
+
+def test_tpu_costed_ops_are_set_against_their_bound_per_step(capsys):
+    # The 5 costed ops, each times its executions per step (of 105): three
+    # broadcast_add_fusions of jit_f (100 runs) at 8.425 + 7.918 + 7.327 = 23.67 ms per run
+    # -> 22.54 ms, the all-reduce of jit__psum (3 runs) 121.7 ms -> 3.477 ms, a broadcast
+    # (1 run) 4.444 ms -> 0.042 ms: 26.06 ms per step. Their bounds, 3 x 6.555 ms x 100/105
+    # + 6.555 ms x 3/105 + 3.278 ms / 105 = 18.95 ms: 72.7%. Summed once per op, 29.5 of
+    # 149.8 ms (the all-reduce's 121.7 ms counted as if it ran every step) gave 19.7%.
+    assert main(["explain", str(TRACES / "tpu_v6e_inference.xplane.pb"), "--format",
+                 "json"]) == 0
+    achieved = json.loads(capsys.readouterr().out)["achieved"]
+    assert achieved["ops"] == 5
+    assert achieved["seconds_per_step"] == pytest.approx(26.06e-3, rel=1e-3)
+    assert achieved["lower_bound_s_per_step"] == pytest.approx(18.95e-3, rel=1e-3)
+    assert achieved["efficiency_per_step"] == pytest.approx(0.727, abs=1e-3)
+    assert achieved["lower_bound_s"] == pytest.approx(29.5e-3, rel=2e-3)
+    assert main(["explain", str(TRACES / "tpu_v6e_inference.xplane.pb")]) == 0
+    assert ("the 5 costed ops of 23 take 26.06 ms of the op time per step: achieved "
+            in capsys.readouterr().out)
 
 
 def _training_step() -> Workload:

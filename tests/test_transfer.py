@@ -215,6 +215,18 @@ def test_cache_served_bytes_on_a_target_without_that_bandwidth_are_estimated(chi
     assert "taken as 8 TB/s" in estimate.detail
 
 
+def test_an_op_too_large_for_the_sources_cache_that_fits_the_targets_names_the_level(chip):
+    # small: 1e6 bytes in 3 us, faster than HBM allows (4 us): VMEM held it. big: 32e6
+    # bytes, over the source's 16 MiB VMEM (16.8e6 bytes) and under the target's 64 MiB.
+    small = _op("small", 0.0, 1e6, category="elementwise")
+    big = _op("big", 0.0, 32e6, category="elementwise")
+    memory = (chip.memory[0], dataclasses.replace(chip.memory[1], capacity_bytes=64 * 2**20))
+    target = dataclasses.replace(chip, id="target", memory=memory)
+    result = transfer([small, big], {"small": 3e-6, "big": 200e-6}, chip, target)
+    [residency] = result.coverage.of(Gap.CACHE_RESIDENCY)
+    assert "fits target's VMEM (64 MiB): charged to it" in residency.detail
+
+
 # --- one CPU at two core counts (tests/data/specs/twocore.toml) ---------------------------
 # One core: 100 GFLOP/s fp32 matrix, 50 vector, 16 GB/s DRAM; two cores: 200, 100, 20 GB/s.
 

@@ -61,7 +61,7 @@ def test_host_f32_to_bf16_of_a_gemm_program_is_predicted_within_45_percent(
     # third of the rate that in-place calls read. With DRAM measured right it misses by
     # -37%, -40%, -37% (2026-11-25): the bf16 step runs 1.8x the f32 one, mostly in bf16
     # loop fusions and reductions XLA:CPU compiles as scalar loops (5x and 40x their roofs),
-    # which no roof here describes (README, host validation). 45% holds that miss, with
+    # which no roof here describes (docs/validation.md, host). 45% holds that miss, with
     # room for a noisy shared machine; the bound is what the model stands behind today.
     cases = _gemm_program_cases(tmp_path, measured_host)
     runs = tmp_path / "program0"
@@ -141,18 +141,34 @@ def test_quick_validation_skips_the_published_suite_and_says_so():
     assert result.cases == () and "published" in result.skipped[0]
 
 
+# The published cases' errors as measured (roofline validate --suite published). The
+# predictions are deterministic (compiler and spec files): each case is held within 5
+# points of its error, room for compiler-version drift only, so a change that moves any
+# case is seen. The Transformer fp32 -> mixed case misses by 41%: fairseq ran it eagerly
+# with Adam and dropout, which the zoo's step lacks (zoo 276 ms fp32 / 63 ms mixed against
+# the measured 335 / 107 ms); its caveat in validation.toml says so.
+PUBLISHED_ERRORS = {
+    "ResNet-50 training, TPU v2-8 -> v3-8 board (bf16, 128 images per core)": +0.095,
+    "ResNet-50 training, TPU v3 -> v4 per chip (bf16, 256 images per chip)": -0.081,
+    "ResNet-50 training, V100 16 GB -> A100 80 GB (mixed fp16, 256 images per GPU)": +0.125,
+    "ResNet-50 training, P100 -> V100 SXM2 (fp32)": +0.038,
+    "ResNet-50 training, P100 -> V100 SXM2 (mixed fp16, batch doubled)": +0.042,
+    "Transformer big training, V100 16 GB -> A100 40 GB (mixed fp16, tokens/s)": +0.033,
+    "ResNet-50 training, V100 16 GB, fp32 -> mixed fp16 (XLA, batch 128 -> 256)": +0.125,
+    "Transformer big training, V100 16 GB, fp32 -> mixed fp16 (2,560 tokens per GPU)": +0.408,
+}
+
+
 @pytest.mark.slow
 def test_published_suite_errors(tmp_path):
-    # Six published cross-generation speedups (validation.toml, with sources). Measured
-    # when written (README): errors +9.5%, -8.1%, +10.1%, +6.5%, -20.6%, -18.2%, median
-    # 9.8%. The predictions are deterministic (compiler and spec files), so the bounds
-    # only leave room for compiler-version drift.
     result = validate("published", workdir=tmp_path)
+    assert {case.case for case in result.cases} == set(PUBLISHED_ERRORS)
     assert len(result.cases) == len(load_cases()["published"]["case"])
     for case in result.cases:
-        assert case.independent and abs(case.error) <= 0.30, case
+        assert case.independent and abs(case.error - PUBLISHED_ERRORS[case.case]) <= 0.05, case
         assert max(case.coverage.left_out_share()) <= 0.01   # nothing material left out
-    assert result.median_abs_error("published") <= 0.15
+    # median of |errors|: 3.3, 3.8, 4.2, 8.1, 9.5, 12.5, 12.5, 40.8 -> (8.1 + 9.5) / 2 = 8.8%
+    assert result.median_abs_error("published") <= 0.10
 
 
 def test_a_case_caveat_is_in_the_json_and_the_text():
@@ -165,3 +181,25 @@ def test_a_case_caveat_is_in_the_json_and_the_text():
     doc = Validation((case,), quick=True).to_document()
     assert doc["cases"][0]["caveat"] == caveat
     assert f"caveat, host: MLP: 1 -> 2 cores: {caveat}" in validation_text(doc)
+
+
+def test_the_text_names_each_cases_source_and_what_it_approximates():
+    # Two matmuls placed as written, with 50% + 20% = 70% of the case's FLOPs and 30% + 10%
+    # = 40% of its time (one of them also on a substitute roof: counted once). Nothing is
+    # left out; the column shows the larger share, as "left out" does.
+    from roofline.model.coverage import Coverage, Gap, Omission
+    from roofline.render.questions import validation_text
+    from roofline.studies.validation import CaseResult, Validation
+
+    coverage = Coverage((Omission(Gap.AS_WRITTEN, "dot.1", "placed in bf16", 0.5, 0.3),
+                         Omission(Gap.SUBSTITUTE_ROOF, "dot.1", "bf16 on fp32", 0.5, 0.3),
+                         Omission(Gap.AS_WRITTEN, "dot.2", "placed in bf16", 0.2, 0.1)))
+    case = CaseResult("published", "ResNet-50, P100 -> V100", 1.3, 1.26, 1.3 / 1.26 - 1, 161,
+                      None, "Dell EMC, 'Ready Solutions for AI', Sec. 3.1.2: 26% faster",
+                      coverage)
+    doc = Validation((case,)).to_document()
+    assert doc["cases"][0]["coverage"]["approximated_time_share"] == pytest.approx(0.4)
+    [row] = [line for line in validation_text(doc).splitlines()
+             if line.startswith("published: ResNet-50")]
+    assert row.split()[5:7] == ["Dell", "EMC"]
+    assert row.split()[-2:] == ["0.0%", "70.0%"]

@@ -38,7 +38,7 @@ def parents() -> Parents:
                         help="no progress display (shown on a terminal only, on stderr)")
     formatted = Parser(add_help=False)
     formatted.add_argument("--format", choices=FORMATS, default="table",
-                           help="output format (default: table; json is stable, see README)")
+                           help="output format (default: table; json is stable and versioned)")
     compiling = Parser(add_help=False)
     cache = compiling.add_mutually_exclusive_group()
     cache.add_argument("--cache", metavar="DIR",

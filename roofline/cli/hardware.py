@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from roofline.api import list_hardware, load_hardware, load_spec_file
 from roofline.cli.common import EXIT_BAD_INPUT, Parents, emit
 from roofline.errors import RooflineError
-from roofline.hardware import list_hardware, load_hardware, load_spec_file
 from roofline.input_files import GPU_MEASUREMENT, read_input
 from roofline.outputs import write_text_atomic
 from roofline.progress import say
@@ -70,64 +71,37 @@ def _hardware_plot(args: argparse.Namespace) -> int:
 
 
 def _hardware_measure(args: argparse.Namespace) -> int:
+    from roofline.api import GpuMeasurement, measure, write_spec
+
     out = Path(args.out)
     if out.suffix != ".toml":
         raise RooflineError(f"--out {out}: a spec file name ends in .toml (its id is the name)")
     if out.exists() and not args.force:
         raise RooflineError(f"{out} already exists; pass --force to replace it")
-    if args.from_json or args.device == "gpu" or (args.device == "auto" and _sees_gpu()):
-        return _measure_gpu(args, out)
-    from roofline.hardware.measure import host_spec_toml, measure_host
-
-    measurement = measure_host(quick=args.quick, progress=say)
-    write_text_atomic(out, host_spec_toml(measurement, out.stem))
-    for flag in measurement.flags():
-        print(f"roofline: flag: {flag}", file=sys.stderr)
-    # What was written must load like any other spec, both variants.
-    print(measured_spec_text(out, load_spec_file(out),
-                             load_spec_file(out, variant="one-core", scope="core")))
-    print(measurement.datasheet_text())
-    return 0
-
-
-def _sees_gpu() -> bool:
-    import jax
-
-    try:
-        return bool(jax.devices("gpu"))
-    except RuntimeError:
-        return False
-
-
-def _measure_gpu(args: argparse.Namespace, out: Path) -> int:
-    """A GPU's ceilings as a variant of the library's spec of it (or of --base)."""
-    import json
-
-    from roofline.hardware.gpu_measure import (
-        GpuMeasurement, base_spec_id, flags, measure_gpu, measured_variant_toml)
-
     if args.from_json:
         measurement = GpuMeasurement.from_json(_read_json(Path(args.from_json)))
     else:
-        measurement = measure_gpu(quick=args.quick, progress=say,
-                                  command="roofline " + " ".join(sys.argv[1:]))
-    if args.json:
+        measurement = measure(args.device, quick=args.quick, progress=say,
+                              command="roofline " + " ".join(sys.argv[1:]))
+    if isinstance(measurement, GpuMeasurement) and args.json:
         write_text_atomic(args.json, json.dumps(measurement.to_json(), indent=1) + "\n")
         print(f"wrote {args.json}")
-    base = load_hardware(args.base or base_spec_id(measurement.facts), args.hardware_dir)
-    text = measured_variant_toml(base.path, measurement, base, out.stem, args.variant)
-    write_text_atomic(out, text)
-    for flag in flags(measurement, base):
+    written = write_spec(measurement, out, force=args.force, base=args.base,
+                         variant=args.variant, hardware_dirs=args.hardware_dir)
+    for flag in written.flags:
         print(f"roofline: flag: {flag}", file=sys.stderr)
-    written = load_spec_file(out, variant=args.variant)   # it must load like any spec
-    print(format_table(measurement.comparison_rows(base),
-                       title=f"wrote {out}: {written.ref}, measured beside the datasheet"))
+    if isinstance(measurement, GpuMeasurement):
+        print(format_table(measurement.comparison_rows(written.base),
+                           title=f"wrote {out}: {written.spec.ref}, measured beside the "
+                                 "datasheet"))
+    else:
+        print(measured_spec_text(out, written.spec,
+                                 load_spec_file(out, variant="one-core", scope="core")))
+        print(measurement.datasheet_text())
     return 0
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
     data = read_input(path, GPU_MEASUREMENT)
     try:
         return json.loads(data)

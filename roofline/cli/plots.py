@@ -6,10 +6,10 @@ import argparse
 import sys
 from typing import Any
 
+from roofline.api import load_hardware
 from roofline.cli.common import Parents, cache_dir_of, key_values, save_plot, scale_factor
 from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError
-from roofline.hardware import load_hardware
 
 
 def _plot_roofline(args: argparse.Namespace) -> int:
@@ -21,8 +21,11 @@ def _plot_roofline(args: argparse.Namespace) -> int:
     device = found.hardware
     # Every device at the scope the ops were placed at (one TPU core), where it has it.
     devices = [device] + [aligned_scope(hw, device.scope, device.kind) for hw in devices[1:]]
-    save_plot(build_roofline(devices, found.points, title=f"{found.title} on {device.label}",
-                             label_top=args.label_top), args.out, found.coverage)
+    title = f"{found.title} on {device.label}" + (
+        f", beside the roofs of {' and '.join(hw.label for hw in devices[1:])}"
+        if len(devices) > 1 else "")
+    save_plot(build_roofline(devices, found.points, title=title, label_top=args.label_top,
+                             note=found.left_off), args.out, found.coverage)
     return 0
 
 
@@ -49,8 +52,9 @@ def _plot_breakdown(args: argparse.Namespace) -> int:
                  for hw in devices[1:]]
     for item in args.scale:
         factors = key_values([item], scale_factor, "--scale")
-        scenarios.append((item, whatif(args.input, devices[0], factors, target=args.target,
-                                       cache_dir=cache)))
+        scenario = f"{base} " + ", ".join(f"{k}×{v:g}" for k, v in factors.items())
+        scenarios.append((scenario, whatif(args.input, devices[0], factors,
+                                           target=args.target, cache_dir=cache)))
     if not scenarios:
         raise RooflineError("name a second --hardware or a --scale to compare with")
     bars = scenario_bars(scenarios, base, args.by)

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
+from roofline.api import load_hardware
 from roofline.cli.common import Parents, cache_dir_of, device_choice, emit, save_plot
 from roofline.errors import RooflineError
-from roofline.hardware import load_hardware
 from roofline.limits import PROFILE_STEPS
 from roofline.outputs import write_text_atomic
 from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
@@ -18,17 +18,15 @@ from roofline.render.tables import to_csv, to_json
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from roofline.model.analysis import fit, place_program
-    from roofline.model.placement import Overlap
+    from roofline.api import analyze
 
     if args.plot and not args.hardware:
         raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    label, program = _program(args, hardware)
-    placement = (place_program(program, hardware, Overlap(args.overlap))
-                 if hardware is not None else None)
-    program_fit = fit(program, hardware) if hardware is not None else None
-    doc = analysis_document(label, program, placement, program_fit)
+    result = analyze(args.spec, hardware, target=args.target, overlap=args.overlap,
+                     data_parallel=args.data_parallel, cache_dir=cache_dir_of(args))
+    placement = result.placement
+    doc = analysis_document(result.label, result.program, placement, result.fit)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":
@@ -43,71 +41,35 @@ def _analyze(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     if args.plot:
-        from roofline.render.plot import build_roofline, predicted_points
+        from roofline.render.plot import build_roofline, predicted_left_off, predicted_points
 
         save_plot(build_roofline([placement.hardware], predicted_points(placement),
-                                 title=f"{label} on {placement.hardware.label}"),
-                  args.plot)
+                                 title=f"{result.label} on {placement.hardware.label}",
+                                 note=predicted_left_off(placement)), args.plot)
     return 0
 
 
-def _program(args: argparse.Namespace, hardware: Any) -> tuple[str, Any]:
-    """What analyze places: a SPEC compiled for its target, or a dumped program."""
-    from roofline.program.compile import compile_workload, get_target, resolve_target
-    from roofline.program.hlo_dump import dumped_program, read_dump
-    from roofline.program.inputs import DumpInput, RunInput, resolve_input
-    from roofline.program.workloads import parse_spec
-
-    found = resolve_input(args.spec)
-    if isinstance(found, RunInput):
-        raise RooflineError(f"{found.path} is a measured run: analyze places a program; "
-                            f"explain a run with 'roofline explain {found.path}'")
-    if isinstance(found, DumpInput):
-        if args.target or args.data_parallel:
-            raise RooflineError(f"{found.path} is a program compiled already: --target and "
-                                "--data-parallel compile a SPEC")
-        return str(found.path), dumped_program(read_dump(found.path))
-    target = resolve_target(args.target, hardware)
-    get_target(target)  # an unknown target fails before any work
-    workload = parse_spec(found.spec)
-    return workload.spec, compile_workload(workload, target,
-                                           data_parallel=args.data_parallel,
-                                           cache_dir=cache_dir_of(args))
-
-
 def _profile(args: argparse.Namespace) -> int:
-    from roofline.program.trace.capture import capture_spec
+    from roofline.api import profile
 
-    path = capture_spec(args.spec, args.out, steps=args.steps, warmup=args.warmup,
-                        cores=args.cores)
+    path = profile(args.spec, args.out, steps=args.steps, warmup=args.warmup,
+                   cores=args.cores)
     print(f"wrote {path}")
     return 0
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from roofline.api import NoXlaOpsError, explain
     from roofline.render.annotate import write_annotated_trace
-    from roofline.model.explain import default_hardware_ref, explain, load_run
-    from roofline.model.placement import Overlap
-
-    from roofline.errors import NoXlaOpsError
 
     if args.device == "all":
         return _explain_devices(args)
     try:
-        loaded = load_run(args.run_dir, args.device)
+        explanation = explain(args.run_dir, args.hardware, device=args.device,
+                              overlap=args.overlap, hardware_dir=args.hardware_dir)
     except NoXlaOpsError as exc:
         return _explain_kernels(args, exc)
-    ref = args.hardware or default_hardware_ref(loaded.run)
-    try:
-        hardware = load_hardware(ref, args.hardware_dir)
-    except RooflineError as exc:
-        if args.hardware is None and ref == "host":
-            raise RooflineError(
-                "explain measures host runs against the host's own ceilings, and there is no "
-                "'host' spec yet: run 'roofline hardware measure --out "
-                "hardware_specs/host.toml' (or pass --hardware ID)") from exc
-        raise
-    explanation = explain(loaded, hardware, Overlap(args.overlap))
+    hardware = explanation.hardware
     doc = explanation.to_document()
     if args.annotate:
         write_annotated_trace(explanation, args.annotate)
@@ -115,11 +77,13 @@ def _explain(args: argparse.Namespace) -> int:
     emit(args, text=explanation_text(doc, args.top), document=doc,
          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
     if args.plot:
-        from roofline.render.plot import bound_points, build_roofline, measured_points
+        from roofline.render.plot import (
+            bound_points, build_roofline, measured_left_off, measured_points)
 
         points = measured_points(explanation) + bound_points(explanation)
         save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "
-                                 f"bound on {hardware.label}"), args.plot)
+                                 f"bound on {hardware.label}",
+                                 note=measured_left_off(explanation)), args.plot)
     return 0
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from roofline.api import load_hardware
 from roofline.cli.common import (
     FLOOR_MAX_S, Parents, cache_dir_of, emit, floor_seconds, key_values, positive_int,
     power_watts, save_plot, scale_factor)
 from roofline.errors import RooflineError
-from roofline.hardware import load_hardware
 from roofline.render.questions import (
     prediction_text,
     sensitivity_rows,
@@ -26,13 +26,13 @@ def _whatif(args: argparse.Namespace) -> int:
                     target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency,
                     power_w=args.power, cache_dir=cache_dir_of(args))
     doc = result.to_document()
-    emit(args, text=whatif_text(result, doc), document=doc, rows=doc["ops"])
+    emit(args, text=whatif_text(result, doc, args.top), document=doc, rows=doc["ops"])
     if args.plot:
         from roofline.render.plot import build_breakdown, time_breakdown
 
-        save_plot(build_breakdown(time_breakdown(result, labels=("before", ", ".join(
-            f"{k} x{v:g}" for k, v in factors.items()))), title=f"{args.input} on "
-            f"{result.before.label}: time by bound class"), args.plot)
+        # Each bar names its device: "tpu-v2 (core)", "tpu-v2 (core) flops×2".
+        save_plot(build_breakdown(time_breakdown(result), title=f"{args.input} on "
+                                  f"{result.before.label}: time by bound class"), args.plot)
     return 0
 
 
@@ -70,7 +70,7 @@ def _predict(args: argparse.Namespace) -> int:
                          devices=args.devices or 1, cache_dir=cache_dir_of(args),
                          floor=args.floor, host_floor=host_floor)
     doc = result.to_document()
-    emit(args, text=prediction_text(result, doc), document=doc, rows=doc["ops"])
+    emit(args, text=prediction_text(result, doc, args.top), document=doc, rows=doc["ops"])
     if args.plot:
         from roofline.render.plot import build_speedup
 
@@ -119,6 +119,9 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
                                 "spec's TDP)")
             p.add_argument("--plot", metavar="FILE",
                            help="also draw the time by bound class before and after")
+            p.add_argument("--top", type=int, default=10, metavar="N",
+                           help="ops shown in the tables of the ops that take the most time "
+                                "and of those that change class (0: all)")
         p.set_defaults(handler=handler)
 
 
@@ -130,7 +133,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                    help="a SPEC (compiled for --target) or a measured run directory (transfer)")
     p.add_argument("--ops", metavar="FILE",
                    help="instead of INPUT: a CSV of measured ops (kind, shapes, dtype, time; "
-                        "see the README), carried to --to without compiling")
+                        "see docs/predict.md), carried to --to without compiling")
     p.add_argument("--to-dtype", metavar="DTYPE",
                    help="with --ops: predict the same ops in this dtype (bf16, f16, f32)")
     p.add_argument("--ceilings", choices=("achievable", "peak"), default="achievable",
@@ -175,6 +178,8 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "faster than the spec allows")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw the per-op speedup against intensity")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="ops shown in the table of those that change class (0: all)")
     p.add_argument("--max-batch", action="store_true",
                    help="also predict throughput at the largest batch that fits each device "
                         "(compiles for both TPU targets)")

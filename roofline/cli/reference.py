@@ -1,7 +1,7 @@
-"""The CLI reference in README.md, generated from the argument parser so it cannot drift.
+"""The command-line reference page, generated from the argument parser so it cannot drift.
 
-``python -m roofline.cli.reference README.md`` rewrites the text between the markers;
-tests/test_cli.py checks that the README holds what this module generates.
+``python -m roofline.cli.reference docs/cli.md`` rewrites the text between the markers;
+tests/test_cli.py checks that the page holds what this module generates.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def cli_reference() -> str:
     from roofline.cli import build_parser
 
     previous = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = WIDTH  # argparse wraps to the terminal; fix it for the README
+    os.environ["COLUMNS"] = WIDTH  # argparse wraps to the terminal; fix it for the page
     try:
-        sections = [f"#### `{command.prog}`\n\n```text\n{command.format_help().rstrip()}\n```"
+        sections = [f"## `{command.prog}`\n\n```text\n{command.format_help().rstrip()}\n```"
                     for command in _commands(build_parser())]
     finally:
         if previous is None:
@@ -57,7 +57,7 @@ def replace_reference(text: str) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m roofline.cli.reference README.md", file=sys.stderr)
+        print("usage: python -m roofline.cli.reference docs/cli.md", file=sys.stderr)
         return 2
     path = Path(argv[0])
     write_text_atomic(path, replace_reference(path.read_text()))

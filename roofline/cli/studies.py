@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from roofline.api import load_hardware
 from roofline.cli.common import Parents, emit, key_values, positive_int, save_plot
 from roofline.errors import RooflineError, did_you_mean
-from roofline.hardware import load_hardware
 from roofline.limits import SWEEP_TASKS
 from roofline.outputs import check_output_directory
 from roofline.progress import say
@@ -33,9 +33,10 @@ def _workloads_list(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from roofline.api import SweepPlan, sweep
     from roofline.program.workloads import FAMILIES
     from roofline.program.workloads.paradnn import DEFAULT_GRIDS
-    from roofline.studies.sweep import SweepPlan, parse_values, run_sweep
+    from roofline.studies.sweep import parse_values
     from roofline.studies.sweep_results import coverage_line, select_models
 
     if args.family not in FAMILIES:
@@ -60,9 +61,8 @@ def _sweep(args: argparse.Namespace) -> int:
              check_output_directory(out / "cache", "the sweep's cache (default of --cache)"))
     plan = SweepPlan(args.family, grid, targets, hardware, out, fixed, cache,
                      tuple(args.hardware_dir), args.data_parallel)
-    result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
-                       extend=args.extend,
-                       progress=say)
+    result = sweep(plan, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
+                   extend=args.extend, progress=say)
     if result["interrupted"]:
         print(f"roofline: interrupted: {result['done']} of {result['tasks']} tasks done, "
               f"gathered into {result['files'][0]} and {result['files'][1]}; run the same "
@@ -105,7 +105,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from roofline.studies.validation import validate
+    from roofline.api import validate
 
     result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
                       workdir=args.keep, progress=say)

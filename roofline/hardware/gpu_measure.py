@@ -61,6 +61,10 @@ class Figure:
 
 @dataclass(frozen=True)
 class GpuMeasurement:
+    """A GPU's ceilings as measured: GEMM rates per dtype, HBM copy and L2 bandwidth,
+    per-op floors and the sustained clock, with the device's facts, the date and the
+    command that measured them."""
+
     facts: GpuFacts
     matrix: dict[str, Any]
     copy: dict[str, Any]

@@ -142,6 +142,9 @@ def _int(text: str) -> int:
 
 @dataclass(frozen=True)
 class HostMeasurement:
+    """This host's ceilings as measured, on one core and on all: GEMM and vector rates per
+    dtype and the bandwidth of each memory level, with the CPU's facts and the date."""
+
     facts: CpuFacts
     one_core: dict[str, Any]
     all_cores: dict[str, Any]

@@ -495,7 +495,8 @@ class CapacityThroughput:
 
 
 def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardware: Hardware,
-                           *, start: int = 1, resolution: float = 0.05,
+                           *, start: int = 1, limit: int = BATCH_LIMIT,
+                           resolution: float = 0.05,
                            cache_dir: str | Path | None = None) -> CapacityThroughput:
     """Predict the step time at the largest batch that fits ``hardware``, and at every
     batch the search compiled that fits (each compiled once), to name the best.
@@ -504,7 +505,7 @@ def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardwa
     holds twice the batch, which doubles the intensity of weight-bound layers.
     """
     largest, fitting = _search_batches(build, target, hardware, start=start,
-                                       limit=BATCH_LIMIT, data_parallel=False,
+                                       limit=limit, data_parallel=False,
                                        resolution=resolution, cache_dir=cache_dir)
     seconds = {batch: place_program(program, hardware).seconds
                for batch, program in fitting.items()}

@@ -175,7 +175,8 @@ class Comparison:
                     f"{before}_s": c.old_s, f"{after}_s": c.new_s, "speedup": c.speedup}
                    for c in self.by_class()]
         changed = [{"op": op.name, f"{before}_bound": class_text(op.old_bound),
-                    f"{after}_bound": class_text(op.new_bound), "speedup": op.speedup}
+                    f"{after}_bound": class_text(op.new_bound), "speedup": op.speedup,
+                    f"{before}_s": op.old_s, f"{after}_s": op.new_s}
                    for op in self.changed_class()]
         ops = [{"op": op.name, "category": op.category, f"{before}_s": op.old_s,
                 f"{after}_s": op.new_s, f"{before}_bound": class_text(op.old_bound),

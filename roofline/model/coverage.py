@@ -83,6 +83,9 @@ class GapSummary:
 
 @dataclass(frozen=True)
 class Coverage:
+    """What a result left out or approximated, op by op (``omissions``); results add
+    theirs together, and every output states it."""
+
     omissions: tuple[Omission, ...] = ()
 
     def __add__(self, other: Coverage) -> Coverage:
@@ -113,13 +116,27 @@ class Coverage:
         parts = [o for o in self.omissions if o.gap.leaves_out]
         return sum(o.flops_share for o in parts), sum(o.time_share for o in parts)
 
+    def approximated_share(self) -> tuple[float, float]:
+        """(FLOPs share, time share) of the ops placed by an approximation, each op counted
+        once however many approximations it carries (its largest shares)."""
+        by_op: dict[str, tuple[float, float]] = {}
+        for o in self.omissions:
+            if not o.gap.leaves_out:
+                flops, seconds = by_op.get(o.op, (0.0, 0.0))
+                by_op[o.op] = max(flops, o.flops_share), max(seconds, o.time_share)
+        return (sum(flops for flops, _ in by_op.values()),
+                sum(seconds for _, seconds in by_op.values()))
+
     def to_document(self) -> dict[str, Any]:
-        """As JSON: the left-out shares and one entry per gap and detail (left out first,
-        then approximated, each largest share first); ``headline`` marks those over 1% of
-        the time or FLOPs."""
+        """As JSON: the left-out and approximated shares and one entry per gap and detail
+        (left out first, then approximated, each largest share first); ``headline`` marks
+        those over 1% of the time or FLOPs."""
         flops, seconds = self.left_out_share()
+        approximated_flops, approximated_seconds = self.approximated_share()
         return {
             "left_out_flops_share": flops, "left_out_time_share": seconds,
+            "approximated_flops_share": approximated_flops,
+            "approximated_time_share": approximated_seconds,
             "gaps": [{"gap": g.gap.value, "leaves_out": g.gap.leaves_out, "detail": g.detail,
                       "headline": g.headline, "op_count": len(g.ops), "ops": list(g.ops[:50]),
                       "flops_share": g.flops_share, "time_share": g.time_share}

@@ -26,6 +26,7 @@ import dataclasses
 import enum
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,10 @@ class ExplainedOp:
 
 @dataclass(frozen=True)
 class Explanation:
+    """A measured run against the roofline of ``hardware``: each measured op with its cost,
+    placement and efficiency (``ops``), and the ops that did work without a time
+    (``missing``)."""
+
     loaded: LoadedRun
     hardware: Hardware
     overlap: Overlap
@@ -337,15 +342,31 @@ class Explanation:
         return coverage(found)
 
     def achieved(self) -> dict[str, float]:
-        """FLOP/s and bytes/s achieved over the ops that have costs."""
+        """FLOP/s and bytes/s achieved over the ops that have costs, and their lower bound
+        against their measured time: summed once per op (``seconds``, ``lower_bound_s``,
+        each op's time per execution of its module), and per step (each op times its
+        executions per step: comparable with the op time per step where modules run
+        unequal numbers of times; ``run_flop_per_s`` and ``run_bytes_per_s`` likewise count
+        every execution)."""
         timed = [op for op in self.ops if op.cost is not None and not op.measured.is_async]
         seconds = sum(op.seconds for op in timed)
         flops = sum(op.cost.flops for op in timed)  # type: ignore[union-attr]
         nbytes = sum(op.cost.bytes for op in timed)  # type: ignore[union-attr]
         bound = sum(op.lower_bound_s or 0.0 for op in timed)
+        steps = max(self.run.steps, 1)
+        step_s = sum(self._per_step(op) for op in timed)
+        step_bound = sum((op.lower_bound_s or 0.0) * op.executions / steps for op in timed)
+        run_s = step_s * steps
+        run_flops = sum(op.cost.flops * op.executions for op in timed)  # type: ignore[union-attr]
+        run_bytes = sum(op.cost.bytes * op.executions for op in timed)  # type: ignore[union-attr]
         return {"seconds": seconds, "flop_per_s": flops / seconds if seconds else 0.0,
                 "bytes_per_s": nbytes / seconds if seconds else 0.0,
-                "lower_bound_s": bound, "efficiency": bound / seconds if seconds else 0.0}
+                "lower_bound_s": bound, "efficiency": bound / seconds if seconds else 0.0,
+                "ops": len(timed), "seconds_per_step": step_s,
+                "lower_bound_s_per_step": step_bound,
+                "efficiency_per_step": step_bound / step_s if step_s else 0.0,
+                "run_flop_per_s": run_flops / run_s if run_s else 0.0,
+                "run_bytes_per_s": run_bytes / run_s if run_s else 0.0}
 
     def losers(self, count: int = 10) -> list[ExplainedOp]:
         placed = [op for op in self.ops if op.placement is not None]
@@ -414,6 +435,36 @@ def explain_devices(path: str | Path, hardware: Hardware | None = None,
     if not explanations:
         raise NoXlaOpsError(f"{xplane}: no device plane has XLA ops ({', '.join(skipped)})")
     return explanations, skipped
+
+
+def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,
+                device: int | None = None, overlap: Overlap | str = Overlap.MAX,
+                hardware_dir: str | Path | Sequence[str | Path] | None = None
+                ) -> Explanation:
+    """The measured per-op times of ``run`` (a run directory from ``profile``, an
+    ``.xplane.pb`` trace, or a PyTorch profiler trace) against the roofline of
+    ``hardware``: each op's bound, efficiency and time lost. ``hardware`` defaults to the
+    host's measured spec (``host``) for a host run, the traced device's spec for a TPU or
+    GPU trace; ``device`` picks a device plane of a GPU or TPU trace (default: the first
+    with XLA ops). ``hardware_dir``: one or more directories of spec files, searched
+    too. A trace of kernels without XLA ops raises :class:`NoXlaOpsError`."""
+    from roofline.hardware import load_hardware
+
+    loaded = load_run(run, device)
+    if isinstance(hardware, Hardware):
+        return explain(loaded, hardware, Overlap(overlap))
+    ref = hardware or default_hardware_ref(loaded.run)
+    try:
+        found = load_hardware(ref, [hardware_dir] if isinstance(hardware_dir, (str, Path))
+                              else hardware_dir or ())
+    except RooflineError as exc:
+        if hardware is None and ref == "host":
+            raise RooflineError(
+                "explain measures host runs against the host's own ceilings, and there is no "
+                "'host' spec yet: run 'roofline hardware measure --out "
+                "hardware_specs/host.toml' (or pass --hardware ID)") from exc
+        raise
+    return explain(loaded, found, Overlap(overlap))
 
 
 def _async_role(measured: MeasuredOp) -> Role | None:

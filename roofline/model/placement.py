@@ -32,6 +32,8 @@ class Overlap(enum.Enum):
 
 
 class BoundKind(enum.Enum):
+    """What kind of limit holds an op back (the resource apart: see :class:`Bound`)."""
+
     COMPUTE = "compute"
     MEMORY = "memory"
     LINK = "link"

@@ -35,6 +35,29 @@ UNITS = ("device", "board", "chip", "core")   # "device": each as given (its def
 
 
 @dataclass(frozen=True)
+class StepUnit:
+    """What runs one side's step, named as every output of a prediction names it, and
+    the throughput that follows from its step time."""
+
+    label: str             # "tpu-v3 board", "v100-sxm2", "v100-sxm2 x 4", "tpu-v2 (core)"
+    ref: str               # its spec reference at that scope: "tpu-v3:board"
+    batch: int | None      # the step's global batch (None: not known)
+    devices: int = 1       # devices that run the step at once, each its share of the batch
+    device: str = "device"  # what one of them is: a TPU core or chip, a GPU or CPU device
+
+    def samples_per_s(self, step_s: float) -> float | None:
+        """The batch over the step time, for the unit as a whole (None without a batch)."""
+        if not self.batch or step_s <= 0:
+            return None
+        return self.batch / step_s
+
+
+def device_unit(hardware: Hardware, batch: int | None) -> StepUnit:
+    """One compile device of ``hardware`` running the whole step."""
+    return StepUnit(hardware.label, hardware.ref, batch, 1, hardware.scope)
+
+
+@dataclass(frozen=True)
 class Side:
     """One device's part in a prediction: its ops, placed on ``hardware`` (one compile
     device), and what was compared."""
@@ -44,6 +67,7 @@ class Side:
     unit: str              # the scope compared: board, chip, core, device
     description: str       # how the step runs there, for people
     target: str            # the compile target its ops come from
+    runs_on: StepUnit
     gaps: tuple[Omission, ...] = field(default=())
 
 
@@ -96,7 +120,8 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
         return Side(hardware, working_ops(program.costs.ops), unit,
                     f"{hardware.id}: one device, {_batch_text(workload.batch)}; ops of the "
                     f"{_compile_text(target)}, placed in the dtypes the program stores",
-                    target, tuple(compiler_gap(note)))
+                    target, StepUnit(hardware.id, hardware.ref, workload.batch),
+                    tuple(compiler_gap(note)))
     scope = hardware.scope if unit == "device" else unit
     device_scope, board = board_devices(target)
     share = hardware.scope_size(scope) / hardware.scope_size(device_scope)
@@ -127,7 +152,10 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
                          f"compile data-parallel over a whole board ({board} devices) only",
                          1.0, 1.0),)
     return Side(device_hardware(program, hardware), working_ops(program.costs.ops), unit,
-                f"{description}; ops of the {target} compile", target, gaps)
+                f"{description}; ops of the {target} compile", target,
+                StepUnit(what, f"{hardware.ref.rsplit(':', 1)[0]}:{scope}", workload.batch,
+                         share, device_scope),
+                gaps)
 
 
 def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: str,
@@ -163,7 +191,8 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: str,
                 f"{hardware.id} x {devices}: data-parallel, batch {each} each (global "
                 f"{workload.batch}), {gradients:.4g} B of gradients all-reduced as a ring "
                 f"over {link.name}; ops of the {_compile_text(target)}, placed in the "
-                "dtypes the program stores", target)
+                "dtypes the program stores", target,
+                StepUnit(f"{hardware.id} x {devices}", hardware.ref, workload.batch, devices))
 
 
 def _compile_text(target: str) -> str:

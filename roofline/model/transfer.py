@@ -326,7 +326,8 @@ def _route(m: MeasuredEfficiency, source: Hardware, target: Hardware,
                 Gap.CACHE_RESIDENCY, m.op.name,
                 f"{q(size, Kind.BYTES, like=room)}: too large for {source.id}'s {level.name} "
                 f"({q(level.capacity_bytes, Kind.BYTES)}), which held smaller ops of the "
-                f"run; fits {target.id}'s ({q(room, Kind.BYTES)}): charged to it", 0.0, 0.0)
+                f"run; fits {target.id}'s {level.name} ({q(room, Kind.BYTES)}): charged to "
+                "it", 0.0, 0.0)
     return None, None
 
 

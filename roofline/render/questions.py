@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -70,9 +71,17 @@ def speedup_text(speedup: float) -> str:
     return f"{speedup:.3g}x"
 
 
-def comparison_tables(classes: list[dict], changed: list[dict], class_title: str) -> str:
+def comparison_tables(classes: list[dict], changed: list[dict], class_title: str,
+                      sides: tuple[str, str] = ("old", "new"), top: int = 10) -> str:
     """The class and changed-op tables for people: times with units, shares in percent;
-    a note where ops exist on one side only."""
+    a note where ops exist on one side only. ``sides`` names the two sides as the rows
+    do; the changed ops are listed most time on the first side first, ``top`` of them
+    (0: all)."""
+    return (_class_table(classes, class_title) + "\n\n" + _changed_table(changed, sides, top)
+            + "\n")
+
+
+def _class_table(classes: list[dict], class_title: str) -> str:
     shown = [{key: (format_quantity(value, Kind.TIME) if key.endswith("_s") and value
                     else None if key.endswith("_s")
                     else f"{value:.1%}" if key == "share" else value)
@@ -82,13 +91,53 @@ def comparison_tables(classes: list[dict], changed: list[dict], class_title: str
     if any(row["speedup"] is None for row in classes):
         text += ("\n(only before / only after: ops of one program with no counterpart "
                  "in the other, e.g. fused differently; each counts in its own side's total)")
-    changes = (format_table(changed, title=f"{len(changed)} op{'s' if len(changed) != 1 else ''}"
-                            " change class") if changed else "no op changes bound class")
-    return text + "\n\n" + changes + "\n"
+    return text
 
 
-def whatif_text(result: Any, doc: dict[str, Any]) -> str:
-    """``whatif`` for people: the two times, the speedup and its decomposition by class."""
+def _changed_table(changed: list[dict], sides: tuple[str, str], top: int) -> str:
+    if not changed:
+        return "no op changes bound class"
+    before, after = sides
+    ranked = sorted(changed, key=lambda row: -row[f"{before}_s"])
+    listed = ranked if top <= 0 else ranked[:top]
+    rows = [{"op": row["op"], f"{before} time": format_quantity(row[f"{before}_s"], Kind.TIME),
+             f"{after} time": format_quantity(row[f"{after}_s"], Kind.TIME),
+             "speedup": row["speedup"], f"{before} bound": row[f"{before}_bound"],
+             f"{after} bound": row[f"{after}_bound"]} for row in listed]
+    count = f"{len(changed)} op{'s' if len(changed) != 1 else ''} change class"
+    title = (f"{count}, most {before} time first" if len(listed) == len(changed)
+             else f"{count}; the {len(listed)} with the most {before} time")
+    text = format_table(rows, title=title, right=(f"{before} time", f"{after} time"))
+    if len(listed) < len(changed):
+        text += (f"\n... and {len(changed) - len(listed)} more (--top 0 lists them all; "
+                 "every op is in --format json or csv)")
+    return text
+
+
+def top_ops_table(ops: list[dict], sides: tuple[str, str] = ("old", "new"),
+                  top: int = 10) -> str:
+    """The ops that take the most time on the first side, ``top`` of them (0: all): their
+    time and bound class on both sides."""
+    before, after = sides
+    ranked = sorted(ops, key=lambda op: -op[f"{before}_s"])
+    listed = ranked if top <= 0 else ranked[:top]
+    total = sum(op[f"{before}_s"] for op in ops) or 1.0
+    rows = [{"op": op["op"], "category": op["category"],
+             f"{before} time": format_quantity(op[f"{before}_s"], Kind.TIME),
+             "share": f"{op[f'{before}_s'] / total:.1%}",
+             f"{after} time": format_quantity(op[f"{after}_s"], Kind.TIME),
+             "speedup": op[f"{before}_s"] / op[f"{after}_s"] if op[f"{after}_s"] else None,
+             f"{before} bound": op[f"{before}_bound"], f"{after} bound": op[f"{after}_bound"]}
+            for op in listed]
+    shown_share = sum(op[f"{before}_s"] for op in listed) / total
+    title = (f"top {len(listed)} of {len(ops)} ops by {before} time ({shown_share:.1%} of "
+             "it)")
+    return format_table(rows, title=title, right=(f"{before} time", "share", f"{after} time"))
+
+
+def whatif_text(result: Any, doc: dict[str, Any], top: int = 10) -> str:
+    """``whatif`` for people: the two times, the speedup and its decomposition by class,
+    the ``top`` ops by time and the ops that change class (0: all)."""
     q = format_quantity
     energy = doc.get("energy_per_sample_j")
     text = (f"{result.input} on {result.before.label} -> {result.after.label} "
@@ -97,22 +146,25 @@ def whatif_text(result: Any, doc: dict[str, Any]) -> str:
             f"{result.amdahl_speedup():.3g}x)"
             + (f"; energy per sample {energy['old']:.3g} J -> {energy['new']:.3g} J"
                if energy else "")
-            + "\n\n" + comparison_tables(doc["by_class"], doc["changed_class"],
-                                         "speedup by old bound class"))
+            + "\n\n" + _class_table(doc["by_class"], "speedup by old bound class")
+            + "\n\n" + top_ops_table(doc["ops"], top=top)
+            + "\n\n" + _changed_table(doc["changed_class"], ("old", "new"), top) + "\n")
     return with_coverage(text, doc["coverage"])
 
 
-def prediction_text(result: Any, doc: dict[str, Any]) -> str:
-    """``predict`` for people: the two times, the speedup by class, and the throughput at
-    the largest batch that fits each device where it was asked for."""
-    q = format_quantity
-    text = (f"{result.input}: {result.source.label} -> {result.destination.label} "
-            f"({result.basis})\n{q(result.comparison.old_s, Kind.TIME)} -> "
-            f"{q(result.comparison.new_s, Kind.TIME)}: speedup "
-            f"{speedup_text(result.speedup)}\n" + _bound_line(doc) + "\n"
+def prediction_text(result: Any, doc: dict[str, Any], top: int = 10) -> str:
+    """``predict`` for people: the two times (and, between two batches, the two
+    throughputs first), the speedup by class, and the throughput at the largest batch
+    that fits each device where it was asked for; ``top`` changed ops (0: all)."""
+    units = result.units
+    source, target = ((units[0].label, units[1].label) if units is not None
+                      else (result.source.label, result.destination.label))
+    text = (f"{result.input}: {source} -> {target} ({result.basis})\n"
+            + _step_lines(result, doc) + _bound_line(doc) + "\n"
             + _per_lines(doc) + _sides_table(doc)
             + ("" if _nothing_pairs(doc) else comparison_tables(
-                doc["by_class"], doc["changed_class"], "by bound class on the source")))
+                doc["by_class"], doc["changed_class"], "by bound class on the source",
+                ("source", "target"), top)))
     if result.capacity is not None:
         source, target = result.capacity
         text += (f"\nat the largest batch that fits each device: {source.batch} -> "
@@ -130,6 +182,33 @@ def prediction_text(result: Any, doc: dict[str, Any]) -> str:
                 text += (f"the {side}'s batch is the search's limit, not its memory's: "
                          "a larger batch fits too\n")
     return with_coverage(text, doc["coverage"])
+
+
+def _step_lines(result: Any, doc: dict[str, Any]) -> str:
+    """The step times and their speedup; where the two sides run different batches, the
+    throughput per system and per device first, its ratio the headline."""
+    q = format_quantity
+    steps = (f"{q(result.comparison.old_s, Kind.TIME)} -> "
+             f"{q(result.comparison.new_s, Kind.TIME)}")
+    rates = doc.get("throughput")
+    if rates is None or rates["source_batch"] == rates["target_batch"]:
+        return f"{steps}: speedup {speedup_text(result.speedup)}\n"
+
+    def each(side: str) -> str:
+        count, device = rates[f"{side}_devices"], rates[f"{side}_device"]
+        where = f"on each of {count} {device}s" if count != 1 else f"on one {device}"
+        return f"{_rate(rates[f'{side}_samples_per_s_per_device'])} samples/s {where}"
+    return (f"throughput per system {_rate(rates['source_samples_per_s'])} -> "
+            f"{_rate(rates['target_samples_per_s'])} samples/s: speedup "
+            f"{speedup_text(rates['speedup'])}\n"
+            f"  per device: {each('source')} -> {each('target')}\n"
+            f"  per step: batch {rates['source_batch']:,} -> {rates['target_batch']:,} in "
+            f"{steps}: step-time speedup {speedup_text(result.speedup)}\n")
+
+
+def _rate(samples_per_s: float) -> str:
+    """"5,039" or "12.5": whole samples with thousands marked, four digits below that."""
+    return f"{samples_per_s:,.0f}" if samples_per_s >= 1000 else f"{samples_per_s:.4g}"
 
 
 def _per_lines(doc: dict[str, Any]) -> str:
@@ -194,6 +273,12 @@ def sensitivity_text(result: Any) -> str:
                          result.coverage.to_document())
 
 
+def source_key(source: str) -> str:
+    """A reference's source as a short key: its first clause ("MLPerf Training v0.5
+    (closed)", "NVIDIA DeepLearningExamples", "measured on this host")."""
+    return re.split(r", |: ", source, maxsplit=1)[0]
+
+
 def validation_text(doc: dict[str, Any]) -> str:
     def value(case: dict[str, Any], number: float | None) -> Any:
         # Host cases compare step times (shown with units); the others are ratios.
@@ -201,13 +286,19 @@ def validation_text(doc: dict[str, Any]) -> str:
             return format_quantity(number, Kind.TIME)
         return number
 
+    def approximated(case: dict[str, Any]) -> float:
+        covered = case["coverage"]
+        return max(covered["approximated_flops_share"], covered["approximated_time_share"])
+
     def rows(independent: bool) -> list[dict[str, Any]]:
-        return [{"case": f"{c['suite']}: {c['case']}", "predicted": value(c, c["predicted"]),
+        return [{"case": f"{c['suite']}: {c['case']}", "source": source_key(c["source"]),
+                 "predicted": value(c, c["predicted"]),
                  "reference": "bound holds" if c["reference"] is None and c["error"] == 0
                  else value(c, c["reference"]), "error": f"{c['error']:+.1%}",
                  "ops": c["ops"],
                  "per-op error": "" if c["op_error"] is None else f"{c['op_error']:.1%}",
-                 "left out": f"{max(c['left_out_flops_share'], c['left_out_time_share']):.1%}"}
+                 "left out": f"{max(c['left_out_flops_share'], c['left_out_time_share']):.1%}",
+                 "approximated": f"{approximated(c):.1%}"}
                 for c in doc["cases"] if c["independent"] is independent]
     parts = []
     measured = rows(True)
@@ -216,7 +307,7 @@ def validation_text(doc: dict[str, Any]) -> str:
                                   "the model does not read (published: speedup of "
                                   "throughput; host: step time)",
                                   right=("predicted", "reference", "error", "per-op error",
-                                         "left out")))
+                                         "left out", "approximated")))
         parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
                                f"{doc['median_over'][suite]} cases"
                                for suite, value in doc["median_abs_error"].items()))

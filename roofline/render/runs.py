@@ -23,6 +23,8 @@ def devices_document(explanations: list[Any], skipped: list[str]) -> dict[str, A
                      "op_seconds_per_step": doc["op_seconds_per_step"],
                      "lower_bound_s": doc["achieved"]["lower_bound_s"],
                      "efficiency": doc["achieved"]["efficiency"],
+                     "lower_bound_s_per_step": doc["achieved"]["lower_bound_s_per_step"],
+                     "efficiency_per_step": doc["achieved"]["efficiency_per_step"],
                      "collective_s": collective,
                      "left_out_time_share": doc["coverage"]["left_out_time_share"]})
     slowest = max(rows, key=lambda row: row["step_s"])
@@ -56,7 +58,8 @@ def devices_text(doc: dict[str, Any]) -> str:
     rows = [{"device": r["device"] + (" (slowest)" if r["device"] == doc["slowest"] else ""),
              "ops": r["ops"], "step": q(r["step_s"], Kind.TIME),
              "op time": q(r["op_seconds_per_step"], Kind.TIME),
-             "bound": q(r["lower_bound_s"], Kind.TIME), "efficiency": r["efficiency"],
+             "bound": q(r["lower_bound_s_per_step"], Kind.TIME),
+             "efficiency": r["efficiency_per_step"],
              "collectives": q(r["collective_s"], Kind.TIME)} for r in doc["devices"]]
     lines = [f"{doc['run']}: {len(rows)} devices explained on {doc['hardware']['label']}; "
              f"step per device from {doc['devices'][0]['step_from']}",
@@ -135,10 +138,13 @@ def explanation_text(doc: dict[str, Any], top: int) -> str:
              + f"; op time per step summed over threads/streams "
              f"{q(doc['op_seconds_per_step'], Kind.TIME)}"]
     a = doc["achieved"]
-    lines.append(f"achieved {q(a['flop_per_s'], Kind.FLOP_RATE)} and "
-                 f"{q(a['bytes_per_s'], Kind.BANDWIDTH)} over costed ops; roofline lower bound "
-                 f"{q(a['lower_bound_s'], Kind.TIME)} of {q(a['seconds'], Kind.TIME)} measured "
-                 f"(efficiency {a['efficiency']:.1%})")
+    lines.append(f"the {a['ops']} costed ops of {len(doc['ops'])} take "
+                 f"{q(a['seconds_per_step'], Kind.TIME)} of the op time per step: achieved "
+                 f"{q(a['run_flop_per_s'], Kind.FLOP_RATE)} and "
+                 f"{q(a['run_bytes_per_s'], Kind.BANDWIDTH)}; roofline lower bound "
+                 f"{q(a['lower_bound_s_per_step'], Kind.TIME)} of their "
+                 f"{q(a['seconds_per_step'], Kind.TIME)} per step (efficiency "
+                 f"{a['efficiency_per_step']:.1%})")
     total = doc["op_seconds_per_step"] or 1.0
     for key, title in (("seconds_by_class", "measured class"),
                        ("seconds_by_category", "category")):

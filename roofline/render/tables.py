@@ -77,11 +77,18 @@ def to_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = No
 
 
 def _gap_line(gap: dict[str, Any]) -> str:
-    verb = "LEFT OUT" if gap["leaves_out"] else "approximated"
+    """A left-out gap's shares are the work missing from the total; an approximated gap's
+    are those of the whole ops it touches, so its line says the ops take them."""
     count, ops = gap["op_count"], gap["ops"]
-    return (f"{verb} ({gap['gap']}): {count} op{'s' if count != 1 else ''}, "
-            f"{gap['flops_share']:.1%} of FLOPs, {gap['time_share']:.1%} of time: "
-            f"{gap['detail']} [{', '.join(ops[:3])}{', ...' if count > 3 else ''}]")
+    flops, seconds = f"{gap['flops_share']:.1%}", f"{gap['time_share']:.1%}"
+    if gap["leaves_out"]:
+        head = (f"LEFT OUT ({gap['gap']}): {count} op{'s' if count != 1 else ''}, "
+                f"{flops} of FLOPs, {seconds} of time")
+    else:
+        head = (f"approximated ({gap['gap']}) in {count} op{'s' if count != 1 else ''} that "
+                f"do{'es' if count == 1 else ''} {flops} of FLOPs and take"
+                f"{'s' if count == 1 else ''} {seconds} of time")
+    return f"{head}: {gap['detail']} [{', '.join(ops[:3])}{', ...' if count > 3 else ''}]"
 
 
 def coverage_headline(document: dict[str, Any]) -> list[str]:

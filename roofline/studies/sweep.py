@@ -110,6 +110,10 @@ class Task:
 
 @dataclass(frozen=True)
 class SweepPlan:
+    """A sweep: every model of a workload ``family`` over ``grid`` (parameter -> values;
+    ``fixed`` parameters set once), compiled for each of ``targets`` and placed on each of
+    ``hardware``, written to ``out`` (compiled programs kept in ``cache``)."""
+
     family: str
     grid: Mapping[str, Sequence[Any]]
     targets: Sequence[str]

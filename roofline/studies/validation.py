@@ -81,6 +81,8 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class Validation:
+    """The error table: every case's prediction against its reference, suite by suite."""
+
     cases: tuple[CaseResult, ...]
     skipped: tuple[str, ...] = ()    # suites asked for but not run, with the reason
     quick: bool = False              # the small sizes (``validate(quick=True)``)
@@ -159,7 +161,7 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                     progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     """Each case: the throughput ratio of the compared units (a board, a chip, a GPU),
     each running ``devices`` copies of its compiled device program at its batch."""
-    from roofline.api import predict
+    from roofline.model.questions import predict
 
     results = []
     for index, case in enumerate(config["case"], 1):
@@ -176,7 +178,8 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
         predicted = target_rate / source_rate
         results.append(CaseResult("published", case["name"], predicted, case["measured"],
                                   predicted / case["measured"] - 1, len(comparison.ops),
-                                  None, case["source"], comparison.coverage))
+                                  None, case["source"], comparison.coverage,
+                                  caveat=case.get("caveat", "")))
     return results
 
 
@@ -203,7 +206,7 @@ def _paradnn_class(select: str, op: OpChange) -> bool:
 
 def consistency_cases(config: dict[str, Any], quick: bool = False,
                       progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
-    from roofline.api import program_ops
+    from roofline.model.questions import program_ops
     from roofline.model.comparison import compare_costs, same_computation, same_layer
     from roofline.program.workloads import FAMILIES
 
@@ -313,7 +316,7 @@ def _with_dtype(spec: str, dtype: str) -> str:
 def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
                host_spec: Path | None = None,
                progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
-    from roofline.api import predict, program_ops
+    from roofline.model.questions import predict, program_ops
     from roofline.hardware import load_spec_file
 
     if not hasattr(os, "sched_setaffinity"):

@@ -111,7 +111,7 @@ def build_breakdown(bars: Mapping[str, Mapping[str, float]], *,
     palette = category_colors(classes)
     fig = new_figure(max(5.0, 1.4 * len(bars) + 3), 5)
     ax = fig.add_subplot()
-    labels = [textwrap.fill(label, 16) for label in bars]
+    labels = [textwrap.fill(label, 16, break_long_words=False) for label in bars]
     bottoms = [0.0] * len(labels)
     seen_of_kind: dict[str, int] = defaultdict(int)
     for c in classes:

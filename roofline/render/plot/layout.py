@@ -8,6 +8,7 @@ places found are the places drawn.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -120,6 +121,23 @@ def marker_box(ax: Axes, x: float, y: float, size_points: float) -> Bbox:
     cx, cy = ax.transData.transform((x, y))
     half = size_points / 2 * ax.figure.dpi / 72
     return Bbox.from_extents(cx - half, cy - half, cx + half, cy + half)
+
+
+def line_boxes(ax: Axes) -> list[Bbox]:
+    """Small squares along every line drawn on ``ax`` (markers alone are not lines): a
+    label kept clear of them sits beside the lines, never across one."""
+    boxes = []
+    for line in ax.get_lines():
+        if line.get_linestyle() in ("None", "", " ") or len(line.get_xydata()) < 2:
+            continue
+        half = line.get_linewidth() / 2 * ax.figure.dpi / 72 + _PAD_PX
+        xy = ax.transData.transform(line.get_xydata())
+        for (x0, y0), (x1, y1) in zip(xy[:-1], xy[1:]):
+            steps = max(1, int(math.hypot(x1 - x0, y1 - y0) / half))
+            for i in range(steps + 1):
+                x, y = x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps
+                boxes.append(Bbox.from_extents(x - half, y - half, x + half, y + half))
+    return boxes
 
 
 def place_labels(fig: Figure, renderer: RendererBase, labels: Sequence[Annotation], *,

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from roofline.hardware.records import Hardware
-    from roofline.model.analysis import ProgramPlacement
+    from roofline.model.analysis import PlacedOp, ProgramPlacement
     from roofline.model.coverage import Coverage
     from roofline.model.explain import ExplainedOp, Explanation
 
@@ -37,9 +38,22 @@ def predicted_points(placement: ProgramPlacement) -> list[OpPoint]:
     """Every op that does FLOPs at its roofline lower bound."""
     return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.placement.seconds, op.placement.seconds, False)
-            for op in placement.ops
-            if op.placement is not None and op.cost.flops > 0 and op.cost.bytes > 0
-            and op.placement.seconds > 0]
+            for op in placement.ops if _predicted_drawn(op)]
+
+
+def _predicted_drawn(op: PlacedOp) -> bool:
+    return (op.placement is not None and op.cost.flops > 0 and op.cost.bytes > 0
+            and op.placement.seconds > 0)
+
+
+def predicted_left_off(placement: ProgramPlacement) -> str:
+    """What :func:`predicted_points` leaves off, as a note for the figure ("" if
+    nothing): the predicted time of ops with no FLOPs (a copy, a transpose), by category."""
+    parts: dict[str, float] = defaultdict(float)
+    for op in placement.ops:
+        if op.placement is not None and not _predicted_drawn(op):
+            parts[op.cost.category] += op.placement.seconds
+    return left_off_note(parts, placement.seconds, "predicted time")
 
 
 def measured_points(explanation: Explanation) -> list[OpPoint]:
@@ -47,9 +61,39 @@ def measured_points(explanation: Explanation) -> list[OpPoint]:
     name = _namer(explanation)
     return [OpPoint(name(op), op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.seconds, op.seconds, True)
-            for op in explanation.ops
-            if op.cost is not None and op.placement is not None and op.cost.flops > 0
-            and op.cost.bytes > 0 and op.seconds > 0]
+            for op in explanation.ops if _measured_drawn(op)]
+
+
+def _measured_drawn(op: ExplainedOp) -> bool:
+    return (op.cost is not None and op.placement is not None and op.cost.flops > 0
+            and op.cost.bytes > 0 and op.seconds > 0)
+
+
+def measured_left_off(explanation: Explanation) -> str:
+    """What :func:`measured_points` leaves off, as a note for the figure ("" if
+    nothing): the op time per step of ops with no FLOPs or no cost, by the category
+    explain's text divides it into (async waits, data movement, ...)."""
+    from roofline.model.placement import class_text
+
+    parts = {str(class_text(key)): seconds
+             for key, seconds in explanation.seconds_by_category().items()}
+    steps = max(explanation.run.steps, 1)
+    for op in explanation.ops:
+        if _measured_drawn(op) and not op.measured.is_async:
+            parts[op.cost.category] -= op.measured.self_s / steps   # type: ignore[union-attr]
+    return left_off_note(parts, sum(explanation.seconds_by_category().values()),
+                         "op time")
+
+
+def left_off_note(parts: Mapping[str, float], total_s: float, what: str) -> str:
+    """"not drawn (no FLOPs to place): data movement 14.0% of the op time", shares over
+    ``total_s``, largest first; "" where no part reaches 0.1%."""
+    shown = sorted(((name, seconds / total_s) for name, seconds in parts.items()
+                    if total_s > 0 and seconds / total_s >= 0.001), key=lambda kv: -kv[1])
+    if not shown:
+        return ""
+    return ("not drawn (no FLOPs to place): "
+            + ", ".join(f"{name} {part:.1%}" for name, part in shown) + f" of the {what}")
 
 
 def bound_points(explanation: Explanation) -> list[OpPoint]:
@@ -85,6 +129,7 @@ class InputPoints:
     hardware: Hardware
     title: str
     coverage: Coverage
+    left_off: str = ""     # the time of ops not drawn, for people ("" if none)
 
 
 def input_points(input: str, hardware: Hardware, target: str | None = None,
@@ -97,9 +142,11 @@ def input_points(input: str, hardware: Hardware, target: str | None = None,
 
         explanation = explain(load_run(input), hardware)
         return InputPoints(measured_points(explanation) + bound_points(explanation), hardware,
-                           f"{input}: measured and bound", explanation.coverage)
+                           f"{input}: measured and bound", explanation.coverage,
+                           measured_left_off(explanation))
     from roofline.model.analysis import place_spec
 
     _, placement = place_spec(input, hardware, target=target, cache_dir=cache_dir)
     return InputPoints(predicted_points(placement), placement.hardware,
-                       f"{input}: predicted", placement.coverage)
+                       f"{input}: predicted", placement.coverage,
+                       predicted_left_off(placement))

@@ -18,6 +18,7 @@ from roofline.model.placement import ridge_points
 from roofline.render.plot.layout import (
     Spot,
     freeze_layout,
+    line_boxes,
     marker_box,
     new_figure,
     place_labels,
@@ -37,8 +38,12 @@ _STAR_POINTS = 18          # the whole-program star's size on the page
 _RIDGE_SPOTS = (Spot(4, -4, "left", "top"), Spot(-4, -4, "right", "top"),
                 Spot(-4, 4, "right", "bottom"), Spot(4, 4, "left", "bottom"),
                 Spot(8, -12, "left", "top"), Spot(-8, 10, "right", "bottom"))
-_LEVEL_SPOTS = (Spot(0, 6, "left", "bottom"), Spot(0, -6, "left", "top"),
-                Spot(20, 6, "left", "bottom"), Spot(20, -6, "left", "top"))
+# A memory level's line rises to the right: below and to the right of a point on it, a
+# label clears it.
+_LEVEL_SPOTS = (Spot(6, -3, "left", "top"), Spot(20, -3, "left", "top"),
+                Spot(40, -3, "left", "top"), Spot(0, 6, "left", "bottom"),
+                Spot(0, -6, "left", "top"), Spot(20, 6, "left", "bottom"),
+                Spot(20, -6, "left", "top"))
 
 
 @dataclass
@@ -54,7 +59,7 @@ class _Labels:
 def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), *,
                    dtypes: Sequence[str] | None = None, units: Sequence[str] | None = None,
                    all_levels: bool = False, label_top: int = 5,
-                   title: str | None = None) -> Figure:
+                   title: str | None = None, note: str = "") -> Figure:
     """Rooflines of several devices on one log-log figure, with ops placed on them.
 
     One colour per device; matrix-unit roofs solid, vector-unit roofs dashed; the main
@@ -64,7 +69,8 @@ def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), 
     FLOP/B. Ops are points coloured by category and sized by their share of time, filled
     when measured and hollow when predicted; each set's whole program is a star; the
     ``label_top`` ops with the most time are named. No two labels overlap: a label with
-    no free place is left out.
+    no free place is left out. ``note`` goes under the title: what the points leave off
+    (:func:`roofline.render.plot.points.measured_left_off`).
     """
     if not devices:
         raise RooflineError("no hardware to plot: name at least one device id")
@@ -95,7 +101,8 @@ def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), 
     integer = any(r.dtype.startswith("int") for roofs in selected.values() for r in roofs)
     ax.set_ylabel("Attainable performance (TFLOP/s" + ("; TOP/s for integer roofs)"
                                                       if integer else ")"))
-    ax.set_title(title or "Rooflines: " + ", ".join(hw.label for hw in devices), fontsize=10)
+    ax.set_title((title or "Rooflines: " + ", ".join(hw.label for hw in devices))
+                 + (f"\n{note}" if note else ""), fontsize=10)
     if any(r.precision == "DEFAULT" for roofs in selected.values() for r in roofs):
         ax.annotate(_PRECISION_NOTE, (0.5, 0), xycoords=ax.xaxis.label, xytext=(0, -3),
                     textcoords="offset points", fontsize=7, ha="center", va="top",
@@ -259,10 +266,11 @@ def _settle(fig: Figure, ax: Axes, labels: _Labels, points: Sequence[OpPoint],
     stack_labels(fig, renderer, labels.roofs)
     markers = [marker_box(ax, x, y, size) for x, y, size in labels.keep_clear]
     area = ax.get_window_extent(renderer)
-    place_labels(fig, renderer, labels.ridges, spots=_RIDGE_SPOTS, keep_clear=markers,
-                 within=area)
-    place_labels(fig, renderer, labels.levels, spots=_LEVEL_SPOTS, keep_clear=markers,
-                 within=area)
+    lines = line_boxes(ax)
+    place_labels(fig, renderer, labels.ridges, spots=_RIDGE_SPOTS,
+                 keep_clear=markers + lines, within=area)
+    place_labels(fig, renderer, labels.levels, spots=_LEVEL_SPOTS,
+                 keep_clear=markers + lines, within=area)
     place_labels(fig, renderer, _op_labels(ax, points, label_top), keep_clear=markers,
                  within=area)
 

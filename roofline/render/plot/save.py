@@ -28,6 +28,8 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
         )
     metadata = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
                 "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}[fmt]
-    with matplotlib.rc_context({"svg.hashsalt": "roofline", "pdf.compression": 6}):
+    # SVG keeps its text as text (selectable, editable), not as glyph outlines.
+    with matplotlib.rc_context({"svg.hashsalt": "roofline", "svg.fonttype": "none",
+                                "pdf.compression": 6}):
         return write_atomic(path, lambda handle: fig.savefig(handle, format=fmt, dpi=FIGURE_DPI,
                                                              metadata=metadata))

@@ -1,0 +1,94 @@
+"""The documentation: the site builds in strict mode, and the README stays a front page
+whose links lead somewhere.
+
+The build runs MkDocs as CI would (a few seconds): a broken link, a page missing from
+the nav, an include that is not there or an API reference to a name that is gone fails
+it. The commands of the pages are run by tests/test_readme.py; the published validation
+tables are what `roofline validate --suite published` prints (checked with -m slow: the
+suite compiles full-size models for about 6 minutes).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import roofline
+from roofline.studies.validation import load_cases, validate
+
+ROOT = Path(__file__).parent.parent
+README_MAX_LINES = 250
+PUBLISHED_TABLES = ("README.md", "docs/validation.md")
+
+
+def test_the_documentation_builds_in_strict_mode(tmp_path):
+    # Material prints a notice about MkDocs 2.0 on every build; it is no warning of ours.
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stderr, done.stderr
+    # One entry per public name, headed as a user types it.
+    api = (tmp_path / "python-api" / "index.html").read_text()
+    headings = re.findall(r'<h3 id="[^"]+" class="doc doc-heading">\s*(\S+)', api)
+    assert sorted(headings) == sorted(f"roofline.{name}" for name in roofline.__all__)
+    assert "Plausibility bounds" in (tmp_path / "hardware-specs" / "index.html").read_text()
+
+
+def test_the_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+
+
+def test_every_relative_link_of_the_readme_leads_to_a_file():
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert local
+    assert [link for link in local if not (ROOT / link).exists()] == []
+
+
+def test_the_docs_extra_is_pinned_and_the_test_extra_has_it():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["docs"] and all("==" in requirement for requirement in extras["docs"])
+    assert set(extras["docs"]) <= set(extras["test"])
+
+
+def _published_rows(page: str) -> dict[str, list[str]]:
+    """The page's table of published cases: case name -> predicted, measured, error."""
+    names = {case["name"] for case in load_cases()["published"]["case"]}
+    rows = {}
+    for line in (ROOT / page).read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if cells[0] in names:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.mark.parametrize("page", PUBLISHED_TABLES)
+def test_the_published_tables_list_every_case_and_its_measurement(page):
+    cases = load_cases()["published"]["case"]
+    rows = _published_rows(page)
+    assert sorted(rows) == sorted(case["name"] for case in cases)
+    for case in cases:
+        assert rows[case["name"]][1] == f"{case['measured']:g}x", case["name"]
+
+
+@pytest.mark.slow
+def test_the_published_tables_hold_what_validate_prints(tmp_path):
+    result = validate("published", workdir=tmp_path)
+    median = f"{result.median_abs_error('published'):.1%}"
+    largest = f"{max(abs(case.error) for case in result.cases):.1%}"
+    for page in PUBLISHED_TABLES:
+        rows = _published_rows(page)
+        for case in result.cases:
+            assert rows[case.case] == [f"{case.predicted:.3f}x", f"{case.reference:g}x",
+                                       f"{case.error:+.1%}"], (page, case.case)
+        text = (ROOT / page).read_text()
+        assert f"published cases: {median}; largest miss {largest}" in text, page
