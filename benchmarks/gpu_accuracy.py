@@ -105,8 +105,9 @@ def _ops_tables(device_dir: Path) -> dict[str, Any]:
 
 def per_op_dtype(device_dir: Path, hardware: Any) -> Errors:
     """Per-op transfer f32 -> bf16 on the same GPU."""
-    from roofline import predict_ops, read_ops_table
     from transfer_accuracy import naive
+
+    from roofline import predict_ops, read_ops_table
 
     tables = _ops_tables(device_dir)
     source, measured = read_ops_table(tables["float32"]), read_ops_table(tables["bfloat16"])
@@ -158,9 +159,10 @@ def _copy_bandwidth(device_dir: Path, hardware: Any) -> float:
 
 def across(source_dir: Path, target_dir: Path, source: Any, target: Any) -> list[Errors]:
     """One measured GPU predicted from another: per op, and per step."""
+    from transfer_accuracy import naive
+
     from roofline import predict_ops, read_ops_table
     from roofline.model.comparison import whatif_costs, working_ops
-    from transfer_accuracy import naive
 
     results = []
     for dtype, tag in (("float32", "f32"), ("bfloat16", "bf16")):

@@ -134,9 +134,9 @@ def measure(run: Run, device: Any) -> dict[str, Any]:
 def ops(run: Run, device: Any) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
+    from transfer_accuracy import OPS, _function
 
     from roofline.hardware.timing import best_seconds, calls_for
-    from transfer_accuracy import OPS, _function
 
     table = OPS if run.quick else OPS + LARGE_OPS
     rows, skipped = [], []

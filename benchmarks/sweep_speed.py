@@ -21,8 +21,8 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from roofline.studies.sweep import Task, execute_tasks  # noqa: E402
 from roofline.program.workloads.paradnn import DEFAULT_GRIDS  # noqa: E402
+from roofline.studies.sweep import Task, execute_tasks  # noqa: E402
 
 
 def main() -> None:

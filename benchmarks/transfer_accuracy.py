@@ -6,7 +6,8 @@ cache-resident to DRAM-bound) are timed the way a framework times one op at a ti
 jitted call each, best of several. They are timed in three conditions, each in a fresh
 process: pinned to one core in float32 (the source), on all cores in float32, and on one
 core in bfloat16 (the targets). The conditions alternate over ``--rounds`` rounds and each
-op keeps its best time: on a shared machine a neighbour's burst only ever slows an op. The ops table of the source run is then carried to each target by
+op keeps its best time: on a shared machine a neighbour's burst only ever slows an op.
+The ops table of the source run is then carried to each target by
 
 - ``model``: :func:`roofline.predict_ops` (fitted per-op floor, work at the ceilings of
   the measured host spec, see roofline/model/transfer.py);
@@ -255,7 +256,8 @@ def main() -> None:
 def _gpu_ground_truth() -> None:
     """The same errors on the GPUs measured so far (benchmarks/gpu_accuracy.py, from the
     committed measurements/gpu/), beside the host's."""
-    from gpu_accuracy import ROOT, report as gpu_report
+    from gpu_accuracy import ROOT
+    from gpu_accuracy import report as gpu_report
 
     results = gpu_report(ROOT / "measurements" / "gpu")
     if not results:

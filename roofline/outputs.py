@@ -19,7 +19,6 @@ from typing import BinaryIO
 
 from roofline.errors import RooflineError
 
-
 TMP_SUFFIX = ".tmp"
 _TMP_NAME = re.compile(r"\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),

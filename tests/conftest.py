@@ -4,6 +4,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 # The tests compile for XLA:CPU and, deviceless, for TPUs: never probe for accelerators.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Commands keep compiled programs in the user's cache by default: the suite keeps its own,
@@ -11,8 +13,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 _CACHE = tempfile.mkdtemp(prefix="roofline-test-cache-")
 os.environ["ROOFLINE_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
-
-import pytest
 
 DATA = Path(__file__).parent / "data"
 # The example traces (TPU, GPU, host) live in the top-level traces/ folder, with their

@@ -59,7 +59,9 @@ def transformer_block():
             return (v - v.mean(-1, keepdims=True)) * jax.lax.rsqrt(v.var(-1, keepdims=True)
                                                                   + 1e-6)
         q, k, v = jnp.split(norm(x) @ p["qkv"], 3, axis=-1)
-        split = lambda t: t.reshape(batch, seq, heads, d // heads).transpose(0, 2, 1, 3)
+        def split(t):
+            return t.reshape(batch, seq, heads, d // heads).transpose(0, 2, 1, 3)
+
         q, k, v = split(q), split(k), split(v)
         att = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / jnp.sqrt(d // heads), axis=-1)
         h = (att @ v).transpose(0, 2, 1, 3).reshape(batch, seq, d)

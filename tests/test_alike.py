@@ -179,7 +179,8 @@ CONFIG = ', backend_config={"outer_dimension_partitions":["2"]}'
 def test_fusions_are_alike_by_kind_config_and_body(other, alike, monkeypatch):
     # b.1 and b.2 are alike bodies (both stand for b.1); the plain match and the general
     # path must call the same pairs alike.
-    from roofline.program.hlo import alike as alike_module, parser
+    from roofline.program.hlo import alike as alike_module
+    from roofline.program.hlo import parser
 
     first = {"kind": "kLoop", "body": "b.1", "source": "layer0/mul", "config": CONFIG}
     texts = [FUSION.format(**first), FUSION.format(**{**first, **other})]

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from roofline.model.analysis import device_hardware
 from roofline.cli import main
-from roofline.program.compile import compile_program
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
+from roofline.model.analysis import device_hardware
 from roofline.model.comparison import energy_per_sample, sensitivity_of, whatif_costs, working_ops
 from roofline.model.placement import Bound, BoundKind
+from roofline.program.compile import compile_program
 from roofline.program.workloads import parse_spec
 
 DATA = Path(__file__).parent / "data"

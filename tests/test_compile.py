@@ -7,13 +7,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from roofline.program import _xla
-from roofline.model.analysis import fit, max_batch, place_program
-from roofline.program.compile import compile_program
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.program.hlo import analyze_module, parse_hlo_text
+from roofline.model.analysis import fit, max_batch, place_program
 from roofline.model.placement import BoundKind
+from roofline.program import _xla
+from roofline.program.compile import compile_program
+from roofline.program.hlo import analyze_module, parse_hlo_text
 from roofline.program.workloads import parse_spec
 from roofline.program.workloads.registry import Workload
 from tests.programs import PROGRAMS, dp_step
@@ -61,7 +61,8 @@ def compiled(request):
 def test_reconciles_with_xla_cost_analysis(compiled, name):
     target, programs = compiled
     program = programs[name]
-    once = analyze_module(parse_hlo_text(program.hlo_text), count_loop_trips=False)  # XLA's loop convention
+    # XLA's loop convention: a loop body counts once.
+    once = analyze_module(parse_hlo_text(program.hlo_text), count_loop_trips=False)
     assert once.flops == pytest.approx(program.xla.flops, rel=0.01)
     assert once.transcendentals == pytest.approx(program.xla.transcendentals, rel=0.01)
     if target in ("host", "tpu-v3"):
@@ -153,6 +154,7 @@ def _fc_step(batch: int) -> Workload:
     return Workload("fc", step, (params, x), (1,), batch)
 
 
+@pytest.mark.slow   # 19 s: a search over batches, compiled for two TPUs
 def test_max_batch_doubles_with_tpu_v3_memory():
     # 8 GiB per v2 core vs 16 GiB per v3 core (ParaDnn Table 3): the largest batch of an
     # activation-dominated FC model about doubles (measured 241016 vs 503184 exactly).

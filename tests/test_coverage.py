@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from roofline.model.analysis import place_program
 from roofline.cli import main
-from roofline.program.compile import compile_program
-from roofline.model.coverage import Gap
 from roofline.hardware import load_hardware
+from roofline.model.analysis import place_program
+from roofline.model.coverage import Gap
+from roofline.program.compile import compile_program
 from roofline.program.workloads import parse_spec
 
 UNKNOWN = "tests.user_models:with_solve"        # LAPACK custom-calls on the host

@@ -8,9 +8,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from roofline.api import predict, whatif
+from roofline.hardware import load_hardware
 from roofline.model.comparison import sensitivity_of
 from roofline.model.explain import explain, load_run
-from roofline.hardware import load_hardware
 from roofline.render.plot import (
     bound_points,
     build_breakdown,

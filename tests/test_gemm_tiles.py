@@ -4,10 +4,10 @@ carried by capacity in transfer. Arithmetic by hand in the comments."""
 
 import pytest
 
-from roofline.model.analysis import place_op, wave_efficiency
 from roofline.api import predict_ops
 from roofline.hardware import load_hardware
 from roofline.hardware.spec_file import SpecError, parse_spec
+from roofline.model.analysis import place_op, wave_efficiency
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.ops_table import read_ops_table
 from tests.test_ops_table import _table

@@ -13,8 +13,7 @@ from roofline.cli import main
 from roofline.errors import SpecError
 from roofline.hardware import load_hardware, load_spec_file, parse_spec
 from roofline.hardware.device_names import spec_for_device
-from roofline.hardware.gpu_measure import (
-    GpuMeasurement, flags, measure_gpu, measured_variant_toml)
+from roofline.hardware.gpu_measure import GpuMeasurement, flags, measure_gpu, measured_variant_toml
 
 # A measurement of the shape the GPU run writes, with round numbers (not a measurement):
 # bf16 GEMMs at 800 TFLOP/s, copies at 3.0 TB/s, a 1755 MHz sustained clock.

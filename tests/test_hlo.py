@@ -2,9 +2,9 @@
 
 import pytest
 
+from roofline.errors import HloParseError
 from roofline.program.hlo import analyze_module, parse_hlo_text, parse_shape
 from roofline.program.hlo.graph import build_graph, critical_path, group_by_source
-from roofline.errors import HloParseError
 
 # Hand-written optimized HLO in the format jax 0.10.2 prints, with the stack-frame tables
 # jax puts before the computations.

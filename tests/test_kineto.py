@@ -8,8 +8,8 @@ import json
 import pytest
 
 from roofline.cli import main
-from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
+from roofline.model.explain import explain, load_run
 from tests.kineto import kineto_trace
 
 

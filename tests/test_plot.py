@@ -51,11 +51,12 @@ def test_formats_and_determinism(devices, tmp_path, suffix, magic):
 
 from pathlib import Path  # noqa: E402
 
-from roofline.model.analysis import place_program  # noqa: E402
 from roofline.api import predict, whatif  # noqa: E402
 from roofline.cli import main  # noqa: E402
+from roofline.model.analysis import place_program  # noqa: E402
 from roofline.model.comparison import sensitivity_of  # noqa: E402
 from roofline.program.compile import compile_program  # noqa: E402
+from roofline.program.workloads import parse_spec  # noqa: E402
 from roofline.render.plot import (  # noqa: E402
     build_breakdown,
     build_heatmap,
@@ -66,7 +67,6 @@ from roofline.render.plot import (  # noqa: E402
     predicted_points,
     scenario_bars,
 )
-from roofline.program.workloads import parse_spec  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 # Matmul intensities of this bf16 FC step (batch 256, 4096 nodes) straddle the TPU v2

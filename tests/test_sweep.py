@@ -12,9 +12,9 @@ import pytest
 
 from roofline.cli import main
 from roofline.errors import RooflineError
+from roofline.program.workloads.paradnn import DEFAULT_GRIDS, paradnn_values
 from roofline.studies.regress import metric_table, regression_weights
 from roofline.studies.sweep import PARTS, SweepPlan, finished_keys, parse_values, run_sweep
-from roofline.program.workloads.paradnn import DEFAULT_GRIDS, paradnn_values
 
 
 def test_grid_axes():

@@ -4,12 +4,11 @@ terminal, near misses named, ops on one side of a comparison shown without a spe
 import pytest
 
 from roofline.cli import main
-from roofline.render.questions import rows_text
-from roofline.model.comparison import Comparison, OpChange
 from roofline.errors import did_you_mean
 from roofline.hardware import load_hardware
+from roofline.model.comparison import Comparison, OpChange
 from roofline.model.placement import Bound, BoundKind
-from roofline.render.questions import comparison_tables, speedup_text
+from roofline.render.questions import comparison_tables, rows_text, speedup_text
 from roofline.units import Kind, format_quantity
 
 HBM = Bound(BoundKind.MEMORY, "HBM")

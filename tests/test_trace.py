@@ -8,15 +8,15 @@ import shutil
 import pytest
 from jax.profiler import ProfileData
 
-from roofline.render.annotate import write_annotated_trace
 from roofline.cli import main
 from roofline.errors import RooflineError, TraceError
-from roofline.model.explain import explain, load_run
 from roofline.hardware import load_hardware
+from roofline.model.explain import explain, load_run
 from roofline.program.trace import read_trace
 from roofline.program.trace.capture import capture
 from roofline.program.trace.hlo_protos import split_program
 from roofline.program.workloads.registry import Workload
+from roofline.render.annotate import write_annotated_trace
 from tests.conftest import TRACES
 from tests.programs import mlp_step
 
@@ -179,8 +179,7 @@ def test_capture_writes_a_self_contained_run(captured):
 def test_host_trace_read_from_its_protobuf_equals_jaxlibs_view(captured):
     # The host reader decodes the xplane protobuf itself and reads only the stats it
     # needs; jaxlib's ProfileData (what jax.profiler gives) must see the same ops.
-    from roofline.program.trace import find_xplane
-    from roofline.program.trace import reader
+    from roofline.program.trace import find_xplane, reader
 
     run = read_trace(captured)
     plane = next(p for p in ProfileData.from_file(str(find_xplane(captured))).planes

@@ -10,12 +10,12 @@ import dataclasses
 
 import pytest
 
-from roofline.model.comparison import Presence
-from roofline.model.coverage import Gap
 from roofline.errors import BelowPhysicalBoundError, RooflineError
 from roofline.hardware import load_spec_file
-from roofline.program.hlo.op_cost import OpCost
+from roofline.model.comparison import Presence
+from roofline.model.coverage import Gap
 from roofline.model.transfer import efficiencies, transfer, work_seconds
+from roofline.program.hlo.op_cost import OpCost
 
 
 def _op(name: str, flops: float, nbytes: float, category: str = "matmul") -> OpCost:

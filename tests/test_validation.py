@@ -52,6 +52,7 @@ def _gemm_program_cases(workdir, measured_host):
     return {("cores" if "cores" in case.case else "bf16"): case for case in cases}
 
 
+@pytest.mark.slow   # 20 s: three timed host runs
 def test_host_f32_to_bf16_of_a_gemm_program_is_predicted_within_45_percent(
         tmp_path, measured_host):
     # The GEMM-heavy MLP (quick size), profiled on one core in f32, predicted in bf16 on the

@@ -13,7 +13,12 @@ from roofline.limits import PROFILE_STEPS
 from roofline.outputs import write_text_atomic
 from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
 from roofline.render.runs import (
-    devices_document, devices_text, explanation_text, kernel_document, kernel_text)
+    devices_document,
+    devices_text,
+    explanation_text,
+    kernel_document,
+    kernel_text,
+)
 from roofline.render.tables import to_csv, to_json
 
 
@@ -78,7 +83,11 @@ def _explain(args: argparse.Namespace) -> int:
          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
     if args.plot:
         from roofline.render.plot import (
-            bound_points, build_roofline, measured_left_off, measured_points)
+            bound_points,
+            build_roofline,
+            measured_left_off,
+            measured_points,
+        )
 
         points = measured_points(explanation) + bound_points(explanation)
         save_plot(build_roofline([hardware], points, title=f"{args.run_dir}: measured and "

@@ -7,8 +7,17 @@ from typing import Any
 
 from roofline.api import load_hardware
 from roofline.cli.common import (
-    FLOOR_MAX_S, Parents, cache_dir_of, emit, floor_seconds, key_values, positive_int,
-    power_watts, save_plot, scale_factor)
+    FLOOR_MAX_S,
+    Parents,
+    cache_dir_of,
+    emit,
+    floor_seconds,
+    key_values,
+    positive_int,
+    power_watts,
+    save_plot,
+    scale_factor,
+)
 from roofline.errors import RooflineError
 from roofline.render.questions import (
     prediction_text,

@@ -174,8 +174,9 @@ def _add_regress_and_validate_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--suite", choices=("all", "published", "host", "consistency"),
                    default="all",
                    help="published: measured speedups of zoo models between accelerator "
-                        "generations or precisions; host: upgrades measured here; consistency: ParaDnn's "
-                        "TPU v2 -> v3 classes, a check of the model's own arithmetic")
+                        "generations or precisions; host: upgrades measured here; "
+                        "consistency: ParaDnn's TPU v2 -> v3 classes, a check of the "
+                        "model's own arithmetic")
     p.add_argument("--quick", action="store_true",
                    help="the small sizes, without the published suite (about 3 minutes "
                         "on 2 cores; CI runs these)")

@@ -36,8 +36,14 @@ from roofline.errors import RooflineError
 from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.gpu_facts import ClockSampler, GpuFacts, gpu_facts
 from roofline.hardware.gpu_kernels import (
-    MATRIX_CASES, RANDOM, cache_bandwidth, copy_bandwidth, matrix_rates, op_floors,
-    sustain_gemm)
+    MATRIX_CASES,
+    RANDOM,
+    cache_bandwidth,
+    copy_bandwidth,
+    matrix_rates,
+    op_floors,
+    sustain_gemm,
+)
 from roofline.hardware.records import Hardware
 from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.units import Kind, format_quantity
@@ -169,7 +175,8 @@ class GpuMeasurement:
     def provenance(self, base: Hardware) -> str:
         return (f"Measured by 'roofline hardware measure' on {self.date} on "
                 f"{self.facts.description}; command: {self.command}. "
-                f"XLA:{self.facts.platform.upper()} kernels through JAX, inputs from {RANDOM}; each figure is the best of 5 timings of "
+                f"XLA:{self.facts.platform.upper()} kernels through JAX, inputs from "
+                f"{RANDOM}; each figure is the best of 5 timings of "
                 "back-to-back calls. Compared with the datasheet figures of "
                 f"{base.id}.toml beside it.")
 

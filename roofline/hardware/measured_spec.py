@@ -10,7 +10,12 @@ from pathlib import Path
 
 from roofline.errors import RooflineError
 from roofline.hardware.gpu_measure import (
-    GpuMeasurement, base_spec_id, flags, measure_gpu, measured_variant_toml)
+    GpuMeasurement,
+    base_spec_id,
+    flags,
+    measure_gpu,
+    measured_variant_toml,
+)
 from roofline.hardware.library import load_hardware
 from roofline.hardware.measure import HostMeasurement, host_spec_toml, measure_host
 from roofline.hardware.records import Hardware

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from roofline.errors import SpecError, UnknownHardwareError, did_you_mean
-from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.hardware.records import (
     DTYPES,
     KINDS,
@@ -28,6 +27,7 @@ from roofline.hardware.records import (
     Scalar,
 )
 from roofline.hardware.spec_fields import SCOPE_SIZE_MAX, FieldReader
+from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.units import Kind
 
 SCHEMA_VERSION = 1

@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roofline.program.compile import CompiledProgram, compile_target_of, compile_workload
-from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.op_cost import OpCost
+from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.model.placement import (
     Bound,
     Overlap,
@@ -26,6 +24,8 @@ from roofline.model.placement import (
     place_group,
     transcendental_roof,
 )
+from roofline.program.compile import CompiledProgram, compile_target_of, compile_workload
+from roofline.program.hlo.op_cost import OpCost
 from roofline.progress import waiting
 
 if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from roofline.model.analysis import omissions_of, place_op
-from roofline.model.coverage import Coverage, coverage
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
-from roofline.program.hlo.op_cost import OpCost
+from roofline.model.analysis import omissions_of, place_op
+from roofline.model.coverage import Coverage, coverage
 from roofline.model.placement import Bound, Overlap, Placement, class_text
+from roofline.program.hlo.op_cost import OpCost
 
 if TYPE_CHECKING:
     import pandas

@@ -31,16 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roofline.model.analysis import NOISE, omissions_of, place_measured
-from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.errors import RooflineError
-from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
 from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.records import Hardware
+from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
+from roofline.model.analysis import NOISE, omissions_of, place_measured
+from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
+from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.standalone import costs_from_instruction_texts
-from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.program.trace.capture import HLO_DIR, MANIFEST
 from roofline.program.trace.hlo_protos import (
     PROTO_SUFFIX,

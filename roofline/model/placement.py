@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from roofline.errors import UnknownHardwareError
 from roofline.hardware.records import TRANSCENDENTAL, ComputeRoof, Hardware, Link, MemoryLevel
 
-
 FLOP_CONVENTION = "dense peaks; a fused multiply-add counts as 2 FLOPs"
 
 

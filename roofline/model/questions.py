@@ -20,19 +20,39 @@ from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.records import Hardware
 from roofline.model.analysis import (
-    BATCH_LIMIT, CapacityThroughput, Fit, ProgramPlacement, aligned_scope, compiler_gap,
-    compiler_note, device_hardware, fit, place_program, throughput_at_capacity)
+    BATCH_LIMIT,
+    CapacityThroughput,
+    Fit,
+    ProgramPlacement,
+    aligned_scope,
+    compiler_gap,
+    compiler_note,
+    device_hardware,
+    fit,
+    place_program,
+    throughput_at_capacity,
+)
 from roofline.model.comparison import (
-    Comparison, Sensitivity, compare_costs, energy_per_sample, sensitivity_of, whatif_costs,
-    working_ops)
+    Comparison,
+    Sensitivity,
+    compare_costs,
+    energy_per_sample,
+    sensitivity_of,
+    whatif_costs,
+    working_ops,
+)
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import FloorPolicy, given_floor
 from roofline.model.placement import Overlap
-from roofline.model.sides import (
-    StepUnit, default_stand_in, default_unit, device_unit, place_side)
+from roofline.model.sides import StepUnit, default_stand_in, default_unit, device_unit, place_side
 from roofline.model.transfer import run_floor, transfer
 from roofline.program.compile import (
-    CompiledProgram, compile_target_of, compile_workload, get_target, resolve_target)
+    CompiledProgram,
+    compile_target_of,
+    compile_workload,
+    get_target,
+    resolve_target,
+)
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
 
@@ -467,9 +487,8 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
     ``host_floor`` as for :func:`predict`; ``floor`` (default ``auto``): a table carried
     to another device is taken to run on another machine (``other-host``: measurements of
     two devices mostly come from two hosts), to the same device on the same one."""
-    from roofline.program.ops_table import OpsTable, read_ops_table
-
     from roofline.model.comparison import same_layer
+    from roofline.program.ops_table import OpsTable, read_ops_table
 
     given = table if isinstance(table, OpsTable) else read_ops_table(table)
     source_hw = _hardware(source, hardware_dir)

@@ -24,8 +24,13 @@ from roofline.model.analysis import compiler_gap, compiler_note, device_hardware
 from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
 from roofline.program.compile import (
-    LOCAL_GPU, board_devices, compile_target_of, compile_workload, get_target,
-    resolve_target)
+    LOCAL_GPU,
+    board_devices,
+    compile_target_of,
+    compile_workload,
+    get_target,
+    resolve_target,
+)
 from roofline.program.hlo.op_cost import OpCost
 
 if TYPE_CHECKING:   # workloads import jax

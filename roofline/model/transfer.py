@@ -22,12 +22,13 @@ holding its arrays between calls): its bytes are charged to the farthest level w
 bandwidth explains the measured time, on the source and on the target alike, except that
 bytes that fit the source's level but not the target's go to the target's main memory
 (listed), as they do on a target without the level. (Bytes larger than the source's level
-beat the main-memory figure rather than showing residency: they keep the level.) Residency carries by capacity
-the other way too: where the run shows a level holding ops (some op served by it), an op
-too large for the source's level that fits the target's is charged to the target's level
-(listed). A target that has the level without a published bandwidth gets one estimated as
-its main-memory bandwidth times the source's ratio of the two (listed as an estimate). The
-memory efficiency of an op carries to whichever level serves its bytes on the target.
+beat the main-memory figure rather than showing residency: they keep the level.)
+Residency carries by capacity the other way too: where the run shows a level holding ops
+(some op served by it), an op too large for the source's level that fits the target's is
+charged to the target's level (listed). A target that has the level without a published
+bandwidth gets one estimated as its main-memory bandwidth times the source's ratio of the
+two (listed as an estimate). The memory efficiency of an op carries to whichever level
+serves its bytes on the target.
 
 An op measured faster than its work alone allows (``m < w_src``, beyond ``NOISE``) beat
 the roof it was placed on. A convolution that does so ran a faster algorithm than the
@@ -71,7 +72,16 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from roofline.errors import BelowPhysicalBoundError, RooflineError
+from roofline.hardware.records import Hardware
 from roofline.model.analysis import NOISE, omissions_of, place_measured, place_op
+from roofline.model.call_cost import (
+    NO_CALL_COST,
+    CallCost,
+    DeviceCallCost,
+    fit_call_cost,
+    spec_call_cost,
+)
 from roofline.model.comparison import (
     Comparison,
     OpChange,
@@ -82,21 +92,11 @@ from roofline.model.comparison import (
     working_ops,
 )
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
-from roofline.errors import BelowPhysicalBoundError, RooflineError
-from roofline.model.call_cost import (
-    NO_CALL_COST,
-    CallCost,
-    DeviceCallCost,
-    fit_call_cost,
-    spec_call_cost,
-)
-from roofline.model.floor import Floor, FloorSample, fit_floor
-from roofline.model.floor import FloorPolicy
+from roofline.model.floor import Floor, FloorPolicy, FloorSample, fit_floor
 from roofline.model.floor import target_floor as carried_floor
-from roofline.hardware.records import Hardware
+from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.program.hlo.cpu_threads import occupied_cores
 from roofline.program.hlo.op_cost import OpCost
-from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.units import Kind, format_quantity
 
 

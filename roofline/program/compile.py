@@ -16,18 +16,18 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.program import _xla
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.input_files import COMPILE_CACHE_RECORD, read_optional_input
+from roofline.outputs import write_text_atomic
+from roofline.program import _xla
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
 from roofline.program.json_fields import checked_fields
-from roofline.outputs import write_text_atomic
 from roofline.progress import waiting
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class CompiledProgram:
 
     @cached_property
     def graph(self) -> nx.DiGraph:
-        from roofline.program.hlo.graph import build_graph   # networkx only for those who ask
+        from roofline.program.hlo.graph import build_graph  # networkx only for those who ask
 
         return build_graph(self.costs)
 

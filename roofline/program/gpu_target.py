@@ -4,8 +4,8 @@ file, handed to the CUDA plugin's deviceless compiler
 
 What it needs (``jax-cuda12-plugin`` and ``jax-cuda12-pjrt`` of the jax release, and
 ``nvidia-cuda-nvcc-cu12`` for ``ptxas``, all pinned dependencies; no driver, no CUDA
-runtime, no cuDNN) compiles the program as XLA:GPU would on that GPU, with one difference: nothing is
-autotuned without a device, so GEMM fusions keep XLA's default tile configurations and
+runtime, no cuDNN) compiles the program as XLA:GPU would on that GPU, with one difference:
+nothing is autotuned without a device, so GEMM fusions keep XLA's default tile configurations and
 library choices where a real compile would time candidates. Fusion, layout and library
 calls (cuBLAS, cuDNN, Triton) are XLA:GPU's own.
 

@@ -19,7 +19,12 @@ from pathlib import Path
 
 from roofline.errors import RooflineError
 from roofline.input_files import (
-    HLO_MODULE, XLA_MEMORY_REPORT, gunzipped, read_input, read_optional_input)
+    HLO_MODULE,
+    XLA_MEMORY_REPORT,
+    gunzipped,
+    read_input,
+    read_optional_input,
+)
 from roofline.program import _xla
 from roofline.program.compile import CompiledProgram, Target
 from roofline.program.hlo import analyze_module, parse_hlo_text

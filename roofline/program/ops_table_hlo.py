@@ -73,8 +73,8 @@ def _matmul(row: OpRow) -> str:
     if len(b) == 2:        # a shared weight: the batch dimensions fold into M
         rows = math.prod(a[:-1])
         flat = (rows, a[-1])
-        return _module(row, f"dot(%p0, %p1), lhs_contracting_dims={{1}}, "
-                       f"rhs_contracting_dims={{0}}", (rows, b[-1]), (flat, b))
+        return _module(row, "dot(%p0, %p1), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}", (rows, b[-1]), (flat, b))
     if a[:-2] != b[:-2]:
         raise ShapeProblem(f"batch dimensions differ: {a[:-2]} and {b[:-2]}")
     batch = ",".join(map(str, range(len(a) - 2)))

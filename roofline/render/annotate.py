@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from roofline.model.explain import Explanation
-from roofline.outputs import write_atomic
 from roofline.model.placement import class_text
+from roofline.outputs import write_atomic
 
 
 def annotated_trace(ex: Explanation) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import Any
 from roofline.hardware.records import Hardware, Scalar
 from roofline.model.placement import FLOP_CONVENTION, ridge_points
 from roofline.program.hlo.cpu_threads import INLINE_FLOPS
-from roofline.units import Kind, format_quantity
 from roofline.render.tables import format_table
+from roofline.units import Kind, format_quantity
 
 
 def hardware_summary(hw: Hardware) -> dict[str, Any]:

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.model.coverage import coverage
 from roofline.model.placement import FLOP_CONVENTION, class_text
-from roofline.units import Kind, format_quantity
 from roofline.render.tables import format_table, with_coverage
+from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
     from roofline.model.analysis import Fit, ProgramPlacement
     from roofline.model.placement import Placement
-    from roofline.program.hlo.op_cost import OpCost
     from roofline.program.compile import CompiledProgram
+    from roofline.program.hlo.op_cost import OpCost
 
 
 def op_rows(program: CompiledProgram, placement: ProgramPlacement | None) -> list[dict[str, Any]]:

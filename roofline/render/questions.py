@@ -7,8 +7,8 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from roofline.units import Kind, format_quantity
 from roofline.render.tables import format_table, with_coverage
+from roofline.units import Kind, format_quantity
 
 
 def workloads_rows() -> list[dict[str, str]]:

@@ -10,7 +10,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-
 FORMATS = ("table", "json", "csv")
 
 

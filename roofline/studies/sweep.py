@@ -40,7 +40,12 @@ from typing import Any
 
 from roofline.errors import DoesNotFitError, RooflineError, did_you_mean
 from roofline.input_files import (
-    SWEEP_DEFINITION, SWEEP_PART, check_input, read_input, read_optional_input)
+    SWEEP_DEFINITION,
+    SWEEP_PART,
+    check_input,
+    read_input,
+    read_optional_input,
+)
 from roofline.limits import SWEEP_TASKS
 from roofline.outputs import remove_abandoned_temporaries, write_atomic
 from roofline.progress import bar, set_quiet, shown

@@ -11,7 +11,6 @@ from roofline.errors import RooflineError
 from roofline.input_files import SWEEP_TABLE, read_optional_input
 from roofline.studies.sweep import MODELS_FILE
 
-
 # The columns every reader of a sweep's models table relies on (see run_task).
 COLUMNS = ("spec", "family", "target", "hardware", "status")
 

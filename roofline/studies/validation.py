@@ -42,17 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.model.coverage import Coverage
 from roofline.errors import RooflineError
-from roofline.input_files import (
-    RUN_MANIFEST, VALIDATION_SUITE, read_input, read_input_text)
+from roofline.input_files import RUN_MANIFEST, VALIDATION_SUITE, read_input, read_input_text
+from roofline.model.coverage import Coverage
 from roofline.model.placement import BoundKind
 
 if TYPE_CHECKING:
     import pandas
 
-    from roofline.model.comparison import Comparison, OpChange
     from roofline.hardware.records import Hardware
+    from roofline.model.comparison import Comparison, OpChange
 
 CASES_FILE = Path(__file__).with_name("validation.toml")
 SUITES = ("published", "host", "consistency")
@@ -206,8 +205,8 @@ def _paradnn_class(select: str, op: OpChange) -> bool:
 
 def consistency_cases(config: dict[str, Any], quick: bool = False,
                       progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
-    from roofline.model.questions import program_ops
     from roofline.model.comparison import compare_costs, same_computation, same_layer
+    from roofline.model.questions import program_ops
     from roofline.program.workloads import FAMILIES
 
     family = FAMILIES[config["family"]]
@@ -316,8 +315,8 @@ def _with_dtype(spec: str, dtype: str) -> str:
 def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
                host_spec: Path | None = None,
                progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
-    from roofline.model.questions import predict, program_ops
     from roofline.hardware import load_spec_file
+    from roofline.model.questions import predict, program_ops
 
     if not hasattr(os, "sched_setaffinity"):
         raise RooflineError("the host suite pins processes to cores, which this system "

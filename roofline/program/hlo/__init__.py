@@ -1,8 +1,8 @@
 """Optimized HLO: parsing, the per-opcode cost registry, per-op costs and the op graph."""
 
+from roofline.errors import HloParseError
 from roofline.program.hlo.costs import CATEGORIES, analyze_module
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.errors import HloParseError
 from roofline.program.hlo.parser import Computation, HloModule, Instruction, parse_hlo_text
 from roofline.program.hlo.shapes import ArrayShape, TupleShape, parse_shape
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from roofline.program.hlo.parser import Computation, Instruction
 from roofline.program.hlo.shapes import Shape, TupleShape, arrays
 
-
 SCRATCH_DTYPES = ("u8", "s8")   # the trailing workspace buffer of GPU library calls
 
 

@@ -21,15 +21,15 @@ import functools
 from collections import Counter
 from collections.abc import Hashable
 
-from roofline.program.hlo.formulas import Flops, GemmShape
+from roofline.errors import HloParseError, RooflineError
+from roofline.program.gc_pause import gc_paused
 from roofline.program.hlo.alike import attributes_key
 from roofline.program.hlo.buffers import FusionPlan, fusion_plan
 from roofline.program.hlo.calls import CallGraph, all_called
 from roofline.program.hlo.dtypes import output_dtype, written_dtype
+from roofline.program.hlo.formulas import Flops, GemmShape
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.errors import HloParseError, RooflineError
-from roofline.program.gc_pause import gc_paused
 from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
     CATEGORIES,

@@ -20,7 +20,6 @@ from roofline.program.gc_pause import gc_paused
 from roofline.program.hlo.alike import group_alike
 from roofline.program.hlo.shapes import Shape, parse_shape
 
-
 _T = TypeVar("_T")
 
 

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.program import _xla
 from roofline.errors import RooflineError
 from roofline.limits import PROFILE_STEPS
+from roofline.program import _xla
 from roofline.program.hlo import parse_hlo_text
 from roofline.progress import say
 

@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from roofline.program import _xla
 from roofline.errors import RooflineError
 from roofline.input_files import HLO_PROTO, XPLANE_TRACE, read_input
+from roofline.program import _xla
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"

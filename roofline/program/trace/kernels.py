@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import TraceError
-from roofline.program.trace.reader import (
-    check_durations, device_planes, find_xplane, load_xspace)
+from roofline.program.trace.reader import check_durations, device_planes, find_xplane, load_xspace
 
 # First match wins: a convolution run as an implicit GEMM is a convolution.
 NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (

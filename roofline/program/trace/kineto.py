@@ -34,7 +34,7 @@ from typing import Any
 from roofline.errors import OpsTableError, TraceError
 from roofline.input_files import KINETO_TRACE, gunzipped, read_input
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.program.ops_table import DTYPES, MAX_OPERAND_ELEMENTS, cost_row
+from roofline.program.ops_table import MAX_OPERAND_ELEMENTS, cost_row
 from roofline.program.ops_table_hlo import OpRow
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun, check_durations
 

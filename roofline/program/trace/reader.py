@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from roofline.program import _xla
-from roofline.program.gc_pause import gc_paused
 from roofline.errors import NoXlaOpsError, TraceError
 from roofline.input_files import XPLANE_TRACE, read_input
+from roofline.program import _xla
+from roofline.program.gc_pause import gc_paused
 
 
 @dataclass(frozen=True)

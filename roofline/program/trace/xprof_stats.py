@@ -12,9 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from roofline.program import _xla
 from roofline.errors import RooflineError
 from roofline.input_files import XPLANE_TRACE, read_input
+from roofline.program import _xla
 
 
 @dataclass(frozen=True)

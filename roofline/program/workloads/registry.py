@@ -99,8 +99,9 @@ def convert_parameter(family: Family, param: Param, text: str) -> Any:
             raise RooflineError(f"workload {family.name!r}: {param.name} must be positive")
         limit = param.maximum if param.maximum is not None else MAX_SIZE
         if value > limit:
-            raise RooflineError(f"workload {family.name!r}: {param.name}={_number_shown(value, text)} "
-                                f"is more than {limit}: give at most {limit}")
+            shown = _number_shown(value, text)
+            raise RooflineError(f"workload {family.name!r}: {param.name}={shown} is more "
+                                f"than {limit}: give at most {limit}")
     return value
 
 
