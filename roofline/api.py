@@ -16,7 +16,10 @@ The questions, each a function with a typed result:
 
 An INPUT is a workload SPEC (``"fc:layers=8,batch=512"``, ``"pkg.module:function"``), a
 run directory or trace, or an XLA HLO dump. Hardware is a spec id (``"tpu-v3"``,
-``"h100-sxm@measured"``), a ``.toml`` path, or a :class:`Hardware` record. The figures
+``"h100-sxm@measured"``), a ``.toml`` path, or a :class:`Hardware` record; a prediction's two
+devices are its ``source`` and ``target``, the compiler a SPEC is compiled for its
+``compile_target``. Options rarely given travel in records: :class:`CompileOptions`,
+:class:`PlacementOptions`, :class:`SideOptions`. The figures
 (``build_*``, built from results; :func:`save_figure` writes one) are matplotlib Figures.
 
 Each name loads from its home module on first use (JAX, matplotlib and the trace readers
@@ -46,6 +49,10 @@ _HOMES: dict[str, str] = {
     "validate": "roofline.studies.validation",
     "whatif": _QUESTIONS,
     "write_spec": "roofline.hardware.measured_spec",
+    # their options: records of the options rarely given
+    "CompileOptions": _QUESTIONS,
+    "PlacementOptions": _QUESTIONS,
+    "SideOptions": _QUESTIONS,
     # their results
     "Analysis": _QUESTIONS,
     "CapacityThroughput": "roofline.model.analysis",

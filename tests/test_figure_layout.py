@@ -10,7 +10,8 @@ from matplotlib.figure import Figure
 from roofline.api import predict, whatif
 from roofline.hardware import load_hardware
 from roofline.model.comparison import sensitivity_of
-from roofline.model.explain import explain, load_run
+from roofline.model.explain import explain
+from roofline.program.run import load_run
 from roofline.render.plot import (
     bound_points,
     build_breakdown,

@@ -4,13 +4,15 @@ carried by capacity in transfer. Arithmetic by hand in the comments."""
 
 import pytest
 
-from roofline.api import predict_ops
+from roofline.api import PlacementOptions, predict_ops
 from roofline.hardware import load_hardware
 from roofline.hardware.spec_file import SpecError, parse_spec
 from roofline.model.analysis import place_op, wave_efficiency
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.ops_table import read_ops_table
 from tests.test_ops_table import _table
+
+PEAK = PlacementOptions(ceilings="peak")
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +101,7 @@ def test_transfer_sees_the_wave_an_a100_leaves_idle(tmp_path):
     # = 30.97 us; carried: floor 2.7 us (the A100's, spec) + 30.97 / 0.8750 = 38.10 us.
     # Without quantization the ratio would be 125 / 312 of the work.
     table = _table("mm,matmul,1024x4096;4096x1024,f16,100 us")
-    result = predict_ops(table, "v100-sxm2", "a100-40gb", ceilings="peak")
+    result = predict_ops(table, "v100-sxm2", "a100-40gb", placement=PEAK)
     flops = 2 * 1024**2 * 4096
     efficiency = (flops / 125e12 / 0.8) / (100e-6 - V100_FLOOR)
     a100_work = flops / 312e12 / (1024**2 * 3 / (108 * 32768))
@@ -163,7 +165,7 @@ def test_an_op_too_large_for_the_sources_l2_is_served_by_a_larger_l2_that_holds_
     # work, efficiency 28.28 / (32 - 1.83) = 0.9373. An A100's 40 MiB L2 holds it: 24 MiB /
     # 7.219 TB/s = 3.486 us of work, 2.7 + 3.486 / 0.9373 = 6.42 us (in its HBM: 2.7 +
     # (16.18 + 0.41) / 0.9373 = 20.4 us).
-    result = predict_ops(_adds(5, 32), "v100-sxm2", "a100-40gb", ceilings="peak")
+    result = predict_ops(_adds(5, 32), "v100-sxm2", "a100-40gb", placement=PEAK)
     new = {op.name: op.new_s for op in result.comparison.ops}
     efficiency = (BIG / V100_HBM + V100_LATENCY) / (32e-6 - V100_FLOOR)
     assert new["big"] == pytest.approx(A100_FLOOR + BIG / A100_L2 / efficiency, rel=1e-3)
@@ -181,7 +183,7 @@ def test_an_op_a_smaller_l2_cannot_hold_goes_back_to_main_memory():
     # its L2 3.486 us: served by L2, efficiency 3.486 / (6 - 2.7) = 1.056. A V100's 6 MiB
     # L2 cannot hold 24 MiB: HBM, 1.83 + (27.96 + 0.317 latency) us / 1.056 = 28.60 us (in
     # L2 it would be 1.83 + 8.04 / 1.056 = 9.4 us).
-    result = predict_ops(_adds(4, 6), "a100-40gb", "v100-sxm2", ceilings="peak")
+    result = predict_ops(_adds(4, 6), "a100-40gb", "v100-sxm2", placement=PEAK)
     new = {op.name: op.new_s for op in result.comparison.ops}
     efficiency = (BIG / A100_L2) / (6e-6 - A100_FLOOR)
     assert new["big"] == pytest.approx(
@@ -194,7 +196,7 @@ def test_an_op_a_smaller_l2_cannot_hold_goes_back_to_main_memory():
 def test_a_run_that_shows_no_residency_promotes_nothing():
     # Both adds at HBM speed on the V100 (small: 6.99 us of work, measured 10 us): no level
     # held anything, so the A100's larger L2 is not assumed to either.
-    result = predict_ops(_adds(10, 32), "v100-sxm2", "a100-40gb", ceilings="peak")
+    result = predict_ops(_adds(10, 32), "v100-sxm2", "a100-40gb", placement=PEAK)
     new = {op.name: op.new_s for op in result.comparison.ops}
     efficiency = (BIG / V100_HBM + V100_LATENCY) / (32e-6 - V100_FLOOR)
     assert new["big"] == pytest.approx(
@@ -212,7 +214,7 @@ def test_bytes_larger_than_the_sources_level_beat_main_memory_and_keep_their_lev
     # and nothing about residency is listed.
     huge = 3 * 16 * 2**20
     table = _table(f"huge,add,{1 << 22};{1 << 22},f32,20 us")
-    result = predict_ops(table, "a100-40gb", "v100-sxm2", ceilings="peak")
+    result = predict_ops(table, "a100-40gb", "v100-sxm2", placement=PEAK)
     efficiency = (huge / A100_L2) / (20e-6 - A100_FLOOR)
     assert result.comparison.ops[0].new_s == pytest.approx(
         V100_FLOOR + huge / V100_L2 / efficiency, rel=1e-3)

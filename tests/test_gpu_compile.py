@@ -89,7 +89,8 @@ def test_a_gpus_answers_place_its_own_compilers_ops_and_say_so(capsys):
         assert all(g["gap"] != "ops of another compiler" for g in doc["coverage"]["gaps"])
     result = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5})
     assert all(o.gap.value != "ops of another compiler" for o in result.coverage.omissions)
-    host = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5}, target="host")
+    host = api.whatif(spec, "h100-sxm", {"memory_bandwidth": 1.5},
+                       compile=api.CompileOptions(compile_target="host"))
     assert any(o.gap.value == "ops of another compiler" for o in host.coverage.omissions)
     # An AMD GPU has no compiler here: its answers take the host's ops, and say so.
     amd = api.whatif(spec, "mi300x", {"memory_bandwidth": 1.5})
@@ -100,7 +101,9 @@ def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):
     from roofline.model.analysis import place_program
 
     spec = "matmul:m=512,n=256,k=1024,dtype=bf16"
-    prediction = api.predict(spec, "a100-40gb", "h100-sxm", target="gpu", ceilings="peak")
+    prediction = api.predict(spec, "a100-40gb", "h100-sxm",
+                             placement=api.PlacementOptions(ceilings="peak"),
+                             compile=api.CompileOptions(compile_target="gpu"))
     a100 = compile_workload(parse_spec(spec), "a100-40gb")
     assert prediction.comparison.old_s == pytest.approx(
         place_program(a100, load_hardware("a100-40gb")).seconds)

@@ -7,8 +7,9 @@ import shutil
 import pytest
 
 from roofline.hardware import load_hardware
-from roofline.model.explain import explain, load_run
-from roofline.model.explain_document import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL
+from roofline.model.explain import explain
+from roofline.model.xprof_comparison import XPROF_GPU_CYCLES, XPROF_LIBRARY_CALL
+from roofline.program.run import load_run
 from roofline.program.trace.reader import EXECUTE_THUNKS as EXECUTE
 from tests.conftest import TRACES
 

@@ -121,6 +121,9 @@ def test_inputs_are_told_apart(dumps, tmp_path):
     assert isinstance(resolve_input("fc:layers=2"), SpecInput)
     assert isinstance(resolve_input(dumps[0]), DumpInput)
     assert isinstance(resolve_input(TRACES / "mi300x_jax08_gemm.xplane.pb"), RunInput)
+    torch_trace = tmp_path / "step.pt.trace.json"
+    torch_trace.write_text("{}")
+    assert isinstance(resolve_input(torch_trace), RunInput)
     stray = tmp_path / "notes.md"
     stray.write_text("hello")
     with pytest.raises(RooflineError, match="neither a trace"):

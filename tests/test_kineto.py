@@ -9,7 +9,8 @@ import pytest
 
 from roofline.cli import main
 from roofline.hardware import load_hardware
-from roofline.model.explain import explain, load_run
+from roofline.model.explain import explain
+from roofline.program.run import load_run
 from tests.kineto import kineto_trace
 
 

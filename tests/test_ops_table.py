@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas
 import pytest
 
-from roofline.api import predict_ops
+from roofline.api import PlacementOptions, load_hardware, predict_ops
 from roofline.cli import main
 from roofline.errors import OpsTableError
 from roofline.program.ops_table import read_ops_table
@@ -134,8 +134,9 @@ CSV = f"name,kind,shapes,dtype,time_s\ngemm,matmul,2048x2048;2048x2048,bf16,{GEM
 def test_predict_ops_in_python_and_at_the_cli(tmp_path, capsys):
     path = tmp_path / "ops.csv"
     path.write_text(CSV)
-    result = predict_ops(path, "testchip:core", "testchip:chip", ceilings="peak",
-                         hardware_dir=SPECS)
+    result = predict_ops(path, load_hardware("testchip:core", [SPECS]),
+                         load_hardware("testchip:chip", [SPECS]),
+                         placement=PlacementOptions(ceilings="peak"))
     new = {op.name: op.new_s for op in result.comparison.ops}
     # On a chip: 2 us + 0.4295 ms / 0.5 = 0.861 ms. tiny: the 1 us above the spec's floor
     # counts as work (a run this small shows no floor of its own) and halves: 2.5 us.

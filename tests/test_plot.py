@@ -106,7 +106,8 @@ def test_roofline_with_predicted_ops(fc_placement):
 
 
 def test_roofline_with_measured_ops(tmp_path, capsys):
-    from roofline.model.explain import explain, load_run
+    from roofline.model.explain import explain
+    from roofline.program.run import load_run
 
     run = tmp_path / "run"
     assert main(["profile", "tests.user_models:small_mlp", "--out", str(run), "--steps", "2",
@@ -282,7 +283,8 @@ def test_ridge_and_level_labels_sit_beside_the_lines_not_on_them():
 def test_a_roofline_says_which_ops_it_leaves_off():
     # Ops without FLOPs have no intensity to draw. Of the TPU v6e trace's 750.3 ms of op
     # time per step, 724.3 ms (96.5%) are waits for async copies: said under the title.
-    from roofline.model.explain import explain, load_run
+    from roofline.model.explain import explain
+    from roofline.program.run import load_run
     from roofline.render.plot import measured_left_off
     from tests.conftest import TRACES
 
@@ -308,3 +310,18 @@ def test_a_predicted_roofline_names_its_data_movement():
     assert predicted_left_off(placement) == (
         f"not drawn (no FLOPs to place): data movement {off / placement.seconds:.1%} of the "
         "predicted time")
+
+
+def test_a_dump_is_drawn_as_its_predicted_ops():
+    # A dumped program is placed as analyze places it: predicted points, no measured ones.
+    from roofline.model.analysis import ProgramPlacement
+    from roofline.model.questions import place_input
+    from roofline.render.plot import input_points
+    from tests.conftest import DATA
+
+    dump = DATA / "dumps" / "h100-fc-bf16"
+    placed = place_input(dump, load_hardware("h100-sxm"))
+    assert isinstance(placed, ProgramPlacement)
+    found = input_points(str(dump), placed)
+    assert found.title == f"{dump}: predicted"
+    assert found.points and not any(point.measured for point in found.points)

@@ -103,7 +103,8 @@ def test_a_pytorch_trace_with_events_of_any_duration_is_explained_or_refused(ker
 
     from roofline.errors import TraceError
     from roofline.hardware import load_hardware
-    from roofline.model.explain import explain, load_run
+    from roofline.model.explain import explain
+    from roofline.program.run import load_run
     from tests.kineto import kineto_trace
 
     with tempfile.TemporaryDirectory() as directory:

@@ -3,6 +3,7 @@ there exists and says what it is, and the notebooks, the README and the document
 teach nothing beneath it (no ``roofline.model...`` import a reader would copy)."""
 
 import ast
+import dataclasses
 import inspect
 import re
 import subprocess
@@ -139,6 +140,34 @@ def test_the_public_names_are_listed_once():
         roofline.program_ops   # noqa: B018 (internal: roofline.model.questions)
 
 
+MOST_PARAMETERS = 8
+# The two devices of a prediction are its source and target (issue 35); these are not.
+OTHER_SIDE_NAMES = {"destination", "dest", "to", "from_", "before", "after", "old", "new"}
+
+
+def _public_functions() -> list[str]:
+    return [name for name in api.__all__ if inspect.isfunction(getattr(api, name))]
+
+
+@pytest.mark.parametrize("name", _public_functions())
+def test_no_public_function_takes_more_than_a_few_parameters(name):
+    # Options rarely given travel in records (CompileOptions, PlacementOptions,
+    # SideOptions), not one parameter each.
+    parameters = inspect.signature(getattr(api, name)).parameters
+    assert len(parameters) <= MOST_PARAMETERS, f"{name} takes {list(parameters)}"
+    assert not OTHER_SIDE_NAMES & set(parameters), f"{name}: the sides are source and target"
+
+
+def test_the_compile_target_has_one_name():
+    # ``target`` is the device a prediction carries to, beside its ``source``; the
+    # compiler a SPEC is compiled for is the compile_target, in CompileOptions.
+    assert "compile_target" in {f.name for f in dataclasses.fields(api.CompileOptions)}
+    for name in _public_functions():
+        parameters = inspect.signature(getattr(api, name)).parameters
+        if "target" in parameters:
+            assert "source" in parameters, f"{name}: a target without a source"
+
+
 def test_importing_roofline_loads_neither_jax_nor_matplotlib():
     code = ("import sys, roofline\n"
             "roofline.load_hardware('tpu-v3')\n"
@@ -161,7 +190,7 @@ def test_analyze_places_a_dumped_program_and_costs_it_without_a_device():
     assert costed.placement is None and costed.fit is None
     assert costed.program.costs.ops == placed.program.costs.ops
     with pytest.raises(roofline.RooflineError, match="compiled already"):
-        roofline.analyze(dump, target="tpu-v2")
+        roofline.analyze(dump, compile=roofline.CompileOptions(compile_target="tpu-v2"))
     with pytest.raises(roofline.RooflineError, match="is a measured run"):
         roofline.analyze(TRACES / "host_fc", "xeon-8163")
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from roofline.api import predict
+from roofline.api import CompileOptions, PlacementOptions, SideOptions, predict
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.model.analysis import place_program
@@ -14,6 +14,7 @@ from roofline.model.coverage import Gap
 from roofline.program.compile import compile_workload
 from roofline.program.workloads import parse_spec
 
+PEAK = PlacementOptions(ceilings="peak")
 FC = "fc:layers=2,nodes=512,input=512,output=512,batch=64,dtype=bf16"
 # Its parameters: three 512 x 512 weights and three 512 biases.
 PARAMETERS = 3 * (512 * 512 + 512)
@@ -30,7 +31,7 @@ def board_steps():
 
 
 def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
-    result = predict(FC, "v100-sxm2", "tpu-v3", ceilings="peak")
+    result = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK)
     doc = result.to_document()
     # Different kinds: each device as a whole. The V100 runs batch 64; the board's 8 cores
     # run 64 / 8 = 8 each, at the same time, so one core's step is the board's.
@@ -43,17 +44,19 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
                                              "each (global 64)")
     assert doc["sides"]["target"].endswith("ops of the tpu-v3 compile")
     assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
-    assert result.destination.scope == "core"
+    assert result.target.scope == "core"
     on_v100 = place_program(compile_workload(parse_spec(FC), "v100-sxm2"),
                             load_hardware("v100-sxm2"))
     assert result.comparison.old_s == pytest.approx(on_v100.seconds)
     # A TPU's compile stands in where asked (XLA:TPU fuses a network much as a GPU
     # compiler does), in the dtypes the program stores, and the answer says so first.
-    with_tpu_ops = predict(FC, "v100-sxm2", "tpu-v3", target="tpu-v3", ceilings="peak")
+    with_tpu_ops = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK,
+                           compile=CompileOptions(compile_target="tpu-v3"))
     assert "ops of the tpu-v3 compile (XLA:TPU for v3:2x2, deviceless)" in \
         with_tpu_ops.sides[0]
     assert with_tpu_ops.comparison.coverage.of(Gap.OTHER_COMPILER)
-    with_host_ops = predict(FC, "v100-sxm2", "tpu-v3", target="host", ceilings="peak")
+    with_host_ops = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK,
+                            compile=CompileOptions(compile_target="host"))
     assert "ops of the host compile (XLA:CPU on this host)" in with_host_ops.sides[0]
     on_v100 = place_program(compile_workload(parse_spec(FC), "host"),
                             load_hardware("v100-sxm2"))
@@ -74,7 +77,7 @@ def test_the_board_side_is_one_cores_share_with_its_gradient_all_reduce(board_st
 
 
 def test_a_tpu_board_against_a_gpu(board_steps):
-    result = predict(FC, "tpu-v2", "a100-40gb", ceilings="peak")
+    result = predict(FC, "tpu-v2", "a100-40gb", placement=PEAK)
     assert result.per == "device"
     assert result.comparison.old_s == pytest.approx(board_steps["tpu-v2"].seconds)
     assert result.sides[1].startswith("a100-40gb: one device, batch 64; ops of the "
@@ -82,7 +85,7 @@ def test_a_tpu_board_against_a_gpu(board_steps):
 
 
 def test_board_against_board_through_the_data_parallel_compile(board_steps):
-    result = predict(FC, "tpu-v2", "tpu-v3", per="board", ceilings="peak")
+    result = predict(FC, "tpu-v2", "tpu-v3", sides=SideOptions(per="board"), placement=PEAK)
     assert result.comparison.old_s == pytest.approx(board_steps["tpu-v2"].seconds)
     assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
     assert all("8 cores data-parallel" in side for side in result.sides)
@@ -93,7 +96,7 @@ def test_board_against_board_through_the_data_parallel_compile(board_steps):
 
 
 def test_part_of_a_board_splits_the_batch_and_says_what_it_leaves_out():
-    result = predict(FC, "v100-sxm2", "tpu-v3", per="chip", ceilings="peak")
+    result = predict(FC, "v100-sxm2", "tpu-v3", sides=SideOptions(per="chip"), placement=PEAK)
     assert result.sides[1] == ("tpu-v3 chip: 2 cores, batch 32 each (global 64); "
                                "collectives between them left out; ops of the tpu-v3 "
                                "compile")
@@ -104,20 +107,20 @@ def test_part_of_a_board_splits_the_batch_and_says_what_it_leaves_out():
     assert result.comparison.new_s == pytest.approx(one_core.seconds)
 
 
-@pytest.mark.parametrize("spec, source, destination, per, message", [
+@pytest.mark.parametrize("spec, source, target, per, message", [
     (FC, "v100-sxm2", "tpu-v3", "core", "compares one TPU core; v100-sxm2 is a gpu"),
     (FC.replace("batch=64", "batch=12"), "v100-sxm2", "tpu-v3", None,
      "a multiple of 8 (it is 12)"),
     ("matmul:m=64,n=64,k=64", "v100-sxm2", "tpu-v3", "chip", "a multiple of 2"),
 ])
-def test_comparisons_that_cannot_be_like_for_like_are_refused(spec, source, destination,
+def test_comparisons_that_cannot_be_like_for_like_are_refused(spec, source, target,
                                                               per, message):
     with pytest.raises(RooflineError, match=re.escape(message)):
-        predict(spec, source, destination, per=per)
+        predict(spec, source, target, sides=SideOptions(per=per))
 
 
 def test_eight_gpus_run_their_share_and_all_reduce_the_gradients_over_nvlink():
-    result = predict(FC, "v100-sxm2", "tpu-v3", devices=8, ceilings="peak")
+    result = predict(FC, "v100-sxm2", "tpu-v3", sides=SideOptions(devices=8), placement=PEAK)
     assert result.sides[0].startswith("v100-sxm2 x 8: data-parallel, batch 8 each (global 64)")
     (reduce,) = [op for op in result.comparison.ops if op.name == "gradient all-reduce"]
     # The gradients the TPU board compile reduces: 787,968 values in bf16 = 1,575,936 B.
@@ -130,7 +133,8 @@ def test_eight_gpus_run_their_share_and_all_reduce_the_gradients_over_nvlink():
                                          "tpu-v3"), load_hardware("v100-sxm2"))
     assert result.comparison.old_s == pytest.approx(one.seconds + reduce.old_s)
     with pytest.raises(RooflineError, match="only a board compile shows"):
-        predict(FC, "v100-sxm2", "tpu-v3", devices=8, target="host")
+        predict(FC, "v100-sxm2", "tpu-v3", sides=SideOptions(devices=8),
+                compile=CompileOptions(compile_target="host"))
 
 
 def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_named_alike():
@@ -140,7 +144,7 @@ def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_nam
     from roofline.render.questions import prediction_text
 
     result = predict(FC, "v100-sxm2", "tpu-v3", to_program=FC.replace("batch=64", "batch=128"),
-                     ceilings="peak")
+                     placement=PEAK)
     doc = result.to_document()
     rates = doc["throughput"]
     assert rates["source_samples_per_s"] == pytest.approx(64 / result.comparison.old_s)
@@ -163,6 +167,6 @@ def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_nam
                                       "samples/s on each of 8 cores")
     assert lines[header + 3].startswith("  per step: batch 64 -> 128 in ")
     # At one batch on both sides the step times say it all: no throughput line.
-    same = predict(FC, "v100-sxm2", "tpu-v3", ceilings="peak")
+    same = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK)
     assert not any(line.startswith("throughput")
                    for line in prediction_text(same, same.to_document()).splitlines())

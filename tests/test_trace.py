@@ -11,7 +11,8 @@ from jax.profiler import ProfileData
 from roofline.cli import main
 from roofline.errors import RooflineError, TraceError
 from roofline.hardware import load_hardware
-from roofline.model.explain import explain, load_run
+from roofline.model.explain import explain
+from roofline.program.run import load_run
 from roofline.program.trace import read_trace
 from roofline.program.trace.capture import capture
 from roofline.program.trace.hlo_protos import split_program
@@ -96,8 +97,8 @@ def test_a_tpu_trace_without_hlo_protos_is_costed_from_its_events_text(monkeypat
     # As if the trace carried no HLO proto: each op is costed from the instruction its
     # event names, operands' shapes inline. broadcast_add_fusion's bytes need only those
     # shapes (10 GiB, as above); its FLOPs need the body, so they are unknown.
-    import roofline.model.explain as explain_module
-    monkeypatch.setattr(explain_module, "modules_in_xplane", lambda path: {})
+    import roofline.program.run as run_module
+    monkeypatch.setattr(run_module, "modules_in_xplane", lambda path: {})
     loaded = load_run(TRACES / "tpu_v6e_inference.xplane.pb")
     doc = explain(loaded, load_hardware("tpu-v6e")).to_document()
     assert "instruction text" in doc["cost_source"]

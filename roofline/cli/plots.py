@@ -14,10 +14,13 @@ from roofline.errors import RooflineError
 
 def _plot_roofline(args: argparse.Namespace) -> int:
     from roofline.model.analysis import aligned_scope
+    from roofline.model.questions import CompileOptions, place_input
     from roofline.render.plot import build_roofline, input_points
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
-    found = input_points(args.input, devices[0], args.target, cache_dir_of(args))
+    placed = place_input(args.input, devices[0], compile=CompileOptions(
+        compile_target=args.target, cache_dir=cache_dir_of(args)))
+    found = input_points(args.input, placed)
     device = found.hardware
     # Every device at the scope the ops were placed at (one TPU core), where it has it.
     devices = [device] + [aligned_scope(hw, device.scope, device.kind) for hw in devices[1:]]
@@ -30,31 +33,31 @@ def _plot_roofline(args: argparse.Namespace) -> int:
 
 
 def _plot_speedup(args: argparse.Namespace) -> int:
-    from roofline.api import predict
+    from roofline.api import CompileOptions, predict
     from roofline.render.plot import build_speedup
 
     result = predict(args.input, load_hardware(args.source, args.hardware_dir),
-                     load_hardware(args.dest, args.hardware_dir), target=args.target,
-                     cache_dir=cache_dir_of(args))
+                     load_hardware(args.dest, args.hardware_dir),
+                     compile=CompileOptions(compile_target=args.target,
+                                            cache_dir=cache_dir_of(args)))
     save_plot(build_speedup(result.comparison), args.out, result.comparison.coverage)
     return 0
 
 
 def _plot_breakdown(args: argparse.Namespace) -> int:
-    from roofline.api import predict, whatif
+    from roofline.api import CompileOptions, predict, whatif
     from roofline.render.plot import build_breakdown, scenario_bars
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
     base = devices[0].id
-    cache = cache_dir_of(args)
-    scenarios = [(hw.id, predict(args.input, devices[0], hw, target=args.target,
-                                 cache_dir=cache).comparison)
+    compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    scenarios = [(hw.id, predict(args.input, devices[0], hw, compile=compile).comparison)
                  for hw in devices[1:]]
     for item in args.scale:
         factors = key_values([item], scale_factor, "--scale")
         scenario = f"{base} " + ", ".join(f"{k}×{v:g}" for k, v in factors.items())
         scenarios.append((scenario, whatif(args.input, devices[0], factors,
-                                           target=args.target, cache_dir=cache)))
+                                           compile=compile)))
     if not scenarios:
         raise RooflineError("name a second --hardware or a --scale to compare with")
     bars = scenario_bars(scenarios, base, args.by)
@@ -80,11 +83,12 @@ def _plot_heatmap(args: argparse.Namespace) -> int:
 
 
 def _plot_sensitivity(args: argparse.Namespace) -> int:
-    from roofline.api import sensitivity
+    from roofline.api import CompileOptions, sensitivity
     from roofline.render.plot import build_sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
-                         target=args.target, cache_dir=cache_dir_of(args))
+                         compile=CompileOptions(compile_target=args.target,
+                                                cache_dir=cache_dir_of(args)))
     save_plot(build_sensitivity(result, title=f"{args.input} on {result.hardware.label}"),
               args.out, result.coverage)
     return 0

@@ -23,13 +23,15 @@ from roofline.render.tables import to_csv, to_json
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from roofline.api import analyze
+    from roofline.api import CompileOptions, PlacementOptions, analyze
 
     if args.plot and not args.hardware:
         raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    result = analyze(args.spec, hardware, target=args.target, overlap=args.overlap,
-                     data_parallel=args.data_parallel, cache_dir=cache_dir_of(args))
+    result = analyze(args.spec, hardware, placement=PlacementOptions(overlap=args.overlap),
+                     compile=CompileOptions(compile_target=args.target,
+                                            data_parallel=args.data_parallel,
+                                            cache_dir=cache_dir_of(args)))
     placement = result.placement
     doc = analysis_document(result.label, result.program, placement, result.fit)
     if args.format == "json":

@@ -28,12 +28,15 @@ from roofline.render.questions import (
 
 
 def _whatif(args: argparse.Namespace) -> int:
-    from roofline.api import whatif
+    from roofline.api import CompileOptions, PlacementOptions, whatif
 
     factors = key_values(args.scale, scale_factor, "--scale")
     result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
-                    target=args.target, overlap=args.overlap, clamp=args.clamp_efficiency,
-                    power_w=args.power, cache_dir=cache_dir_of(args))
+                    power_w=args.power,
+                    placement=PlacementOptions(overlap=args.overlap,
+                                               clamp=args.clamp_efficiency),
+                    compile=CompileOptions(compile_target=args.target,
+                                           cache_dir=cache_dir_of(args)))
     doc = result.to_document()
     emit(args, text=whatif_text(result, doc, args.top), document=doc, rows=doc["ops"])
     if args.plot:
@@ -46,14 +49,22 @@ def _whatif(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from roofline.api import predict, predict_ops
+    from roofline.api import (
+        CompileOptions,
+        PlacementOptions,
+        SideOptions,
+        predict,
+        predict_ops,
+    )
 
     if (args.input is None) == (args.ops is None):
         raise RooflineError("give either INPUT (a SPEC or a run directory) or --ops FILE "
                             "(a table of measured ops), not both")
-    floor, host_floor = args.target_floor, args.host_floor
+    placement = PlacementOptions(overlap=args.overlap, ceilings=args.ceilings,
+                                 clamp=args.clamp_efficiency, floor=args.floor,
+                                 host_floor=args.host_floor, target_floor=args.target_floor)
     source = load_hardware(args.source, args.hardware_dir)
-    dest = load_hardware(args.dest, args.hardware_dir)
+    target = load_hardware(args.dest, args.hardware_dir)   # --to
     per = args.per
     if args.data_parallel:
         if per not in (None, "board"):
@@ -64,20 +75,18 @@ def _predict(args: argparse.Namespace) -> int:
         for flag in ("to_program", "target", "max_batch", "per", "data_parallel", "devices"):
             if getattr(args, flag):
                 raise RooflineError(f"--{flag.replace('_', '-')} needs INPUT, not --ops")
-        result = predict_ops(args.ops, source, dest, to_dtype=args.to_dtype,
-                             overlap=args.overlap, clamp=args.clamp_efficiency,
-                             ceilings=args.ceilings, target_floor=floor,
-                             floor=args.floor, host_floor=host_floor)
+        result = predict_ops(args.ops, source, target, to_dtype=args.to_dtype,
+                             placement=placement)
     else:
         if args.to_dtype:
             raise RooflineError("--to-dtype needs --ops; for a SPEC give --to-program with "
                                 "the other dtype")
-        result = predict(args.input, source, dest, target=args.target,
-                         to_program=args.to_program, max_batch=args.max_batch,
-                         overlap=args.overlap, clamp=args.clamp_efficiency,
-                         ceilings=args.ceilings, target_floor=floor, per=per,
-                         devices=args.devices or 1, cache_dir=cache_dir_of(args),
-                         floor=args.floor, host_floor=host_floor)
+        result = predict(args.input, source, target, to_program=args.to_program,
+                         sides=SideOptions(per=per, devices=args.devices or 1,
+                                           max_batch=args.max_batch),
+                         placement=placement,
+                         compile=CompileOptions(compile_target=args.target,
+                                                cache_dir=cache_dir_of(args)))
     doc = result.to_document()
     emit(args, text=prediction_text(result, doc, args.top), document=doc, rows=doc["ops"])
     if args.plot:
@@ -88,11 +97,12 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    from roofline.api import sensitivity
+    from roofline.api import CompileOptions, PlacementOptions, sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
-                         target=args.target, overlap=args.overlap,
-                         cache_dir=cache_dir_of(args))
+                         placement=PlacementOptions(overlap=args.overlap),
+                         compile=CompileOptions(compile_target=args.target,
+                                                cache_dir=cache_dir_of(args)))
     emit(args, text=sensitivity_text(result), document=result.to_document(),
          rows=sensitivity_rows(result))
     return 0

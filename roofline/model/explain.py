@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,23 +33,26 @@ from typing import Any
 from roofline.errors import RooflineError
 from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.records import Hardware
-from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
 from roofline.model.analysis import NOISE, omissions_of, place_measured
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
-from roofline.model.placement import Bound, BoundKind, Overlap, Placement
-from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
-from roofline.program.hlo.op_cost import OpCost
-from roofline.program.hlo.standalone import costs_from_instruction_texts
-from roofline.program.trace.capture import HLO_DIR, MANIFEST
-from roofline.program.trace.hlo_protos import (
-    PROTO_SUFFIX,
-    modules_in_directory,
-    modules_in_xplane,
-    split_program,
+from roofline.model.placement import (
+    FLOP_CONVENTION,
+    Bound,
+    BoundKind,
+    Overlap,
+    Placement,
+    class_text,
 )
-from roofline.program.trace.kineto import kineto_trace, read_kineto
-from roofline.program.trace.reader import MeasuredOp, MeasuredRun, find_xplane, read_trace
-from roofline.program.trace.xprof_stats import XprofOp, hlo_stats
+from roofline.model.xprof_comparison import (
+    DEVICE_FACT_TOLERANCE,
+    spec_facts,
+    xprof_comparison,
+    xprof_row,
+)
+from roofline.program.hlo import ModuleCosts
+from roofline.program.hlo.op_cost import OpCost
+from roofline.program.run import LoadedRun, load_devices, load_run
+from roofline.program.trace.reader import MeasuredOp, MeasuredRun
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
 OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
@@ -66,162 +68,6 @@ class Role(enum.Enum):
 
 
 MeasuredClass = Bound | Role
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """A measured run with the costs of the HLO that ran (per module), and, for device
-    traces, xprof's own per-op statistics."""
-
-    run: MeasuredRun
-    costs: dict[str, ModuleCosts]
-    manifest: dict[str, Any] | None
-    cost_source: str
-    xprof: tuple[XprofOp, ...] = ()
-
-    def xprof_for(self, measured: MeasuredOp) -> XprofOp | None:
-        """xprof's row for a measured op: by program id and name where the module name
-        carries its program id (GPU), else by name if only one program has it."""
-        _, program = split_program(measured.module)
-        rows = [row for row in self.xprof if row.name == measured.name
-                and (not program or row.program_id == program)]
-        return rows[0] if len(rows) == 1 else None
-
-
-def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
-    """Read a run directory (from ``roofline profile``) or a trace file with its costs.
-
-    A run directory from ``roofline profile`` must hold the HLO of its modules. A GPU
-    trace is costed from the ``*.hlo_proto.pb`` files of its profiler run directory, or
-    else from the HLO protos inside the trace; a bare TPU trace from the instruction text
-    its events carry.
-    """
-    path = Path(path)
-    torch_trace = kineto_trace(path)
-    if torch_trace is not None:
-        if device not in (None, 0):
-            raise RooflineError(f"{torch_trace}: a PyTorch profiler trace is read for its "
-                                "first GPU; --device picks a plane of an xplane trace")
-        run, torch_costs, source = read_kineto(torch_trace)
-        return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
-    run = read_trace(path, device)
-    xprof = (tuple(hlo_stats(find_xplane(path)))
-             if run.platform in ("tpu", "gpu") else ())
-    manifest = _manifest(path / MANIFEST) if path.is_dir() else None
-    hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
-    if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
-        costs = {}
-        for file in sorted(hlo_dir.glob("*.txt")):
-            module = _saved_module(file)
-            costs[module.name] = analyze_module(module, platform=run.platform)
-        return LoadedRun(run, costs, manifest, "optimized HLO saved with the run", xprof)
-    if path.is_dir() and manifest is not None:
-        raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
-                            "HLO of its modules; capture it again with 'roofline profile'")
-    if run.platform == "tpu":
-        return _tpu_costs(path, run, manifest, xprof)
-    if run.platform == "cpu":
-        raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
-                            "HLO; explain needs the run directory written by "
-                            "'roofline profile' (with its hlo/)")
-    texts, source = _gpu_module_texts(run, path)
-    costs = {key: _module_costs(key, text, run.platform, path) for key, text in texts.items()}
-    return LoadedRun(run, costs, manifest, source, xprof)
-
-
-DIRECTORY_PROTOS = f"the *{PROTO_SUFFIX} files of the profiler run directory"
-TRACE_PROTOS = "the HLO protos saved in the trace (xprof's source)"
-
-
-def _gpu_module_texts(run: MeasuredRun, path: Path) -> tuple[dict[str, str], str]:
-    """The HLO of each module a GPU run ran (keyed ``module(program_id)``) and where it
-    came from. A profiler run directory's protos are named with the program id or, in some
-    versions, without it (then one matches where one program of that name ran); the
-    protos the trace carries stand in for any module the directory's do not match."""
-    directory = modules_in_directory(path) if path.is_dir() else {}
-    carried = modules_in_xplane(find_xplane(path))
-    names = defaultdict(list)
-    for key in run.module_runs:
-        names[split_program(key)[0]].append(key)
-    texts: dict[str, str] = {}
-    from_directory = 0
-    for key in run.module_runs:
-        name = split_program(key)[0]
-        found = directory.get(key) or (directory.get(name) if len(names[name]) == 1 else None)
-        if found is not None:
-            texts[key] = found
-            from_directory += 1
-        elif key in carried:
-            texts[key] = carried[key]
-    if not texts:
-        return texts, "none (neither the trace nor its directory carries its modules' HLO)"
-    if from_directory == len(texts):
-        return texts, DIRECTORY_PROTOS
-    if not from_directory:
-        return texts, TRACE_PROTOS
-    return texts, (f"{DIRECTORY_PROTOS} for {from_directory} of {len(texts)} modules, the "
-                   "HLO protos saved in the trace for the rest")
-
-
-def _module_costs(key: str, text: str, platform: str, where: Path) -> ModuleCosts:
-    """Costs of a module the profiler saved, or an error naming the trace and module."""
-    try:
-        return analyze_module(parse_hlo_text(text), platform=platform)
-    except RooflineError as exc:
-        raise RooflineError(f"{where}: module {key}: {exc}") from None
-
-
-def _manifest(path: Path) -> dict[str, Any] | None:
-    """A run directory's manifest (None if it has none): a JSON object, or an error
-    naming the file."""
-    data = read_optional_input(path, RUN_MANIFEST)
-    if data is None:
-        return None
-    try:
-        manifest = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise RooflineError(f"{path}: unreadable manifest ({exc}); 'roofline profile' "
-                            "writes it: capture the run again") from None
-    if not isinstance(manifest, dict):
-        raise RooflineError(f"{path}: the manifest must be a JSON object, not "
-                            f"{type(manifest).__name__}; capture the run again")
-    return manifest
-
-
-def _saved_module(file: Path) -> Any:
-    """The optimized HLO module saved with a run, or an error naming the file."""
-    data = read_input(file, SAVED_HLO)
-    try:
-        return parse_hlo_text(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise RooflineError(f"{file}: cannot read the saved HLO ({exc}); capture the run "
-                            "again") from None
-    except RooflineError as exc:
-        raise RooflineError(f"{file}: {exc}; capture the run again") from None
-
-
-def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
-               xprof: tuple[XprofOp, ...]) -> LoadedRun:
-    """A TPU trace names modules without their program ids: each is costed from the
-    trace's HLO proto where exactly one proto has its name, else from the instruction
-    texts its events carry (no fusion bodies: those FLOPs are listed as unknown)."""
-    protos: dict[str, list[str]] = defaultdict(list)
-    for key, text in modules_in_xplane(find_xplane(path)).items():
-        protos[split_program(key)[0]].append(text)
-    texts: dict[str, list[str]] = defaultdict(list)
-    for op in run.ops:
-        texts[op.module].append(op.text)
-    costs = {}
-    for module, instructions in texts.items():
-        if len(protos.get(module, ())) == 1:
-            costs[module] = _module_costs(module, protos[module][0], run.platform, path)
-        else:
-            costs[module] = costs_from_instruction_texts(module, instructions, run.platform)
-    whole = sum(1 for module in texts if len(protos.get(module, ())) == 1)
-    source = (f"the HLO protos saved in the trace for {whole} of {len(texts)} modules; "
-              "the rest from the instruction text of their events") if whole < len(texts) \
-        else "the HLO protos saved in the trace (xprof's source)"
-    return LoadedRun(run, costs, manifest, source, xprof)
 
 
 @dataclass(frozen=True)
@@ -374,9 +220,59 @@ class Explanation:
 
     def to_document(self) -> dict[str, Any]:
         """As JSON (schema ``roofline/explanation/1``), compared with xprof's costs."""
-        from roofline.model.explain_document import explanation_document
-
-        return explanation_document(self)
+        run, hw = self.run, self.hardware
+        ops = []
+        for op in self.ops:
+            p = op.placement
+            ops.append({
+                "module": op.measured.module, "name": op.measured.name,
+                "async": op.measured.is_async, "occurrences": op.measured.occurrences,
+                "executions": op.executions, "measured_s": op.seconds,
+                "total_s": op.measured.total_s, "self_s": op.measured.self_s,
+                "category": op.cost.category if op.cost else None,
+                "flops": op.cost.flops if op.cost else None,
+                "bytes": op.cost.bytes if op.cost else None,
+                "lower_bound_s": op.lower_bound_s, "efficiency": op.efficiency,
+                "predicted_bound": class_text(p.bound) if p else None,
+                "measured_class": class_text(op.measured_class(hw)),
+                "served_by": op.served_by,
+                "above_roof": op.above_roof,
+                "unknown": list(op.cost.unknown) if op.cost else [],
+                "xprof": xprof_row(self.loaded.xprof_for(op.measured)),
+            })
+        peaks = run.device_peaks()
+        spec_numbers = spec_facts(hw)
+        doc = {
+            "schema": "roofline/explanation/1",
+            "flop_convention": FLOP_CONVENTION,
+            "run": run.path, "platform": run.platform, "device": run.device,
+            "cost_source": self.loaded.cost_source,
+            "hardware": {"ref": hw.ref, "label": hw.label, "overlap": self.overlap.value},
+            "steps": run.steps,
+            "wall_seconds_per_step": run.wall_seconds_per_step or None,
+            "op_seconds_per_step": run.op_seconds_per_step,
+            "manifest_wall_seconds_per_step": (self.loaded.manifest or {}).get(
+                "wall_seconds_per_step"),
+            "module_runs": run.module_runs,
+            "seconds_by_class": {class_text(k): v for k, v in self.seconds_by_class().items()},
+            "seconds_by_category": {class_text(k): v
+                                    for k, v in self.seconds_by_category().items()},
+            "async_seconds_by_category": self.async_seconds_by_category(),
+            "achieved": self.achieved(),
+            "device_peaks": {k: {"trace": v, "spec": spec_numbers.get(k)}
+                             for k, v in peaks.items()},
+            "device_facts_differ": [
+                {"fact": k, "trace": v, "spec": spec_numbers[k], "ratio": v / spec_numbers[k]}
+                for k, v in peaks.items() if spec_numbers.get(k)
+                and abs(v / spec_numbers[k] - 1) > DEVICE_FACT_TOLERANCE],
+            "above_roof": [f"{o['module']}/{o['name']}" for o in ops if o["above_roof"]],
+            "served_by_cache": [f"{o['module']}/{o['name']}" for o in ops if o["served_by"]],
+            "top_losses": [f"{o.measured.module}/{o.measured.name}" for o in self.losers()],
+            "coverage": self.coverage.to_document(),
+            "ops": ops,
+        }
+        doc["xprof_comparison"] = xprof_comparison(doc)
+        return doc
 
 
 def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MAX
@@ -408,33 +304,11 @@ def explain_devices(path: str | Path, hardware: Hardware | None = None,
     """Every device plane of a GPU/TPU trace explained on its own (``hardware`` defaults
     to the first device's spec), and the planes skipped because their kernels carry no
     XLA op."""
-    from roofline.errors import NoXlaOpsError
     from roofline.hardware import load_hardware
-    from roofline.program.trace.reader import device_planes, load_xspace
 
-    if kineto_trace(path) is not None:   # one device: its explanation alone
-        loaded = load_run(path)
-        hardware = hardware or load_hardware(default_hardware_ref(loaded.run))
-        return [explain(loaded, hardware, overlap)], []
-    xplane = find_xplane(path)
-    planes = {plane.name: plane for plane in load_xspace(xplane).planes}
-    names = (device_planes(xplane, planes, "tpu", None)
-             or device_planes(xplane, planes, "gpu", None))
-    if not names:
-        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all explains "
-                            "each device of a device trace")
-    explanations, skipped = [], []
-    for name in names:
-        try:
-            loaded = load_run(path, int(name.rsplit(":", 1)[1]))
-        except NoXlaOpsError:
-            skipped.append(name)
-            continue
-        hardware = hardware or load_hardware(default_hardware_ref(loaded.run))
-        explanations.append(explain(loaded, hardware, overlap))
-    if not explanations:
-        raise NoXlaOpsError(f"{xplane}: no device plane has XLA ops ({', '.join(skipped)})")
-    return explanations, skipped
+    loaded, skipped = load_devices(path)
+    hardware = hardware or load_hardware(default_hardware_ref(loaded[0].run))
+    return [explain(device, hardware, overlap) for device in loaded], skipped
 
 
 def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,

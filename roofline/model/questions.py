@@ -3,9 +3,16 @@ table), sensitivity and the largest batch that fits. :mod:`roofline.api` is thei
 face.
 
 Every function takes an INPUT that is either a workload SPEC (``"fc:layers=8,batch=512"``,
-``"pkg.module:function"``), compiled for ``target`` (default: the hardware's own compile
-target when it has one, else this host), a run directory from ``roofline profile``, whose
-measured per-op times are used, or an XLA HLO dump. Results are typed records.
+``"pkg.module:function"``), compiled for a compile target (default: the hardware's own
+when it has one, else this host), a run directory from ``roofline profile``, whose measured
+per-op times are used, or an XLA HLO dump. Results are typed records.
+
+One name per concept: the two devices of a prediction are the ``source`` and the
+``target``; the compiler a SPEC is compiled for is the ``compile_target``. The options
+rarely given travel in two small records, :class:`CompileOptions` (how a SPEC is compiled)
+and :class:`PlacementOptions` (how times are placed on a roofline and carried to another
+device), and a prediction's sides in :class:`SideOptions`. A spec file outside the
+built-in ones: pass the :class:`Hardware` that ``load_hardware(ref, [directory])`` returns.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from roofline.model.analysis import (
     device_hardware,
     fit,
     place_program,
+    place_spec,
     throughput_at_capacity,
 )
 from roofline.model.comparison import (
@@ -59,10 +67,67 @@ from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_inpu
 if TYPE_CHECKING:
     import pandas
 
+    from roofline.model.explain import Explanation
     from roofline.program.workloads import Workload
 
 HardwareRef = str | Hardware
 MeasuredTimes = Mapping[str, float] | Any   # op name -> seconds, or a DataFrame (op, seconds)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How a workload SPEC is compiled: for ``compile_target`` (a TPU generation such as
+    ``tpu-v3``, ``gpu`` or ``host``; default: the hardware's own compile target when it has
+    one, else this host), with the batch split over every device of a TPU board where
+    ``data_parallel`` (:func:`analyze` only), reusing programs compiled before in
+    ``cache_dir``."""
+
+    compile_target: str | None = None
+    data_parallel: bool = False
+    cache_dir: str | Path | None = None
+
+
+@dataclass(frozen=True)
+class PlacementOptions:
+    """How times are placed on a roofline and carried to another device.
+
+    ``overlap``: an op's compute and memory times overlap (``max``) or add (``sum``).
+    ``ceilings``: each device at its ``achievable`` ceilings (measured rates cited in the
+    spec files, peaks where none is cited; :meth:`Hardware.at_ceilings`) or at ``peak``.
+    ``clamp``: a transferred op's efficiency is held at most 1. ``target_floor``
+    (seconds) overrides the fixed per-op cost a transfer assumes on the target; without
+    it, ``floor`` says where the target runs (:class:`roofline.model.floor.FloorPolicy`:
+    ``same-host`` carries the run's fitted floor; ``other-host`` gives it its device's
+    launch cost plus ``host_floor`` seconds, or the host part estimated from the run;
+    ``auto`` picks per question). ``overlap`` is all that :func:`analyze` and
+    :func:`sensitivity` read; :func:`whatif` reads ``ceilings`` and ``clamp`` too."""
+
+    overlap: Overlap | str = Overlap.MAX
+    ceilings: str = "achievable"
+    clamp: bool = False
+    floor: str = "auto"
+    host_floor: float | None = None
+    target_floor: float | None = None
+
+
+@dataclass(frozen=True)
+class SideOptions:
+    """What each side of a prediction from a SPEC runs: the same step compared ``per``
+    ``device`` (the whole of each), ``board``, ``chip`` or TPU ``core``
+    (:mod:`roofline.model.sides`; default: ``device`` for devices of different kinds, one
+    compile device each for two of one kind), ``devices`` GPUs (or CPUs) running the step
+    data-parallel with a ring all-reduce of its gradients, and, with ``max_batch``, the
+    throughput at the largest batch that fits each device too."""
+
+    per: str | None = None
+    devices: int = 1
+    max_batch: bool = False
+
+
+def _no_data_parallel(options: CompileOptions, question: str) -> None:
+    if options.data_parallel:
+        raise RooflineError(f"data_parallel compiles for analyze; {question} takes the "
+                            "program as compiled for one device")
 
 
 @dataclass(frozen=True)
@@ -76,16 +141,16 @@ class ProgramOps:
     hardware: Hardware
     measured_s: dict[str, float] | None
     batch: int | None
-    target: str | None         # the compile target, for a SPEC
+    compile_target: str | None   # for a SPEC
     coverage: Coverage = field(default_factory=Coverage)
     platform: str = ""         # whose compiler wrote the ops: cpu, gpu, tpu ("" a run's)
     compiler: str = ""         # the same, for people
 
 
-def _hardware(ref: HardwareRef, hardware_dir: str | Path | None) -> Hardware:
+def _hardware(ref: HardwareRef) -> Hardware:
     if isinstance(ref, Hardware):
         return ref
-    return load_hardware(ref, [hardware_dir] if hardware_dir else ())
+    return load_hardware(ref)
 
 
 @dataclass(frozen=True)
@@ -101,18 +166,19 @@ class Analysis:
 
 
 def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
-            target: str | None = None, overlap: Overlap | str = Overlap.MAX,
-            data_parallel: bool = False, hardware_dir: str | Path | None = None,
-            cache_dir: str | Path | None = None) -> Analysis:
-    """Compile the workload SPEC for ``target`` (default: the hardware's own compile target,
-    e.g. ``tpu-v3``, else this host), or read a compiled program from an HLO dump, and cost
-    every op; with ``hardware``, place each op on one device's roofline. ``data_parallel``
-    splits the batch over every device of a TPU board. ``cache_dir`` reuses programs
-    compiled before."""
+            placement: PlacementOptions = PlacementOptions(),
+            compile: CompileOptions = CompileOptions()) -> Analysis:
+    """Compile the workload SPEC (:class:`CompileOptions`: for ``compile_target``, default
+    the hardware's own, e.g. ``tpu-v3``, else this host; ``data_parallel`` splits the batch
+    over every device of a TPU board), or read a compiled program from an HLO dump, and
+    cost every op; with ``hardware``, place each op on one device's roofline (at
+    ``placement.overlap``)."""
     from roofline.program.hlo_dump import dumped_program, read_dump
     from roofline.program.workloads import parse_spec
 
-    hw = None if hardware is None else _hardware(hardware, hardware_dir)
+    target, data_parallel = compile.compile_target, compile.data_parallel
+    overlap = placement.overlap
+    hw = None if hardware is None else _hardware(hardware)
     found = resolve_input(input)
     if isinstance(found, RunInput):
         raise RooflineError(f"{found.path} is a measured run: analyze places a program; "
@@ -128,22 +194,24 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
         workload = parse_spec(found.spec)
         label, program = workload.spec, compile_workload(workload, target,
                                                          data_parallel=data_parallel,
-                                                         cache_dir=cache_dir)
+                                                         cache_dir=compile.cache_dir)
     if hw is None:
         return Analysis(label, program, None, None)
     return Analysis(label, program, place_program(program, hw, Overlap(overlap)),
                     fit(program, hw))
 
 
-def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
-                hardware_dir: str | Path | None = None,
+def program_ops(input: str | Path, hardware: HardwareRef, *,
+                compile_target: str | None = None,
                 cache_dir: str | Path | None = None) -> ProgramOps:
     """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on).
     ``cache_dir`` reuses programs compiled before (see :func:`compile_program`)."""
-    hw = _hardware(hardware, hardware_dir)
+    target = compile_target
+    hw = _hardware(hardware)
     found = resolve_input(input)
     if isinstance(found, RunInput):
-        from roofline.model.explain import explain, load_run
+        from roofline.model.explain import explain
+        from roofline.program.run import load_run
 
         explanation = explain(load_run(found.path), hw)
         joined = [op for op in explanation.ops if op.placement is not None]
@@ -172,6 +240,28 @@ def program_ops(input: str | Path, hardware: HardwareRef, *, target: str | None 
     return ProgramOps(str(input), working_ops(program.costs.ops), device, None, batch, target,
                       coverage(compiler_gap(note)), program.target.platform,
                       program.target.compiler)
+
+
+def place_input(input: str | Path, hardware: Hardware, *,
+                compile: CompileOptions = CompileOptions()) -> Explanation | ProgramPlacement:
+    """INPUT's ops on ``hardware``: a run's measured ops explained, a SPEC compiled
+    (:class:`CompileOptions`) and placed, or a dump's program placed."""
+    found = resolve_input(input)
+    if isinstance(found, RunInput):
+        from roofline.model.explain import explain
+        from roofline.program.run import load_run
+
+        return explain(load_run(found.path), hardware)
+    if isinstance(found, DumpInput):
+        from roofline.program.hlo_dump import dumped_program, read_dump
+
+        if compile.compile_target or compile.data_parallel:
+            raise RooflineError(f"{found.path} is a program compiled already: --target and "
+                                "--data-parallel compile a SPEC")
+        return place_program(dumped_program(read_dump(found.path)), hardware)
+    _no_data_parallel(compile, "plot")
+    return place_spec(found.spec, hardware, target=compile.compile_target,
+                      cache_dir=compile.cache_dir)[1]
 
 
 def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
@@ -204,23 +294,25 @@ class WhatIf(Comparison):
 
 
 def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float], *,
-           target: str | None = None, overlap: Overlap | str = Overlap.MAX,
-           clamp: bool = False, ceilings: str = "achievable", power_w: float | None = None,
-           hardware_dir: str | Path | None = None,
-           cache_dir: str | Path | None = None) -> WhatIf:
+           power_w: float | None = None,
+           placement: PlacementOptions = PlacementOptions(),
+           compile: CompileOptions = CompileOptions()) -> WhatIf:
     """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
     ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
-    ``cache_dir`` reuses programs compiled before (see :func:`program_ops`). Energy per
-    sample is given for a SPEC with a batch at ``power_w`` (default: the spec's TDP, where
-    it publishes one).
+    Energy per sample is given for a SPEC with a batch at ``power_w`` (default: the spec's
+    TDP, where it publishes one).
 
     A measured run is carried to the scaled hardware by :mod:`roofline.model.transfer` at the
-    device's ``ceilings`` (``achievable`` or ``peak``); scaling ``overhead`` scales the
-    run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's peaks.
+    device's ``placement.ceilings`` (``achievable`` or ``peak``); scaling ``overhead``
+    scales the run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's
+    peaks.
     """
-    hw = _hardware(hardware, hardware_dir)
+    _no_data_parallel(compile, "whatif")
+    overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
+    hw = _hardware(hardware)
     hw.scaled(dict(scale))   # bad names fail before a compile
-    program = program_ops(input, hw, target=target, cache_dir=cache_dir)
+    program = program_ops(input, hw, compile_target=compile.compile_target,
+                          cache_dir=compile.cache_dir)
     if program.measured_s is not None:
         before = program.hardware.at_ceilings(ceilings)
         floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))
@@ -241,7 +333,7 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
 
 @dataclass(frozen=True)
 class Prediction:
-    """A program's time on a source and a destination device, and how it was obtained."""
+    """A program's time on a source and a target device, and how it was obtained."""
 
     input: str
     mode: str                                   # "analytical" or "transfer"
@@ -256,7 +348,7 @@ class Prediction:
     @property
     def over_bound(self) -> tuple[float, float] | None:
         """This prediction's time over the roofline lower bound, on the source and on the
-        destination (1 where the prediction is the bound itself)."""
+        target (1 where the prediction is the bound itself)."""
         if self.bound is None or not (self.bound.old_s and self.bound.new_s):
             return None
         return (self.comparison.old_s / self.bound.old_s,
@@ -267,7 +359,7 @@ class Prediction:
         return self.comparison.before
 
     @property
-    def destination(self) -> Hardware:
+    def target(self) -> Hardware:
         return self.comparison.after
 
     @property
@@ -276,7 +368,7 @@ class Prediction:
 
     @property
     def throughput_speedup(self) -> float | None:
-        """Samples/s at the destination's largest batch over the source's (``max_batch``)."""
+        """Samples/s at the target's largest batch over the source's (``max_batch``)."""
         if self.capacity is None:
             return None
         return self.capacity[1].samples_per_s / self.capacity[0].samples_per_s
@@ -304,13 +396,13 @@ class Prediction:
 
     def to_document(self) -> dict[str, Any]:
         doc = {"schema": "roofline/prediction/1", "input": self.input, "mode": self.basis,
-               "source": self.source.ref, "target": self.destination.ref,
+               "source": self.source.ref, "target": self.target.ref,
                **self.comparison.to_document("source", "target")}
         del doc["basis"], doc["amdahl_speedup"]
         if self.units is not None:
             # Named as what runs the step (a TPU board), placed on one compile device.
             doc["source"], doc["target"] = self.units[0].ref, self.units[1].ref
-            doc["placed_on"] = {"source": self.source.ref, "target": self.destination.ref}
+            doc["placed_on"] = {"source": self.source.ref, "target": self.target.ref}
             if self.samples_per_s is not None:
                 doc["throughput"] = _throughput_document(self.units, self.samples_per_s)
         if self.per is not None:
@@ -348,46 +440,42 @@ def _throughput_document(units: tuple[StepUnit, StepUnit], rates: tuple[float, f
     return doc | {"speedup": rates[1] / rates[0]}
 
 
-def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
-            target: str | None = None, to_program: str | None = None,
-            measured: MeasuredTimes | None = None, max_batch: bool = False,
-            overlap: Overlap | str = Overlap.MAX, clamp: bool = False,
-            ceilings: str = "achievable", target_floor: float | None = None,
-            per: str | None = None, devices: int = 1,
-            hardware_dir: str | Path | None = None,
-            cache_dir: str | Path | None = None, floor: str = "auto",
-            host_floor: float | None = None) -> Prediction:
-    """INPUT's time on ``destination`` predicted from ``source``.
+def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
+            measured: MeasuredTimes | None = None, to_program: str | None = None,
+            sides: SideOptions = SideOptions(),
+            placement: PlacementOptions = PlacementOptions(),
+            compile: CompileOptions = CompileOptions()) -> Prediction:
+    """INPUT's time on the ``target`` device predicted from the ``source`` device.
 
-    Both devices are placed at their ``ceilings``: ``achievable`` (measured rates cited in
-    the spec files, peaks where none is cited; :meth:`Hardware.at_ceilings`) or ``peak``.
-    ``target_floor`` (seconds) overrides the fixed per-op cost a transfer assumes on the
-    destination; without it, ``floor`` says where the destination runs
-    (:class:`roofline.model.floor.FloorPolicy`: ``same-host``, the default for a run,
-    carries the run's fitted floor; ``other-host`` gives it its device's launch cost plus
-    ``host_floor`` seconds, or the host part estimated from the run).
+    Both devices are placed at their ``placement.ceilings`` and a transfer's per-op floor
+    on the target follows ``placement`` (:class:`PlacementOptions`; ``floor`` ``auto`` is
+    ``same-host`` here).
 
     Analytical mode (a SPEC): the program is placed on both rooflines, compiled for each
     device that is a compile target (TPU v2..v6e). Transfer mode (a run directory, or a
     SPEC with ``measured`` per-op seconds on the source): measured times are carried at
-    constant efficiency, overhead apart (:mod:`roofline.model.transfer`). ``to_program`` names a
-    different SPEC to predict on the destination (e.g. the bfloat16 version of a float32
-    run); its ops without a measured counterpart take the efficiency of measured ops of
-    their category and size. ``max_batch`` also predicts throughput at the largest batch
-    that fits each device. A program compiled for the destination is placed on one device
-    of that compile (a TPU v4 chip, a TPU v3 core).
+    constant efficiency, overhead apart (:mod:`roofline.model.transfer`). ``to_program``
+    names a different SPEC to predict on the target (e.g. the bfloat16 version of a
+    float32 run); its ops without a measured counterpart take the efficiency of measured
+    ops of their category and size. ``sides.max_batch`` also predicts throughput at the
+    largest batch that fits each device. A program compiled for the target is placed on
+    one device of that compile (a TPU v4 chip, a TPU v3 core).
 
-    ``per`` compares the same step (the same global batch) on each device as a whole
+    ``sides.per`` compares the same step (the same global batch) on each device as a whole
     (``device``), per ``board``, ``chip`` or TPU ``core`` (:mod:`roofline.model.sides`);
     the default for devices of different kinds is ``device``, for two of one kind one
-    compile device each (a TPU core against a TPU core). There ``target`` names the
-    compile whose ops a GPU or CPU side takes (default: the TPU side's, whose fusion is
-    closer to a GPU compiler's than XLA:CPU's; see :func:`roofline.model.sides.
-    default_stand_in`), and ``devices`` how many GPUs (or CPUs) run the step
+    compile device each (a TPU core against a TPU core). There ``compile.compile_target``
+    names the compile whose ops a GPU or CPU side takes (default: the TPU side's, whose
+    fusion is closer to a GPU compiler's than XLA:CPU's; see :func:`roofline.model.sides.
+    default_stand_in`), and ``sides.devices`` how many GPUs (or CPUs) run the step
     data-parallel, with a ring all-reduce of its gradients over their links.
     """
-    source = _hardware(source, hardware_dir)
-    destination = _hardware(destination, hardware_dir)
+    _no_data_parallel(compile, "predict")
+    per, devices, max_batch = sides.per, sides.devices, sides.max_batch
+    overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
+    compile_target, cache_dir = compile.compile_target, compile.cache_dir
+    source = _hardware(source)
+    destination = _hardware(target)
     if devices > 1:
         if source.kind == destination.kind == "tpu":
             raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
@@ -401,24 +489,25 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
             raise RooflineError("comparing per board, chip, core or device (--per) compiles "
                                 "the SPEC for each device: give a SPEC, not measured times "
                                 "or a compiled program")
-        return _predict_per(str(input), source, destination, per, stand_in=target,
+        return _predict_per(str(input), source, destination, per, stand_in=compile_target,
                             devices=devices, to_program=to_program,
                             max_batch=max_batch, overlap=overlap, ceilings=ceilings,
                             cache_dir=cache_dir)
-    program = program_ops(input, source, target=target, cache_dir=cache_dir)
+    program = program_ops(input, source, compile_target=compile_target, cache_dir=cache_dir)
     source_hw = program.hardware
     dest = aligned_scope(destination, source_hw.scope, source_hw.kind)
     after_ops, after_batch = None, program.batch
-    after_input = to_program or (None if program.target is None else str(input))
+    after_input = to_program or (None if program.compile_target is None else str(input))
     if after_input is not None:
-        own_gpu = (program.target is not None and dest.kind == "gpu"
-                   and get_target(program.target).platform == "gpu")
+        own_gpu = (program.compile_target is not None and dest.kind == "gpu"
+                   and get_target(program.compile_target).platform == "gpu")
         dest_target = resolve_target("gpu" if own_gpu else None, dest)
-        same = dest_target == program.target and after_input == str(input)
-        if not same and (to_program or dest_target not in ("host", program.target)):
-            after = program_ops(after_input, dest, target=dest_target, cache_dir=cache_dir)
+        same = dest_target == program.compile_target and after_input == str(input)
+        if not same and (to_program or dest_target not in ("host", program.compile_target)):
+            after = program_ops(after_input, dest, compile_target=dest_target,
+                                cache_dir=cache_dir)
             after_ops, dest, after_batch = after.ops, after.hardware, after.batch
-    if after_ops is None:   # the destination runs the source's ops: whose are they?
+    if after_ops is None:   # the target runs the source's ops: whose are they?
         program = dataclasses.replace(program, coverage=program.coverage + coverage(
             compiler_gap(compiler_note(program.platform, program.compiler, dest))))
     bound = _lower_bound(program.ops, source_hw, dest, overlap, after_ops)
@@ -429,10 +518,10 @@ def predict(input: str | Path, source: HardwareRef, destination: HardwareRef, *,
     if measured_s is not None:
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
                               target_ops=after_ops, clamp=clamp,
-                              target_floor=None if target_floor is None
-                              else given_floor(target_floor),
-                              floor_policy=floor_policy(floor, other_host=False),
-                              host_floor_s=host_floor)
+                              target_floor=None if placement.target_floor is None
+                              else given_floor(placement.target_floor),
+                              floor_policy=floor_policy(placement.floor, other_host=False),
+                              host_floor_s=placement.host_floor)
         mode = "transfer"
     else:
         comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
@@ -474,25 +563,23 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *
                       (before.runs_on, after.runs_on))
 
 
-def predict_ops(table: str | Path | Any, source: HardwareRef, destination: HardwareRef, *,
-                to_dtype: str | None = None, overlap: Overlap | str = Overlap.MAX,
-                clamp: bool = False, ceilings: str = "achievable",
-                target_floor: float | None = None,
-                hardware_dir: str | Path | None = None, floor: str = "auto",
-                host_floor: float | None = None) -> Prediction:
+def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRef, *,
+                to_dtype: str | None = None,
+                placement: PlacementOptions = PlacementOptions()) -> Prediction:
     """Per-op times measured on ``source``, given as a table of op kind, shapes, dtype and
     time (a CSV path, a DataFrame or an :class:`OpsTable`; see :mod:`roofline.program.ops_table`),
-    carried to ``destination`` by :mod:`roofline.model.transfer`, with no compile. ``to_dtype``
-    predicts the same ops in another dtype (``bf16``). ``ceilings``, ``target_floor`` and
-    ``host_floor`` as for :func:`predict`; ``floor`` (default ``auto``): a table carried
-    to another device is taken to run on another machine (``other-host``: measurements of
-    two devices mostly come from two hosts), to the same device on the same one."""
+    carried to ``target`` by :mod:`roofline.model.transfer`, with no compile. ``to_dtype``
+    predicts the same ops in another dtype (``bf16``). ``placement`` as for
+    :func:`predict`, but its ``floor`` ``auto`` takes a table carried to another device to
+    run on another machine (``other-host``: measurements of two devices mostly come from
+    two hosts), to the same device on the same one."""
     from roofline.model.comparison import same_layer
     from roofline.program.ops_table import OpsTable, read_ops_table
 
     given = table if isinstance(table, OpsTable) else read_ops_table(table)
-    source_hw = _hardware(source, hardware_dir)
-    dest = _hardware(destination, hardware_dir)
+    overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
+    source_hw = _hardware(source)
+    dest = _hardware(target)
     # Each side's ops as its compiler lays them out; a row is the same op on both sides
     # whatever its dtype or layout, so rows pair by name.
     ops = given.laid_out_for(source_hw.kind)
@@ -502,10 +589,11 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, destination: Hardw
     source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
                           target_ops=after_ops, clamp=clamp, calls=True, pairs_with=same_layer,
-                          target_floor=None if target_floor is None
-                          else given_floor(target_floor),
-                          floor_policy=floor_policy(floor, other_host=source_hw.id != dest.id),
-                          host_floor_s=host_floor)
+                          target_floor=None if placement.target_floor is None
+                          else given_floor(placement.target_floor),
+                          floor_policy=floor_policy(placement.floor,
+                                                    other_host=source_hw.id != dest.id),
+                          host_floor_s=placement.host_floor)
     return Prediction(ops.source, "transfer", comparison, None, bound=bound)
 
 
@@ -543,23 +631,24 @@ def _capacity(spec: str, source: Hardware, dest: Hardware, cache_dir: str | Path
     return source_capacity, dest_capacity
 
 
-def largest_batch(spec: str, hardware: HardwareRef, *, target: str | None = None,
-                  limit: int = BATCH_LIMIT, resolution: float = 0.05,
-                  hardware_dir: str | Path | None = None,
-                  cache_dir: str | Path | None = None) -> CapacityThroughput:
+def largest_batch(spec: str, hardware: HardwareRef, *, limit: int = BATCH_LIMIT,
+                  resolution: float = 0.05,
+                  compile: CompileOptions = CompileOptions()) -> CapacityThroughput:
     """The largest batch of the workload SPEC that fits one device of ``hardware``, and the
     predicted throughput there and at the best batch the search compiled.
 
-    The search compiles SPEC for ``target`` (default: the hardware's own TPU compile
-    target, whose compiler reports the footprint) from SPEC's batch up, doubling to at most
-    ``limit``, then bisecting until the batches that fit and fail are within
-    ``resolution`` (a fraction; 0: exact). A what-if of the memory: ``hardware`` scaled by
+    The search compiles SPEC for ``compile.compile_target`` (default: the hardware's own
+    TPU compile target, whose compiler reports the footprint) from SPEC's batch up,
+    doubling to at most ``limit``, then bisecting until the batches that fit and fail are
+    within ``resolution`` (a fraction; 0: exact). A what-if of the memory: ``hardware`` scaled by
     ``memory_capacity=2``, compiled for a target with that much memory.
     """
+    _no_data_parallel(compile, "largest_batch")
     build, start = _batch_builder(spec)
-    hw = _hardware(hardware, hardware_dir)
-    return throughput_at_capacity(build, _capacity_target(hw, target), hw, start=start,
-                                  limit=limit, resolution=resolution, cache_dir=cache_dir)
+    hw = _hardware(hardware)
+    return throughput_at_capacity(build, _capacity_target(hw, compile.compile_target), hw,
+                                  start=start, limit=limit, resolution=resolution,
+                                  cache_dir=compile.cache_dir)
 
 
 def _batch_builder(spec: str) -> tuple[Callable[[int], Workload], int]:
@@ -583,12 +672,14 @@ def _capacity_target(hardware: Hardware, target: str | None) -> str:
     return target
 
 
-def sensitivity(input: str | Path, hardware: HardwareRef, *, target: str | None = None,
-                overlap: Overlap | str = Overlap.MAX,
-                hardware_dir: str | Path | None = None,
-                cache_dir: str | Path | None = None) -> Sensitivity:
-    """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked."""
-    program = program_ops(input, hardware, target=target, hardware_dir=hardware_dir,
-                          cache_dir=cache_dir)
-    return dataclasses.replace(sensitivity_of(program.ops, program.hardware, Overlap(overlap)),
+def sensitivity(input: str | Path, hardware: HardwareRef, *,
+                placement: PlacementOptions = PlacementOptions(),
+                compile: CompileOptions = CompileOptions()) -> Sensitivity:
+    """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked (at
+    ``placement.overlap``)."""
+    _no_data_parallel(compile, "sensitivity")
+    program = program_ops(input, hardware, compile_target=compile.compile_target,
+                          cache_dir=compile.cache_dir)
+    return dataclasses.replace(sensitivity_of(program.ops, program.hardware,
+                                              Overlap(placement.overlap)),
                                input=str(input))

@@ -1,5 +1,6 @@
 """What an INPUT names, told apart once: a workload SPEC to compile, a measured run (a
-run directory or an ``.xplane.pb`` trace), or an HLO dump (a file of HLO text or proto, or
+run directory, a profiler log directory, an ``.xplane.pb`` trace or a PyTorch profiler
+trace), or an HLO dump (a file of HLO text or proto, or
 a directory written with ``XLA_FLAGS=--xla_dump_to=DIR``)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from roofline.errors import RooflineError
 from roofline.input_files import PROGRAM_INPUT, check_input
 from roofline.program.hlo_dump import is_dump
+from roofline.program.trace.kineto import KINETO_SUFFIXES
 
 TRACE_SUFFIX = ".xplane.pb"
 
@@ -24,7 +26,7 @@ class SpecInput:
 @dataclass(frozen=True)
 class RunInput:
     """A measured run: a run directory from ``roofline profile``, a profiler log
-    directory, or one trace file."""
+    directory, or one trace file (xplane or PyTorch profiler)."""
 
     path: Path
 
@@ -53,8 +55,8 @@ def resolve_input(text: str | Path) -> ProgramInput:
         check_input(path, PROGRAM_INPUT)   # a FIFO or a device is no file to read
     if not path.name.endswith(TRACE_SUFFIX) and is_dump(path):
         return DumpInput(path)
-    if path.is_dir() or path.name.endswith(TRACE_SUFFIX):
+    if path.is_dir() or path.name.endswith((TRACE_SUFFIX, *KINETO_SUFFIXES)):
         return RunInput(path)
-    raise RooflineError(f"{path} is a file but neither a trace ({TRACE_SUFFIX}) nor an HLO "
-                        "dump (.txt or .pb, optionally .gz): give one of those, a run "
-                        "directory, or a workload SPEC")
+    raise RooflineError(f"{path} is a file but neither a trace ({TRACE_SUFFIX}, or a PyTorch "
+                        "profiler's .json) nor an HLO dump (.txt or .pb, optionally .gz): "
+                        "give one of those, a run directory, or a workload SPEC")

@@ -158,7 +158,7 @@ def prediction_text(result: Any, doc: dict[str, Any], top: int = 10) -> str:
     that fits each device where it was asked for; ``top`` changed ops (0: all)."""
     units = result.units
     source, target = ((units[0].label, units[1].label) if units is not None
-                      else (result.source.label, result.destination.label))
+                      else (result.source.label, result.target.label))
     text = (f"{result.input}: {source} -> {target} ({result.basis})\n"
             + _step_lines(result, doc) + _bound_line(doc) + "\n"
             + _per_lines(doc) + _sides_table(doc)

@@ -160,7 +160,7 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                     progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     """Each case: the throughput ratio of the compared units (a board, a chip, a GPU),
     each running ``devices`` copies of its compiled device program at its batch."""
-    from roofline.model.questions import predict
+    from roofline.model.questions import CompileOptions, predict
 
     results = []
     for index, case in enumerate(config["case"], 1):
@@ -168,7 +168,7 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
         target_spec = case.get("target_spec", case["source_spec"])
         prediction = predict(case["source_spec"], case["source_hardware"],
                              case["target_hardware"], to_program=target_spec,
-                             cache_dir=cache_dir)
+                             compile=CompileOptions(cache_dir=cache_dir))
         comparison = prediction.comparison
         per = case.get("per")
         source_rate = _devices(comparison.before, per) * _samples(case["source_spec"]) / (
@@ -316,7 +316,7 @@ def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
                host_spec: Path | None = None,
                progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     from roofline.hardware import load_spec_file
-    from roofline.model.questions import predict, program_ops
+    from roofline.model.questions import PlacementOptions, predict, program_ops
 
     if not hasattr(os, "sched_setaffinity"):
         raise RooflineError("the host suite pins processes to cores, which this system "
@@ -347,7 +347,7 @@ def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
         source, bf16 = best["f32-one-core"], best["bf16-one-core"]
         if len(cores) > 1:
             wide = best["f32-all-cores"]
-            prediction = predict(source, one, full, clamp=True)
+            prediction = predict(source, one, full, placement=PlacementOptions(clamp=True))
             measured = program_ops(wide, full).measured_s or {}
             case = _host_case(f"{program['name']}: 1 -> {len(cores)} cores",
                               prediction.comparison, source, wide, measured)
@@ -359,7 +359,7 @@ def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
                     "reference"))
             results.append(case)
         prediction = predict(source, one, one, to_program=_with_dtype(spec, "bf16"),
-                             clamp=True)
+                             placement=PlacementOptions(clamp=True))
         measured = program_ops(bf16, one).measured_s or {}
         results.append(_host_case(f"{program['name']}: f32 -> bf16", prediction.comparison,
                                   source, bf16, measured))

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -132,21 +131,14 @@ class InputPoints:
     left_off: str = ""     # the time of ops not drawn, for people ("" if none)
 
 
-def input_points(input: str, hardware: Hardware, target: str | None = None,
-                 cache_dir: str | Path | None = None) -> InputPoints:
-    """Measured and bound points for a run directory (or any path: a trace, or what is no
-    run, refused as explain refuses it); predicted points for a SPEC (compiled for
-    ``target``, default the hardware's own; reused from ``cache_dir``)."""
-    if Path(input).exists():
-        from roofline.model.explain import explain, load_run
+def input_points(label: str, placed: Explanation | ProgramPlacement) -> InputPoints:
+    """The points of an INPUT named ``label``: measured and bound points for a run's
+    explanation, predicted points for a placed program."""
+    from roofline.model.explain import Explanation
 
-        explanation = explain(load_run(input), hardware)
-        return InputPoints(measured_points(explanation) + bound_points(explanation), hardware,
-                           f"{input}: measured and bound", explanation.coverage,
-                           measured_left_off(explanation))
-    from roofline.model.analysis import place_spec
-
-    _, placement = place_spec(input, hardware, target=target, cache_dir=cache_dir)
-    return InputPoints(predicted_points(placement), placement.hardware,
-                       f"{input}: predicted", placement.coverage,
-                       predicted_left_off(placement))
+    if isinstance(placed, Explanation):
+        return InputPoints(measured_points(placed) + bound_points(placed), placed.hardware,
+                           f"{label}: measured and bound", placed.coverage,
+                           measured_left_off(placed))
+    return InputPoints(predicted_points(placed), placed.hardware, f"{label}: predicted",
+                       placed.coverage, predicted_left_off(placed))

@@ -1,77 +1,15 @@
-"""An explanation as JSON (schema ``roofline/explanation/1``), with its comparison
-against xprof's own per-op costs (``hlo_stats``) where the trace carries them."""
+"""What an explanation's document sets beside xprof's: the spec's facts against those
+the trace records of its device, and our per-op costs against xprof's own
+(``hlo_stats``) where the trace carries them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from roofline.model.placement import FLOP_CONVENTION, class_text
-
-if TYPE_CHECKING:
-    from roofline.model.explain import Explanation
-
-
-def explanation_document(ex: Explanation) -> dict[str, Any]:
-    """``explain`` as JSON: schema ``roofline/explanation/1``."""
-    run, hw = ex.run, ex.hardware
-    ops = []
-    for op in ex.ops:
-        p = op.placement
-        ops.append({
-            "module": op.measured.module, "name": op.measured.name,
-            "async": op.measured.is_async, "occurrences": op.measured.occurrences,
-            "executions": op.executions, "measured_s": op.seconds,
-            "total_s": op.measured.total_s, "self_s": op.measured.self_s,
-            "category": op.cost.category if op.cost else None,
-            "flops": op.cost.flops if op.cost else None,
-            "bytes": op.cost.bytes if op.cost else None,
-            "lower_bound_s": op.lower_bound_s, "efficiency": op.efficiency,
-            "predicted_bound": class_text(p.bound) if p else None,
-            "measured_class": class_text(op.measured_class(hw)),
-            "served_by": op.served_by,
-            "above_roof": op.above_roof,
-            "unknown": list(op.cost.unknown) if op.cost else [],
-            "xprof": _xprof_row(ex.loaded.xprof_for(op.measured)),
-        })
-    peaks = run.device_peaks()
-    spec_numbers = _spec_facts(hw)
-    doc = {
-        "schema": "roofline/explanation/1",
-        "flop_convention": FLOP_CONVENTION,
-        "run": run.path, "platform": run.platform, "device": run.device,
-        "cost_source": ex.loaded.cost_source,
-        "hardware": {"ref": hw.ref, "label": hw.label, "overlap": ex.overlap.value},
-        "steps": run.steps,
-        "wall_seconds_per_step": run.wall_seconds_per_step or None,
-        "op_seconds_per_step": run.op_seconds_per_step,
-        "manifest_wall_seconds_per_step": (ex.loaded.manifest or {}).get(
-            "wall_seconds_per_step"),
-        "module_runs": run.module_runs,
-        "seconds_by_class": {class_text(k): v for k, v in ex.seconds_by_class().items()},
-        "seconds_by_category": {class_text(k): v
-                                for k, v in ex.seconds_by_category().items()},
-        "async_seconds_by_category": ex.async_seconds_by_category(),
-        "achieved": ex.achieved(),
-        "device_peaks": {k: {"trace": v, "spec": spec_numbers.get(k)}
-                         for k, v in peaks.items()},
-        "device_facts_differ": [
-            {"fact": k, "trace": v, "spec": spec_numbers[k], "ratio": v / spec_numbers[k]}
-            for k, v in peaks.items() if spec_numbers.get(k)
-            and abs(v / spec_numbers[k] - 1) > DEVICE_FACT_TOLERANCE],
-        "above_roof": [f"{o['module']}/{o['name']}" for o in ops if o["above_roof"]],
-        "served_by_cache": [f"{o['module']}/{o['name']}" for o in ops if o["served_by"]],
-        "top_losses": [f"{o.measured.module}/{o.measured.name}" for o in ex.losers()],
-        "coverage": ex.coverage.to_document(),
-        "ops": ops,
-    }
-    doc["xprof_comparison"] = xprof_comparison(doc)
-    return doc
-
+from typing import Any
 
 DEVICE_FACT_TOLERANCE = 0.10
 
 
-def _spec_facts(hw: Any) -> dict[str, float | None]:
+def spec_facts(hw: Any) -> dict[str, float | None]:
     """What the spec says of the facts a trace records of its device, in the trace's keys."""
     main_roof = next((r for r in hw.arithmetic if (r.unit, r.dtype) == ("matrix", "bf16")),
                      max(hw.arithmetic, key=lambda r: r.flop_per_s))
@@ -83,7 +21,7 @@ def _spec_facts(hw: Any) -> dict[str, float | None]:
             "memory_bytes": hw.main_memory.capacity_bytes}
 
 
-def _xprof_row(op: Any) -> dict[str, Any] | None:
+def xprof_row(op: Any) -> dict[str, Any] | None:
     """xprof's view of an op, per occurrence (xprof sums over every device of a trace)."""
     if op is None or not op.occurrences:
         return None

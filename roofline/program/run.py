@@ -1,0 +1,212 @@
+"""A measured run loaded with the costs of the HLO that ran: a run directory from
+``roofline profile``, a profiler log directory, an ``.xplane.pb`` trace or a PyTorch
+profiler trace, each joined to the optimized HLO it carries or sits beside."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import NoXlaOpsError, RooflineError
+from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
+from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
+from roofline.program.hlo.standalone import costs_from_instruction_texts
+from roofline.program.trace.capture import HLO_DIR, MANIFEST
+from roofline.program.trace.hlo_protos import (
+    PROTO_SUFFIX,
+    modules_in_directory,
+    modules_in_xplane,
+    split_program,
+)
+from roofline.program.trace.kineto import kineto_trace, read_kineto
+from roofline.program.trace.reader import (
+    MeasuredOp,
+    MeasuredRun,
+    device_planes,
+    find_xplane,
+    load_xspace,
+    read_trace,
+)
+from roofline.program.trace.xprof_stats import XprofOp, hlo_stats
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A measured run with the costs of the HLO that ran (per module), and, for device
+    traces, xprof's own per-op statistics."""
+
+    run: MeasuredRun
+    costs: dict[str, ModuleCosts]
+    manifest: dict[str, Any] | None
+    cost_source: str
+    xprof: tuple[XprofOp, ...] = ()
+
+    def xprof_for(self, measured: MeasuredOp) -> XprofOp | None:
+        """xprof's row for a measured op: by program id and name where the module name
+        carries its program id (GPU), else by name if only one program has it."""
+        _, program = split_program(measured.module)
+        rows = [row for row in self.xprof if row.name == measured.name
+                and (not program or row.program_id == program)]
+        return rows[0] if len(rows) == 1 else None
+
+
+def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
+    """Read a run directory (from ``roofline profile``) or a trace file with its costs.
+
+    A run directory from ``roofline profile`` must hold the HLO of its modules. A GPU
+    trace is costed from the ``*.hlo_proto.pb`` files of its profiler run directory, or
+    else from the HLO protos inside the trace; a bare TPU trace from the instruction text
+    its events carry.
+    """
+    path = Path(path)
+    torch_trace = kineto_trace(path)
+    if torch_trace is not None:
+        if device not in (None, 0):
+            raise RooflineError(f"{torch_trace}: a PyTorch profiler trace is read for its "
+                                "first GPU; --device picks a plane of an xplane trace")
+        run, torch_costs, source = read_kineto(torch_trace)
+        return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
+    run = read_trace(path, device)
+    xprof = (tuple(hlo_stats(find_xplane(path)))
+             if run.platform in ("tpu", "gpu") else ())
+    manifest = _manifest(path / MANIFEST) if path.is_dir() else None
+    hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
+    if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
+        costs = {}
+        for file in sorted(hlo_dir.glob("*.txt")):
+            module = _saved_module(file)
+            costs[module.name] = analyze_module(module, platform=run.platform)
+        return LoadedRun(run, costs, manifest, "optimized HLO saved with the run", xprof)
+    if path.is_dir() and manifest is not None:
+        raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
+                            "HLO of its modules; capture it again with 'roofline profile'")
+    if run.platform == "tpu":
+        return _tpu_costs(path, run, manifest, xprof)
+    if run.platform == "cpu":
+        raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
+                            "HLO; explain needs the run directory written by "
+                            "'roofline profile' (with its hlo/)")
+    texts, source = _gpu_module_texts(run, path)
+    costs = {key: _module_costs(key, text, run.platform, path) for key, text in texts.items()}
+    return LoadedRun(run, costs, manifest, source, xprof)
+
+
+DIRECTORY_PROTOS = f"the *{PROTO_SUFFIX} files of the profiler run directory"
+TRACE_PROTOS = "the HLO protos saved in the trace (xprof's source)"
+
+
+def _gpu_module_texts(run: MeasuredRun, path: Path) -> tuple[dict[str, str], str]:
+    """The HLO of each module a GPU run ran (keyed ``module(program_id)``) and where it
+    came from. A profiler run directory's protos are named with the program id or, in some
+    versions, without it (then one matches where one program of that name ran); the
+    protos the trace carries stand in for any module the directory's do not match."""
+    directory = modules_in_directory(path) if path.is_dir() else {}
+    carried = modules_in_xplane(find_xplane(path))
+    names = defaultdict(list)
+    for key in run.module_runs:
+        names[split_program(key)[0]].append(key)
+    texts: dict[str, str] = {}
+    from_directory = 0
+    for key in run.module_runs:
+        name = split_program(key)[0]
+        found = directory.get(key) or (directory.get(name) if len(names[name]) == 1 else None)
+        if found is not None:
+            texts[key] = found
+            from_directory += 1
+        elif key in carried:
+            texts[key] = carried[key]
+    if not texts:
+        return texts, "none (neither the trace nor its directory carries its modules' HLO)"
+    if from_directory == len(texts):
+        return texts, DIRECTORY_PROTOS
+    if not from_directory:
+        return texts, TRACE_PROTOS
+    return texts, (f"{DIRECTORY_PROTOS} for {from_directory} of {len(texts)} modules, the "
+                   "HLO protos saved in the trace for the rest")
+
+
+def _module_costs(key: str, text: str, platform: str, where: Path) -> ModuleCosts:
+    """Costs of a module the profiler saved, or an error naming the trace and module."""
+    try:
+        return analyze_module(parse_hlo_text(text), platform=platform)
+    except RooflineError as exc:
+        raise RooflineError(f"{where}: module {key}: {exc}") from None
+
+
+def _manifest(path: Path) -> dict[str, Any] | None:
+    """A run directory's manifest (None if it has none): a JSON object, or an error
+    naming the file."""
+    data = read_optional_input(path, RUN_MANIFEST)
+    if data is None:
+        return None
+    try:
+        manifest = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise RooflineError(f"{path}: unreadable manifest ({exc}); 'roofline profile' "
+                            "writes it: capture the run again") from None
+    if not isinstance(manifest, dict):
+        raise RooflineError(f"{path}: the manifest must be a JSON object, not "
+                            f"{type(manifest).__name__}; capture the run again")
+    return manifest
+
+
+def _saved_module(file: Path) -> Any:
+    """The optimized HLO module saved with a run, or an error naming the file."""
+    data = read_input(file, SAVED_HLO)
+    try:
+        return parse_hlo_text(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RooflineError(f"{file}: cannot read the saved HLO ({exc}); capture the run "
+                            "again") from None
+    except RooflineError as exc:
+        raise RooflineError(f"{file}: {exc}; capture the run again") from None
+
+
+def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
+               xprof: tuple[XprofOp, ...]) -> LoadedRun:
+    """A TPU trace names modules without their program ids: each is costed from the
+    trace's HLO proto where exactly one proto has its name, else from the instruction
+    texts its events carry (no fusion bodies: those FLOPs are listed as unknown)."""
+    protos: dict[str, list[str]] = defaultdict(list)
+    for key, text in modules_in_xplane(find_xplane(path)).items():
+        protos[split_program(key)[0]].append(text)
+    texts: dict[str, list[str]] = defaultdict(list)
+    for op in run.ops:
+        texts[op.module].append(op.text)
+    costs = {}
+    for module, instructions in texts.items():
+        if len(protos.get(module, ())) == 1:
+            costs[module] = _module_costs(module, protos[module][0], run.platform, path)
+        else:
+            costs[module] = costs_from_instruction_texts(module, instructions, run.platform)
+    whole = sum(1 for module in texts if len(protos.get(module, ())) == 1)
+    source = (f"the HLO protos saved in the trace for {whole} of {len(texts)} modules; "
+              "the rest from the instruction text of their events") if whole < len(texts) \
+        else "the HLO protos saved in the trace (xprof's source)"
+    return LoadedRun(run, costs, manifest, source, xprof)
+
+
+def load_devices(path: str | Path) -> tuple[list[LoadedRun], list[str]]:
+    """Every device plane of a GPU/TPU trace loaded on its own, and the planes skipped
+    because their kernels carry no XLA op; a PyTorch profiler trace is one device."""
+    if kineto_trace(path) is not None:
+        return [load_run(path)], []
+    xplane = find_xplane(path)
+    planes = {plane.name: plane for plane in load_xspace(xplane).planes}
+    names = (device_planes(xplane, planes, "tpu", None)
+             or device_planes(xplane, planes, "gpu", None))
+    if not names:
+        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all explains "
+                            "each device of a device trace")
+    loaded, skipped = [], []
+    for name in names:
+        try:
+            loaded.append(load_run(path, int(name.rsplit(":", 1)[1])))
+        except NoXlaOpsError:
+            skipped.append(name)
+    if not loaded:
+        raise NoXlaOpsError(f"{xplane}: no device plane has XLA ops ({', '.join(skipped)})")
+    return loaded, skipped
