@@ -29,7 +29,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import roofline.program.compile as compile_module  # noqa: E402
 from roofline.hardware import load_hardware  # noqa: E402
-from roofline.model.analysis import place_program  # noqa: E402
+from roofline.model.analysis import Placer  # noqa: E402
 from roofline.program.workloads import parse_spec  # noqa: E402
 
 ZOO = ("resnet50", "inception_v3", "vgg16", "transformer", "gpt2", "lstm_lm", "deepspeech2")
@@ -102,7 +102,7 @@ def main() -> None:
                 program = compile_module.compile_workload(workload, target)
             with clock.counting():
                 start = time.perf_counter()
-                place_program(program, spec_hw)
+                Placer(spec_hw).program(program)
                 place = time.perf_counter() - start
             ours, printing = program.analysis_seconds, program.print_seconds
             own_share = (ours + place) / program.compile_seconds

@@ -131,9 +131,9 @@ def _step_program(device_dir: Path, row: dict[str, str]) -> Any:
 
 
 def _placed_s(program: Any, hardware: Any, ceilings: str) -> float:
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
 
-    return place_program(program, hardware.at_ceilings(ceilings)).seconds
+    return Placer(hardware.at_ceilings(ceilings)).program(program).seconds
 
 
 def steps_vs_prediction(device_dir: Path, hardware: Any) -> Errors:

@@ -141,10 +141,10 @@ def _best_of_rounds(paths: list[Path], out: Path) -> None:
 
 def naive(table, source, target, target_ops) -> dict[str, float]:  # noqa: ANN001
     """Each measured time times the ratio of the op's roofline times (peaks, overhead)."""
-    from roofline.model.analysis import place_op
+    from roofline.model.analysis import Placer
 
-    before = {op.name: place_op(op, source).seconds for op in table.ops}
-    return {op.name: table.measured_s[op.name] * place_op(op, target).seconds
+    before = {op.name: Placer(source).op(op).seconds for op in table.ops}
+    return {op.name: table.measured_s[op.name] * Placer(target).op(op).seconds
             / before[op.name] for op in target_ops}
 
 

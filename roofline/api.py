@@ -50,6 +50,7 @@ _HOMES: dict[str, str] = {
     "whatif": _QUESTIONS,
     "write_spec": "roofline.hardware.measured_spec",
     # their options: records of the options rarely given
+    "ComparedUnit": "roofline.model.sides",
     "CompileOptions": _QUESTIONS,
     "PlacementOptions": _QUESTIONS,
     "SideOptions": _QUESTIONS,
@@ -62,6 +63,7 @@ _HOMES: dict[str, str] = {
     "GpuMeasurement": "roofline.hardware.gpu_measure",
     "HostMeasurement": "roofline.hardware.measure",
     "Prediction": _QUESTIONS,
+    "PredictionMode": _QUESTIONS,
     "ProgramPlacement": "roofline.model.analysis",
     "Sensitivity": "roofline.model.comparison",
     "Validation": "roofline.studies.validation",
@@ -72,8 +74,11 @@ _HOMES: dict[str, str] = {
     "SweepPlan": "roofline.studies.sweep",
     "read_ops_table": "roofline.program.ops_table",
     # hardware specs
+    "Ceilings": "roofline.hardware",
     "ComputeRoof": "roofline.hardware",
+    "ExecutionUnit": "roofline.hardware",
     "Hardware": "roofline.hardware",
+    "HardwareKind": "roofline.hardware",
     "Link": "roofline.hardware",
     "MemoryLevel": "roofline.hardware",
     "list_hardware": "roofline.hardware",
@@ -89,6 +94,7 @@ _HOMES: dict[str, str] = {
     "place": "roofline.model.placement",
     "ridge_point": "roofline.model.placement",
     "ridge_points": "roofline.model.placement",
+    "OpCategory": "roofline.program.hlo.rules",
     # units
     "Kind": "roofline.units",
     "format_quantity": "roofline.units",

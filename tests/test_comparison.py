@@ -157,14 +157,14 @@ def test_capacity_to_batch_throughput(capsys):
 
 
 def _fc_step_seconds(batch: int, data_parallel: bool) -> float:
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
 
     workload = parse_spec(f"fc:layers=4,nodes=1024,input=1024,output=256,batch={batch},"
                           "dtype=bf16")
     program = compile_program(workload.fn, workload.args, "tpu-v3",
                               data_parallel=data_parallel,
                               batch_argnums=workload.batch_argnums)
-    return place_program(program, load_hardware("tpu-v3")).seconds
+    return Placer(load_hardware("tpu-v3")).program(program).seconds
 
 
 def test_multi_chip_gap_shrinks_with_batch():

@@ -9,7 +9,7 @@ import pytest
 
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.model.analysis import fit, max_batch, place_program
+from roofline.model.analysis import Placer, fit, max_batch
 from roofline.model.placement import BoundKind
 from roofline.program import _xla
 from roofline.program.compile import compile_program
@@ -102,7 +102,7 @@ def test_data_parallel_board_has_gradient_all_reduce(target):
 def test_bf16_matmul_on_tpu_uses_bf16_matrix_roof():
     workload = parse_spec("matmul:m=4096,n=4096,k=4096,dtype=bf16")
     program = compile_program(workload.fn, workload.args, "tpu-v3")
-    placement = place_program(program, load_hardware("tpu-v3"))
+    placement = Placer(load_hardware("tpu-v3")).program(program)
     (op,) = [p for p in placement.ops if p.placement is not None]
     assert (op.cost.dtype, op.cost.unit) == ("bf16", "matrix")
     assert op.placement.roof.label == "bf16 matrix"
@@ -115,7 +115,7 @@ def test_bf16_matmul_on_tpu_uses_bf16_matrix_roof():
 def test_f32_elementwise_on_tpu_uses_vector_roof():
     program = compile_program(lambda a, b: a * b + a,
                               (jax.ShapeDtypeStruct((1024, 1024), jnp.float32),) * 2, "tpu-v3")
-    placement = place_program(program, load_hardware("tpu-v3"))
+    placement = Placer(load_hardware("tpu-v3")).program(program)
     (op,) = [p for p in placement.ops if p.placement is not None]
     assert (op.cost.category, op.cost.unit) == ("elementwise", "vector")
     assert op.placement.roof.label == "fp32 vector"

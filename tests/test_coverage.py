@@ -8,7 +8,7 @@ import pytest
 
 from roofline.cli import main
 from roofline.hardware import load_hardware
-from roofline.model.analysis import place_program
+from roofline.model.analysis import Placer
 from roofline.model.coverage import Gap
 from roofline.program.compile import compile_program
 from roofline.program.workloads import parse_spec
@@ -131,12 +131,12 @@ def test_bf16_matmuls_compiled_for_the_host_run_on_a_gpus_bf16_tensor_roof(bf16_
     # bf16 tensor cores (989 TFLOP/s dense), not on its 67 TFLOP/s fp32 CUDA cores.
     matmuls = [op for op in bf16_on_host.costs.ops if op.unit == "matrix"]
     assert matmuls and all(op.dtype == "fp32" and op.written_dtype == "bf16" for op in matmuls)
-    h100 = place_program(bf16_on_host, load_hardware("h100-sxm"))
+    h100 = Placer(load_hardware("h100-sxm")).program(bf16_on_host)
     placed = [p for p in h100.ops if p.cost.unit == "matrix"]
     assert all(p.placement.roof.label == "bf16 matrix" for p in placed)
     assert len(h100.coverage.of(Gap.AS_WRITTEN)) == len(placed)
     # On the host it was compiled for, the matmul stays fp32, as it ran.
-    host = place_program(bf16_on_host, load_hardware("xeon-8163"))
+    host = Placer(load_hardware("xeon-8163")).program(bf16_on_host)
     assert all(p.placement.wanted == ("fp32", "matrix") for p in host.ops
                if p.cost.unit == "matrix")
     assert not host.coverage.of(Gap.AS_WRITTEN)
@@ -145,7 +145,7 @@ def test_bf16_matmuls_compiled_for_the_host_run_on_a_gpus_bf16_tensor_roof(bf16_
 def test_bf16_matmuls_on_a_v100_fall_back_to_fp32_and_say_so(bf16_on_host):
     # Volta's tensor cores take fp16 only: a bf16 matmul runs widened on the fp32 CUDA
     # cores (15.7 TFLOP/s), a documented substitute that the coverage names.
-    v100 = place_program(bf16_on_host, load_hardware("v100-sxm2"))
+    v100 = Placer(load_hardware("v100-sxm2")).program(bf16_on_host)
     placed = [p for p in v100.ops if p.cost.unit == "matrix"]
     assert all(p.placement.roof.label == "fp32 vector" for p in placed)
     substitutes = v100.coverage.of(Gap.SUBSTITUTE_ROOF)
@@ -159,16 +159,16 @@ def test_a_host_program_on_a_tpu_board_says_it_spreads_over_the_board():
     # program compiled for the TPU is placed on one core and carries no such gap.
     workload = parse_spec("matmul:m=256,n=256,k=256,dtype=bf16")
     tpu = load_hardware("tpu-v2")
-    on_host = place_program(compile_program(workload.fn, workload.args, "host"), tpu)
+    on_host = Placer(tpu).program(compile_program(workload.fn, workload.args, "host"))
     [gap] = on_host.coverage.of(Gap.SCOPE)
     assert on_host.hardware.scope == "board"
     assert "tpu-v2's whole board (8 cores)" in gap.detail and "--target tpu-v2" in gap.detail
     assert (gap.flops_share, gap.time_share) == (1.0, 1.0)
-    on_tpu = place_program(compile_program(workload.fn, workload.args, "tpu-v2"), tpu)
+    on_tpu = Placer(tpu).program(compile_program(workload.fn, workload.args, "tpu-v2"))
     assert on_tpu.hardware.scope == "core" and not on_tpu.coverage.of(Gap.SCOPE)
     # A GPU is one device: a host compile placed on it has nothing to say about scope.
-    on_gpu = place_program(compile_program(workload.fn, workload.args, "host"),
-                           load_hardware("v100-sxm2"))
+    on_gpu = Placer(load_hardware("v100-sxm2")).program(
+        compile_program(workload.fn, workload.args, "host"))
     assert not on_gpu.coverage.of(Gap.SCOPE)
 
 
@@ -182,17 +182,17 @@ def test_transcendentals_on_a_device_without_their_rate_are_listed_as_untimed():
     import pandas
 
     from roofline.hardware import ComputeRoof, load_spec_file
-    from roofline.model.analysis import omissions_of, place_op
+    from roofline.model.analysis import Placer, omissions_of
     from roofline.program.ops_table import read_ops_table
 
     cpu = load_spec_file(Path(__file__).parent / "data" / "specs" / "twocore.toml")
     (op,) = read_ops_table(pandas.DataFrame({"kind": ["exp"], "shapes": ["65536"],
                                              "dtype": ["f32"], "time": ["20 us"]})).ops
-    (gap,) = omissions_of([(op, place_op(op, cpu), 20e-6)], cpu)
+    (gap,) = omissions_of([(op, Placer(cpu).op(op), 20e-6)], cpu)
     assert gap.gap is Gap.UNTIMED_TRANSCENDENTALS and not gap.gap.leaves_out
     timed = dataclasses.replace(cpu, compute=(*cpu.compute, ComputeRoof(
         "transcendental", "fp32", 4e9, ("sheet",))))
-    assert omissions_of([(op, place_op(op, timed), 20e-6)], timed) == []
+    assert omissions_of([(op, Placer(timed).op(op), 20e-6)], timed) == []
 
 
 def test_an_approximated_gap_says_its_shares_are_those_of_the_ops_it_touches():

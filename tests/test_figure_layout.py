@@ -82,13 +82,13 @@ def test_a_roof_shared_by_two_units_has_one_label():
 
 @pytest.fixture(scope="module")
 def tour():
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
     from roofline.program.compile import compile_program
     from roofline.program.workloads import parse_spec
 
     workload = parse_spec(FC)
     program = compile_program(workload.fn, workload.args, "tpu-v2")
-    return place_program(program, load_hardware("tpu-v2"))
+    return Placer(load_hardware("tpu-v2")).program(program)
 
 
 def test_tour_figure_labels_ops_without_stacking_them(tour):

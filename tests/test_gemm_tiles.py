@@ -7,7 +7,7 @@ import pytest
 from roofline.api import PlacementOptions, predict_ops
 from roofline.hardware import load_hardware
 from roofline.hardware.spec_file import SpecError, parse_spec
-from roofline.model.analysis import place_op, wave_efficiency
+from roofline.model.analysis import Placer, wave_efficiency
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.ops_table import read_ops_table
 from tests.test_ops_table import _table
@@ -71,7 +71,7 @@ def test_v100_places_a_matmul_at_its_best_tiles_wave_efficiency(ops):
     assert wave_efficiency(ops["mm2048"], v100) == pytest.approx(4194304 / (13 * 80 * 4096))
     # Compute time: 2 x 1024^2 x 4096 FLOPs at 125 TFLOP/s (fp16 tensor peak) / 0.8
     # = 8.590e9 / 1e14 = 85.9 us.
-    placed = place_op(ops["mm1024"], v100)
+    placed = Placer(v100).op(ops["mm1024"])
     assert placed.wave_efficiency == pytest.approx(0.8)
     assert placed.compute_s == pytest.approx(2 * 1024**2 * 4096 / 125e12 / 0.8)
     # One SM (scope sm): every tile runs in turn; 1024 / 64 squared = 256 tiles of 64x64
@@ -233,8 +233,8 @@ def test_a_skinny_gemm_over_a_long_reduction_is_split_and_its_bound_is_flops_ove
     skinny, v100 = table.ops[0], load_hardware("v100-sxm2")
     flops = 2 * 128 * 128 * 2**20
     assert skinny.gemm.wave_efficiency((128, 128), 80) == 1.0
-    bound = place_op(skinny, v100.plain_roofline())
+    bound = Placer(v100.plain_roofline()).op(skinny)
     assert bound.seconds == pytest.approx(flops / 15.7e12) and bound.overhead_s == 0
-    expected = place_op(skinny, v100.at_ceilings("achievable"))
+    expected = Placer(v100.at_ceilings("achievable")).op(skinny)
     assert expected.seconds == pytest.approx(flops / 13.7e12)
     assert expected.seconds < 2 * bound.seconds

@@ -98,7 +98,7 @@ def test_a_gpus_answers_place_its_own_compilers_ops_and_say_so(capsys):
 
 
 def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
 
     spec = "matmul:m=512,n=256,k=1024,dtype=bf16"
     prediction = api.predict(spec, "a100-40gb", "h100-sxm",
@@ -106,8 +106,8 @@ def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):
                              compile=api.CompileOptions(compile_target="gpu"))
     a100 = compile_workload(parse_spec(spec), "a100-40gb")
     assert prediction.comparison.old_s == pytest.approx(
-        place_program(a100, load_hardware("a100-40gb")).seconds)
+        Placer(load_hardware("a100-40gb")).program(a100).seconds)
     assert prediction.comparison.new_s == pytest.approx(
-        place_program(gemm_on_h100, load_hardware("h100-sxm")).seconds)
+        Placer(load_hardware("h100-sxm")).program(gemm_on_h100).seconds)
     assert all(o.gap.value != "ops of another compiler"
                for o in prediction.comparison.coverage.omissions)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from roofline.hardware import load_hardware
-from roofline.model.analysis import place_op, place_spec
+from roofline.model.analysis import Placer, place_spec
 from roofline.model.comparison import compare_costs
 from roofline.model.placement import Bound, BoundKind
 from roofline.program.hlo import analyze_module, parse_hlo_text
@@ -68,7 +68,7 @@ def test_a_loop_carries_the_kernels_of_one_trip(loop):
 
 def test_each_kernel_of_a_loop_is_placed_on_its_own_roof_times_the_trips(loop):
     v3 = core("tpu-v3")
-    placement = place_op(loop, v3)
+    placement = Placer(v3).op(loop)
     add, dot, compare = placement.parts
     # dot on a v3 core (420 TFLOP/s / 8 = 52.5 TFLOP/s; 3600 GB/s / 8 = 450 GB/s):
     # compute 2.147e9 / 52.5e12 = 40.90 us > memory 3 * 2 MiB / 450e9 = 13.98 us.
@@ -115,7 +115,7 @@ LSTM = "rnn:cell=lstm,layers=1,embed=512,length=10,vocab=1024,batch=1024,dtype=b
 
 @pytest.fixture(scope="module")
 def lstm_on_tpus():
-    return {device: place_spec(LSTM, load_hardware(device))[1]
+    return {device: place_spec(LSTM, Placer(load_hardware(device)))[1]
             for device in ("tpu-v2", "tpu-v3")}
 
 
@@ -145,7 +145,7 @@ def test_host_compiled_loops_keep_the_programs_half_precision(tmp_path):
     # XLA:CPU widens the bf16 weights to f32 once, before the loop; the matmuls inside
     # read them through the loop state, and are placed in bf16 on a GPU's tensor cores.
     _, placed = place_spec("rnn:cell=lstm,layers=1,embed=64,length=4,vocab=128,batch=16,"
-                           "dtype=bf16", load_hardware("a100-40gb"), target="host")
+                           "dtype=bf16", Placer(load_hardware("a100-40gb")), target="host")
     inside = [(op, p) for placed_op in placed.ops if placed_op.cost.body
               for op, p in _kernels(placed_op.cost, placed_op.placement)]
     matmuls = [(op, p) for op, p in inside if op.unit == "matrix"]
@@ -167,13 +167,13 @@ def test_recurrent_workloads_run_their_loop_matmuls_on_matrix_units(spec):
     # Compiled once for the host, placed on an A100 (bf16 and fp16 tensor cores) and on a
     # TPU v3 core (bf16 MXU; fp16 widened to its f32 matrix roof): every matmul inside a
     # loop is on a matrix roof, none on a vector unit.
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
     from roofline.program.compile import compile_workload
     from roofline.program.workloads import parse_spec
 
     program = compile_workload(parse_spec(spec), "host")
     for device in ("a100-40gb", "tpu-v3"):
-        placed = place_program(program, load_hardware(device))
+        placed = Placer(load_hardware(device)).program(program)
         inside = [(op, p) for placed_op in placed.ops if placed_op.cost.body
                   for op, p in _kernels(placed_op.cost, placed_op.placement)]
         matmuls = [p for op, p in inside if op.unit == "matrix"]
@@ -186,18 +186,18 @@ def test_kernels_alike_across_loops_are_placed_once_and_as_alone():
     # same but are not the same objects (each loop's body is costed on its own). Placing
     # the program places each such kernel once, and every op's placement equals placing
     # it alone.
-    from roofline.model.analysis import device_hardware, place_program
+    from roofline.model.analysis import Placer, device_hardware
     from roofline.program.compile import compile_workload
     from roofline.program.workloads import parse_spec
 
     program = compile_workload(parse_spec("deepspeech2:batch=2,frames=40,hidden=64,"
                                           "dtype=bf16"), "host")
     hardware = load_hardware("xeon-8163")
-    placed = place_program(program, hardware)
+    placed = Placer(hardware).program(program)
     device = device_hardware(program, hardware)
     for placed_op in placed.ops:
         if placed_op.cost.does_work:
-            assert placed_op.placement == place_op(placed_op.cost, device)
+            assert placed_op.placement == Placer(device).op(placed_op.cost)
     kernels = [pair for placed_op in placed.ops if placed_op.cost.body
                for pair in _kernels(placed_op.cost, placed_op.placement)]
     alike = [(a, b) for i, (a, pa) in enumerate(kernels) for b, pb in kernels[i + 1:]
@@ -231,7 +231,7 @@ def test_a_conditional_is_placed_as_its_heaviest_branch():
     costs = analyze_module(parse_hlo_text(BRANCHES), platform="tpu")
     (cond,) = [op for op in costs.ops if op.opcode == "conditional"]
     assert [op.name for op in cond.body] == ["d"] and cond.trip_count == 1
-    placement = place_op(cond, core("tpu-v3"))
+    placement = Placer(core("tpu-v3")).op(cond)
     # 2 x 512^3 = 2.684e8 FLOPs at 52.5 TFLOP/s = 5.113 us > 3 x 512 KiB / 450 GB/s =
     # 1.748 us: the matrix unit bounds it, as the branch that multiplies.
     assert placement.seconds == pytest.approx(2 * 512**3 / 52.5e12)
@@ -256,12 +256,12 @@ ENTRY %main (x: bf16[128,256], w: bf16[256,512]) -> bf16[128,512] {
 
 
 def test_a_tpu_compiled_bf16_matmul_runs_on_a_gpus_bf16_tensor_cores():
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
     from roofline.program.compile import compile_workload
     from roofline.program.workloads import parse_spec
 
     program = compile_workload(parse_spec("matmul:m=1024,n=1024,k=1024,dtype=bf16"),
                                "tpu-v3")
-    placed = place_program(program, load_hardware("a100-40gb"))
+    placed = Placer(load_hardware("a100-40gb")).program(program)
     (op,) = [p for p in placed.ops if p.cost.unit == "matrix"]
     assert op.placement.roof.label == "bf16 matrix"

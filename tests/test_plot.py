@@ -53,7 +53,7 @@ from pathlib import Path  # noqa: E402
 
 from roofline.api import predict, whatif  # noqa: E402
 from roofline.cli import main  # noqa: E402
-from roofline.model.analysis import place_program  # noqa: E402
+from roofline.model.analysis import Placer  # noqa: E402
 from roofline.model.comparison import sensitivity_of  # noqa: E402
 from roofline.program.compile import compile_program  # noqa: E402
 from roofline.program.workloads import parse_spec  # noqa: E402
@@ -78,7 +78,7 @@ FC = "fc:layers=2,nodes=4096,input=2000,output=1000,batch=256,dtype=bf16"
 def fc_placement():
     workload = parse_spec(FC)
     program = compile_program(workload.fn, workload.args, "tpu-v2")
-    return place_program(program, load_hardware("tpu-v2"))
+    return Placer(load_hardware("tpu-v2")).program(program)
 
 
 def _collection(ax, gid):
@@ -300,10 +300,11 @@ def test_a_roofline_says_which_ops_it_leaves_off():
 def test_a_predicted_roofline_names_its_data_movement():
     # A small CNN step on a TPU v2 core: its ops with no FLOPs (copies, pads, ...) are
     # data movement, each share their placed time over the step's.
-    from roofline.model.analysis import place_spec
+    from roofline.model.analysis import Placer, place_spec
     from roofline.render.plot import predicted_left_off
 
-    _, placement = place_spec("cnn:blocks=1,filters=8,image=32,batch=4", load_hardware("tpu-v2"))
+    _, placement = place_spec("cnn:blocks=1,filters=8,image=32,batch=4",
+                              Placer(load_hardware("tpu-v2")))
     off = sum(op.placement.seconds for op in placement.ops
               if op.placement is not None and op.cost.flops == 0)
     assert off > 0.001 * placement.seconds

@@ -116,8 +116,8 @@ def test_examples_use_only_the_public_surface(where, code):
     ("from roofline.model.explain import explain", ["from roofline.model.explain import ..."]),
     ("import roofline.render.plot", ["import roofline.render.plot"]),
     ("from roofline import program_ops", ["from roofline import program_ops"]),
-    ("import roofline\nroofline.model.analysis.place_program",
-     ["roofline.model.analysis.place_program"]),
+    ("import roofline\nroofline.model.analysis.Placer",
+     ["roofline.model.analysis.Placer"]),
     ("import roofline.api as rl\nrl.compile_program", ["rl.compile_program"]),
 ])
 def test_what_counts_as_beneath_the_public_surface(code, expected):

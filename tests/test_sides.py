@@ -9,7 +9,7 @@ import pytest
 from roofline.api import CompileOptions, PlacementOptions, SideOptions, predict
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.model.analysis import place_program
+from roofline.model.analysis import Placer
 from roofline.model.coverage import Gap
 from roofline.program.compile import compile_workload
 from roofline.program.workloads import parse_spec
@@ -25,8 +25,8 @@ def board_steps():
     """The FC step data-parallel over a TPU v2 and a v3 board (8 cores each), one core's
     placement."""
     workload = parse_spec(FC)
-    return {device: place_program(compile_workload(workload, device, data_parallel=True),
-                                  load_hardware(device))
+    return {device: Placer(load_hardware(device)).program(
+                compile_workload(workload, device, data_parallel=True))
             for device in ("tpu-v2", "tpu-v3")}
 
 
@@ -45,8 +45,8 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
     assert doc["sides"]["target"].endswith("ops of the tpu-v3 compile")
     assert result.comparison.new_s == pytest.approx(board_steps["tpu-v3"].seconds)
     assert result.target.scope == "core"
-    on_v100 = place_program(compile_workload(parse_spec(FC), "v100-sxm2"),
-                            load_hardware("v100-sxm2"))
+    on_v100 = Placer(load_hardware("v100-sxm2")).program(
+        compile_workload(parse_spec(FC), "v100-sxm2"))
     assert result.comparison.old_s == pytest.approx(on_v100.seconds)
     # A TPU's compile stands in where asked (XLA:TPU fuses a network much as a GPU
     # compiler does), in the dtypes the program stores, and the answer says so first.
@@ -58,8 +58,7 @@ def test_a_gpu_against_a_tpu_board_runs_the_global_batch_on_each(board_steps):
     with_host_ops = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK,
                             compile=CompileOptions(compile_target="host"))
     assert "ops of the host compile (XLA:CPU on this host)" in with_host_ops.sides[0]
-    on_v100 = place_program(compile_workload(parse_spec(FC), "host"),
-                            load_hardware("v100-sxm2"))
+    on_v100 = Placer(load_hardware("v100-sxm2")).program(compile_workload(parse_spec(FC), "host"))
     assert with_host_ops.comparison.old_s == pytest.approx(on_v100.seconds)
 
 
@@ -102,8 +101,8 @@ def test_part_of_a_board_splits_the_batch_and_says_what_it_leaves_out():
                                "compile")
     (gap,) = result.comparison.coverage.of(Gap.SCOPE)
     assert "not modelled" in gap.detail
-    one_core = place_program(compile_workload(parse_spec(FC.replace("batch=64", "batch=32")),
-                                              "tpu-v3"), load_hardware("tpu-v3"))
+    one_core = Placer(load_hardware("tpu-v3")).program(
+        compile_workload(parse_spec(FC.replace("batch=64", "batch=32")), "tpu-v3"))
     assert result.comparison.new_s == pytest.approx(one_core.seconds)
 
 
@@ -129,8 +128,8 @@ def test_eight_gpus_run_their_share_and_all_reduce_the_gradients_over_nvlink():
     assert reduce.old_s == pytest.approx(1.75 * PARAMETERS * 2 / 150e9)
     assert reduce.old_bound.kind.value == "link"
     # The rest is one V100 running batch 8 of the same compile.
-    one = place_program(compile_workload(parse_spec(FC.replace("batch=64", "batch=8")),
-                                         "tpu-v3"), load_hardware("v100-sxm2"))
+    one = Placer(load_hardware("v100-sxm2")).program(
+        compile_workload(parse_spec(FC.replace("batch=64", "batch=8")), "tpu-v3"))
     assert result.comparison.old_s == pytest.approx(one.seconds + reduce.old_s)
     with pytest.raises(RooflineError, match="only a board compile shows"):
         predict(FC, "v100-sxm2", "tpu-v3", sides=SideOptions(devices=8),

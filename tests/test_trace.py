@@ -333,16 +333,16 @@ def test_explain_a_host_run_on_the_measured_host(captured, measured_host, monkey
     # An op faster than DRAM allows was served by a cache: it is placed against the
     # farthest level whose bandwidth explains its time, and is above its roof only when
     # even the nearest level does not.
-    from roofline.model.analysis import NOISE, place_op
+    from roofline.model.analysis import NOISE, Placer
 
     host = ex.hardware
     for op in ex.ops:
-        dram = place_op(op.cost, host).seconds
+        dram = Placer(host).op(op.cost).seconds
         if op.seconds >= dram * (1 - NOISE):
             assert op.served_by is None
         elif op.served_by is not None:
             assert not op.above_roof
-            assert op.seconds >= place_op(op.cost, host, served_by=op.served_by).seconds * (
+            assert op.seconds >= Placer(host).op(op.cost, op.served_by).seconds * (
                 1 - NOISE)
         else:
             assert op.above_roof

@@ -315,7 +315,7 @@ def test_ops_timed_as_their_own_programs_pay_each_side_s_handoff_to_a_worker_thr
 def test_a_run_with_ops_on_both_sides_of_the_inline_threshold_fits_its_own_handoff():
     import pandas
 
-    from roofline.model.analysis import place_op
+    from roofline.model.analysis import Placer
     from roofline.program.ops_table import read_ops_table
     from tests.conftest import DATA
 
@@ -332,7 +332,7 @@ def test_a_run_with_ops_on_both_sides_of_the_inline_threshold_fits_its_own_hando
     table = read_ops_table(pandas.DataFrame({
         "name": [f"{k}{n}" for k, n in zip(kinds, sizes)], "kind": kinds, "shapes": sizes,
         "dtype": ["f32"] * 7, "time_us": [1.0] * 7}))
-    work = {op.name: work_seconds(place_op(op, one)) for op in table.ops}
+    work = {op.name: work_seconds(Placer(one).op(op)) for op in table.ops}
     measured = {name: (5e-6 if name.startswith("exp") else 6.2e-6) + w
                 for name, w in work.items()}
     result = transfer(list(table.ops), measured, one, both, calls=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from roofline.api import load_hardware
+from roofline.api import Ceilings, ComparedUnit, load_hardware
 from roofline.cli.common import (
     FLOOR_MAX_S,
     Parents,
@@ -67,10 +67,10 @@ def _predict(args: argparse.Namespace) -> int:
     target = load_hardware(args.dest, args.hardware_dir)   # --to
     per = args.per
     if args.data_parallel:
-        if per not in (None, "board"):
+        if per not in (None, ComparedUnit.BOARD):
             raise RooflineError(f"--data-parallel compares boards; it contradicts --per "
                                 f"{per}: give one of them")
-        per = "board"
+        per = ComparedUnit.BOARD
     if args.ops is not None:
         for flag in ("to_program", "target", "max_batch", "per", "data_parallel", "devices"):
             if getattr(args, flag):
@@ -155,7 +155,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "see docs/predict.md), carried to --to without compiling")
     p.add_argument("--to-dtype", metavar="DTYPE",
                    help="with --ops: predict the same ops in this dtype (bf16, f16, f32)")
-    p.add_argument("--ceilings", choices=("achievable", "peak"), default="achievable",
+    p.add_argument("--ceilings", choices=tuple(Ceilings), default=Ceilings.ACHIEVABLE,
                    help="place both devices at the measured rates their spec files cite "
                         "(peaks where none is cited), or at the datasheet peaks")
     p.add_argument("--target-floor", metavar="TIME", type=floor_seconds,
@@ -177,7 +177,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
     p.add_argument("--target", help="compile target (default: the --from TPU, else host); "
                                     "with --per, the compile a GPU or CPU side takes its "
                                     "ops from (default: the TPU side's, else host)")
-    p.add_argument("--per", choices=("device", "board", "chip", "core"),
+    p.add_argument("--per", choices=tuple(ComparedUnit),
                    help="compare the same step (global batch) on each device as a whole, "
                         "per board, chip or TPU core: a TPU board runs it data-parallel "
                         "over its cores, a GPU as one device (default: device for devices "

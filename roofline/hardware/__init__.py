@@ -2,8 +2,8 @@
 
 from roofline.hardware.library import (
     ENV_VAR,
-    HardwareRef,
     LibraryEntry,
+    ParsedRef,
     builtin_dir,
     list_hardware,
     load_hardware,
@@ -11,9 +11,11 @@ from roofline.hardware.library import (
 )
 from roofline.hardware.records import (
     DTYPES,
-    UNITS,
+    Ceilings,
     ComputeRoof,
+    ExecutionUnit,
     Hardware,
+    HardwareKind,
     Link,
     MemoryLevel,
     Scalar,
@@ -21,7 +23,7 @@ from roofline.hardware.records import (
 from roofline.hardware.spec_file import load_spec_file, parse_spec
 
 __all__ = [
-    "DTYPES", "ENV_VAR", "UNITS", "ComputeRoof", "Hardware", "HardwareRef", "LibraryEntry",
-    "Link", "MemoryLevel", "Scalar", "builtin_dir", "list_hardware", "load_hardware",
-    "load_spec_file", "parse_spec", "spec_files",
+    "DTYPES", "ENV_VAR", "Ceilings", "ComputeRoof", "ExecutionUnit", "Hardware",
+    "HardwareKind", "LibraryEntry", "Link", "MemoryLevel", "ParsedRef", "Scalar", "builtin_dir",
+    "list_hardware", "load_hardware", "load_spec_file", "parse_spec", "spec_files",
 ]

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from roofline.hardware.records import ExecutionUnit
 from roofline.hardware.timing import best_seconds, calls_for
 
 
@@ -22,7 +23,7 @@ class MatrixCase:
     and the precision XLA is asked for."""
 
     dtype: str          # the spec's dtype of the roof it measures
-    unit: str           # the spec's unit of that roof
+    unit: ExecutionUnit   # the spec's unit of that roof
     jax_dtype: str
     precision: str      # jax.lax.Precision name
     min_capability: float = 0.0   # CUDA compute capability the dtype needs
@@ -36,11 +37,11 @@ class MatrixCase:
 # GPU (XLA:GPU lets cuBLAS round its operands to TF32); at HIGHEST it is an SGEMM on the
 # fp32 CUDA cores, the vector unit of a spec. fp8 (E4M3) needs compute capability 8.9.
 MATRIX_CASES = (
-    MatrixCase("fp32", "vector", "float32", "HIGHEST"),
-    MatrixCase("tf32", "matrix", "float32", "DEFAULT"),
-    MatrixCase("bf16", "matrix", "bfloat16", "DEFAULT"),
-    MatrixCase("fp16", "matrix", "float16", "DEFAULT"),
-    MatrixCase("fp8", "matrix", "float8_e4m3fn", "DEFAULT", min_capability=8.9),
+    MatrixCase("fp32", ExecutionUnit.VECTOR, "float32", "HIGHEST"),
+    MatrixCase("tf32", ExecutionUnit.MATRIX, "float32", "DEFAULT"),
+    MatrixCase("bf16", ExecutionUnit.MATRIX, "bfloat16", "DEFAULT"),
+    MatrixCase("fp16", ExecutionUnit.MATRIX, "float16", "DEFAULT"),
+    MatrixCase("fp8", ExecutionUnit.MATRIX, "float8_e4m3fn", "DEFAULT", min_capability=8.9),
 )
 GEMM_SIZES = (1024, 2048, 4096, 8192, 16384)
 QUICK_GEMM_SIZES = (64, 128, 256)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import RooflineError, SpecError, UnknownHardwareError, did_you_mean
-from roofline.hardware.records import Hardware
+from roofline.hardware.records import Hardware, HardwareKind
 from roofline.hardware.spec_file import load_spec_file
 
 ENV_VAR = "ROOFLINE_HARDWARE_PATH"
@@ -63,7 +63,7 @@ def gpu_spec_for_facts(capability: str, sms: float, memory_bytes: float) -> str 
             hw = load_spec_file(path)
         except SpecError:
             continue
-        if (hw.kind == "gpu" and hw.compute_capability == capability
+        if (hw.kind == HardwareKind.GPU and hw.compute_capability == capability
                 and hw.count("sm") == sms
                 and abs(hw.main_memory.capacity_bytes / memory_bytes - 1) <= 0.15):
             found.append(hw.id)
@@ -80,15 +80,15 @@ def spec_files(extra_dirs: Iterable[str | Path] = ()) -> dict[str, Path]:
 
 
 @dataclass(frozen=True)
-class HardwareRef:
-    """A parsed ``ID[@VARIANT][:SCOPE]`` reference."""
+class ParsedRef:
+    """A parsed ``ID[@VARIANT][:SCOPE]`` reference (the text of :attr:`Hardware.ref`)."""
 
     id: str
     variant: str | None = None
     scope: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> HardwareRef:
+    def parse(cls, text: str) -> ParsedRef:
         match = _REF.match(text.strip())
         if match is None:
             raise UnknownHardwareError(
@@ -103,7 +103,7 @@ def load_hardware(ref: str | Path, extra_dirs: Iterable[str | Path] = ()) -> Har
     text = str(ref)
     if text.endswith(".toml") or os.sep in text:
         return load_spec_file(Path(text))
-    parsed = HardwareRef.parse(text)
+    parsed = ParsedRef.parse(text)
     files = spec_files(extra_dirs)
     if parsed.id not in files:
         raise UnknownHardwareError(

@@ -44,6 +44,7 @@ from typing import Any
 
 from roofline.errors import RooflineError
 from roofline.hardware.host_kernels import DTYPES, cache_sizes
+from roofline.hardware.records import ExecutionUnit
 from roofline.units import Kind, format_quantity
 
 
@@ -281,13 +282,14 @@ def _header_toml(m: HostMeasurement, spec_id: str) -> list[str]:
 def _compute_toml(m: HostMeasurement) -> list[str]:
     # A CPU runs GEMMs and elementwise work on the same vector units, but XLA's GEMM kernels
     # reach a far higher rate: GEMMs are described as the "matrix" roof.
-    roofs = [("matrix", dtype, m.all_cores["matrix"][dtype], m.one_core["matrix"][dtype],
-              "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
-    roofs += [("vector", dtype, m.all_cores[f"vector_{dtype}"], m.one_core[f"vector_{dtype}"],
+    roofs = [(ExecutionUnit.MATRIX, dtype, m.all_cores["matrix"][dtype],
+              m.one_core["matrix"][dtype], "Best XLA:CPU GEMM (dot) rate.") for dtype, _ in DTYPES]
+    roofs += [(ExecutionUnit.VECTOR, dtype, m.all_cores[f"vector_{dtype}"],
+               m.one_core[f"vector_{dtype}"],
                "Elementwise work: the best of chains of 1 to 64 multiply-adds, in XLA's "
                "FLOP count.")
               for dtype, _ in DTYPES]
-    roofs.append(("transcendental", "fp32", m.all_cores["transcendental_fp32"],
+    roofs.append((ExecutionUnit.TRANSCENDENTAL, "fp32", m.all_cores["transcendental_fp32"],
                   m.one_core["transcendental_fp32"], "Exponentials per second (written as "
                   "FLOP/s, one each): a loop of one-exponential kernels over 1 MiB."))
     lines: list[str] = []

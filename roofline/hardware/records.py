@@ -8,19 +8,34 @@ records, so a what-if can never edit the device it started from.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from roofline.errors import ScaleError, UnknownHardwareError, did_you_mean
 from roofline.units import Kind, format_quantity
 
-# "transcendental": exponentials, logarithms, tanh... per second, each counted as one (XLA
-# counts them apart from FLOPs); a roof of the units that evaluate them, not of FLOPs.
-UNITS: tuple[str, ...] = ("matrix", "vector", "transcendental")
-TRANSCENDENTAL = "transcendental"
+
+class ExecutionUnit(enum.StrEnum):
+    """The units a compute roof is the rate of (a spec's ``compute.unit``, an op's unit)."""
+
+    MATRIX = "matrix"
+    VECTOR = "vector"
+    # Exponentials, logarithms, tanh... per second, each counted as one (XLA counts them
+    # apart from FLOPs); a roof of the units that evaluate them, not of FLOPs.
+    TRANSCENDENTAL = "transcendental"
+
+
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
 PRECISIONS: tuple[str, ...] = ("DEFAULT", "HIGH", "HIGHEST")   # jax.lax.Precision
-KINDS: tuple[str, ...] = ("gpu", "tpu", "cpu")
+
+
+class HardwareKind(enum.StrEnum):
+    """What a device is (a spec's ``kind``); a ``str``, so it prints and compares as one."""
+
+    GPU = "gpu"
+    TPU = "tpu"
+    CPU = "cpu"
 
 
 @dataclass(frozen=True)
@@ -33,7 +48,12 @@ class Scalar:
     note: str = ""
 
 
-CEILINGS: tuple[str, ...] = ("achievable", "peak")
+class Ceilings(enum.StrEnum):
+    """What a record's rates are: its spec's ``achievable`` (measured) figures or its
+    datasheet ``peak`` ones (:meth:`Hardware.at_ceilings`)."""
+
+    ACHIEVABLE = "achievable"
+    PEAK = "peak"
 
 
 @dataclass(frozen=True)
@@ -41,7 +61,7 @@ class ComputeRoof:
     """Peak rate of one execution unit for one dtype (dense; an FMA is 2 FLOPs), and the
     rate kernels were measured to reach (``achieved``, from a cited microbenchmark)."""
 
-    unit: str
+    unit: ExecutionUnit
     dtype: str
     flop_per_s: float
     sources: tuple[str, ...]
@@ -60,7 +80,7 @@ class ComputeRoof:
         """The peak for people: "125 TFLOP/s", "624 TOP/s" for integer dtypes, "3.9 G/s"
         for transcendentals."""
         text = format_quantity(self.flop_per_s, Kind.FLOP_RATE)
-        if self.unit == TRANSCENDENTAL:
+        if self.unit == ExecutionUnit.TRANSCENDENTAL:
             return text.replace("FLOP/s", "/s")
         return text.replace("FLOP/s", "OP/s") if self.dtype.startswith("int") else text
 
@@ -117,7 +137,7 @@ class Hardware:
     id: str
     name: str
     vendor: str
-    kind: str
+    kind: HardwareKind
     scope: str
     scopes: tuple[tuple[str, int], ...]
     compute: tuple[ComputeRoof, ...]
@@ -137,7 +157,7 @@ class Hardware:
     path: str | None = None
     modifications: tuple[tuple[str, float], ...] = ()
     sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
-    ceilings: str = "peak"                  # what the rates are: "peak" or "achievable"
+    ceilings: Ceilings = Ceilings.PEAK      # what the rates are: peak or achievable
     gemm: GemmTiling | None = None          # how its GEMM library tiles a matrix product
     # An NVIDIA GPU's CUDA compute capability ("9.0"), where its spec gives one.
     compute_capability: str | None = None
@@ -190,7 +210,7 @@ class Hardware:
     @property
     def arithmetic(self) -> tuple[ComputeRoof, ...]:
         """The roofs of FLOPs: every compute roof but the transcendental ones."""
-        return tuple(r for r in self.compute if r.unit != TRANSCENDENTAL)
+        return tuple(r for r in self.compute if r.unit != ExecutionUnit.TRANSCENDENTAL)
 
     @property
     def main_memory(self) -> MemoryLevel:
@@ -263,7 +283,7 @@ class Hardware:
             return None
         return min(1.0, self.sustained_clock.value / self.clock.value)
 
-    def at_ceilings(self, ceilings: str) -> Hardware:
+    def at_ceilings(self, ceilings: Ceilings | str) -> Hardware:
         """The device at its datasheet ``"peak"`` rates or its ``"achievable"`` ones.
 
         Achievable: each roof and bandwidth at its measured figure (``achieved``) where the
@@ -271,12 +291,12 @@ class Hardware:
         boost clock where a sustained clock is cited; the peak otherwise
         (:meth:`ceiling_basis` says which). A measured spec's peaks are achieved rates.
         """
-        if ceilings not in CEILINGS:
+        if ceilings not in tuple(Ceilings):
             raise UnknownHardwareError(f"unknown ceilings {ceilings!r}: choose "
-                                       f"{' or '.join(CEILINGS)}")
+                                       f"{' or '.join(Ceilings)}")
         if ceilings == self.ceilings:
             return self
-        if self.ceilings == "achievable":
+        if self.ceilings == Ceilings.ACHIEVABLE:
             raise UnknownHardwareError(f"{self.ref} is already at its achievable ceilings; "
                                        "load the spec again for its peaks")
         ratio = self.clock_ratio or 1.0
@@ -287,14 +307,14 @@ class Hardware:
             m, bytes_per_s=m.achieved.value if m.achieved and m.achieved.value
             else m.bytes_per_s) for m in self.memory)
         return dataclasses.replace(self, compute=compute, memory=memory,
-                                   ceilings="achievable")
+                                   ceilings=Ceilings.ACHIEVABLE)
 
     def plain_roofline(self) -> Hardware:
         """The device as the plain roofline sees it, the floor under every prediction: its
         peaks, no per-op overhead, no memory latency and no GEMM tiling (a matrix product
         at its FLOPs over the peak). Raises where the record is already at its achievable
         ceilings."""
-        if self.ceilings != "peak":
+        if self.ceilings != Ceilings.PEAK:
             raise UnknownHardwareError(f"{self.ref} is at its achievable ceilings; load the "
                                        "spec again for its plain roofline")
         memory = (dataclasses.replace(self.memory[0], latency=None), *self.memory[1:])
@@ -327,7 +347,7 @@ class Hardware:
 
     def ceilings_summary(self) -> str:
         """One line for a result's method: what its rates are."""
-        if self.ceilings == "peak":
+        if self.ceilings == Ceilings.PEAK:
             return f"{self.label}: datasheet peaks"
         if self.measured:
             return f"{self.label}: measured ceilings"

@@ -16,12 +16,12 @@ from typing import Any
 from roofline.errors import SpecError, UnknownHardwareError, did_you_mean
 from roofline.hardware.records import (
     DTYPES,
-    KINDS,
     PRECISIONS,
-    UNITS,
     ComputeRoof,
+    ExecutionUnit,
     GemmTiling,
     Hardware,
+    HardwareKind,
     Link,
     MemoryLevel,
     Scalar,
@@ -119,7 +119,7 @@ def _compute(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
                           fields | _COMMON | _ACHIEVED | {"alternatives", "precision"},
                           ("unit", "dtype", "peak"))
         entry = _with_variant(reader, key, entry, {"peak"}, variant, _ACHIEVED)
-        unit = reader.choice(f"{key}.unit", entry["unit"], UNITS)
+        unit = ExecutionUnit(reader.choice(f"{key}.unit", entry["unit"], tuple(ExecutionUnit)))
         dtype = reader.choice(f"{key}.dtype", entry["dtype"], DTYPES)
         if any(r.unit == unit and r.dtype == dtype for r in roofs):
             raise reader.error(key, f"a second {dtype} {unit} roof; each unit and dtype "
@@ -326,7 +326,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
     if path is not None and path.stem != hw_id:
         raise reader.error("id", f"id {hw_id!r} must equal the file name without .toml "
                            f"({path.stem!r}); rename the file or fix the id")
-    kind = reader.choice("kind", doc["kind"], KINDS)
+    kind = HardwareKind(reader.choice("kind", doc["kind"], tuple(HardwareKind)))
     measured = doc.get("measured", False)
     if not isinstance(measured, bool):
         raise reader.error("measured", f"expected true or false, got {measured!r}")

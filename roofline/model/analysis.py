@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roofline.errors import DoesNotFitError, RooflineError
-from roofline.hardware.records import Hardware
+from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.model.placement import (
     Bound,
@@ -91,14 +91,14 @@ class ProgramPlacement:
         return dict(shares)
 
 
-def aligned_scope(hardware: Hardware, scope: str, kind: str) -> Hardware:
+def aligned_scope(hardware: Hardware, scope: str, kind: HardwareKind) -> Hardware:
     """``hardware`` at ``scope``, where both it and the device of ``kind`` it is compared
     with are TPUs and it describes that scope; unchanged otherwise. The one rule that puts
     two devices (or a device and a program's device) at the same scope: a TPU program runs
     on one core or chip of a board, so both sides are placed there. A CPU's or GPU's scope
     is the user's choice (``host@one-core:core`` against ``host`` is one core against all
     of them) and is kept; so are mixed kinds."""
-    if kind == hardware.kind == "tpu" and scope in dict(hardware.scopes):
+    if kind == hardware.kind == HardwareKind.TPU and scope in dict(hardware.scopes):
         return hardware.at_scope(scope)
     return hardware
 
@@ -106,7 +106,7 @@ def aligned_scope(hardware: Hardware, scope: str, kind: str) -> Hardware:
 def device_hardware(program: CompiledProgram, hardware: Hardware) -> Hardware:
     """``hardware`` at the scope of one device the program runs on (a TPU core or chip)."""
     if program.target.is_tpu:
-        return aligned_scope(hardware, program.device_scope, "tpu")
+        return aligned_scope(hardware, program.device_scope, HardwareKind.TPU)
     return hardware
 
 
@@ -130,7 +130,7 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     # A matrix product placed in the narrower dtype the program stores moves its operands
     # in that dtype too, not in the one another backend widened them to.
     main = op.bytes * (DTYPE_BYTES.get(dtype, 1) / DTYPE_BYTES.get(op.dtype, 1)
-                       if op.unit == "matrix" and dtype != op.dtype else 1.0)
+                       if op.unit == ExecutionUnit.MATRIX and dtype != op.dtype else 1.0)
     if served_by is not None and _has_bandwidth(hardware, served_by):
         near, main = (*near, (served_by, op.bytes)), 0.0
     link_bytes, link = (op.link_bytes if hardware.links else 0.0), None
@@ -175,43 +175,6 @@ def onchip_level_of(hardware: Hardware) -> str | None:
     return None
 
 
-def place_op(op: OpCost, hardware: Hardware, overlap: Overlap = Overlap.MAX,
-             served_by: str | None = None) -> Placement:
-    """One op on ``hardware``'s roofline (see :func:`work_of`); a loop, call or
-    conditional as the group of its body's kernels, each on its own roof, times its trips
-    (:func:`place_group`)."""
-    return _place_kernels(op, lambda kernel: place(work_of(kernel, hardware, served_by),
-                                                   hardware, overlap), overlap)
-
-
-def _place_kernels(op: OpCost, place_kernel: Callable[[OpCost], Placement],
-                   overlap: Overlap) -> Placement:
-    """A kernel by ``place_kernel``; a loop, call or conditional as the group of its
-    body's kernels, each placed so, times its trips (:func:`place_group`)."""
-    if op.body:
-        return place_group([_place_kernels(inner, place_kernel, overlap)
-                            for inner in op.body], op.trip_count, overlap)
-    return place_kernel(op)
-
-
-def place_measured(op: OpCost, measured_s: float, hardware: Hardware,
-                   overlap: Overlap = Overlap.MAX) -> tuple[Placement, str | None]:
-    """A measured op on ``hardware``, and the memory level that served it: an op faster
-    than main memory allows was served by a nearer level (a cache holding its arrays), so
-    its bytes are charged to the farthest level whose bandwidth explains the time (None:
-    main memory explains it, or no level does)."""
-    placement = place_op(op, hardware, overlap)
-    if measured_s >= placement.seconds * (1 - NOISE) or not op.bytes:
-        return placement, None
-    for level in hardware.memory[1:]:
-        if level.bytes_per_s is None:
-            continue
-        nearer = place_op(op, hardware, overlap, level.name)
-        if measured_s >= nearer.seconds * (1 - NOISE):
-            return nearer, level.name
-    return placement, None
-
-
 def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
                  hardware: Hardware | None) -> list[Omission]:
     """What placing these (op, placement, seconds) triples on ``hardware`` left out or
@@ -247,7 +210,7 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
             if kernel.transcendentals and transcendental_roof(hardware, dtype) is None:
                 add(Gap.UNTIMED_TRANSCENDENTALS, name, kernel, f"{hardware.id} publishes no "
                     "transcendental rate: its exponentials, tanh... take no time", part_s)
-            if unit == "matrix" and dtype != kernel.dtype:
+            if unit == ExecutionUnit.MATRIX and dtype != kernel.dtype:
                 add(Gap.AS_WRITTEN, name, kernel, f"placed in {dtype} as the program stores "
                     f"it; the {kernel.platform or 'source'} compile computes it in "
                     f"{kernel.dtype}", part_s)
@@ -269,30 +232,17 @@ def _kernels(name: str, op: OpCost, placement: Placement, time_s: float, runs: i
                             runs * placement.trips)
 
 
-def place_spec(spec: str, hardware: Hardware, *, target: str | None = None,
-               overlap: Overlap = Overlap.MAX, data_parallel: bool = False,
-               cache_dir: str | Path | None = None) -> tuple[CompiledProgram, ProgramPlacement]:
+def place_spec(spec: str, placer: Placer, *, target: str | None = None,
+               data_parallel: bool = False, cache_dir: str | Path | None = None
+               ) -> tuple[CompiledProgram, ProgramPlacement]:
     """The one path from a SPEC to placed ops: compile it for ``target`` (default: the
-    hardware's own compile target, else this host) and place it on one device of
-    ``hardware``."""
+    placer's hardware's own compile target, else this host) and place it on one device
+    of that hardware."""
     from roofline.program.workloads import parse_spec
 
-    program = compile_workload(parse_spec(spec), target or compile_target_of(hardware),
+    program = compile_workload(parse_spec(spec), target or compile_target_of(placer.hardware),
                                data_parallel=data_parallel, cache_dir=cache_dir)
-    return program, place_program(program, hardware, overlap)
-
-
-def place_program(program: CompiledProgram, hardware: Hardware,
-                  overlap: Overlap = Overlap.MAX) -> ProgramPlacement:
-    """Place every op of ``program`` on one device of ``hardware``."""
-    device = device_hardware(program, hardware)
-    place_kernel = _placing_alike_once(device, overlap)
-    ops = [PlacedOp(op, _place_kernels(op, place_kernel, overlap) if op.does_work else None)
-           for op in program.costs.ops]
-    return ProgramPlacement(device, overlap, tuple(ops), onchip_level_of(device),
-                            scope_note(program, device),
-                            compiler_note(program.target.platform, program.target.compiler,
-                                          device))
+    return program, placer.program(program)
 
 
 # What tells alike ops apart and no roof reads; a loop's body is placed kernel by kernel.
@@ -301,30 +251,75 @@ _ROOFS_READ = operator.itemgetter(*[f.name for f in dataclasses.fields(OpCost)
                                     if f.name not in (*_NAMES, "body")])
 
 
-def _placing_alike_once(device: Hardware, overlap: Overlap) -> Callable[[OpCost], Placement]:
-    """Kernels placed as :func:`place_op` places them, those that cost alike but for their
-    names once: a model's layers repeat (a GPT-2 step's 1,231 kernels cost 92 ways), and
-    so do the kernels in the bodies of a model's loops (DeepSpeech2's 20 loops run 340
-    kernels that cost 32 ways). Kernels are keyed by every value the roofs could read."""
-    placed: dict[tuple[object, ...], Placement] = {}
+@dataclass(frozen=True)
+class Placer:
+    """Ops placed on ``hardware``'s roofline under ``overlap``: a question's options,
+    given once. Kernels that cost alike but for their names are placed once: a model's
+    layers repeat (a GPT-2 step's 1,231 kernels cost 92 ways), and so do the kernels in
+    the bodies of a model's loops (DeepSpeech2's 20 loops run 340 kernels that cost 32
+    ways); they are keyed by every value the roofs could read."""
 
-    def place_kernel(kernel: OpCost) -> Placement:
-        key = _ROOFS_READ(kernel.__dict__)
-        found = placed.get(key)
+    hardware: Hardware
+    overlap: Overlap = Overlap.MAX
+    _alike: dict[tuple[object, ...], Placement] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def on(self, hardware: Hardware) -> Placer:
+        """The same options on another record (a scope of it, a changed copy); this
+        placer, with the kernels it placed, on its own record."""
+        return self if hardware is self.hardware else dataclasses.replace(self, hardware=hardware)
+
+    def op(self, op: OpCost, served_by: str | None = None) -> Placement:
+        """One op on the roofline (see :func:`work_of`; ``served_by`` charges its
+        main-memory bytes to that nearer level); a loop, call or conditional as the group
+        of its body's kernels, each on its own roof, times its trips (:func:`place_group`)."""
+        if op.body:
+            return place_group([self.op(inner, served_by) for inner in op.body],
+                               op.trip_count, self.overlap)
+        key = (served_by, *_ROOFS_READ(op.__dict__))
+        found = self._alike.get(key)
         if found is None:
-            found = placed[key] = place(work_of(kernel, device), device, overlap)
+            found = self._alike[key] = place(work_of(op, self.hardware, served_by),
+                                             self.hardware, self.overlap)
         return found
-    return place_kernel
+
+    def measured(self, op: OpCost, measured_s: float) -> tuple[Placement, str | None]:
+        """A measured op, and the memory level that served it: an op faster than main
+        memory allows was served by a nearer level (a cache holding its arrays), so its
+        bytes are charged to the farthest level whose bandwidth explains the time (None:
+        main memory explains it, or no level does)."""
+        placement = self.op(op)
+        if measured_s >= placement.seconds * (1 - NOISE) or not op.bytes:
+            return placement, None
+        for level in self.hardware.memory[1:]:
+            if level.bytes_per_s is None:
+                continue
+            nearer = self.op(op, level.name)
+            if measured_s >= nearer.seconds * (1 - NOISE):
+                return nearer, level.name
+        return placement, None
+
+    def program(self, program: CompiledProgram) -> ProgramPlacement:
+        """Every op of ``program`` on one device of the hardware (:func:`device_hardware`)."""
+        device = device_hardware(program, self.hardware)
+        placer = self.on(device)
+        ops = [PlacedOp(op, placer.op(op) if op.does_work else None)
+               for op in program.costs.ops]
+        return ProgramPlacement(device, self.overlap, tuple(ops), onchip_level_of(device),
+                                scope_note(program, device),
+                                compiler_note(program.target.platform,
+                                              program.target.compiler, device))
 
 
 # What a device's own compiler does that another backend's compile does not show.
 _OWN_COMPILER = {
-    "gpu": ("XLA:GPU", "it fuses normalizations and activations into their neighbours and "
-            "calls cuBLAS and cuDNN, so the ops and their bytes differ; give an XLA:GPU "
-            "dump (a file or directory written with XLA_FLAGS=--xla_dump_to=DIR)"),
-    "tpu": ("XLA:TPU", "it tiles and fuses for the MXU; compile for the TPU with "
-            "--target tpu-vN"),
-    "cpu": ("XLA:CPU", "compile on the host (--target host)"),
+    HardwareKind.GPU: (
+        "XLA:GPU", "it fuses normalizations and activations into their neighbours and "
+        "calls cuBLAS and cuDNN, so the ops and their bytes differ; give an XLA:GPU "
+        "dump (a file or directory written with XLA_FLAGS=--xla_dump_to=DIR)"),
+    HardwareKind.TPU: ("XLA:TPU", "it tiles and fuses for the MXU; compile for the TPU "
+                       "with --target tpu-vN"),
+    HardwareKind.CPU: ("XLA:CPU", "compile on the host (--target host)"),
 }
 
 
@@ -334,7 +329,7 @@ def compiler_note(platform: str, compiler: str, device: Hardware) -> str:
     if not platform or platform == device.kind or device.kind not in _OWN_COMPILER:
         return ""
     own, why = _OWN_COMPILER[device.kind]
-    if device.kind == "gpu":
+    if device.kind == HardwareKind.GPU:
         why += (" or compile for it without it (--target gpu)" if device.compute_capability
                 else "; XLA compiles without a GPU for NVIDIA's only")
     return (f"{device.id} is a {device.kind.upper()} but the ops are those of {compiler}, "
@@ -352,7 +347,7 @@ def scope_note(program: CompiledProgram, device: Hardware) -> str:
     scope of several (a host compile on a TPU board): the roofs then assume the work
     spreads over all of them, which no compile arranged. Empty when the scopes match."""
     counts = dict(device.scopes)
-    if program.target.is_tpu or device.kind != "tpu" or not counts:
+    if program.target.is_tpu or device.kind != HardwareKind.TPU or not counts:
         return ""
     if counts.get(device.scope, 1) <= min(counts.values()):
         return ""
@@ -507,7 +502,8 @@ def throughput_at_capacity(build: Callable[[int], Workload], target: str, hardwa
     largest, fitting = _search_batches(build, target, hardware, start=start,
                                        limit=limit, data_parallel=False,
                                        resolution=resolution, cache_dir=cache_dir)
-    seconds = {batch: place_program(program, hardware).seconds
+    placer = Placer(hardware)
+    seconds = {batch: placer.program(program).seconds
                for batch, program in fitting.items()}
     best = max(seconds, key=lambda batch: batch / seconds[batch])
     return CapacityThroughput(largest.batch, seconds[largest.batch], largest.footprint_bytes,

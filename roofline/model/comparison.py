@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
-from roofline.model.analysis import omissions_of, place_op
+from roofline.model.analysis import Placer, omissions_of
 from roofline.model.coverage import Coverage, coverage
 from roofline.model.placement import Bound, Overlap, Placement, class_text
 from roofline.program.hlo.op_cost import OpCost
@@ -229,9 +229,8 @@ def op_key(op: OpCost) -> tuple[str, str]:
     return op.name, op.category
 
 
-def placements(ops: list[OpCost], hardware: Hardware, overlap: Overlap
-               ) -> list[tuple[OpCost, Placement]]:
-    return [(op, place_op(op, hardware, overlap)) for op in ops]
+def placements(ops: list[OpCost], placer: Placer) -> list[tuple[OpCost, Placement]]:
+    return [(op, placer.op(op)) for op in ops]
 
 
 def same_computation(a: OpCost, b: OpCost) -> bool:
@@ -280,8 +279,8 @@ def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
     ops) on ``after``, a scaled record or another device; ops of two compiles pair as
     :func:`pair_ops` says."""
     second_ops = ops if after_ops is None else after_ops
-    placed_old = placements(ops, hardware, overlap)
-    placed_new = placements(second_ops, after, overlap)
+    placed_old = placements(ops, Placer(hardware, overlap))
+    placed_new = placements(second_ops, Placer(after, overlap))
     old = {op_key(op): p for op, p in placed_old}
     new = {op_key(op): p for op, p in placed_new}
     changes = []
@@ -355,8 +354,8 @@ def sensitivity_of(ops: list[OpCost], hardware: Hardware, overlap: Overlap = Ove
     Names that scale the same spec numbers (``memory_bandwidth`` and ``bandwidth.HBM2``)
     are one entry under the first name, the others its ``aliases``."""
     def total(hw: Hardware) -> float:
-        return sum(p.seconds for _, p in placements(ops, hw, overlap))
-    placed = placements(ops, hardware, overlap)
+        return sum(p.seconds for _, p in placements(ops, Placer(hw, overlap)))
+    placed = placements(ops, Placer(hardware, overlap))
     base = sum(p.seconds for _, p in placed)
     if base <= 0:
         raise RooflineError("the program has no time to attribute: nothing to scale")

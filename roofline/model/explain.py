@@ -33,7 +33,7 @@ from typing import Any
 from roofline.errors import RooflineError
 from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.records import Hardware
-from roofline.model.analysis import NOISE, omissions_of, place_measured
+from roofline.model.analysis import NOISE, Placer, omissions_of
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
 from roofline.model.placement import (
     FLOP_CONVENTION,
@@ -281,6 +281,7 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
     ops = []
     matched: set[tuple[str, str]] = set()
     costs = _costs_by_op(loaded.costs)
+    placer = Placer(hardware, overlap)
     for measured in loaded.run.ops:
         cost = costs.get((measured.module, measured.name))
         executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
@@ -290,7 +291,7 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
             cost = None  # the issue or the wait of an async op: its transfer is timed apart
         if cost is not None and not cost.free:
             matched.add((measured.module, cost.name))
-            placement, served_by = place_measured(cost, seconds, hardware, overlap)
+            placement, served_by = placer.measured(cost, seconds)
         ops.append(ExplainedOp(measured, cost, placement, seconds, executions, served_by))
     missing = tuple((module, op) for module, costs in loaded.costs.items() for op in costs.ops
                     if op.does_work and (module, op.name) not in matched

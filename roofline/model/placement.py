@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 
 from roofline.errors import UnknownHardwareError
-from roofline.hardware.records import TRANSCENDENTAL, ComputeRoof, Hardware, Link, MemoryLevel
+from roofline.hardware.records import ComputeRoof, ExecutionUnit, Hardware, Link, MemoryLevel
 
 FLOP_CONVENTION = "dense peaks; a fused multiply-add counts as 2 FLOPs"
 
@@ -78,7 +78,7 @@ class Work:
     flops: float
     bytes: float
     dtype: str
-    unit: str = "vector"
+    unit: ExecutionUnit = ExecutionUnit.VECTOR
     near_bytes: tuple[tuple[str, float], ...] = ()
     link_bytes: float = 0.0
     link: str | None = None
@@ -136,7 +136,7 @@ class Placement:
         fp32 units): it loses its narrow-precision speed. A matmul on the vector units of a
         device without a matrix unit for its dtype (any CPU, fp32 on a V100), or narrow
         elementwise work widened on a vector unit, is how the device computes: not this."""
-        return (self.roof is not None and self.wanted[1] == "matrix"
+        return (self.roof is not None and self.wanted[1] == ExecutionUnit.MATRIX
                 and self.roof.dtype != self.wanted[0])
 
     def terms(self) -> dict[str, float]:
@@ -160,12 +160,12 @@ def choose_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof | None:
     v3, or vector work on a TPU v6e (whose VPU rate is unpublished), has no roof.
     """
     candidates = [(dtype, unit)]
-    if unit == "matrix":
-        candidates.append((dtype, "vector"))
+    if unit == ExecutionUnit.MATRIX:
+        candidates.append((dtype, ExecutionUnit.VECTOR))
     if dtype in _WIDENED_ON_VECTOR_UNIT:
-        if unit == "matrix":
-            candidates.append(("fp32", "matrix"))
-        candidates.append(("fp32", "vector"))
+        if unit == ExecutionUnit.MATRIX:
+            candidates.append(("fp32", ExecutionUnit.MATRIX))
+        candidates.append(("fp32", ExecutionUnit.VECTOR))
     for candidate_dtype, candidate_unit in candidates:
         if hw.has_roof(candidate_dtype, candidate_unit):
             return hw.roof(candidate_dtype, candidate_unit)
@@ -177,8 +177,8 @@ def transcendental_roof(hw: Hardware, dtype: str) -> ComputeRoof | None:
     fp32 one (narrow floats are widened to evaluate them); None where the spec has neither
     (their time is then not placed)."""
     for candidate in (dtype, "fp32"):
-        if hw.has_roof(candidate, TRANSCENDENTAL):
-            return hw.roof(candidate, TRANSCENDENTAL)
+        if hw.has_roof(candidate, ExecutionUnit.TRANSCENDENTAL):
+            return hw.roof(candidate, ExecutionUnit.TRANSCENDENTAL)
     return None
 
 
@@ -279,7 +279,7 @@ def place_group(parts: list[Placement], trips: int, overlap: Overlap) -> Placeme
     that class: a loop of recurrent matmuls is compute-bound on the matrix unit."""
     if not parts:
         return Placement(0.0, (), 0.0, 0.0, 0.0, Bound(BoundKind.OVERHEAD, ""), overlap,
-                         None, ("fp32", "vector"), False, 1.0, (), trips)
+                         None, ("fp32", ExecutionUnit.VECTOR), False, 1.0, (), trips)
     by_bound: dict[Bound, float] = {}
     for part in parts:
         by_bound[part.bound] = by_bound.get(part.bound, 0.0) + part.seconds

@@ -18,6 +18,7 @@ built-in ones: pass the :class:`Hardware` that ``load_hardware(ref, [directory])
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,18 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.hardware.records import Hardware
+from roofline.hardware.records import Ceilings, Hardware, HardwareKind
 from roofline.model.analysis import (
     BATCH_LIMIT,
     CapacityThroughput,
     Fit,
+    Placer,
     ProgramPlacement,
     aligned_scope,
     compiler_gap,
     compiler_note,
     device_hardware,
     fit,
-    place_program,
     place_spec,
     throughput_at_capacity,
 )
@@ -52,7 +53,14 @@ from roofline.model.comparison import (
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import FloorPolicy, given_floor
 from roofline.model.placement import Overlap
-from roofline.model.sides import StepUnit, default_stand_in, default_unit, device_unit, place_side
+from roofline.model.sides import (
+    ComparedUnit,
+    StepUnit,
+    default_stand_in,
+    default_unit,
+    device_unit,
+    place_side,
+)
 from roofline.model.transfer import run_floor, transfer
 from roofline.program.compile import (
     CompiledProgram,
@@ -103,7 +111,7 @@ class PlacementOptions:
     :func:`sensitivity` read; :func:`whatif` reads ``ceilings`` and ``clamp`` too."""
 
     overlap: Overlap | str = Overlap.MAX
-    ceilings: str = "achievable"
+    ceilings: Ceilings | str = Ceilings.ACHIEVABLE
     clamp: bool = False
     floor: str = "auto"
     host_floor: float | None = None
@@ -119,7 +127,7 @@ class SideOptions:
     data-parallel with a ring all-reduce of its gradients, and, with ``max_batch``, the
     throughput at the largest batch that fits each device too."""
 
-    per: str | None = None
+    per: ComparedUnit | str | None = None
     devices: int = 1
     max_batch: bool = False
 
@@ -197,7 +205,7 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
                                                          cache_dir=compile.cache_dir)
     if hw is None:
         return Analysis(label, program, None, None)
-    return Analysis(label, program, place_program(program, hw, Overlap(overlap)),
+    return Analysis(label, program, Placer(hw, Overlap(overlap)).program(program),
                     fit(program, hw))
 
 
@@ -258,9 +266,9 @@ def place_input(input: str | Path, hardware: Hardware, *,
         if compile.compile_target or compile.data_parallel:
             raise RooflineError(f"{found.path} is a program compiled already: --target and "
                                 "--data-parallel compile a SPEC")
-        return place_program(dumped_program(read_dump(found.path)), hardware)
+        return Placer(hardware).program(dumped_program(read_dump(found.path)))
     _no_data_parallel(compile, "plot")
-    return place_spec(found.spec, hardware, target=compile.compile_target,
+    return place_spec(found.spec, Placer(hardware), target=compile.compile_target,
                       cache_dir=compile.cache_dir)[1]
 
 
@@ -331,17 +339,25 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
                   factors=dict(scale), energy_per_sample_j=energy)
 
 
+class PredictionMode(enum.StrEnum):
+    """How a :class:`Prediction` was obtained: the ops placed on both rooflines, or measured
+    times carried to the target."""
+
+    ANALYTICAL = "analytical"
+    TRANSFER = "transfer"
+
+
 @dataclass(frozen=True)
 class Prediction:
     """A program's time on a source and a target device, and how it was obtained."""
 
     input: str
-    mode: str                                   # "analytical" or "transfer"
+    mode: PredictionMode
     comparison: Comparison
     batch: int | None
     capacity: tuple[CapacityThroughput, CapacityThroughput] | None = None
     bound: Comparison | None = None   # the same ops on both rooflines at datasheet peaks
-    per: str | None = None            # the unit compared (model/sides.py); None: one
+    per: ComparedUnit | None = None   # the unit compared (model/sides.py); None: one
     sides: tuple[str, str] = ("", "")  # compile device each; how each side runs the step
     units: tuple[StepUnit, StepUnit] | None = None   # what runs each side's step
 
@@ -477,10 +493,10 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     source = _hardware(source)
     destination = _hardware(target)
     if devices > 1:
-        if source.kind == destination.kind == "tpu":
+        if source.kind == destination.kind == HardwareKind.TPU:
             raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
                                 "devices are its cores: compare per board")
-        per = per or "device"
+        per = per or ComparedUnit.DEVICE
     is_spec = isinstance(resolve_input(input), SpecInput)
     if per is None and measured is None and is_spec:
         per = default_unit(source, destination)
@@ -499,7 +515,7 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     after_ops, after_batch = None, program.batch
     after_input = to_program or (None if program.compile_target is None else str(input))
     if after_input is not None:
-        own_gpu = (program.compile_target is not None and dest.kind == "gpu"
+        own_gpu = (program.compile_target is not None and dest.kind == HardwareKind.GPU
                    and get_target(program.compile_target).platform == "gpu")
         dest_target = resolve_target("gpu" if own_gpu else None, dest)
         same = dest_target == program.compile_target and after_input == str(input)
@@ -522,11 +538,11 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
                               else given_floor(placement.target_floor),
                               floor_policy=floor_policy(placement.floor, other_host=False),
                               host_floor_s=placement.host_floor)
-        mode = "transfer"
+        mode = PredictionMode.TRANSFER
     else:
         comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
                                    after_ops=after_ops)
-        mode = "analytical"
+        mode = PredictionMode.ANALYTICAL
     capacity = (_capacity(str(input), source, destination, cache_dir)
                 if max_batch else None)
     comparison = dataclasses.replace(comparison,
@@ -536,10 +552,11 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
                              device_unit(dest, after_batch)))
 
 
-def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *,
+def _predict_per(spec: str, source: Hardware, destination: Hardware,
+                 per: ComparedUnit | str, *,
                  stand_in: str | None, devices: int, to_program: str | None,
                  max_batch: bool,
-                 overlap: Overlap | str, ceilings: str,
+                 overlap: Overlap | str, ceilings: Ceilings | str,
                  cache_dir: str | Path | None) -> Prediction:
     """:func:`predict` of the same step on ``per`` of each device (model/sides.py); a GPU
     or CPU side takes its ops from the ``stand_in`` compile target's (default: the other
@@ -558,8 +575,8 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware, per: str, *
     comparison = dataclasses.replace(
         comparison, coverage=comparison.coverage + coverage(before.gaps + after.gaps))
     capacity = _capacity(spec, source, destination, cache_dir) if max_batch else None
-    return Prediction(spec, "analytical", comparison, parse_spec(spec).batch, capacity,
-                      bound, per, (before.description, after.description),
+    return Prediction(spec, PredictionMode.ANALYTICAL, comparison, parse_spec(spec).batch, capacity,
+                      bound, before.unit, (before.description, after.description),
                       (before.runs_on, after.runs_on))
 
 
@@ -594,7 +611,7 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
                           floor_policy=floor_policy(placement.floor,
                                                     other_host=source_hw.id != dest.id),
                           host_floor_s=placement.host_floor)
-    return Prediction(ops.source, "transfer", comparison, None, bound=bound)
+    return Prediction(ops.source, PredictionMode.TRANSFER, comparison, None, bound=bound)
 
 
 def floor_policy(name: str, other_host: bool) -> FloorPolicy:
@@ -615,7 +632,7 @@ def _lower_bound(ops: list[OpCost], source: Hardware, dest: Hardware,
     wave quantization): what the hardware permits, beside a prediction at achievable
     ceilings or from measured times. None where a device was given already at its
     achievable ceilings (its peaks are not at hand)."""
-    if "achievable" in (source.ceilings, dest.ceilings):
+    if Ceilings.ACHIEVABLE in (source.ceilings, dest.ceilings):
         return None
     return compare_costs(ops, source.plain_roofline(), dest.plain_roofline(),
                          Overlap(overlap), after_ops=after_ops)

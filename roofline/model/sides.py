@@ -14,12 +14,13 @@ once, so that device's time is the unit's.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roofline.errors import RooflineError
-from roofline.hardware.records import Hardware
+from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
 from roofline.model.analysis import compiler_gap, compiler_note, device_hardware
 from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
@@ -32,11 +33,19 @@ from roofline.program.compile import (
     resolve_target,
 )
 from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.rules import OpCategory
 
 if TYPE_CHECKING:   # workloads import jax
     from roofline.program.workloads.registry import Workload
 
-UNITS = ("device", "board", "chip", "core")   # "device": each as given (its default scope)
+class ComparedUnit(enum.StrEnum):
+    """What a prediction compares of each device (``--per``); ``device``: each as given
+    (its default scope), the others a scope of that name."""
+
+    DEVICE = "device"
+    BOARD = "board"
+    CHIP = "chip"
+    CORE = "core"
 
 
 @dataclass(frozen=True)
@@ -69,18 +78,18 @@ class Side:
 
     hardware: Hardware
     ops: list[OpCost]
-    unit: str              # the scope compared: board, chip, core, device
+    unit: ComparedUnit     # the scope compared: board, chip, core, device
     description: str       # how the step runs there, for people
     target: str            # the compile target its ops come from
     runs_on: StepUnit
     gaps: tuple[Omission, ...] = field(default=())
 
 
-def default_unit(source: Hardware, destination: Hardware) -> str | None:
+def default_unit(source: Hardware, destination: Hardware) -> ComparedUnit | None:
     """The unit a prediction compares when none is asked for: devices of different kinds
     each as a whole (a GPU against a TPU board); None (one compile device each, the
     same scope on both sides) for two devices of one kind."""
-    return "device" if source.kind != destination.kind else None
+    return ComparedUnit.DEVICE if source.kind != destination.kind else None
 
 
 def default_stand_in(source: Hardware, destination: Hardware, devices: int = 1
@@ -93,28 +102,31 @@ def default_stand_in(source: Hardware, destination: Hardware, devices: int = 1
     where XLA:CPU leaves them apart (a ResNet-50 step: 333 element-wise kernels and 3.2 GB
     on TPU, 660 and 13.6 GB on the host). None (each side's own compile, else this host's)
     otherwise."""
-    tpus = [hw for hw in (source, destination) if hw.kind == "tpu"]
-    others = [hw for hw in (source, destination) if hw.kind != "tpu"]
+    tpus = [hw for hw in (source, destination) if hw.kind == HardwareKind.TPU]
+    others = [hw for hw in (source, destination) if hw.kind != HardwareKind.TPU]
     if len(tpus) != 1 or (devices == 1 and compile_target_of(others[0]) != "host"):
         return None
     return compile_target_of(tpus[0])
 
 
-def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None = None,
-               devices: int = 1, cache_dir: str | Path | None = None) -> Side:
+def place_side(spec: str, hardware: Hardware, unit: ComparedUnit | str, *,
+               stand_in: str | None = None, devices: int = 1,
+               cache_dir: str | Path | None = None) -> Side:
     """``spec``'s step on ``unit`` of ``hardware`` (module docstring). A device that is no
     compile target (a GPU, a CPU) takes its ops from the ``stand_in`` target's compile
     (default: this host's), and is ``devices`` of it running the step data-parallel."""
     from roofline.program.workloads import parse_spec
 
-    if unit not in UNITS:
-        raise RooflineError(f"cannot compare per {unit!r}: give one of {', '.join(UNITS)}")
+    if unit not in tuple(ComparedUnit):
+        raise RooflineError(f"cannot compare per {unit!r}: give one of "
+                            f"{', '.join(ComparedUnit)}")
+    unit = ComparedUnit(unit)
     workload = parse_spec(spec)
     target = compile_target_of(hardware)
-    if hardware.kind != "tpu":
-        own = stand_in != LOCAL_GPU.name or hardware.kind == "gpu"
+    if hardware.kind != HardwareKind.TPU:
+        own = stand_in != LOCAL_GPU.name or hardware.kind == HardwareKind.GPU
         target = resolve_target(stand_in if own else None, hardware)
-        if unit == "core":
+        if unit == ComparedUnit.CORE:
             raise RooflineError(
                 f"--per core compares one TPU core; {hardware.id} is a {hardware.kind}, "
                 "one device: compare per chip, board or device")
@@ -127,7 +139,7 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
                     f"{_compile_text(target)}, placed in the dtypes the program stores",
                     target, StepUnit(hardware.id, hardware.ref, workload.batch),
                     tuple(compiler_gap(note)))
-    scope = hardware.scope if unit == "device" else unit
+    scope = hardware.scope if unit == ComparedUnit.DEVICE else str(unit)
     device_scope, board = board_devices(target)
     share = hardware.scope_size(scope) / hardware.scope_size(device_scope)
     if share < 1 or share != int(share):
@@ -163,7 +175,7 @@ def place_side(spec: str, hardware: Hardware, unit: str, *, stand_in: str | None
                 gaps)
 
 
-def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: str,
+def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: ComparedUnit,
                   devices: int, target: str, cache_dir: str | Path | None) -> Side:
     """``devices`` GPUs (or CPUs) each running its share of the batch, then a ring
     all-reduce of the gradients over the device's first link. The gradients are those the
@@ -185,8 +197,8 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: str,
     gradients = sum(op.link_bytes for op in whole.costs.ops) / (2 * (board - 1) / board)
     link = hardware.links[0]
     reduce = OpCost(
-        name="gradient all-reduce", opcode="all-reduce", category="collective",
-        dtype="fp32", unit="vector", flops=0.0, transcendentals=0.0, bytes_read=0.0,
+        name="gradient all-reduce", opcode="all-reduce", category=OpCategory.COLLECTIVE,
+        dtype="fp32", unit=ExecutionUnit.VECTOR, flops=0.0, transcendentals=0.0, bytes_read=0.0,
         bytes_written=0.0, onchip_bytes=0.0,
         link_bytes=2 * (devices - 1) / devices * gradients, op_name="", operands=(),
         notes=(f"a ring over {devices} devices: 2 x {devices - 1} / {devices} of "

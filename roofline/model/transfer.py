@@ -73,8 +73,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from roofline.errors import BelowPhysicalBoundError, RooflineError
-from roofline.hardware.records import Hardware
-from roofline.model.analysis import NOISE, omissions_of, place_measured, place_op
+from roofline.hardware.records import Hardware, HardwareKind
+from roofline.model.analysis import NOISE, Placer, omissions_of
 from roofline.model.call_cost import (
     NO_CALL_COST,
     CallCost,
@@ -97,6 +97,7 @@ from roofline.model.floor import target_floor as carried_floor
 from roofline.model.placement import Bound, BoundKind, Overlap, Placement
 from roofline.program.hlo.cpu_threads import occupied_cores
 from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.rules import OpCategory
 from roofline.units import Kind, format_quantity
 
 
@@ -136,12 +137,12 @@ class MeasuredEfficiency:
 _Placed = tuple[OpCost, float, Placement, str | None]   # op, measured s, placement, served by
 
 
-def _placed(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
-            overlap: Overlap) -> list[_Placed]:
+def _placed(ops: list[OpCost], measured_s: Mapping[str, float], placer: Placer
+            ) -> list[_Placed]:
     placed = []
     for op in ops:
         if op.name in measured_s:
-            placement, served_by = place_measured(op, measured_s[op.name], hardware, overlap)
+            placement, served_by = placer.measured(op, measured_s[op.name])
             placed.append((op, measured_s[op.name], placement, served_by))
     return placed
 
@@ -175,7 +176,7 @@ def _call_cost(placed: list[_Placed], source: Hardware, target: Hardware, calls:
 def run_floor(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
               overlap: Overlap = Overlap.MAX) -> Floor:
     """The floor of a measured run on ``hardware`` (:func:`roofline.model.floor.fit_floor`)."""
-    return _floor_of(_placed(ops, measured_s, hardware, overlap), hardware)
+    return _floor_of(_placed(ops, measured_s, Placer(hardware, overlap)), hardware)
 
 
 def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: Hardware,
@@ -183,7 +184,7 @@ def efficiencies(ops: list[OpCost], measured_s: Mapping[str, float], hardware: H
                  floor: Floor | None = None) -> list[MeasuredEfficiency]:
     """Each measured op's floor and efficiency on ``hardware`` (``floor``: fitted from the
     run when not given); refuses non-convolutions faster than their work alone."""
-    placed = _placed(ops, measured_s, hardware, overlap)
+    placed = _placed(ops, measured_s, Placer(hardware, overlap))
     return _efficiencies(placed, floor or _floor_of(placed, hardware), hardware, clamp)
 
 
@@ -195,7 +196,7 @@ def _efficiencies(placed: list[_Placed], floor: Floor, hardware: Hardware, clamp
         fixed = floor.seconds(op.category, op.kernels) + cost.source.seconds(op)
         residual = measured - fixed
         beats_work = measured < work * (1 - NOISE)
-        faster = beats_work and op.category == "convolution"
+        faster = beats_work and op.category == OpCategory.CONVOLUTION
         efficiency = None if residual <= 0 or work <= 0 else work / residual
         uncapped[op_key(op)] = efficiency
         if beats_work and not faster and efficiency is not None:
@@ -351,19 +352,18 @@ def _serving(level: str, source: Hardware, target: Hardware) -> _Served:
 _Routes = dict[tuple[str, str], tuple[str | None, Omission | None]]
 
 
-def _place_target(op: OpCost, routes: _Routes, served: dict[str, _Served], target: Hardware,
-                  overlap: Overlap) -> Placement:
+def _place_target(op: OpCost, routes: _Routes, served: dict[str, _Served], target: Placer
+                  ) -> Placement:
     """A target op placed with its bytes where its route sends them."""
     level = routes.get(op_key(op), (None, None))[0]
     route = served.get(level) if level is not None else None
-    return (place_op(op, route.hardware, overlap, route.level) if route
-            else place_op(op, target, overlap))
+    return target.on(route.hardware).op(op, route.level) if route else target.op(op)
 
 
 def _core_counts(source: Hardware, target: Hardware) -> tuple[int, int] | None:
     """(source cores, target cores) where the two records are one CPU at two core counts;
     None otherwise."""
-    if source.id != target.id or source.kind != "cpu" or target.kind != "cpu":
+    if source.id != target.id or source.kind != HardwareKind.CPU or target.kind != HardwareKind.CPU:
         return None
     before, after = source.count("cores"), target.count("cores")
     if not before or not after or before == after:
@@ -371,12 +371,13 @@ def _core_counts(source: Hardware, target: Hardware) -> tuple[int, int] | None:
     return int(before), int(after)
 
 
-def _work_over_cores(m: MeasuredEfficiency, target_op: OpCost, target: Hardware,
-                     cores: tuple[int, int], holding: set[str], overlap: Overlap) -> float:
+def _work_over_cores(m: MeasuredEfficiency, target_op: OpCost, placer: Placer,
+                     cores: tuple[int, int], holding: set[str]) -> float:
     """One CPU at another core count: the work measured above the floor divided over the
     cores the op occupies on each side, never below its roofline work on the target with
     its bytes at the nearest level that holds them: the one that served it on the source,
     or one its bytes fit that the run shows holding ops."""
+    target = placer.hardware
     before, after = occupied_cores(m.op, cores[0]), occupied_cores(target_op, cores[1])
     names = [level.name for level in target.memory]
     # Served by a level on the source: that level, or any farther one, holds it.
@@ -385,7 +386,7 @@ def _work_over_cores(m: MeasuredEfficiency, target_op: OpCost, target: Hardware,
             if level.bytes_per_s is not None and (
                 index <= served
                 or (level.name in holding and target_op.bytes <= level.capacity_bytes))]
-    bound = place_op(target_op, target, overlap, near[-1].name if near else None)
+    bound = placer.op(target_op, near[-1].name if near else None)
     return max((m.measured_s - m.floor_s) * before / after, work_seconds(bound))
 
 
@@ -404,7 +405,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     each pays its device's call cost on top of the floor, where it applies. ``pairs_with``:
     when an op of ``ops`` and one of ``target_ops`` of the same name are the same op
     (:func:`roofline.model.comparison.pair_ops`)."""
-    placed = _placed(ops, measured_s, source, overlap)
+    placed = _placed(ops, measured_s, Placer(source, overlap))
     cost = _call_cost(placed, source, target, calls, floor)
     floor = floor or _floor_of(placed, source, cost)
     measured = _efficiencies(placed, floor, source, clamp, cost)
@@ -417,8 +418,8 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
     routes = {op_key(m.op): _route(m, source, target, holding) for m in measured}
     served = {level: _serving(level, source, target)
               for level, _ in routes.values() if level is not None}
-    after = {op_key(op): _place_target(op, routes, served, target, overlap)
-             for op in after_ops}
+    on_target = Placer(target, overlap)
+    after = {op_key(op): _place_target(op, routes, served, on_target) for op in after_ops}
     cores = _core_counts(source, target)
     changes = []
     for first, second in pair_ops([m.op for m in measured], after_ops, pairs_with):
@@ -443,8 +444,7 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             new_s = source_op.measured_s * ratio
         elif cores is not None and not (source_op.faster_algorithm or source_op.beats_roof):
             assert second is not None
-            new_s = fixed + _work_over_cores(source_op, second, target, cores, holding,
-                                             overlap)
+            new_s = fixed + _work_over_cores(source_op, second, on_target, cores, holding)
         else:
             level = routes[op_key(source_op.op)][0]
             route = served.get(level) if level is not None else None

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.hardware.records import ExecutionUnit
+from roofline.program.hlo.rules import OpCategory
+
 DEVICE_FACT_TOLERANCE = 0.10
 
 
 def spec_facts(hw: Any) -> dict[str, float | None]:
     """What the spec says of the facts a trace records of its device, in the trace's keys."""
-    main_roof = next((r for r in hw.arithmetic if (r.unit, r.dtype) == ("matrix", "bf16")),
+    main_roof = next((r for r in hw.arithmetic
+                      if (r.unit, r.dtype) == (ExecutionUnit.MATRIX, "bf16")),
                      max(hw.arithmetic, key=lambda r: r.flop_per_s))
     units = hw.count("sm") or hw.count("cu") or hw.count("cores")
     return {"flop_per_s": main_roof.flop_per_s,
@@ -96,6 +100,6 @@ def _xprof_reason(doc: dict[str, Any], op: dict[str, Any], quantity: str, ours: 
     if other == 0 and op["xprof"]["category"] == "custom-call":
         return XPROF_LIBRARY_CALL
     if quantity == "flops" and other > ours and op["category"] in (
-            "elementwise", "reduction", "data movement"):
+            OpCategory.ELEMENTWISE, OpCategory.REDUCTION, OpCategory.DATA_MOVEMENT):
         return XPROF_GPU_CYCLES
     return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline.errors import DoesNotFitError, RooflineError
+from roofline.hardware.records import HardwareKind
 from roofline.input_files import COMPILE_CACHE_RECORD, read_optional_input
 from roofline.outputs import write_text_atomic
 from roofline.program import _xla
@@ -99,7 +100,7 @@ def get_target(name: str) -> Target:
         hardware = load_hardware(name)
     except UnknownHardwareError:
         hardware = None
-    if hardware is None or hardware.kind != "gpu":
+    if hardware is None or hardware.kind != HardwareKind.GPU:
         raise RooflineError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}, gpu, "
                             "or an NVIDIA GPU's spec id (h100-sxm, v100-sxm2, ...)")
     return Target(hardware.id, "gpu", gpu_config=target_config(hardware))
@@ -110,7 +111,7 @@ def gpu_target_name(hardware: Hardware | None) -> str:
     ``hardware`` GPU, deviceless."""
     if _xla.local_gpu() is not None:
         return LOCAL_GPU.name
-    if hardware is None or hardware.kind != "gpu":
+    if hardware is None or hardware.kind != HardwareKind.GPU:
         raise RooflineError("--target gpu compiles for the --hardware GPU (deviceless, "
                             "there is no GPU here): give --hardware ID of a GPU, or name "
                             "one as the target (--target h100-sxm)")
@@ -136,7 +137,7 @@ def compile_target_of(hardware: Hardware | None) -> str:
         return hardware.id
     from roofline.program.gpu_target import CAPABILITY_LIMITS, deviceless_available
 
-    if hardware.kind == "gpu" and hardware.compute_capability in CAPABILITY_LIMITS \
+    if hardware.kind == HardwareKind.GPU and hardware.compute_capability in CAPABILITY_LIMITS \
             and deviceless_available():
         return hardware.id
     return "host"

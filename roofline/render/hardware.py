@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from roofline.hardware.records import Hardware, Scalar
+from roofline.hardware.records import Ceilings, Hardware, HardwareKind, Scalar
 from roofline.model.placement import FLOP_CONVENTION, ridge_points
 from roofline.program.hlo.cpu_threads import INLINE_FLOPS
 from roofline.render.tables import format_table
@@ -161,7 +161,7 @@ def hardware_text(hw: Hardware) -> str:
                     + f", one per {hw.gemm.units} at a time ["
                     + ", ".join(hw.gemm.sources) + "]")
     basis = dict(hw.ceiling_basis())
-    achievable = hw.at_ceilings("achievable")
+    achievable = hw.at_ceilings(Ceilings.ACHIEVABLE)
     compute = format_table(
         [{"unit": r.unit,
           "dtype": r.dtype + (f" at {r.precision} precision" if r.precision else ""),
@@ -181,11 +181,11 @@ def hardware_text(hw: Hardware) -> str:
         memory += (f"\n{hw.main_memory.name} latency {q(latency.value, Kind.TIME)} per kernel, "
                    "added to each kernel's bytes over bandwidth ["
                    + ", ".join(latency.sources) + "]")
-    elif hw.kind == "gpu":
+    elif hw.kind == HardwareKind.GPU:
         memory += (f"\n{hw.main_memory.name} latency: none cited (a kernel's memory time is "
                    "its bytes over bandwidth alone)")
     unmeasured = [name for name, how in hw.ceiling_basis() if how.startswith("peak (")]
-    if hw.kind == "gpu" and unmeasured:
+    if hw.kind == HardwareKind.GPU and unmeasured:
         head.append("NO MEASURED FIGURE (achievable ceilings use the peak): "
                     + ", ".join(unmeasured))
     parts = ["\n".join(head), compute, memory]

@@ -199,7 +199,7 @@ def run_task(task: Task) -> dict[str, Any]:
     """
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from roofline.hardware import load_hardware
-    from roofline.model.analysis import place_program
+    from roofline.model.analysis import Placer
     from roofline.program.compile import compile_workload
     from roofline.program.workloads import FAMILIES
 
@@ -223,7 +223,7 @@ def run_task(task: Task) -> dict[str, Any]:
         program = None
     if program is not None:
         for ref in task.hardware:
-            placement = place_program(program, load_hardware(ref, task.hardware_dirs))
+            placement = Placer(load_hardware(ref, task.hardware_dirs)).program(program)
             model_rows.append({**base, "hardware": ref,
                                **_model_row(program, placement, parameters)})
             op_rows += [{"key": task.key, "spec": task.spec, "target": task.target,

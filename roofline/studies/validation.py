@@ -46,6 +46,7 @@ from roofline.errors import RooflineError
 from roofline.input_files import RUN_MANIFEST, VALIDATION_SUITE, read_input, read_input_text
 from roofline.model.coverage import Coverage
 from roofline.model.placement import BoundKind
+from roofline.program.hlo.rules import OpCategory
 
 if TYPE_CHECKING:
     import pandas
@@ -195,10 +196,10 @@ def _paradnn_class(select: str, op: OpChange) -> bool:
     if select == "memory-bound on both":
         return _is(old, BoundKind.MEMORY) and _is(new, BoundKind.MEMORY)
     if select == "compute-bound on v2, memory-bound on v3":
-        return (op.category == "matmul" and _is(old, BoundKind.COMPUTE)
+        return (op.category == OpCategory.MATMUL and _is(old, BoundKind.COMPUTE)
                 and _is(new, BoundKind.MEMORY))
     if select == "memory-bound matmuls, batch doubled":
-        return op.category == "matmul" and _is(old, BoundKind.MEMORY) and new is not None
+        return op.category == OpCategory.MATMUL and _is(old, BoundKind.MEMORY) and new is not None
     raise RooflineError(f"{CASES_FILE}: consistency.case select {select!r} is not a known "
                         "class")
 

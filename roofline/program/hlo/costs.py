@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Hashable
 
 from roofline.errors import HloParseError, RooflineError
+from roofline.hardware.records import ExecutionUnit
 from roofline.program.gc_pause import gc_paused
 from roofline.program.hlo.alike import attributes_key
 from roofline.program.hlo.buffers import FusionPlan, fusion_plan
@@ -32,8 +33,8 @@ from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
-    CATEGORIES,
     Half,
+    OpCategory,
     Resolved,
     Traffic,
     lookup,
@@ -43,7 +44,7 @@ from roofline.program.hlo.rules import (
 from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape
 from roofline.program.hlo.traffic import Moved, kernel_bytes, link_bytes
 
-__all__ = ["CATEGORIES", "MISSING_BODY", "analyze_module"]
+__all__ = ["MISSING_BODY", "OpCategory", "analyze_module"]
 
 MISSING_BODY = "fusion body not in the HLO"
 UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
@@ -280,8 +281,8 @@ class _Analyzer:
         """``async-start(...), calls=%c``: the instruction ``c`` wraps, as this op."""
         body = self.module.computations.get(start.called[0]) if start.called else None
         if body is None:
-            return OpCost(start.name, start.opcode, "other", "fp32", "vector", flops.flops,
-                          flops.transcendentals, 0.0, 0.0, 0.0, 0.0, start.op_name,
+            return OpCost(start.name, start.opcode, OpCategory.OTHER, "fp32", ExecutionUnit.VECTOR,
+                          flops.flops, flops.transcendentals, 0.0, 0.0, 0.0, 0.0, start.op_name,
                           start.operands, unknown=(MISSING_BODY,), platform=self.platform)
         inner = self.op_cost(body.root, body)
         return OpCost(
@@ -368,28 +369,31 @@ class _Analyzer:
 
     # --- classification ----------------------------------------------------------------
     def _classify(self, instruction: Instruction, computation: Computation,
-                  resolved: Resolved | None) -> tuple[str, str, str, str]:
+                  resolved: Resolved | None
+                  ) -> tuple[OpCategory, ExecutionUnit, str, str]:
         """(category, unit, dtype as compiled, dtype as written) of one op."""
         inner = self._heaviest_inner(instruction, computation)
         if inner is not None:
-            category = ("convolution" if inner.opcode == "convolution" and _is_spatial(inner)
-                        else "matmul")
-            return (category, "matrix", SPEC_DTYPE.get(self._compiled_dtype(inner, computation),
-                                                       "fp32"),
+            category = (OpCategory.CONVOLUTION
+                        if inner.opcode == "convolution" and _is_spatial(inner)
+                        else OpCategory.MATMUL)
+            return (category, ExecutionUnit.MATRIX,
+                    SPEC_DTYPE.get(self._compiled_dtype(inner, computation), "fp32"),
                     self._written_dtype(instruction, computation, inner))
         dtype = SPEC_DTYPE.get(output_dtype(instruction.shape), "fp32")
-        category = resolved.rule.category if resolved is not None else "other"
+        category = resolved.rule.category if resolved is not None else OpCategory.OTHER
         if category is None:  # a fusion: what it fused decides
             named = self._opcodes_inside(instruction)
             if instruction.opcode == "fusion" and named & {"convolution", "dot"}:
                 # A trace's fusion without its body, named after what it fused.
-                category = "matmul" if "dot" in named else "convolution"
-                return category, "matrix", dtype, dtype
+                category = OpCategory.MATMUL if "dot" in named else OpCategory.CONVOLUTION
+                return category, ExecutionUnit.MATRIX, dtype, dtype
             categories = {rule.rule.category for kind in named
                           if (rule := _lookup_opcode(kind)) is not None}
-            category = next((c for c in ("reduction", "elementwise", "data movement")
-                             if c in categories), "other")
-        unit = resolved.rule.unit if resolved is not None else "vector"
+            category = next((c for c in (OpCategory.REDUCTION, OpCategory.ELEMENTWISE,
+                                         OpCategory.DATA_MOVEMENT)
+                             if c in categories), OpCategory.OTHER)
+        unit = resolved.rule.unit if resolved is not None else ExecutionUnit.VECTOR
         return category, unit, dtype, dtype
 
     def _compiled_dtype(self, inner: Instruction, computation: Computation) -> str:

@@ -52,6 +52,7 @@ import math
 
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.rules import OpCategory
 
 INLINE_FLOPS = 1000
 L2_BYTES_PER_TASK = 256 << 10
@@ -76,7 +77,7 @@ def parallel_tasks(op: OpCost, cores: int) -> int | None:
         raise ValueError(f"a host has at least one core, not {cores}")
     if threads_itself(op):
         return None
-    splittable = (op.category == "elementwise" or op.opcode in _SPLITTABLE
+    splittable = (op.category == OpCategory.ELEMENTWISE or op.opcode in _SPLITTABLE
                   or (op.opcode == "fusion" and op.fusion_kind in ("kLoop", "")))
     if not splittable or op.kernels != 1 or op.body:
         return 1

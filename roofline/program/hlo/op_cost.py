@@ -8,7 +8,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from roofline.hardware.records import ExecutionUnit
 from roofline.program.hlo.formulas import GemmShape
+from roofline.program.hlo.rules import OpCategory
 from roofline.program.json_fields import checked_fields
 
 
@@ -18,9 +20,9 @@ class OpCost:
 
     name: str
     opcode: str
-    category: str
+    category: OpCategory
     dtype: str
-    unit: str
+    unit: ExecutionUnit
     flops: float
     transcendentals: float
     bytes_read: float
@@ -114,6 +116,8 @@ def _op_from_json(fields: Any) -> OpCost:
     if not isinstance(body, (list, tuple)):   # JSON's arrays, or costs_to_json's own
         raise ValueError(f"OpCost.body is {type(body).__name__}, not a list")
     values["body"] = tuple(_op_from_json(inner) for inner in body)
+    values["unit"] = ExecutionUnit(values["unit"])   # ValueError where it is none
+    values["category"] = OpCategory(values["category"])
     return OpCost(**values)
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from roofline.hardware.records import ExecutionUnit
 from roofline.program.hlo.formulas import (
     ConvolutionSpec,
     Env,
@@ -45,8 +46,18 @@ from roofline.program.hlo.formulas import (
 )
 from roofline.program.hlo.parser import Instruction
 
-CATEGORIES = ("matmul", "convolution", "elementwise", "reduction", "data movement",
-              "collective", "control", "other")
+
+class OpCategory(enum.StrEnum):
+    """What kind of work an op is (an :class:`OpCost`'s ``category``)."""
+
+    MATMUL = "matmul"
+    CONVOLUTION = "convolution"
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    DATA_MOVEMENT = "data movement"
+    COLLECTIVE = "collective"
+    CONTROL = "control"
+    OTHER = "other"
 
 
 class Traffic(enum.Enum):
@@ -89,11 +100,11 @@ class Rule:
     """How one opcode is costed. ``category`` None: taken from what the op calls.
     ``gemm``: the matrix product a GPU library runs for it (for tile and wave effects)."""
 
-    category: str | None
+    category: OpCategory | None
     flops: Formula
     traffic: Traffic = Traffic.OPERANDS
     free: bool = False
-    unit: str = "vector"
+    unit: ExecutionUnit = ExecutionUnit.VECTOR
     link: LinkPattern | None = None
     needs_config: str | None = None   # a backend_config key the formula reads: unknown without
     gemm: GemmFormula | None = None
@@ -215,7 +226,8 @@ def _library_convolution(input_at: int | None, kernel_at: int | None,
 
     def gemm(instruction: Instruction, env: Env) -> GemmShape:
         return spec(instruction, env).implicit_gemm(produced)
-    return Rule("convolution", flops, Traffic.LIBRARY, unit="matrix", gemm=gemm)
+    return Rule(OpCategory.CONVOLUTION, flops, Traffic.LIBRARY, unit=ExecutionUnit.MATRIX,
+                gemm=gemm)
 
 
 def convolution(instruction: Instruction, env: Env) -> Flops:
@@ -342,59 +354,59 @@ FREE = ("parameter", "constant", "tuple", "get-tuple-element", "after-all",
         "partition-id", "replica-id", "opt-barrier", "add-dependency", "domain",
         "get-dimension-size", "set-dimension-size")
 
-_add(RULES, ELEMENTWISE, Rule("elementwise", elementwise))
-_add(RULES, TRANSCENDENTAL, Rule("elementwise", transcendental))
-_add(RULES, FREE, Rule("other", no_flops, Traffic.NONE, free=True))
-_add(RULES, ("bitcast",), Rule("data movement", no_flops, Traffic.NONE, free=True))
+_add(RULES, ELEMENTWISE, Rule(OpCategory.ELEMENTWISE, elementwise))
+_add(RULES, TRANSCENDENTAL, Rule(OpCategory.ELEMENTWISE, transcendental))
+_add(RULES, FREE, Rule(OpCategory.OTHER, no_flops, Traffic.NONE, free=True))
+_add(RULES, ("bitcast",), Rule(OpCategory.DATA_MOVEMENT, no_flops, Traffic.NONE, free=True))
 _add(RULES, ("copy", "transpose", "broadcast", "reshape", "concatenate", "pad", "reverse",
              "iota", "bitcast-convert", "dynamic-reshape", "rng-get-and-update-state",
-             "rng-bit-generator"), Rule("data movement", no_flops))
-_add(RULES, ("slice", "dynamic-slice"), Rule("data movement", no_flops, Traffic.SLICE))
-_add(RULES, ("gather",), Rule("data movement", no_flops, Traffic.GATHER))
-_add(RULES, ("dynamic-update-slice",), Rule("data movement", no_flops, Traffic.UPDATE))
-_add(RULES, ("infeed",), Rule("data movement", no_flops, Traffic.HOST_IN))
-_add(RULES, ("outfeed",), Rule("data movement", no_flops, Traffic.HOST_OUT))
-_add(RULES, ("dot",), Rule("matmul", dot, unit="matrix", gemm=dot_shape))
-_add(RULES, ("convolution",), Rule("convolution", convolution, unit="matrix",
+             "rng-bit-generator"), Rule(OpCategory.DATA_MOVEMENT, no_flops))
+_add(RULES, ("slice", "dynamic-slice"), Rule(OpCategory.DATA_MOVEMENT, no_flops, Traffic.SLICE))
+_add(RULES, ("gather",), Rule(OpCategory.DATA_MOVEMENT, no_flops, Traffic.GATHER))
+_add(RULES, ("dynamic-update-slice",), Rule(OpCategory.DATA_MOVEMENT, no_flops, Traffic.UPDATE))
+_add(RULES, ("infeed",), Rule(OpCategory.DATA_MOVEMENT, no_flops, Traffic.HOST_IN))
+_add(RULES, ("outfeed",), Rule(OpCategory.DATA_MOVEMENT, no_flops, Traffic.HOST_OUT))
+_add(RULES, ("dot",), Rule(OpCategory.MATMUL, dot, unit=ExecutionUnit.MATRIX, gemm=dot_shape))
+_add(RULES, ("convolution",), Rule(OpCategory.CONVOLUTION, convolution, unit=ExecutionUnit.MATRIX,
                                    gemm=convolution_shape))
-_add(RULES, ("reduce",), Rule("reduction", reduce))
-_add(RULES, ("reduce-window",), Rule("reduction", reduce_window))
-_add(RULES, ("select-and-scatter",), Rule("reduction", select_and_scatter))
-_add(RULES, ("scatter",), Rule("reduction", scatter, Traffic.SCATTER))
-_add(RULES, ("sort",), Rule("reduction", sort))
-_add(RULES, ("top-k",), Rule("reduction", top_k))
-_add(RULES, ("fft",), Rule("other", fft))
-_add(RULES, ("map",), Rule("elementwise", mapped))
+_add(RULES, ("reduce",), Rule(OpCategory.REDUCTION, reduce))
+_add(RULES, ("reduce-window",), Rule(OpCategory.REDUCTION, reduce_window))
+_add(RULES, ("select-and-scatter",), Rule(OpCategory.REDUCTION, select_and_scatter))
+_add(RULES, ("scatter",), Rule(OpCategory.REDUCTION, scatter, Traffic.SCATTER))
+_add(RULES, ("sort",), Rule(OpCategory.REDUCTION, sort))
+_add(RULES, ("top-k",), Rule(OpCategory.REDUCTION, top_k))
+_add(RULES, ("fft",), Rule(OpCategory.OTHER, fft))
+_add(RULES, ("map",), Rule(OpCategory.ELEMENTWISE, mapped))
 _add(RULES, ("fusion",), Rule(None, called, Traffic.FUSION))
-_add(RULES, ("call",), Rule("control", called, Traffic.BODY))
-_add(RULES, ("while",), Rule("control", loop, Traffic.BODY))
-_add(RULES, ("conditional",), Rule("control", branch, Traffic.BODY))
+_add(RULES, ("call",), Rule(OpCategory.CONTROL, called, Traffic.BODY))
+_add(RULES, ("while",), Rule(OpCategory.CONTROL, loop, Traffic.BODY))
+_add(RULES, ("conditional",), Rule(OpCategory.CONTROL, branch, Traffic.BODY))
 _add(RULES, ("async-start",), Rule(None, called))   # costed as the op it wraps
-_add(RULES, ("all-reduce",), Rule("collective", reducing_collective,
+_add(RULES, ("all-reduce",), Rule(OpCategory.COLLECTIVE, reducing_collective,
                                   link=LinkPattern.ALL_REDUCE))
-_add(RULES, ("reduce-scatter",), Rule("collective", reducing_collective,
+_add(RULES, ("reduce-scatter",), Rule(OpCategory.COLLECTIVE, reducing_collective,
                                       link=LinkPattern.SCATTER))
-_add(RULES, ("all-gather",), Rule("collective", no_flops, link=LinkPattern.ALL_GATHER))
+_add(RULES, ("all-gather",), Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.ALL_GATHER))
 _add(RULES, ("all-to-all", "ragged-all-to-all"),
-     Rule("collective", no_flops, link=LinkPattern.SCATTER))
+     Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.SCATTER))
 _add(RULES, ("collective-permute", "collective-broadcast", "send", "recv"),
-     Rule("collective", no_flops, link=LinkPattern.ONE_HOP))
+     Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.ONE_HOP))
 
 # Custom calls known to do no work of their own (buffer bookkeeping on TPU, sharding marks).
 _add(CUSTOM_CALLS, ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
                     "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "PadToStatic",
                     "SliceToDynamic", "annotate_device_placement", "LayoutConstraint",
                     "AssumeGatherIndicesInBound"),
-     Rule("other", no_flops, Traffic.NONE, free=True))
+     Rule(OpCategory.OTHER, no_flops, Traffic.NONE, free=True))
 # TPU: joins the slices an async copy brought into VMEM into one buffer. No arithmetic; the
 # operands are charged as read and the result as written (an upper bound if XLA lays the
 # pieces out contiguously and the join is a view).
-_add(CUSTOM_CALLS, ("ConcatBitcast",), Rule("data movement", no_flops))
+_add(CUSTOM_CALLS, ("ConcatBitcast",), Rule(OpCategory.DATA_MOVEMENT, no_flops))
 # GPU libraries (XLA's GPU custom-call targets; ROCm uses the same names for hipBLASLt and
 # MIOpen). Backward-input convolutions compute the forward input from (output gradient,
 # kernel); backward-filter ones the kernel from (input, output gradient).
 _add(CUSTOM_CALLS, ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"),
-     Rule("matmul", library_gemm, Traffic.LIBRARY, unit="matrix",
+     Rule(OpCategory.MATMUL, library_gemm, Traffic.LIBRARY, unit=ExecutionUnit.MATRIX,
           needs_config="gemm_backend_config", gemm=library_gemm_shape))
 _add(CUSTOM_CALLS, ("__cudnn$convForward", "__cudnn$convBiasActivationForward"),
      _library_convolution(0, 1, None))
@@ -403,7 +415,7 @@ _add(CUSTOM_CALLS, ("__cudnn$convBackwardInput",),
 _add(CUSTOM_CALLS, ("__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxDropout",
                     "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaScaleBiasSoftmaxDropout",
                     "__cudnn$fmhaSoftmaxF8"),
-     Rule("matmul", fused_attention, Traffic.LIBRARY, unit="matrix",
+     Rule(OpCategory.MATMUL, fused_attention, Traffic.LIBRARY, unit=ExecutionUnit.MATRIX,
           needs_config="cudnn_fmha_backend_config"))
 _add(CUSTOM_CALLS, ("__cudnn$convBackwardFilter",),
      _library_convolution(0, None, 1))

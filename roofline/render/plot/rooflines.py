@@ -13,7 +13,7 @@ from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox, blended_transform_factory
 
 from roofline.errors import RooflineError
-from roofline.hardware.records import ComputeRoof, Hardware
+from roofline.hardware.records import ComputeRoof, ExecutionUnit, Hardware
 from roofline.model.placement import ridge_points
 from roofline.render.plot.layout import (
     Spot,
@@ -27,7 +27,7 @@ from roofline.render.plot.layout import (
 from roofline.render.plot.points import OpPoint, category_colors
 from roofline.units import Kind, format_quantity
 
-_UNIT_STYLE = {"matrix": "-", "vector": "--"}
+_UNIT_STYLE = {ExecutionUnit.MATRIX: "-", ExecutionUnit.VECTOR: "--"}
 _COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
            "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
 _PRECISION_MARK = "*"
@@ -89,7 +89,8 @@ def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), 
                                    all_levels, (x_lo, x_hi), labels)
                       for i, hw in enumerate(devices)]
     style_handles = [Line2D([], [], color="black", linestyle=_UNIT_STYLE[u],
-                            label=f"{u} unit roof") for u in ("matrix", "vector")]
+                            label=f"{u} unit roof")
+                     for u in (ExecutionUnit.MATRIX, ExecutionUnit.VECTOR)]
     style_handles.append(Line2D([], [], color="black", marker="o", linestyle="",
                                 label="ridge point (FLOP/B)"))
     op_handles = _draw_points(ax, shown, labels)
