@@ -156,7 +156,7 @@ def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_nam
     # ops are placed on one of its cores.
     assert (doc["source"], doc["target"]) == ("v100-sxm2:device", "tpu-v3:board")
     assert doc["placed_on"] == {"source": "v100-sxm2:device", "target": "tpu-v3:core"}
-    lines = prediction_text(result, doc).splitlines()
+    lines = prediction_text(result).splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith(FC))
     assert lines[header].startswith(f"{FC}: v100-sxm2 -> tpu-v3 board (")
     assert lines[header + 1].startswith("throughput per system ")
@@ -168,4 +168,4 @@ def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_nam
     # At one batch on both sides the step times say it all: no throughput line.
     same = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK)
     assert not any(line.startswith("throughput")
-                   for line in prediction_text(same, same.to_document()).splitlines())
+                   for line in prediction_text(same).splitlines())

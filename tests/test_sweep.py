@@ -377,10 +377,12 @@ def test_a_part_of_another_sweep_is_set_aside_not_gathered(tmp_path, capsys):
 def test_sigint_stops_a_sweep_and_gathers_what_finished(tmp_path, whom):
     # Issue 34: SIGINT to the main process ran every remaining task, then exited 130
     # without the tables; Ctrl-C (the process group) printed a traceback per worker.
+    # 32 tasks of 8 layers (the last part comes about 5 s after the first here): the sweep
+    # must still be running when the signal comes, however slowly this test polls.
     out = tmp_path / "interrupted"
-    argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "nodes=8..1024x2",
-            "--grid", "batch=8,16", "--set", "layers=1", "--set", "input=16",
-            "--set", "output=8", "--target", "host", "--hardware", "v100-sxm2",
+    argv = [sys.executable, "-m", "roofline", "sweep", "fc", "--grid", "nodes=64..8192x2",
+            "--grid", "batch=64,128,256,512", "--set", "layers=8", "--set", "input=2000",
+            "--set", "output=200", "--target", "host", "--hardware", "v100-sxm2",
             "--out", str(out), "--workers", "2"]
     process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True)
     if whom == "process group":
@@ -391,9 +393,9 @@ def test_sigint_stops_a_sweep_and_gathers_what_finished(tmp_path, whom):
     said = [line for line in err.splitlines() if line.startswith("roofline")]
     assert process.returncode == 130 and "Traceback" not in err, err
     done = finished_keys(out)
-    # 8 nodes x 2 batches = 16 tasks; those running (and queued to a worker) finish.
-    assert 1 <= len(done) < 16
-    assert said == [f"roofline: interrupted: {len(done)} of 16 tasks done, gathered into "
+    # 8 nodes x 4 batches = 32 tasks; those running (and queued to a worker) finish.
+    assert 1 <= len(done) < 32
+    assert said == [f"roofline: interrupted: {len(done)} of 32 tasks done, gathered into "
                     f"{out / 'models.parquet'} and {out / 'ops.parquet'}; run the same "
                     "command again to finish"]
     assert set(pd.read_parquet(out / "models.parquet")["key"]) == done

@@ -38,7 +38,7 @@ def _whatif(args: argparse.Namespace) -> int:
                     compile=CompileOptions(compile_target=args.target,
                                            cache_dir=cache_dir_of(args)))
     doc = result.to_document()
-    emit(args, text=whatif_text(result, doc, args.top), document=doc, rows=doc["ops"])
+    emit(args, text=whatif_text(result, args.top), document=doc, rows=doc["ops"])
     if args.plot:
         from roofline.render.plot import build_breakdown, time_breakdown
 
@@ -88,7 +88,7 @@ def _predict(args: argparse.Namespace) -> int:
                          compile=CompileOptions(compile_target=args.target,
                                                 cache_dir=cache_dir_of(args)))
     doc = result.to_document()
-    emit(args, text=prediction_text(result, doc, args.top), document=doc, rows=doc["ops"])
+    emit(args, text=prediction_text(result, args.top), document=doc, rows=doc["ops"])
     if args.plot:
         from roofline.render.plot import build_speedup
 

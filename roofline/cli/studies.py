@@ -110,7 +110,7 @@ def _validate(args: argparse.Namespace) -> int:
     result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
                       workdir=args.keep, progress=say)
     doc = result.to_document()
-    emit(args, text=validation_text(doc), document=doc, rows=[
+    emit(args, text=validation_text(result), document=doc, rows=[
         {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
     return 0
 

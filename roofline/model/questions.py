@@ -399,6 +399,13 @@ class Prediction:
         target = self.units[1].samples_per_s(self.comparison.new_s)
         return None if source is None or target is None else (source, target)
 
+    @property
+    def step_throughput_speedup(self) -> float | None:
+        """Samples/s at each side's own batch, the target's over the source's (None
+        unless :attr:`samples_per_s` is known): the headline between two batches."""
+        rates = self.samples_per_s
+        return None if rates is None else rates[1] / rates[0]
+
     def to_dataframe(self) -> pandas.DataFrame:
         return self.comparison.to_dataframe()
 
@@ -420,7 +427,8 @@ class Prediction:
             doc["source"], doc["target"] = self.units[0].ref, self.units[1].ref
             doc["placed_on"] = {"source": self.source.ref, "target": self.target.ref}
             if self.samples_per_s is not None:
-                doc["throughput"] = _throughput_document(self.units, self.samples_per_s)
+                doc["throughput"] = _throughput_document(self.units, self.samples_per_s) | {
+                    "speedup": self.step_throughput_speedup}
         if self.per is not None:
             doc["per"] = self.per
             doc["sides"] = dict(zip(("source", "target"), self.sides))
@@ -452,8 +460,8 @@ def _throughput_document(units: tuple[StepUnit, StepUnit], rates: tuple[float, f
     for side, unit, rate in zip(("source", "target"), units, rates):
         doc |= {f"{side}_batch": unit.batch, f"{side}_samples_per_s": rate,
                 f"{side}_devices": unit.devices, f"{side}_device": unit.device,
-                f"{side}_samples_per_s_per_device": rate / unit.devices}
-    return doc | {"speedup": rates[1] / rates[0]}
+                f"{side}_samples_per_s_per_device": unit.per_device(rate)}
+    return doc
 
 
 def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,

@@ -65,6 +65,10 @@ class StepUnit:
             return None
         return self.batch / step_s
 
+    def per_device(self, samples_per_s: float) -> float:
+        """The unit's samples per second on each of its devices."""
+        return samples_per_s / self.devices
+
 
 def device_unit(hardware: Hardware, batch: int | None) -> StepUnit:
     """One compile device of ``hardware`` running the whole step."""

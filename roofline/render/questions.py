@@ -5,10 +5,17 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from roofline.model.placement import class_text
 from roofline.render.tables import format_table, with_coverage
 from roofline.units import Kind, format_quantity
+
+if TYPE_CHECKING:
+    from roofline.model.comparison import Comparison, Sensitivity
+    from roofline.model.questions import Prediction, WhatIf
+    from roofline.model.sides import StepUnit
+    from roofline.studies.validation import CaseResult, Validation
 
 
 def workloads_rows() -> list[dict[str, str]]:
@@ -135,36 +142,38 @@ def top_ops_table(ops: list[dict], sides: tuple[str, str] = ("old", "new"),
     return format_table(rows, title=title, right=(f"{before} time", "share", f"{after} time"))
 
 
-def whatif_text(result: Any, doc: dict[str, Any], top: int = 10) -> str:
+def whatif_text(result: WhatIf, top: int = 10) -> str:
     """``whatif`` for people: the two times, the speedup and its decomposition by class,
     the ``top`` ops by time and the ops that change class (0: all)."""
     q = format_quantity
-    energy = doc.get("energy_per_sample_j")
+    energy = result.energy_per_sample_j
+    classes, changed, ops = result.rows()
     text = (f"{result.input} on {result.before.label} -> {result.after.label} "
             f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
             f"speedup {speedup_text(result.speedup)} (by Amdahl over classes "
             f"{result.amdahl_speedup():.3g}x)"
-            + (f"; energy per sample {energy['old']:.3g} J -> {energy['new']:.3g} J"
-               if energy else "")
-            + "\n\n" + _class_table(doc["by_class"], "speedup by old bound class")
-            + "\n\n" + top_ops_table(doc["ops"], top=top)
-            + "\n\n" + _changed_table(doc["changed_class"], ("old", "new"), top) + "\n")
-    return with_coverage(text, doc["coverage"])
+            + (f"; energy per sample {energy[0]:.3g} J -> {energy[1]:.3g} J"
+               if energy is not None else "")
+            + "\n\n" + _class_table(classes, "speedup by old bound class")
+            + "\n\n" + top_ops_table(ops, top=top)
+            + "\n\n" + _changed_table(changed, ("old", "new"), top) + "\n")
+    return with_coverage(text, result.coverage.to_document())
 
 
-def prediction_text(result: Any, doc: dict[str, Any], top: int = 10) -> str:
+def prediction_text(result: Prediction, top: int = 10) -> str:
     """``predict`` for people: the two times (and, between two batches, the two
     throughputs first), the speedup by class, and the throughput at the largest batch
     that fits each device where it was asked for; ``top`` changed ops (0: all)."""
     units = result.units
     source, target = ((units[0].label, units[1].label) if units is not None
                       else (result.source.label, result.target.label))
+    comparison = result.comparison
+    classes, changed, _ = comparison.rows("source", "target")
     text = (f"{result.input}: {source} -> {target} ({result.basis})\n"
-            + _step_lines(result, doc) + _bound_line(doc) + "\n"
-            + _per_lines(doc) + _sides_table(doc)
-            + ("" if _nothing_pairs(doc) else comparison_tables(
-                doc["by_class"], doc["changed_class"], "by bound class on the source",
-                ("source", "target"), top)))
+            + _step_lines(result) + _bound_line(result) + "\n"
+            + _per_lines(result) + _sides_table(comparison)
+            + ("" if _nothing_pairs(comparison) else comparison_tables(
+                classes, changed, "by bound class on the source", ("source", "target"), top)))
     if result.capacity is not None:
         source, target = result.capacity
         text += (f"\nat the largest batch that fits each device: {source.batch} -> "
@@ -181,28 +190,27 @@ def prediction_text(result: Any, doc: dict[str, Any], top: int = 10) -> str:
             if found.at_limit:
                 text += (f"the {side}'s batch is the search's limit, not its memory's: "
                          "a larger batch fits too\n")
-    return with_coverage(text, doc["coverage"])
+    return with_coverage(text, comparison.coverage.to_document())
 
 
-def _step_lines(result: Any, doc: dict[str, Any]) -> str:
+def _step_lines(result: Prediction) -> str:
     """The step times and their speedup; where the two sides run different batches, the
     throughput per system and per device first, its ratio the headline."""
     q = format_quantity
     steps = (f"{q(result.comparison.old_s, Kind.TIME)} -> "
              f"{q(result.comparison.new_s, Kind.TIME)}")
-    rates = doc.get("throughput")
-    if rates is None or rates["source_batch"] == rates["target_batch"]:
+    units, rates, speedup = result.units, result.samples_per_s, result.step_throughput_speedup
+    if units is None or rates is None or speedup is None or units[0].batch == units[1].batch:
         return f"{steps}: speedup {speedup_text(result.speedup)}\n"
 
-    def each(side: str) -> str:
-        count, device = rates[f"{side}_devices"], rates[f"{side}_device"]
-        where = f"on each of {count} {device}s" if count != 1 else f"on one {device}"
-        return f"{_rate(rates[f'{side}_samples_per_s_per_device'])} samples/s {where}"
-    return (f"throughput per system {_rate(rates['source_samples_per_s'])} -> "
-            f"{_rate(rates['target_samples_per_s'])} samples/s: speedup "
-            f"{speedup_text(rates['speedup'])}\n"
-            f"  per device: {each('source')} -> {each('target')}\n"
-            f"  per step: batch {rates['source_batch']:,} -> {rates['target_batch']:,} in "
+    def each(unit: StepUnit, rate: float) -> str:
+        where = (f"on each of {unit.devices} {unit.device}s" if unit.devices != 1
+                 else f"on one {unit.device}")
+        return f"{_rate(unit.per_device(rate))} samples/s {where}"
+    return (f"throughput per system {_rate(rates[0])} -> {_rate(rates[1])} samples/s: "
+            f"speedup {speedup_text(speedup)}\n"
+            f"  per device: {each(units[0], rates[0])} -> {each(units[1], rates[1])}\n"
+            f"  per step: batch {units[0].batch:,} -> {units[1].batch:,} in "
             f"{steps}: step-time speedup {speedup_text(result.speedup)}\n")
 
 
@@ -211,62 +219,62 @@ def _rate(samples_per_s: float) -> str:
     return f"{samples_per_s:,.0f}" if samples_per_s >= 1000 else f"{samples_per_s:.4g}"
 
 
-def _per_lines(doc: dict[str, Any]) -> str:
+def _per_lines(result: Prediction) -> str:
     """What each side runs, where the prediction compares a unit of each device."""
-    if "per" not in doc:
+    if result.per is None:
         return ""
-    what = ("on each device as a whole" if doc["per"] == "device"
-            else f"per {doc['per']}")
-    return (f"compared: the same step {what}\n  source: {doc['sides']['source']}\n"
-            f"  target: {doc['sides']['target']}\n\n")
+    what = ("on each device as a whole" if result.per == "device" else f"per {result.per}")
+    return (f"compared: the same step {what}\n  source: {result.sides[0]}\n"
+            f"  target: {result.sides[1]}\n\n")
 
 
-def _nothing_pairs(doc: dict[str, Any]) -> bool:
+def _nothing_pairs(comparison: Comparison) -> bool:
     """Whether no op of one side has a counterpart on the other (two compiles)."""
-    return doc["unpaired_share"]["source"] == doc["unpaired_share"]["target"] == 1.0
+    source, target = comparison.unpaired_share
+    return source == target == 1.0
 
 
-def _sides_table(doc: dict[str, Any]) -> str:
+def _sides_table(comparison: Comparison) -> str:
     """Where the two sides are different compiles whose ops do not all pair: each side's
     time by its own classes, with the totals (empty where every op pairs)."""
-    unpaired = doc["unpaired_share"]
-    if not (unpaired["source"] or unpaired["target"]):
+    source, target = comparison.unpaired_share
+    if not (source or target):
         return ""
-    rows = [{"bound": row["bound"],
-             "source_s": format_quantity(row["source_s"], Kind.TIME) if row["source_s"]
-             else None, "source": f"{row['source_share']:.1%}",
-             "target_s": format_quantity(row["target_s"], Kind.TIME) if row["target_s"]
-             else None, "target": f"{row['target_share']:.1%}"} for row in doc["by_side"]]
-    rows.append({"bound": "total", "source_s": format_quantity(doc["source_s"], Kind.TIME),
-                 "source": "100.0%", "target_s": format_quantity(doc["target_s"], Kind.TIME),
+    rows = [{"bound": class_text(row.bound),
+             "source_s": format_quantity(row.old_s, Kind.TIME) if row.old_s else None,
+             "source": f"{row.old_share:.1%}",
+             "target_s": format_quantity(row.new_s, Kind.TIME) if row.new_s else None,
+             "target": f"{row.new_share:.1%}"} for row in comparison.by_side()]
+    rows.append({"bound": "total", "source_s": format_quantity(comparison.old_s, Kind.TIME),
+                 "source": "100.0%", "target_s": format_quantity(comparison.new_s, Kind.TIME),
                  "target": "100.0%"})
-    title = (f"each side by its own bound classes (two compiles: {unpaired['source']:.1%} of "
-             f"the source's time and {unpaired['target']:.1%} of the target's is in ops "
+    title = (f"each side by its own bound classes (two compiles: {source:.1%} of "
+             f"the source's time and {target:.1%} of the target's is in ops "
              "with no counterpart on the other side)")
     return format_table(rows, title=title, right=["source_s", "source", "target_s",
                                                   "target"]) + "\n\n"
 
 
-def _bound_line(doc: dict[str, Any]) -> str:
+def _bound_line(result: Prediction) -> str:
     """The roofline lower bound beside the prediction, and how far above it each side is."""
-    bound = doc.get("lower_bound")
+    bound = result.bound
     if bound is None:
         return ""
     q = format_quantity
-    over = doc["over_bound"]
+    over = result.over_bound
     return (f"roofline lower bound (datasheet peaks, no floor or tiling): "
-            f"{q(bound['source_s'], Kind.TIME)} -> "
-            f"{q(bound['target_s'], Kind.TIME)}: speedup {speedup_text(bound['speedup'])}; "
-            f"this prediction is {over['source']:.3g}x the bound on the source, "
-            f"{over['target']:.3g}x on the target\n")
+            f"{q(bound.old_s, Kind.TIME)} -> "
+            f"{q(bound.new_s, Kind.TIME)}: speedup {speedup_text(bound.speedup)}"
+            + (f"; this prediction is {over[0]:.3g}x the bound on the source, "
+               f"{over[1]:.3g}x on the target" if over is not None else "") + "\n")
 
 
-def sensitivity_rows(result: Any) -> list[dict[str, Any]]:
+def sensitivity_rows(result: Sensitivity) -> list[dict[str, Any]]:
     return [{"parameter": e.parameter, "elasticity": e.elasticity,
              "same as": ", ".join(e.aliases)} for e in result.elasticities]
 
 
-def sensitivity_text(result: Any) -> str:
+def sensitivity_text(result: Sensitivity) -> str:
     title = (f"{result.input} on {result.hardware.label}: d log(time) / d log(parameter), "
              "most influential first (-1: doubling the parameter halves the time)")
     return with_coverage(format_table(sensitivity_rows(result), title=title),
@@ -279,27 +287,23 @@ def source_key(source: str) -> str:
     return re.split(r", |: ", source, maxsplit=1)[0]
 
 
-def validation_text(doc: dict[str, Any]) -> str:
-    def value(case: dict[str, Any], number: float | None) -> Any:
+def validation_text(result: Validation) -> str:
+    def value(case: CaseResult, number: float | None) -> Any:
         # Host cases compare step times (shown with units); the others are ratios.
-        if number is not None and case["suite"] == "host":
+        if number is not None and case.suite == "host":
             return format_quantity(number, Kind.TIME)
         return number
 
-    def approximated(case: dict[str, Any]) -> float:
-        covered = case["coverage"]
-        return max(covered["approximated_flops_share"], covered["approximated_time_share"])
-
     def rows(independent: bool) -> list[dict[str, Any]]:
-        return [{"case": f"{c['suite']}: {c['case']}", "source": source_key(c["source"]),
-                 "predicted": value(c, c["predicted"]),
-                 "reference": "bound holds" if c["reference"] is None and c["error"] == 0
-                 else value(c, c["reference"]), "error": f"{c['error']:+.1%}",
-                 "ops": c["ops"],
-                 "per-op error": "" if c["op_error"] is None else f"{c['op_error']:.1%}",
-                 "left out": f"{max(c['left_out_flops_share'], c['left_out_time_share']):.1%}",
-                 "approximated": f"{approximated(c):.1%}"}
-                for c in doc["cases"] if c["independent"] is independent]
+        return [{"case": f"{c.suite}: {c.case}", "source": source_key(c.source),
+                 "predicted": value(c, c.predicted),
+                 "reference": "bound holds" if c.reference is None and c.error == 0
+                 else value(c, c.reference), "error": f"{c.error:+.1%}",
+                 "ops": c.ops,
+                 "per-op error": "" if c.op_error is None else f"{c.op_error:.1%}",
+                 "left out": f"{max(c.coverage.left_out_share()):.1%}",
+                 "approximated": f"{max(c.coverage.approximated_share()):.1%}"}
+                for c in result.cases if c.independent is independent]
     parts = []
     measured = rows(True)
     if measured:
@@ -309,20 +313,19 @@ def validation_text(doc: dict[str, Any]) -> str:
                                   right=("predicted", "reference", "error", "per-op error",
                                          "left out", "approximated")))
         parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
-                               f"{doc['median_over'][suite]} cases"
-                               for suite, value in doc["median_abs_error"].items()))
+                               f"{result.case_count(suite)} cases"
+                               for suite, value in result.medians().items()))
     consistency = rows(False)
     if consistency:
         parts.append(format_table(consistency, title="consistency of the model's arithmetic "
                                   "(ParaDnn's classes are ratios of the spec numbers the "
                                   "model reads: not validation, not in the medians)"))
-    parts += [f"caveat, {c['suite']}: {c['case']}: {c['caveat']}"
-              for c in doc["cases"] if c["caveat"]]
-    parts += [f"skipped {reason}" for reason in doc["skipped"]]
-    gaps = [f"{c['suite']}: {c['case']}: " + "; ".join(
-                f"{g['gap']} {g['detail']} ({g['op_count']} ops)"
-                for g in c["coverage"]["gaps"] if g["headline"])
-            for c in doc["cases"] if any(g["headline"] for g in c["coverage"]["gaps"])]
+    parts += [f"caveat, {c.suite}: {c.case}: {c.caveat}" for c in result.cases if c.caveat]
+    parts += [f"skipped {reason}" for reason in result.skipped]
+    gaps = [f"{c.suite}: {c.case}: " + "; ".join(
+                f"{g.gap.value} {g.detail} ({len(g.ops)} ops)"
+                for g in c.coverage.summary() if g.headline)
+            for c in result.cases if any(g.headline for g in c.coverage.summary())]
     if gaps:
         parts.append("cases that leave out or approximate more than 1% of their work:\n  "
                      + "\n  ".join(gaps))

@@ -92,6 +92,14 @@ class Validation:
         errors = [abs(c.error) for c in self.cases if c.suite == suite and c.independent]
         return statistics.median(errors) if errors else None
 
+    def medians(self) -> dict[str, float]:
+        """Median |error| of each independent suite that has cases."""
+        return {suite: median for suite in INDEPENDENT
+                if (median := self.median_abs_error(suite)) is not None}
+
+    def case_count(self, suite: str) -> int:
+        return sum(1 for c in self.cases if c.suite == suite)
+
     def to_dataframe(self) -> pandas.DataFrame:
         import pandas
 
@@ -117,12 +125,10 @@ class Validation:
                           "left_out_flops_share": document["left_out_flops_share"],
                           "left_out_time_share": document["left_out_time_share"],
                           "coverage": document})
-        medians = {suite: median for suite in INDEPENDENT
-                   if (median := self.median_abs_error(suite)) is not None}
+        medians = self.medians()
         return {"schema": "roofline/validation/2", "quick": self.quick, "cases": cases,
-                "median_abs_error": medians, "median_over": {
-                    suite: sum(1 for c in self.cases if c.suite == suite)
-                    for suite in medians},
+                "median_abs_error": medians,
+                "median_over": {suite: self.case_count(suite) for suite in medians},
                 "skipped": list(self.skipped)}
 
 
