@@ -384,7 +384,10 @@ def test_sigint_stops_a_sweep_and_gathers_what_finished(tmp_path, whom):
             "--grid", "batch=64,128,256,512", "--set", "layers=8", "--set", "input=2000",
             "--set", "output=200", "--target", "host", "--hardware", "v100-sxm2",
             "--out", str(out), "--workers", "2"]
-    process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True)
+    # A suite started in the background by a non-interactive shell (as CI may be) ignores
+    # SIGINT, and so would the sweep it starts: Ctrl-C is given back its default here.
+    process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     if whom == "process group":
         os.killpg(process.pid, signal.SIGINT)
     else:
