@@ -385,9 +385,13 @@ def test_sigint_stops_a_sweep_and_gathers_what_finished(tmp_path, whom):
             "--set", "output=200", "--target", "host", "--hardware", "v100-sxm2",
             "--out", str(out), "--workers", "2"]
     # A suite started in the background by a non-interactive shell (as CI may be) ignores
-    # SIGINT, and so would the sweep it starts: Ctrl-C is given back its default here.
-    process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # SIGINT, and so would the sweep it starts: a caught signal is reset to its default
+    # in a new program, so catching it here while the sweep starts gives Ctrl-C back.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = _sweep_until(argv, out, 1, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if whom == "process group":
         os.killpg(process.pid, signal.SIGINT)
     else:
