@@ -22,10 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import OpsTableError, RooflineError, SpecError, TraceError
-
-_FILE_TYPES = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
+from roofline.outputs import file_type_name
 
 
 def _plain_error(path: Path, problem: str) -> RooflineError:
@@ -169,8 +166,7 @@ def _checked_stat(path: Path, kind: InputKind) -> os.stat_result | None:
 
 def _check_file(path: Path, info: os.stat_result, kind: InputKind) -> None:
     if not stat.S_ISREG(info.st_mode):
-        what = next((name for test, name in _FILE_TYPES if test(info.st_mode)),
-                    "not a regular file")
+        what = file_type_name(info.st_mode, "not a regular file")
         raise kind.error(path, f"it is {what}, not a regular file: {kind.fix}")
     _refuse_past_limit(path, info.st_size, kind)
 

@@ -26,6 +26,12 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
           (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
 
 
+def file_type_name(mode: int, otherwise: str) -> str:
+    """What a file of ``mode`` (from ``stat``/``lstat``) is, for a message: "a FIFO", "a
+    directory"...; ``otherwise`` for any other type."""
+    return next((name for test, name in _KINDS if test(mode)), otherwise)
+
+
 def check_output_path(path: str | Path, what: str = "the output") -> Path:
     """``path`` if an output may be written there: a new file or a regular file in an
     existing, writable directory. Raises :class:`RooflineError` saying why not, naming
@@ -49,7 +55,7 @@ def check_output_path(path: str | Path, what: str = "the output") -> Path:
     except OSError as exc:
         raise RooflineError(f"cannot write {path}: {exc.strerror}") from None
     if mode is not None and not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        kind = file_type_name(mode, "not a regular file")
         raise RooflineError(f"cannot write {path}: it is {kind}; outputs only create or "
                             "replace regular files: give a file name")
     if not directory.is_dir():
@@ -86,7 +92,7 @@ def check_output_directory(path: str | Path, what: str) -> Path:
                                 "another directory") from None
         if not stat.S_ISDIR(mode):
             kind = ("a file" if stat.S_ISREG(mode) else
-                    next((name for test, name in _KINDS if test(mode)), "not a directory"))
+                    file_type_name(mode, "not a directory"))
             where = "it is" if existing == path else f"{existing} is"
             raise RooflineError(f"cannot write into {what} {path}: {where} {kind}, not a "
                                 "directory; give a directory")
