@@ -8,6 +8,7 @@ tables are what `roofline validate --suite published` prints (checked with -m sl
 suite compiles full-size models for about 6 minutes).
 """
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -38,6 +39,24 @@ def test_the_documentation_builds_in_strict_mode(tmp_path):
     headings = re.findall(r'<h3 id="[^"]+" class="doc doc-heading">\s*(\S+)', api)
     assert sorted(headings) == sorted(f"roofline.{name}" for name in roofline.__all__)
     assert "Plausibility bounds" in (tmp_path / "hardware-specs" / "index.html").read_text()
+
+
+def _tour_figure_hook():
+    spec = importlib.util.spec_from_file_location("tour_figure",
+                                                  ROOT / "docs" / "hooks" / "tour_figure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tour_figure_is_what_the_command_it_shows_draws(tmp_path):
+    # Two TPU compiles of a 4-layer FC step and one figure: a few seconds.
+    hook = _tour_figure_hook()
+    assert hook.tour_command(ROOT / "README.md") == hook.tour_command()
+    drawn = hook.draw_tour(tmp_path / "tour.png")
+    assert drawn.read_bytes() == hook.FIGURE.read_bytes(), (
+        "docs/tour.png is not what the tour's command draws: redraw it with "
+        "'.venv/bin/python docs/hooks/tour_figure.py'")
 
 
 def test_the_readme_is_a_front_page():

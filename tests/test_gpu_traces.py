@@ -366,7 +366,8 @@ def test_device_facts_and_bound_classes_are_set_against_the_spec_and_xprof(expla
     assert bounds["loop_transpose_fusion"][:2] == ("overhead", "HBM")
     from roofline.render.runs import explanation_text
 
-    assert explanation_text(doc, 5).startswith(
+    conv = explain(load_run(TRACES / "mi300x_jax08_conv.xplane.pb"), load_hardware("mi300x"))
+    assert explanation_text(conv, 5).startswith(
         "DEVICE FACTS DIFFER: the trace records memory_bytes_per_s = 2.662e+12, the spec "
         "mi300x:device 5.3e+12 (0.50x)")
 

@@ -81,7 +81,7 @@ def _explain(args: argparse.Namespace) -> int:
     if args.annotate:
         write_annotated_trace(explanation, args.annotate)
         print(f"wrote {args.annotate}", file=sys.stderr)
-    emit(args, text=explanation_text(doc, args.top), document=doc,
+    emit(args, text=explanation_text(explanation, args.top), document=doc,
          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
     if args.plot:
         from roofline.render.plot import (
@@ -106,9 +106,9 @@ def _explain_devices(args: argparse.Namespace) -> int:
         raise RooflineError("--device all explains every device side by side; --annotate "
                             "and --plot take one device (--device N)")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    explanations, skipped = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
-    doc = devices_document(explanations, skipped)
-    emit(args, text=devices_text(doc), document=doc, rows=doc["devices"])
+    result = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
+    doc = devices_document(result)
+    emit(args, text=devices_text(result), document=doc, rows=doc["devices"])
     return 0
 
 
@@ -118,9 +118,10 @@ def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
 
     if args.annotate or args.plot:
         raise RooflineError(f"{why}; --annotate and --plot need costed ops")
-    doc = kernel_document(read_kernels(args.run_dir, args.device))
+    run = read_kernels(args.run_dir, args.device)
+    doc = kernel_document(run)
     print(f"roofline: {why}", file=sys.stderr)
-    emit(args, text=kernel_text(doc, args.top), document=doc, rows=doc["kernels"])
+    emit(args, text=kernel_text(run, args.top), document=doc, rows=doc["kernels"])
     return 0
 
 

@@ -44,13 +44,15 @@ from roofline.model.placement import (
     class_text,
 )
 from roofline.model.xprof_comparison import (
-    DEVICE_FACT_TOLERANCE,
-    spec_facts,
+    DeviceFact,
+    XprofComparison,
+    device_facts,
     xprof_comparison,
     xprof_row,
 )
 from roofline.program.hlo import ModuleCosts
 from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.rules import OpCategory
 from roofline.program.run import LoadedRun, load_devices, load_run
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun
 
@@ -115,6 +117,30 @@ class ExplainedOp:
 
 
 @dataclass(frozen=True)
+class Achieved:
+    """What the ops that have costs achieved, and their lower bound against their measured
+    time: summed once per op (``seconds``, ``lower_bound_s``: each op's time per execution
+    of its module), and per step (each op times its executions per step: comparable with
+    the op time per step where modules run unequal numbers of times; ``run_flop_per_s``
+    and ``run_bytes_per_s`` likewise count every execution)."""
+
+    seconds: float
+    flop_per_s: float
+    bytes_per_s: float
+    lower_bound_s: float
+    efficiency: float
+    ops: int
+    seconds_per_step: float
+    lower_bound_s_per_step: float
+    efficiency_per_step: float
+    run_flop_per_s: float
+    run_bytes_per_s: float
+
+    def to_document(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class Explanation:
     """A measured run against the roofline of ``hardware``: each measured op with its cost,
     placement and efficiency (``ops``), and the ops that did work without a time
@@ -129,6 +155,22 @@ class Explanation:
     @property
     def run(self) -> MeasuredRun:
         return self.loaded.run
+
+    @property
+    def step_seconds(self) -> float:
+        """The step of this device: its wall time per step, else (no step wall time in
+        the trace) its op time per step."""
+        return self.run.wall_seconds_per_step or self.run.op_seconds_per_step
+
+    @property
+    def step_from(self) -> str:
+        return ("wall time" if self.run.wall_seconds_per_step
+                else "op time (no step wall time in the trace)")
+
+    def collective_seconds(self) -> float:
+        """Collective time per step: synchronous ops and async spans."""
+        return (self.seconds_by_category().get(OpCategory.COLLECTIVE, 0.0)
+                + self.async_seconds_by_category().get(OpCategory.COLLECTIVE, 0.0))
 
     def _per_step(self, op: ExplainedOp) -> float:
         return op.measured.self_s / max(self.run.steps, 1)
@@ -187,13 +229,9 @@ class Explanation:
                   for module, c in self.costs_without_time]
         return coverage(found)
 
-    def achieved(self) -> dict[str, float]:
+    def achieved(self) -> Achieved:
         """FLOP/s and bytes/s achieved over the ops that have costs, and their lower bound
-        against their measured time: summed once per op (``seconds``, ``lower_bound_s``,
-        each op's time per execution of its module), and per step (each op times its
-        executions per step: comparable with the op time per step where modules run
-        unequal numbers of times; ``run_flop_per_s`` and ``run_bytes_per_s`` likewise count
-        every execution)."""
+        against their measured time."""
         timed = [op for op in self.ops if op.cost is not None and not op.measured.is_async]
         seconds = sum(op.seconds for op in timed)
         flops = sum(op.cost.flops for op in timed)  # type: ignore[union-attr]
@@ -205,18 +243,26 @@ class Explanation:
         run_s = step_s * steps
         run_flops = sum(op.cost.flops * op.executions for op in timed)  # type: ignore[union-attr]
         run_bytes = sum(op.cost.bytes * op.executions for op in timed)  # type: ignore[union-attr]
-        return {"seconds": seconds, "flop_per_s": flops / seconds if seconds else 0.0,
-                "bytes_per_s": nbytes / seconds if seconds else 0.0,
-                "lower_bound_s": bound, "efficiency": bound / seconds if seconds else 0.0,
-                "ops": len(timed), "seconds_per_step": step_s,
-                "lower_bound_s_per_step": step_bound,
-                "efficiency_per_step": step_bound / step_s if step_s else 0.0,
-                "run_flop_per_s": run_flops / run_s if run_s else 0.0,
-                "run_bytes_per_s": run_bytes / run_s if run_s else 0.0}
+        return Achieved(seconds=seconds, flop_per_s=flops / seconds if seconds else 0.0,
+                        bytes_per_s=nbytes / seconds if seconds else 0.0,
+                        lower_bound_s=bound, efficiency=bound / seconds if seconds else 0.0,
+                        ops=len(timed), seconds_per_step=step_s,
+                        lower_bound_s_per_step=step_bound,
+                        efficiency_per_step=step_bound / step_s if step_s else 0.0,
+                        run_flop_per_s=run_flops / run_s if run_s else 0.0,
+                        run_bytes_per_s=run_bytes / run_s if run_s else 0.0)
 
     def losers(self, count: int = 10) -> list[ExplainedOp]:
         placed = [op for op in self.ops if op.placement is not None]
         return sorted(placed, key=lambda op: -op.lost_s)[:count]
+
+    def device_facts(self) -> tuple[DeviceFact, ...]:
+        """The facts the trace records of its device, each beside the spec's."""
+        return device_facts(self.run.device_peaks(), self.hardware)
+
+    def xprof_comparison(self) -> XprofComparison:
+        """Our costs against xprof's own, where the trace carries them."""
+        return xprof_comparison(self)
 
     def to_document(self) -> dict[str, Any]:
         """As JSON (schema ``roofline/explanation/1``), compared with xprof's costs."""
@@ -240,9 +286,8 @@ class Explanation:
                 "unknown": list(op.cost.unknown) if op.cost else [],
                 "xprof": xprof_row(self.loaded.xprof_for(op.measured)),
             })
-        peaks = run.device_peaks()
-        spec_numbers = spec_facts(hw)
-        doc = {
+        facts = self.device_facts()
+        return {
             "schema": "roofline/explanation/1",
             "flop_convention": FLOP_CONVENTION,
             "run": run.path, "platform": run.platform, "device": run.device,
@@ -258,21 +303,50 @@ class Explanation:
             "seconds_by_category": {class_text(k): v
                                     for k, v in self.seconds_by_category().items()},
             "async_seconds_by_category": self.async_seconds_by_category(),
-            "achieved": self.achieved(),
-            "device_peaks": {k: {"trace": v, "spec": spec_numbers.get(k)}
-                             for k, v in peaks.items()},
-            "device_facts_differ": [
-                {"fact": k, "trace": v, "spec": spec_numbers[k], "ratio": v / spec_numbers[k]}
-                for k, v in peaks.items() if spec_numbers.get(k)
-                and abs(v / spec_numbers[k] - 1) > DEVICE_FACT_TOLERANCE],
+            "achieved": self.achieved().to_document(),
+            "device_peaks": {f.fact: {"trace": f.trace, "spec": f.spec} for f in facts},
+            "device_facts_differ": [{"fact": f.fact, "trace": f.trace, "spec": f.spec,
+                                     "ratio": f.ratio} for f in facts if f.differs],
             "above_roof": [f"{o['module']}/{o['name']}" for o in ops if o["above_roof"]],
             "served_by_cache": [f"{o['module']}/{o['name']}" for o in ops if o["served_by"]],
             "top_losses": [f"{o.measured.module}/{o.measured.name}" for o in self.losers()],
             "coverage": self.coverage.to_document(),
             "ops": ops,
+            "xprof_comparison": self.xprof_comparison().to_document(),
         }
-        doc["xprof_comparison"] = xprof_comparison(doc)
-        return doc
+
+
+@dataclass(frozen=True)
+class DevicesExplanation:
+    """Every device plane of a trace explained on its own, side by side, and the planes
+    skipped because their kernels carry no XLA op."""
+
+    explanations: tuple[Explanation, ...]
+    skipped: tuple[str, ...]
+
+    @property
+    def slowest(self) -> Explanation:
+        return max(self.explanations, key=lambda ex: ex.step_seconds)
+
+    @property
+    def spread(self) -> float:
+        """How much longer the slowest device's step is than the fastest's (0.1: 10%)."""
+        fastest = min(ex.step_seconds for ex in self.explanations)
+        return self.slowest.step_seconds / fastest - 1 if fastest else 0.0
+
+    @property
+    def coverage(self) -> Coverage:
+        """What every device's explanation left out, each op named with its device, its
+        shares weighted by the device's part of all devices' op time and FLOPs."""
+        times = [sum(op.measured.self_s for op in ex.ops) for ex in self.explanations]
+        flops = [sum(op.cost.flops for op in ex.ops if op.cost is not None)
+                 for ex in self.explanations]
+        return coverage(
+            dataclasses.replace(o, op=f"{ex.run.device} {o.op}",
+                                time_share=o.time_share * time / (sum(times) or 1),
+                                flops_share=o.flops_share * work / (sum(flops) or 1))
+            for ex, time, work in zip(self.explanations, times, flops)
+            for o in ex.coverage.omissions)
 
 
 def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MAX
@@ -300,8 +374,7 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
 
 
 def explain_devices(path: str | Path, hardware: Hardware | None = None,
-                    overlap: Overlap = Overlap.MAX
-                    ) -> tuple[list[Explanation], list[str]]:
+                    overlap: Overlap = Overlap.MAX) -> DevicesExplanation:
     """Every device plane of a GPU/TPU trace explained on its own (``hardware`` defaults
     to the first device's spec), and the planes skipped because their kernels carry no
     XLA op."""
@@ -309,7 +382,8 @@ def explain_devices(path: str | Path, hardware: Hardware | None = None,
 
     loaded, skipped = load_devices(path)
     hardware = hardware or load_hardware(default_hardware_ref(loaded[0].run))
-    return [explain(device, hardware, overlap) for device in loaded], skipped
+    return DevicesExplanation(tuple(explain(device, hardware, overlap) for device in loaded),
+                              tuple(skipped))
 
 
 def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,

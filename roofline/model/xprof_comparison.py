@@ -4,10 +4,16 @@ the trace records of its device, and our per-op costs against xprof's own
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from roofline.hardware.records import ExecutionUnit
+from roofline.model.placement import class_text
 from roofline.program.hlo.rules import OpCategory
+
+if TYPE_CHECKING:
+    from roofline.model.explain import Explanation
 
 DEVICE_FACT_TOLERANCE = 0.10
 
@@ -23,6 +29,32 @@ def spec_facts(hw: Any) -> dict[str, float | None]:
             "hbm_bytes_per_s": hw.main_memory.bytes_per_s,
             "clock_hz": hw.clock.value, "cores": units,
             "memory_bytes": hw.main_memory.capacity_bytes}
+
+
+@dataclass(frozen=True)
+class DeviceFact:
+    """A fact the trace records of its device (its peak FLOP/s, its cores...) beside what
+    the spec says of it (None: the spec says nothing)."""
+
+    fact: str
+    trace: float
+    spec: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        return self.trace / self.spec if self.spec else None
+
+    @property
+    def differs(self) -> bool:
+        """The trace's device is not the spec's: the two differ by more than the tolerance."""
+        ratio = self.ratio
+        return ratio is not None and abs(ratio - 1) > DEVICE_FACT_TOLERANCE
+
+
+def device_facts(peaks: dict[str, float], hw: Any) -> tuple[DeviceFact, ...]:
+    """Each fact of ``peaks`` (a trace's record of its device) beside the spec's."""
+    spec = spec_facts(hw)
+    return tuple(DeviceFact(fact, value, spec.get(fact)) for fact, value in peaks.items())
 
 
 def xprof_row(op: Any) -> dict[str, Any] | None:
@@ -45,28 +77,59 @@ XPROF_GPU_CYCLES = ("XLA's GPU cost analysis, xprof's source, counts element-wis
                     "one FLOP per element and transcendentals apart")
 
 
-def xprof_comparison(doc: dict[str, Any], rel: float = XPROF_TOLERANCE) -> dict[str, Any]:
+@dataclass(frozen=True)
+class XprofDifference:
+    """One quantity of one op where our cost and xprof's differ, with the reason where
+    the difference is by design (None: not explained)."""
+
+    op: str
+    quantity: str               # "flops", "bytes" or "bound"
+    ours: float | str | None
+    xprof: float | str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class XprofComparison:
+    """Our costs against xprof's hlo_stats over the ops both sides cost."""
+
+    tolerance: float
+    compared: int
+    agree: int
+    differences: tuple[XprofDifference, ...]
+
+    def to_document(self) -> dict[str, Any]:
+        return {"tolerance": self.tolerance, "compared": self.compared, "agree": self.agree,
+                "differences": [dataclasses.asdict(d) for d in self.differences]}
+
+
+def xprof_comparison(explanation: Explanation, rel: float = XPROF_TOLERANCE
+                     ) -> XprofComparison:
     """Our FLOPs and bytes against xprof's hlo_stats, op by op: how many agree within
-    ``rel``, and every difference with its reason (None: not explained)."""
+    ``rel``, and every difference with its reason."""
+    facts_differ = any(fact.differs for fact in explanation.device_facts())
+    gpu = explanation.run.platform == "gpu"
     compared, differences = 0, []
-    for op in doc["ops"]:
-        theirs = op["xprof"]
-        if not theirs or op["bytes"] is None or op["async"]:
+    for op in explanation.ops:
+        theirs = explanation.loaded.xprof_for(op.measured)
+        if theirs is None or not theirs.occurrences or op.cost is None or op.measured.is_async:
             continue
         compared += 1
-        for quantity, ours, other in (("flops", op["flops"], theirs["flops_per_occurrence"]),
-                                      ("bytes", op["bytes"], theirs["bytes_per_occurrence"])):
+        name = f"{op.measured.module}/{op.measured.name}"
+        for quantity, ours, other in (
+                ("flops", op.cost.flops, theirs.flops / theirs.occurrences),
+                ("bytes", op.cost.bytes, theirs.bytes / theirs.occurrences)):
             if abs(ours - other) <= rel * max(abs(other), abs(ours)):
                 continue
-            differences.append({"op": f"{op['module']}/{op['name']}", "quantity": quantity,
-                                "ours": ours, "xprof": other,
-                                "reason": _xprof_reason(doc, op, quantity, ours, other)})
-        bound = _bound_difference(doc, op)
+            reason = _xprof_reason(gpu, op.cost.category, theirs.category, quantity, ours,
+                                   other)
+            differences.append(XprofDifference(name, quantity, ours, other, reason))
+        predicted = class_text(op.placement.bound) if op.placement else None
+        bound = _bound_difference(name, predicted, theirs.bound_by, facts_differ)
         if bound is not None:
             differences.append(bound)
-    differing = {d["op"] for d in differences}
-    return {"tolerance": rel, "compared": compared, "agree": compared - len(differing),
-            "differences": differences}
+    differing = {d.op for d in differences}
+    return XprofComparison(rel, compared, compared - len(differing), tuple(differences))
 
 
 XPROF_NO_OVERHEAD = ("xprof's roofline has no per-op floor: an op whose roofline time is "
@@ -78,28 +141,28 @@ _XPROF_BOUND = {"Compute": "compute", "HBM": "memory", "VMEM": "memory", "CMEM":
                 "L2": "memory", "Shared": "memory", "Link": "link"}
 
 
-def _bound_difference(doc: dict[str, Any], op: dict[str, Any]) -> dict[str, Any] | None:
+def _bound_difference(name: str, predicted: str | None, xprof_bound: str,
+                      facts_differ: bool) -> XprofDifference | None:
     """The op's bound class where xprof names another, with the reason where known."""
-    theirs = _XPROF_BOUND.get(op["xprof"]["bound_by"])
-    ours = (op["predicted_bound"] or "").split(" ")[0]
+    theirs = _XPROF_BOUND.get(xprof_bound)
+    ours = (predicted or "").split(" ")[0]
     if theirs is None or not ours or ours == theirs:
         return None
     reason = None
     if ours == "overhead":
         reason = XPROF_NO_OVERHEAD
-    elif doc["device_facts_differ"]:
+    elif facts_differ:
         reason = XPROF_DEVICE_FACTS
-    return {"op": f"{op['module']}/{op['name']}", "quantity": "bound", "ours":
-            op["predicted_bound"], "xprof": op["xprof"]["bound_by"], "reason": reason}
+    return XprofDifference(name, "bound", predicted, xprof_bound, reason)
 
 
-def _xprof_reason(doc: dict[str, Any], op: dict[str, Any], quantity: str, ours: float,
+def _xprof_reason(gpu: bool, category: str, xprof_category: str, quantity: str, ours: float,
                   other: float) -> str | None:
-    if doc["platform"] != "gpu":
+    if not gpu:
         return None
-    if other == 0 and op["xprof"]["category"] == "custom-call":
+    if other == 0 and xprof_category == "custom-call":
         return XPROF_LIBRARY_CALL
-    if quantity == "flops" and other > ours and op["category"] in (
+    if quantity == "flops" and other > ours and category in (
             OpCategory.ELEMENTWISE, OpCategory.REDUCTION, OpCategory.DATA_MOVEMENT):
         return XPROF_GPU_CYCLES
     return None
