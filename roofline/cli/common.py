@@ -171,11 +171,11 @@ def check_output_files(args: argparse.Namespace) -> None:
     command's --out directory (``out_is_directory``). An empty path is refused too."""
     from roofline.outputs import check_output_directory, check_output_path
 
-    files, directories = ["plot", "annotate"], ["keep", "cache"]
+    files, directories = ["plot", "annotate", "roofline_plot"], ["keep", "cache"]
     (directories if getattr(args, "out_is_directory", False) else files).append("out")
     for name in files:
         if getattr(args, name, None) is not None:
-            check_output_path(getattr(args, name), f"--{name}")
+            check_output_path(getattr(args, name), f"--{name.replace('_', '-')}")
     for name in directories:
         if getattr(args, name, None) is not None:
             check_output_directory(getattr(args, name), f"--{name}")

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
     from roofline.hardware.records import Hardware
-    from roofline.program.workloads.registry import Workload
+    from roofline.program.workloads.registry import ShardingPlan, Workload
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,15 @@ LOCAL_GPU = Target("gpu", "gpu")   # the GPU of this machine, where JAX sees one
 
 def get_target(name: str) -> Target:
     """``host``, a TPU generation, ``gpu`` (this machine's GPU) or the id of an NVIDIA GPU
-    spec (XLA:GPU for that GPU, compiled without one: :mod:`roofline.program.gpu_target`)."""
+    spec (XLA:GPU for that GPU, compiled without one: :mod:`roofline.program.gpu_target`).
+
+    A slice or a group of GPUs follows a colon: ``tpu-v5e:2x4`` (a TPU topology, chips
+    per axis), ``h100-sxm:8`` (eight GPUs of one host)."""
     if name in TARGETS:
         return TARGETS[name]
+    base, colon, shape = name.partition(":")
+    if colon:
+        return _sized_target(name, get_target(base), shape)
     if name == LOCAL_GPU.name:
         return LOCAL_GPU
     from roofline.errors import UnknownHardwareError
@@ -104,6 +110,46 @@ def get_target(name: str) -> Target:
         raise RooflineError(f"unknown target {name!r}; targets: {', '.join(TARGETS)}, gpu, "
                             "or an NVIDIA GPU's spec id (h100-sxm, v100-sxm2, ...)")
     return Target(hardware.id, "gpu", gpu_config=target_config(hardware))
+
+
+def _sized_target(name: str, base: Target, shape: str) -> Target:
+    """``base`` over the slice ``shape`` names (module docstring of :func:`get_target`)."""
+    if base.is_tpu:
+        sides = shape.split("x")
+        rank = len(base.topology.split(":")[1].split("x"))    # type: ignore[union-attr]
+        if len(sides) != rank or not all(s.isdigit() and int(s) > 0 for s in sides):
+            example = "x".join(["2"] * (rank - 1) + ["4"])
+            raise RooflineError(f"target {name!r}: {shape!r} is not a {base.name} topology: "
+                                f"give {rank} chip counts, such as {base.name}:{example}")
+        generation = base.topology.split(":")[0]                # type: ignore[union-attr]
+        return Target(name, "tpu", f"{generation}:{shape}", math.prod(map(int, sides)))
+    if base.gpu_config and shape.isdigit() and 0 < int(shape) <= MAX_GPUS:
+        return dataclasses.replace(base, name=name, chips=int(shape))
+    raise RooflineError(f"unknown target {name!r}: a TPU slice is tpu-v5e:2x4, a group of "
+                        f"GPUs h100-sxm:8 (1 to {MAX_GPUS})")
+
+
+MAX_GPUS = 64   # GPUs of one deviceless compile: past any NVLink domain JAX describes
+
+# The slices a sharded program is compiled over when its target names none: the smallest
+# of these with enough devices (libtpu refuses 1x1 and 1x2 layouts).
+_SLICES = {2: ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+           3: ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8")}
+
+
+def sized_for(spec: Target, devices: int) -> Target:
+    """``spec``, or where it has fewer than ``devices`` devices and names no slice of its
+    own, the smallest slice (TPU) or group (GPU) of its kind that has them."""
+    if ":" in spec.name or spec.platform not in ("tpu", "gpu") or spec == LOCAL_GPU:
+        return spec
+    if spec.gpu_config:
+        return spec if devices <= spec.chips else get_target(f"{spec.name}:{devices}")
+    rank = len(spec.topology.split(":")[1].split("x"))          # type: ignore[union-attr]
+    for shape in _SLICES[rank]:
+        sized = get_target(f"{spec.name}:{shape}")
+        if len(_xla.tpu_topology(sized.topology).devices) >= devices:   # type: ignore[arg-type]
+            return spec if sized.topology == spec.topology else sized
+    raise RooflineError(f"no {spec.name} slice here has {devices} devices: shard over fewer")
 
 
 def gpu_target_name(hardware: Hardware | None) -> str:
@@ -144,6 +190,23 @@ def compile_target_of(hardware: Hardware | None) -> str:
 
 
 @dataclass(frozen=True)
+class ShardedLayout:
+    """How a sharded compile split its program: the mesh, the plan's own words, and the
+    bytes each device holds of every argument (its shard of the weights, the cache...)."""
+
+    mesh: tuple[tuple[str, int], ...]
+    summary: str
+    argument_bytes: tuple[float, ...]    # per argument, on each device
+    argument_names: tuple[str, ...] = ()
+
+    def held(self) -> list[tuple[str, float]]:
+        """What one device holds: each argument's name (``argument 2`` where the plan
+        names none) with its bytes there."""
+        return [(self.argument_names[i] if i < len(self.argument_names) else f"argument {i}",
+                 size) for i, size in enumerate(self.argument_bytes)]
+
+
+@dataclass(frozen=True)
 class CompiledProgram:
     """A program as compiled for one target, with its per-op costs."""
 
@@ -162,6 +225,7 @@ class CompiledProgram:
     cache_key: str = ""          # of the lowered program, where compiled with a cache
     lower_seconds: float = 0.0   # JAX's tracing and lowering, before XLA's compile
     print_seconds: float = 0.0   # XLA printing the optimized HLO text, after its compile
+    sharded: ShardedLayout | None = None   # None: one device, or the batch split (data_parallel)
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -171,15 +235,28 @@ class CompiledProgram:
 
 
 def _place(args: Sequence[Any], sharding_for: Callable[[int, Any], Any]) -> list[Any]:
+    """Each argument's leaves as shapes with their sharding: ``sharding_for`` gives one
+    sharding for all of an argument's leaves, or a tree of them that is a prefix of its."""
+    import jax
+    from jax.sharding import Sharding
+
+    def shaped(sharding: Any, subtree: Any) -> Any:
+        return jax.tree.map(
+            lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding),
+            subtree)
+    return [jax.tree.map(shaped, sharding_for(index, arg), arg,
+                         is_leaf=lambda node: isinstance(node, Sharding))
+            for index, arg in enumerate(args)]
+
+
+def _layout(plan: ShardingPlan, placed: Sequence[Any]) -> ShardedLayout:
     import jax
 
-    placed = []
-    for index, arg in enumerate(args):
-        sharding = sharding_for(index, arg)
-        placed.append(jax.tree.map(
-            lambda leaf, s=sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=s),
-            arg))
-    return placed
+    def held(arg: Any) -> float:
+        return float(sum(math.prod(leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
+                         for leaf in jax.tree.leaves(arg)))
+    return ShardedLayout(plan.axes, plan.summary, tuple(held(arg) for arg in placed),
+                         plan.argument_names)
 
 
 MAX_ARRAY_BYTES = 1 << 50   # 1 PiB: past any device; XLA aborts near 2^63 bytes
@@ -202,6 +279,7 @@ def _check_sizes(args: Sequence[Any], results: Any) -> None:
 
 def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "host", *,
                     data_parallel: bool = False, batch_argnums: Sequence[int] = (),
+                    sharding: ShardingPlan | None = None, donate_argnums: Sequence[int] = (),
                     cache_dir: str | Path | None = None) -> CompiledProgram:
     """Compile ``fn(*args)`` for ``target`` and analyze its optimized HLO.
 
@@ -209,17 +287,28 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     runs on one device (one TensorCore on v2-v4, one chip on v5e/v5p/v6e), or with
     ``data_parallel`` on every device of a 4-chip board: arguments listed in
     ``batch_argnums`` are split along their first axis, the others replicated, so
-    gradient reductions appear as collective ops. With ``cache_dir``, a program whose
-    lowered text was compiled before for the same target is read back, not recompiled.
+    gradient reductions appear as collective ops. With a ``sharding`` plan it runs on the
+    plan's mesh of devices (a slice big enough where ``target`` names none), each argument
+    split as the plan says: the costs are one device's, collectives included.
+    ``donate_argnums`` may be overwritten (a cache updated in place, not copied). With
+    ``cache_dir``, a program whose lowered text was compiled before for the same target
+    is read back, not recompiled.
     """
     spec = get_target(target)
-    devices, used, sharding_for = _devices(spec, data_parallel, batch_argnums)
+    if sharding is not None:
+        if data_parallel:
+            raise RooflineError("a program with its own sharding plan is not also split by "
+                                "--data-parallel: give one (the plan's data axis splits "
+                                "the batch)")
+        spec = sized_for(spec, sharding.devices)
+    devices, used, sharding_for = _devices(spec, data_parallel, batch_argnums, sharding)
     placed = _place(args, sharding_for)
+    layout = _layout(sharding, placed) if sharding is not None else None
     key = ""
     try:
         with _xla.quiet_native_stderr():
             start = time.perf_counter()
-            lowered = _lower(fn, placed)
+            lowered = _lower(fn, placed, tuple(donate_argnums))
             lower_seconds = time.perf_counter() - start
             if cache_dir:
                 key = _cache_key(lowered.as_text(), spec, len(used), used[0].device_kind)
@@ -245,7 +334,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
         hlo_text=hlo_text, costs=costs, xla=_xla.xla_cost(compiled),
         memory=_xla.memory_footprint(compiled), versions=_xla.versions(),
         compile_seconds=compile_seconds, analysis_seconds=analysis_seconds, cache_key=key,
-        lower_seconds=lower_seconds, print_seconds=print_seconds,
+        lower_seconds=lower_seconds, print_seconds=print_seconds, sharded=layout,
     )
     if cache_dir:
         _cache_write(cache_dir, key, program)
@@ -266,12 +355,12 @@ def board_devices(target: str) -> tuple[str, int]:
     """One device of ``target``'s compile (its scope: ``core``, ``chip``, ``host``) and
     how many a data-parallel compile spreads a step over (the board's)."""
     spec = get_target(target)
-    devices, _, _ = _devices(spec, False, ())
+    devices, _, _ = _devices(spec, False, (), None)
     return _device_scope(spec, len(devices)), len(devices)
 
 
-def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]
-             ) -> tuple[list[Any], list[Any], Callable[[int, Any], Any]]:
+def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int],
+             plan: ShardingPlan | None) -> tuple[list[Any], list[Any], Callable[[int, Any], Any]]:
     """The target's devices, the ones the program uses, and each argument's sharding."""
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
@@ -281,7 +370,7 @@ def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]
     elif spec.gpu_config:
         from roofline.program.gpu_target import gpu_topology
 
-        devices = list(gpu_topology(spec.gpu_config).devices)
+        devices = list(gpu_topology(spec.gpu_config, spec.chips).devices)
     elif spec.platform == "gpu":
         local = _xla.local_gpu()
         if local is None:
@@ -291,6 +380,8 @@ def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]
     else:
         with _xla.quiet_native_stderr():
             devices = [jax.devices("cpu")[0]]
+    if plan is not None:
+        return _mesh_shardings(spec, devices, plan)
     if not data_parallel:
         single = SingleDeviceSharding(devices[0])
         return devices, devices[:1], lambda index, arg: single
@@ -308,11 +399,32 @@ def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int]
     return devices, devices, sharding_for
 
 
-def _lower(fn: Callable[..., Any], placed: list[Any]) -> Any:
+def _mesh_shardings(spec: Target, devices: list[Any], plan: ShardingPlan
+                    ) -> tuple[list[Any], list[Any], Callable[[int, Any], Any]]:
+    """The plan's mesh over the first of ``devices``, and its arguments' shardings."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    if plan.devices > len(devices):
+        raise RooflineError(f"the program is sharded over {plan.devices} devices "
+                            f"({' x '.join(f'{n} {a}' for a, n in plan.axes)}) but "
+                            f"{spec.name} has {len(devices)}: name a bigger slice (such as "
+                            f"{spec.name.partition(':')[0]}:2x4) or shard over fewer")
+    used = devices[:plan.devices]
+    mesh = Mesh(np.array(used).reshape([n for _, n in plan.axes]), [a for a, _ in plan.axes])
+
+    def sharding_for(index: int, arg: Any) -> Any:
+        return jax.tree.map(lambda spec: NamedSharding(mesh, spec), plan.specs[index],
+                            is_leaf=lambda node: isinstance(node, PartitionSpec))
+    return devices, used, sharding_for
+
+
+def _lower(fn: Callable[..., Any], placed: list[Any], donate_argnums: tuple[int, ...]) -> Any:
     """Trace and lower (JAX's work, before XLA's): refuses arrays no device could hold."""
     import jax
 
-    traced = jax.jit(fn).trace(*placed)
+    traced = jax.jit(fn, donate_argnums=donate_argnums).trace(*placed)
     _check_sizes(placed, traced.out_info)
     return traced.lower()
 
@@ -338,7 +450,9 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
     def compile_it() -> CompiledProgram:
         return compile_program(workload.fn, workload.args, target,
                                data_parallel=data_parallel,
-                               batch_argnums=workload.batch_argnums, cache_dir=cache_dir)
+                               batch_argnums=workload.batch_argnums,
+                               sharding=workload.sharding,
+                               donate_argnums=workload.donate_argnums, cache_dir=cache_dir)
     index = None if cache_dir is None else _spec_index_key(workload, target, data_parallel)
     if cache_dir is None or index is None:
         return compile_it()
@@ -450,6 +564,7 @@ def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> N
         "xla": dict(program.xla.raw), "memory": dataclasses.asdict(program.memory),
         "versions": program.versions, "compile_seconds": program.compile_seconds,
         "costs": costs_to_json(program.costs), "cost_rules": _cost_rules_version(),
+        "sharded": dataclasses.asdict(program.sharded) if program.sharded else None,
     }
     _write_record(cache_dir, key, record)
 
@@ -515,8 +630,17 @@ def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledPro
         device_scope=record["device_scope"], hlo_text=record["hlo_text"],
         costs=costs, xla=xla, memory=memory, versions=record["versions"],
         compile_seconds=0.0, analysis_seconds=time.perf_counter() - start,
-        cached=True, cache_key=key,
+        cached=True, cache_key=key, sharded=_layout_from_record(record.get("sharded")),
     )
+
+
+def _layout_from_record(data: Any) -> ShardedLayout | None:
+    if data is None:
+        return None
+    fields = checked_fields(ShardedLayout, data)
+    return ShardedLayout(tuple((str(a), int(n)) for a, n in fields["mesh"]), fields["summary"],
+                         tuple(float(b) for b in fields["argument_bytes"]),
+                         tuple(fields.get("argument_names", ())))
 
 
 def _first_line(exc: BaseException) -> str:

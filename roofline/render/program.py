@@ -92,6 +92,10 @@ def analysis_document(spec: str, program: CompiledProgram,
             "temp_bytes": program.memory.temp_bytes,
             "peak_bytes": program.memory.peak_bytes,
         } if program.memory is not None else None,
+        "sharded": {
+            "mesh": dict(program.sharded.mesh), "summary": program.sharded.summary,
+            "bytes_per_device": dict(program.sharded.held()),
+        } if program.sharded is not None else None,
         "unknown_opcodes": costs.unknown_opcodes,
         "coverage": (placement.coverage if placement is not None else
                      coverage(omissions_of(((op, None, 0.0) for op in costs.ops), None))
@@ -155,6 +159,12 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
         f = doc["fit"]
         lines[-1] += (f" of {q(f['capacity_bytes'], Kind.BYTES)} ({f['scope']}): "
                       + ("fits" if f["fits"] else "DOES NOT FIT"))
+    if doc.get("sharded"):
+        s = doc["sharded"]
+        lines.append(f"sharded over {' x '.join(f'{n} ({a})' for a, n in s['mesh'].items())}: "
+                     f"{s['summary']}")
+        lines.append("each device holds " + ", ".join(
+            f"{name} {q(size, Kind.BYTES)}" for name, size in s["bytes_per_device"].items()))
     if "predicted" in doc:
         p = doc["predicted"]
         lines.append(f"predicted on {doc['hardware']['label']} (overlap "

@@ -1,6 +1,12 @@
 """Workloads: named, parameterized JAX programs usable as a SPEC."""
 
-from roofline.program.workloads import ops, paradnn, resnet, zoo  # noqa: F401  (register their families)
+from roofline.program.workloads import (  # noqa: F401  (register their families)
+    decoder,
+    ops,
+    paradnn,
+    resnet,
+    zoo,
+)
 from roofline.program.workloads.registry import FAMILIES, Family, Param, Workload, parse_spec
 
 __all__ = ["FAMILIES", "Family", "Param", "Workload", "parse_spec"]

@@ -18,8 +18,37 @@ from roofline.errors import RooflineError, did_you_mean
 
 
 @dataclass(frozen=True)
+class ShardingPlan:
+    """How a workload's arguments split over a mesh of devices (a sharded compile).
+
+    ``axes`` names the mesh's axes with their sizes (``(("data", 1), ("model", 8))``); the
+    program compiles over their product of the target's devices. ``specs`` holds, per
+    argument, a ``jax.sharding.PartitionSpec`` for every leaf of that argument or a pytree
+    of them shaped like it. ``summary`` says the scheme for people ("tensor-parallel over 8
+    devices: attention heads, MLP columns and the KV cache's heads split"), and
+    ``argument_names`` what each argument is, as outputs name what a device holds.
+    """
+
+    axes: tuple[tuple[str, int], ...]
+    specs: tuple[Any, ...]
+    summary: str
+    argument_names: tuple[str, ...] = ()   # what each argument is ("weights", "KV cache")
+
+    @property
+    def devices(self) -> int:
+        count = 1
+        for _, size in self.axes:
+            count *= size
+        return count
+
+
+@dataclass(frozen=True)
 class Workload:
-    """A JAX function with example arguments, ready to compile."""
+    """A JAX function with example arguments, ready to compile.
+
+    ``donate_argnums``: arguments the program may overwrite (a KV cache updated in place);
+    ``sharding``: a plan to compile it over several devices, else it runs on one.
+    """
 
     spec: str
     fn: Callable[..., Any]
@@ -27,6 +56,8 @@ class Workload:
     batch_argnums: tuple[int, ...] = ()
     batch: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    donate_argnums: tuple[int, ...] = ()
+    sharding: ShardingPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +88,8 @@ class Family:
                     " Its parameters: "
                     + ", ".join(f"{p.name} (default {p.default})" for p in self.params))
         full = {p.name: values.get(p.name, p.default) for p in self.params}
-        text = ",".join(f"{k}={v}" for k, v in full.items())
+        # A parameter left at None takes its value from another (a named configuration's).
+        text = ",".join(f"{k}={v}" for k, v in full.items() if v is not None)
         return self.build(f"{self.name}:{text}", full)
 
 

@@ -1,0 +1,338 @@
+"""A large language model served on one device or a sharded group: the answers an architect
+asks of it, each from XLA's own programs for the phases (the ``decoder`` family).
+
+- Time to first token: the prefill of the batch's prompts; time per output token: one
+  decode step with the KV cache at its context length.
+- Tokens per second, per system and per device, for both phases.
+- The knee: the decode batch at which the step stops being bound by memory. The placed
+  step's compute time and memory time are each affine in the batch (weights are read
+  once per step, the cache and the matmuls grow with each sequence) from a batch of 64 up
+  (:data:`LINES_FROM`), so two compiles give both lines and the batch where they cross; a
+  third compile at the power of two at or above it checks the crossing.
+- Capacity: the largest batch whose weights, KV cache and activations fit one device's
+  main memory at this context, from XLA's footprint at two batches (affine in the batch
+  too), checked by compiling at that batch.
+
+What is left out is said with every answer (:data:`LEFT_OUT`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from roofline.errors import DoesNotFitError, RooflineError
+from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
+from roofline.model.placement import BoundKind, Overlap
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from roofline.hardware.records import Hardware
+    from roofline.program.compile import CompiledProgram
+    from roofline.program.workloads.registry import Workload
+
+FAMILY = "decoder"
+
+LEFT_OUT = (
+    "sampling, detokenization and the serving loop between steps (scheduling, batching "
+    "requests as they come, moving prefill and decode between devices)",
+    "the cache's growth within a request: decode is placed at the full context, prefill "
+    "at the whole prompt",
+    "prefill and decode of different requests overlapping on one device",
+)
+
+
+@dataclass(frozen=True)
+class PhaseStep:
+    """One compiled and placed step of a phase: ``tokens`` made (prefill: every prompt
+    token of the batch; decode: one per sequence) in ``seconds`` on each device."""
+
+    phase: str
+    batch: int
+    tokens: int
+    seconds: float
+    compute_s: float          # the placed ops' compute terms, summed
+    memory_s: float           # their main-memory terms, summed
+    link_s: float
+    flops: float              # per device
+    bytes: float              # per device, main memory
+    seconds_by_bound: dict[str, float]
+    fit: Fit | None
+    program: CompiledProgram = dataclasses.field(repr=False)
+    placement: ProgramPlacement = dataclasses.field(repr=False)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def bound(self) -> str:
+        """The kind of limit that holds most of the step's time."""
+        kinds: dict[str, float] = {}
+        for op in self.placement.ops:
+            if op.placement is not None:
+                kind = op.placement.bound.kind.value
+                kinds[kind] = kinds.get(kind, 0.0) + op.seconds
+        return max(kinds, key=kinds.get) if kinds else "none"  # type: ignore[arg-type]
+
+    @property
+    def memory_bound_share(self) -> float:
+        total = sum(self.seconds_by_bound.values()) or 1.0
+        return sum(s for b, s in self.seconds_by_bound.items()
+                   if b.startswith(BoundKind.MEMORY.value)) / total
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where decode turns from memory- to compute-bound: ``batch`` (None: the step's
+    compute time grows no faster than its memory time, so it stays memory-bound at any
+    batch at this context), and the step at ``checked_batch`` compiled to check it."""
+
+    batch: float | None
+    from_batch: int                  # the lines start at this batch's step...
+    compute_s: float                 # ...with these times
+    memory_s: float
+    compute_per_sequence_s: float    # and rise by these, per sequence of the batch
+    memory_per_sequence_s: float
+    checked: PhaseStep | None
+
+    def compute_at(self, batch: float) -> float:
+        return self.compute_s + self.compute_per_sequence_s * (batch - self.from_batch)
+
+    def memory_at(self, batch: float) -> float:
+        return self.memory_s + self.memory_per_sequence_s * (batch - self.from_batch)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The largest decode batch that fits one device at the context: its footprint is
+    ``fixed_bytes`` (weights, buffers) plus ``per_sequence_bytes`` per sequence (its KV
+    cache and activations), from XLA's footprints at two batches; ``checked`` is XLA's
+    footprint of a compile at ``batch`` (None where it did not fit or was not tried)."""
+
+    batch: int
+    context: int
+    capacity_bytes: float
+    fixed_bytes: float
+    per_sequence_bytes: float
+    kv_cache_bytes_per_token: float   # on each device
+    checked: Fit | None
+    note: str = ""
+
+    @property
+    def tokens(self) -> int:
+        """Batch times context: the cached tokens one device holds at that batch."""
+        return self.batch * self.context
+
+
+@dataclass(frozen=True)
+class Serving:
+    """An LLM served on ``hardware``: both phases at the SPEC's batch, the knee and the
+    capacity. Times are per step on every device of the group (they run in step)."""
+
+    spec: str
+    hardware: Hardware
+    devices: int
+    sharding: str                 # how the program is split ("one device" where it is not)
+    prefill: PhaseStep
+    decode: PhaseStep
+    knee: Knee
+    capacity: Capacity
+    left_out: tuple[str, ...]
+
+    @property
+    def time_to_first_token_s(self) -> float:
+        return self.prefill.seconds
+
+    @property
+    def time_per_output_token_s(self) -> float:
+        return self.decode.seconds
+
+    def per_device(self, tokens_per_s: float) -> float:
+        return tokens_per_s / self.devices
+
+
+# The smallest batch the knee's and the capacity's lines are drawn from: a GPU's GEMM
+# tiles are 64 to 128 rows, so below that a matmul's time does not grow with its batch.
+LINES_FROM = 64
+
+
+def decoder_workload(spec: str) -> Workload:
+    """The ``decoder`` workload a SPEC names, or a RooflineError saying to give one."""
+    from roofline.program.workloads import parse_spec
+
+    workload = parse_spec(spec)
+    if workload.spec.partition(":")[0] != FAMILY:
+        raise RooflineError(f"{spec!r} is not a language model: the serving answers need a "
+                            f"{FAMILY} SPEC such as {FAMILY}:config=llama2-7b,batch=16,"
+                            "context=4096 ('roofline workloads' lists its parameters)")
+    return workload
+
+
+def variant(workload: Workload, **changes: Any) -> Workload:
+    """The same decoder with some parameters changed (phase, batch)."""
+    from roofline.program.workloads import FAMILIES
+
+    return FAMILIES[FAMILY].make(**{**workload.params, **changes})
+
+
+def serving(spec: str, hardware: Hardware, *, compile_target: str,
+            overlap: Overlap = Overlap.MAX,
+            cache_dir: str | Path | None = None) -> Serving:
+    """``spec``'s prefill and decode on ``hardware`` (module docstring); ``spec`` is a
+    decoder SPEC whose batch, prompt and context are the served ones, compiled for
+    ``compile_target`` (its sharding plan picks a slice big enough where the target names
+    none)."""
+    workload = decoder_workload(spec)
+    placer = Placer(hardware, overlap)
+    batch = int(workload.params["batch"])
+
+    def step(phase: str, b: int) -> PhaseStep:
+        return _step(variant(workload, phase=phase, batch=b), phase, compile_target, placer,
+                     cache_dir)
+    prefill, decode = step("prefill", batch), step("decode", batch)
+    low = decode if batch >= LINES_FROM else step("decode", LINES_FROM)
+    high = step("decode", 2 * low.batch)
+    knee = _knee(low, high, lambda b: step("decode", b))
+    capacity = _capacity(workload, low, high, compile_target, hardware, cache_dir)
+    layout = decode.program.sharded
+    return Serving(workload.spec, hardware, decode.program.devices,
+                   layout.summary if layout else "one device", prefill, decode, knee,
+                   capacity, LEFT_OUT)
+
+
+def _step(workload: Workload, phase: str, target: str, placer: Placer,
+          cache_dir: str | Path | None) -> PhaseStep:
+    from roofline.model.placement import class_text
+    from roofline.program.compile import compile_workload
+
+    program = compile_workload(workload, target, cache_dir=cache_dir)
+    placement = placer.program(program)
+    main = placement.hardware.main_memory.name
+    compute = memory = link = 0.0
+    for op in placement.ops:
+        if op.placement is not None:
+            compute += op.placement.compute_s
+            memory += dict(op.placement.memory_s).get(main, 0.0)
+            link += op.placement.link_s
+    batch = int(workload.params["batch"])
+    tokens = batch * (int(workload.params["prompt"]) if phase == "prefill" else 1)
+    return PhaseStep(
+        phase, batch, tokens, placement.seconds, compute, memory, link,
+        program.costs.flops, program.costs.bytes,
+        {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()},
+        fit(program, placer.hardware), program, placement)
+
+
+def _knee(one: PhaseStep, two: PhaseStep, step_at: Any) -> Knee:
+    """The batch where the placed decode step's compute and memory lines cross."""
+    span = two.batch - one.batch
+    compute_slope = (two.compute_s - one.compute_s) / span
+    memory_slope = (two.memory_s - one.memory_s) / span
+    line = (one.batch, one.compute_s, one.memory_s, compute_slope, memory_slope)
+    if compute_slope <= memory_slope:
+        return Knee(None, *line, None)
+    crossing = max(one.batch + (one.memory_s - one.compute_s) / (compute_slope - memory_slope),
+                   1.0)
+    probe = 1 << max(0, math.ceil(math.log2(crossing)))
+    checked = {one.batch: one, two.batch: two}.get(probe)
+    if checked is None:
+        try:
+            checked = step_at(probe)
+        except DoesNotFitError:
+            checked = None
+    return Knee(crossing, *line, checked)
+
+
+def _capacity(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
+              hardware: Hardware, cache_dir: str | Path | None) -> Capacity:
+    from roofline.program.compile import compile_workload
+
+    if one.fit is None or two.fit is None:
+        raise RooflineError(f"XLA reported no memory footprint for the decode step on "
+                            f"{target}: the capacity cannot be found")
+    context = int(workload.params["context"])
+    per_sequence = (two.fit.footprint_bytes - one.fit.footprint_bytes) / (two.batch - one.batch)
+    fixed = one.fit.footprint_bytes - per_sequence * one.batch
+    capacity = one.fit.capacity_bytes
+    kv_per_token = _cache_bytes(one.program) / (one.batch * context)
+    if per_sequence <= 0:
+        raise RooflineError("the decode step's footprint does not grow with its batch: "
+                            "the capacity cannot be found")
+    largest = math.floor((capacity - fixed) / per_sequence)
+    checked: Fit | None = None
+    note = ""
+    # The footprint is affine in the batch but for the allocator's alignment: where the
+    # batch the line gives overflows by a little, the line through it gives the next try.
+    for _ in range(CAPACITY_TRIES):
+        if largest < 1:
+            return Capacity(0, context, capacity, fixed, per_sequence, kv_per_token, None,
+                            "not even one sequence fits: shard over more devices or "
+                            "shorten the context")
+        try:
+            program = compile_workload(variant(workload, phase="decode", batch=largest),
+                                       target, cache_dir=cache_dir)
+        except DoesNotFitError as exc:
+            checked, note = None, f"XLA refused the compile at that batch: {exc}"
+            break
+        checked = fit(program, hardware)
+        if checked is None or checked.fits:
+            break
+        over = checked.footprint_bytes - capacity
+        largest -= max(1, math.ceil(over / per_sequence))
+    else:
+        note = f"no batch found to fit in {CAPACITY_TRIES} compiles"
+        checked = None
+    return Capacity(largest, context, capacity, fixed, per_sequence, kv_per_token, checked,
+                    note)
+
+
+CAPACITY_TRIES = 3
+
+
+def _cache_bytes(program: CompiledProgram) -> float:
+    """The KV cache's bytes on one device: the sharded layout's argument named so, else
+    the decode step's aliased bytes (the cache is the argument it updates in place)."""
+    if program.sharded is not None:
+        held = dict(program.sharded.held())
+        if "KV cache" in held:
+            return held["KV cache"]
+    if program.memory is None or not program.memory.alias_bytes:
+        raise RooflineError("the decode program says neither where its KV cache is nor "
+                            "which arguments it updates in place")
+    return program.memory.alias_bytes
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Both phases at one batch, for the throughput-latency figure."""
+
+    batch: int
+    prefill: PhaseStep
+    decode: PhaseStep
+
+
+CURVE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def serving_curve(spec: str, hardware: Hardware, *, compile_target: str,
+                  batches: tuple[int, ...] = CURVE_BATCHES, overlap: Overlap = Overlap.MAX,
+                  cache_dir: str | Path | None = None) -> list[CurvePoint]:
+    """Prefill and decode of ``spec`` at each of ``batches`` that fits one device (a
+    compile XLA refuses, or a footprint past the device's memory, ends the curve)."""
+    workload = decoder_workload(spec)
+    placer = Placer(hardware, overlap)
+    points = []
+    for batch in batches:
+        try:
+            steps = [_step(variant(workload, phase=phase, batch=batch), phase, compile_target,
+                           placer, cache_dir) for phase in ("prefill", "decode")]
+        except DoesNotFitError:
+            break
+        if any(s.fit is not None and not s.fit.fits for s in steps):
+            break
+        points.append(CurvePoint(batch, *steps))
+    return points

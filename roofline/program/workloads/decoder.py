@@ -1,0 +1,442 @@
+"""Decoder-only language models of published shapes: a training step, the prefill of a
+prompt, and one decode step over a KV cache.
+
+The family ``decoder`` builds a named architecture (``config=llama2-7b``) from its shapes
+alone, with no weights: what an architect asks about (is decode bound by memory, what a
+faster memory buys, how the cache grows with the context) depends on the shapes, not on
+the numbers in them. Any of the sizes can be overridden (``layers=2,d_model=64``).
+
+Attention is grouped-query (``kv_heads`` K/V heads, each shared by ``heads / kv_heads``
+query heads; one K/V head is multi-query, as many as the query heads is plain multi-head).
+The query heads are grouped in an einsum against the K/V heads as stored, never by
+repeating K and V, so a decode step reads the cache's real bytes. Layers are unrolled (a
+Python loop): each layer's weights (``layer3/attn/q/w``) and cache arrays are leaves of
+their own, so a decode step donates every cache array and XLA updates it in place.
+
+What is approximated: rotary embeddings rotate halves of each head (Llama's layout;
+GPT-J rotates interleaved pairs, the same arithmetic in another order) over the first
+``rotary_dim`` features; Mistral's sliding window (4096) is left out, so decode attends
+to the whole cache (the same program at contexts up to 4096); GPT-J's LM-head bias
+(50,400 numbers) is left out; Gemma's RMSNorm scales by ``1 + w``, here by ``w`` (the
+same cost). Dropout is left out; training uses no KV cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec
+
+from roofline.errors import RooflineError
+from roofline.program.workloads.precision import Precision, normalize
+from roofline.program.workloads.registry import (
+    LAYER_LIMIT,
+    Family,
+    Param,
+    ShardingPlan,
+    Workload,
+    dtype_param,
+    jnp_dtype,
+    register,
+)
+from roofline.program.workloads.zoo import Params, _dense, _workload, param_shapes
+
+MLP_KINDS = ("gelu", "swiglu", "geglu")
+NORM_KINDS = ("layernorm", "rmsnorm")
+POSITION_KINDS = ("learned", "rope")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """The shapes of a decoder-only transformer.
+
+    ``head_dim`` need not be ``d_model / heads`` (Gemma 7B: 3072 wide, 16 heads of 256).
+    ``mlp``: ``gelu`` is two matrices (up, down); ``swiglu`` and ``geglu`` three (gate, up,
+    down). ``attn_bias`` and ``mlp_bias``: biases on the attention and MLP projections.
+    ``parallel``: attention and MLP read the same normalized input and add to the residual
+    together (GPT-J), instead of one after the other. ``rotary_dim``: the features of a
+    head that rotary embeddings rotate (None: all of them).
+    """
+
+    name: str
+    layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    vocab: int
+    mlp: str
+    norm: str
+    position: str
+    tied: bool
+    max_context: int
+    attn_bias: bool = False
+    mlp_bias: bool = False
+    parallel: bool = False
+    rotary_dim: int | None = None
+    embed_scale: bool = False   # embeddings times sqrt(d_model) (Gemma)
+
+
+def _gpt2(name: str, layers: int, d: int, heads: int) -> DecoderConfig:
+    return DecoderConfig(name, layers, d, heads, heads, d // heads, 4 * d, 50257, "gelu",
+                         "layernorm", "learned", True, 1024, attn_bias=True, mlp_bias=True)
+
+
+def _llama(name: str, layers: int, d: int, heads: int, kv_heads: int, d_ff: int,
+           vocab: int, context: int) -> DecoderConfig:
+    return DecoderConfig(name, layers, d, heads, kv_heads, d // heads, d_ff, vocab, "swiglu",
+                         "rmsnorm", "rope", False, context)
+
+
+CONFIGS: dict[str, DecoderConfig] = {c.name: c for c in (
+    # Radford et al. 2019, "Language Models are Unsupervised Multitask Learners", Table 2,
+    # and the released hparams.json of each size (n_ctx 1024, n_vocab 50257).
+    _gpt2("gpt2", 12, 768, 12),
+    _gpt2("gpt2-medium", 24, 1024, 16),
+    _gpt2("gpt2-large", 36, 1280, 20),
+    _gpt2("gpt2-xl", 48, 1600, 25),
+    # Touvron et al. 2023, "Llama 2", Table 1 and the model cards' config.json
+    # (intermediate_size 11008 / 13824 / 28672; 70B has 8 KV heads).
+    _llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+    _llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
+    _llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
+    # Meta Llama 3 model cards (Meta-Llama-3-8B / 70B config.json): GQA with 8 KV heads,
+    # vocabulary 128256, context 8192.
+    _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+    _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+    # Jiang et al. 2023, "Mistral 7B", Table 1 (v0.1; its 4096-token sliding window is left
+    # out), context 32768 as in the model card's max_position_embeddings.
+    _llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 32768),
+    # Gemma Team 2024, "Gemma: Open Models Based on Gemini Research and Technology",
+    # Table 1: 2B is multi-query (1 KV head), both have 256-wide heads, GeGLU, a tied
+    # 256128-entry embedding (256000 in the released config.json, used here).
+    DecoderConfig("gemma-2b", 18, 2048, 8, 1, 256, 16384, 256000, "geglu", "rmsnorm",
+                  "rope", True, 8192, embed_scale=True),
+    DecoderConfig("gemma-7b", 28, 3072, 16, 16, 256, 24576, 256000, "geglu", "rmsnorm",
+                  "rope", True, 8192, embed_scale=True),
+    # Wang & Komatsuzaki 2021, GPT-J-6B model card (EleutherAI/gpt-j-6b config.json):
+    # 28 layers, d 4096, 16 heads of 256, rotary over 64 features of each head, attention
+    # and MLP in parallel off one layer norm, MLP biases, untied LM head, vocabulary 50400.
+    DecoderConfig("gpt-j-6b", 28, 4096, 16, 16, 256, 16384, 50400, "gelu", "layernorm",
+                  "rope", False, 2048, mlp_bias=True, parallel=True, rotary_dim=64),
+)}
+
+PHASES = ("train", "prefill", "decode")
+OVERRIDES = ("layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab")
+
+
+def decoder_config(name: str) -> DecoderConfig:
+    """The published architecture ``name``, or a RooflineError naming the ones known."""
+    if name not in CONFIGS:
+        raise RooflineError(f"workload 'decoder': config={name!r} is not known; choose one "
+                            f"of {', '.join(CONFIGS)}")
+    return CONFIGS[name]
+
+
+def kv_cache_bytes_per_token(config: DecoderConfig, dtype: str = "bf16") -> int:
+    """Bytes the KV cache holds per token of one sequence: K and V, per layer, per KV head.
+
+    Llama 2 70B in bf16: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes.
+    """
+    itemsize = jnp.dtype(jnp_dtype(dtype)).itemsize
+    return 2 * config.layers * config.kv_heads * config.head_dim * itemsize
+
+
+def resolved_config(p: dict[str, Any]) -> DecoderConfig:
+    """The named config with a workload's overrides applied, checked for consistency.
+
+    Without ``head_dim``, a new ``d_model`` or ``heads`` gives heads of
+    ``d_model / heads``; otherwise the config's own head width stays.
+    """
+    base = decoder_config(p["config"])
+    given = {k: p[k] for k in OVERRIDES if p.get(k) is not None}
+    for key, value in given.items():
+        if not isinstance(value, int) or value <= 0:
+            raise RooflineError(f"workload 'decoder': {key}={value!r} must be a positive "
+                                "integer")
+    if "head_dim" not in given and ("d_model" in given or "heads" in given):
+        d_model, heads = given.get("d_model", base.d_model), given.get("heads", base.heads)
+        if d_model % heads:
+            raise RooflineError(f"workload 'decoder': d_model={d_model} is not a multiple "
+                                f"of heads={heads}: give head_dim, or a d_model that heads "
+                                "divides")
+        given["head_dim"] = d_model // heads
+    if "kv_heads" not in given and "heads" in given and base.kv_heads == base.heads:
+        given["kv_heads"] = given["heads"]   # multi-head stays multi-head
+    config = dataclasses.replace(base, **given)
+    if config.heads % config.kv_heads:
+        raise RooflineError(f"workload 'decoder': heads={config.heads} is not a multiple of "
+                            f"kv_heads={config.kv_heads}: each KV head serves a whole group "
+                            "of query heads; give kv_heads dividing heads")
+    if config.rotary_dim is not None:
+        config = dataclasses.replace(config, rotary_dim=min(config.rotary_dim,
+                                                            config.head_dim))
+    if config.position == "rope" and (config.rotary_dim or config.head_dim) % 2:
+        raise RooflineError(f"workload 'decoder': head_dim={config.head_dim} is odd; rotary "
+                            "embeddings rotate pairs of features: give an even head_dim")
+    return config
+
+
+# --- the model -----------------------------------------------------------------------------
+
+def _norm(P: Params, cfg: DecoderConfig, x: Any) -> Any:
+    dtype = P.norm_dtype(x)
+    scale = P("scale", cfg.d_model, dtype=dtype)
+    if cfg.norm == "layernorm":
+        return normalize(x, (-1,), scale, P("bias", cfg.d_model, dtype=dtype), dtype)
+    y = x.astype(dtype)
+    y = y * jax.lax.rsqrt(jnp.mean(y * y, axis=-1, keepdims=True) + 1e-6)
+    return (y * scale.astype(dtype)).astype(x.dtype)
+
+
+def _rope(x: Any, positions: Any, rotary_dim: int) -> Any:
+    """Rotary embeddings of ``x`` (batch, seq, ..., head_dim) at ``positions`` (seq,)."""
+    half = rotary_dim // 2
+    freq = 1.0 / 10000.0 ** (jnp.arange(half, dtype=jnp.float32) / half)
+    angles = positions.astype(jnp.float32)[:, None] * freq          # (seq, half)
+    angles = angles.reshape(angles.shape[0], *(1,) * (x.ndim - 3), half)
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    x1, x2, rest = x[..., :half], x[..., half:rotary_dim], x[..., rotary_dim:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], axis=-1)
+
+
+def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
+               cache: tuple[Any, Any] | None, pos: Any) -> tuple[Any, tuple[Any, Any]]:
+    """Grouped-query attention of ``x`` (batch, seq, d). Without a cache, causal over
+    ``x`` itself, returning its K and V; with one (decode), the new K and V are written
+    into it at ``pos`` and attention covers its positions up to ``pos``."""
+    b, s, _ = x.shape
+    kv, group, hd = cfg.kv_heads, cfg.heads // cfg.kv_heads, cfg.head_dim
+    bias = cfg.attn_bias
+    q = _dense(P.scope("q"), x, cfg.heads * hd, bias).reshape(b, s, kv, group, hd)
+    k = _dense(P.scope("k"), x, kv * hd, bias).reshape(b, s, kv, hd)
+    v = _dense(P.scope("v"), x, kv * hd, bias).reshape(b, s, kv, hd)
+    if cfg.position == "rope":
+        rotary = cfg.rotary_dim or hd
+        q, k = _rope(q, positions, rotary), _rope(k, positions, rotary)
+    # Caches are head-major, (batch, kv_heads, positions, head_dim), as servers keep them:
+    # the attention dots read them in place, where a position-major cache is transposed
+    # (copied whole) for every step.
+    k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    if cache is None:
+        keys, values = k, v
+        mask = positions[:, None] >= positions[None, :]              # (query, key)
+    else:
+        keys = jax.lax.dynamic_update_slice(cache[0], k.astype(cache[0].dtype), (0, 0, pos, 0))
+        values = jax.lax.dynamic_update_slice(cache[1], v.astype(cache[1].dtype),
+                                              (0, 0, pos, 0))
+        mask = jnp.arange(keys.shape[2])[None, :] <= positions[:, None]
+    scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(hd)
+    scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
+    out = jnp.einsum("bkgqt,bktc->bqkgc", weights, values).reshape(b, s, cfg.heads * hd)
+    return _dense(P.scope("o"), out, cfg.d_model, bias), (keys, values)
+
+
+def _mlp(P: Params, cfg: DecoderConfig, x: Any) -> Any:
+    bias = cfg.mlp_bias
+    up = _dense(P.scope("up"), x, cfg.d_ff, bias)
+    if cfg.mlp == "gelu":
+        hidden = jax.nn.gelu(up)
+    else:
+        gate = _dense(P.scope("gate"), x, cfg.d_ff, bias)
+        hidden = (jax.nn.silu(gate) if cfg.mlp == "swiglu" else jax.nn.gelu(gate)) * up
+    return _dense(P.scope("down"), hidden, cfg.d_model, bias)
+
+
+def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
+                    cache: Any = None, last_only: bool = False
+                    ) -> tuple[Any, tuple[tuple[Any, Any], ...]]:
+    """Logits (batch, seq, vocab) of ``tokens`` (batch, seq) and each layer's (K, V).
+
+    Without ``cache`` the tokens sit at positions 0..seq-1 (training, prefill); with a
+    per-layer tuple of (K, V) caches (batch, kv_heads, context, head_dim) they sit at
+    ``pos`` onward (decode) and the caches returned are the updated ones. ``last_only``:
+    the LM head runs on the last position alone (batch, 1, vocab), as a server's prefill
+    does, since only the next token is sampled.
+    """
+    seq = tokens.shape[1]
+    start = 0 if pos is None else pos
+    positions = start + jnp.arange(seq)
+    embed = P("embed", cfg.vocab, cfg.d_model)
+    x = embed[tokens]
+    if cfg.embed_scale:
+        x = x * jnp.asarray(math.sqrt(cfg.d_model), x.dtype)
+    if cfg.position == "learned":
+        table = P("pos_embed", cfg.max_context, cfg.d_model)
+        x = x + jax.lax.dynamic_slice_in_dim(table, start, seq).astype(x.dtype)
+    written = []
+    for n in range(cfg.layers):
+        s = P.scope(f"layer{n}")
+        h = _norm(s.scope("norm1"), cfg, x)
+        attn, kv = _attention(s.scope("attn"), cfg, h, positions,
+                              None if cache is None else cache[n], pos)
+        written.append(kv)
+        if cfg.parallel:
+            x = x + attn + _mlp(s.scope("mlp"), cfg, h)
+        else:
+            x = x + attn
+            x = x + _mlp(s.scope("mlp"), cfg, _norm(s.scope("norm2"), cfg, x))
+    if last_only:
+        x = x[:, -1:]
+    x = _norm(P.scope("final_norm"), cfg, x)
+    logits = x @ embed.T if cfg.tied else x @ P("lm_head/w", cfg.d_model, cfg.vocab)
+    return logits, tuple(written)
+
+
+def parameter_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
+    """Every weight's shape by name (traced abstractly: nothing is allocated)."""
+    tokens = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+    return param_shapes(lambda P, t: decoder_forward(P, cfg, t)[0], tokens)
+
+
+# --- sharding ------------------------------------------------------------------------------
+
+def _weight_spec(name: str, shape: tuple[int, ...], split_kv: bool) -> PartitionSpec:
+    """Megatron-style tensor parallelism: a projection into heads or the MLP's width is
+    split on its output columns, the projection back on its input rows; the embedding and
+    the LM head on the vocabulary."""
+    if name == "embed":
+        return PartitionSpec("model", None)
+    if name == "lm_head/w":
+        return PartitionSpec(None, "model")
+    *_, kind, leaf = ("", *name.split("/"))
+    columns = {"q", "gate", "up"} | ({"k", "v"} if split_kv else set())
+    if kind in columns:
+        return PartitionSpec(None, "model") if leaf == "w" else PartitionSpec("model")
+    if kind in ("o", "down") and leaf == "w":
+        return PartitionSpec("model", None)
+    return PartitionSpec(*(None,) * len(shape))   # norms, positions, row-split biases
+
+
+def _sharding(cfg: DecoderConfig, p: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+              phase: str) -> ShardingPlan | None:
+    tp, dp = p["tp"], p["dp"]
+    if tp * dp == 1:
+        return None
+    if cfg.heads % tp:
+        raise RooflineError(f"workload 'decoder': tp={tp} does not divide heads={cfg.heads}: "
+                            "tensor parallelism gives each device whole query heads; give "
+                            "a tp that divides heads")
+    if cfg.d_ff % tp or cfg.vocab % tp:
+        raise RooflineError(f"workload 'decoder': tp={tp} must divide d_ff={cfg.d_ff} and "
+                            f"vocab={cfg.vocab} (their columns split over the devices)")
+    if p["batch"] % dp:
+        raise RooflineError(f"workload 'decoder': dp={dp} does not divide batch="
+                            f"{p['batch']}: give a batch that is a multiple of dp")
+    split_kv = cfg.kv_heads % tp == 0
+    if not split_kv and tp % cfg.kv_heads:
+        raise RooflineError(f"workload 'decoder': kv_heads={cfg.kv_heads} and tp={tp} "
+                            "neither divides the other: give a tp that divides kv_heads or "
+                            "a multiple of it")
+    # With 1 < kv_heads < tp, XLA:TPU (libtpu 0.0.42) splits the replicated cache's update
+    # by KV head after the query heads and gathers it back: an all-gather of the cache per
+    # step that a server (each device keeping the K/V heads its query heads use) avoids.
+    weights = {name: _weight_spec(name, shape, split_kv) for name, shape in shapes.items()}
+    rows = PartitionSpec("data", None)
+    kv_spec = PartitionSpec("data", "model" if split_kv else None, None, None)
+    cache = tuple((kv_spec, kv_spec) for _ in range(cfg.layers))
+    if phase == "train":
+        specs: tuple[Any, ...] = (weights, rows, rows)
+        names: tuple[str, ...] = ("weights", "tokens", "labels")
+    elif phase == "prefill":
+        specs, names = (weights, rows), ("weights", "prompt tokens")
+    else:
+        specs = (weights, rows, PartitionSpec(), cache)
+        names = ("weights", "tokens", "position", "KV cache")
+    cached = "" if phase == "train" else " and the KV cache's heads"
+    kv_text = (f"K/V heads{cached} split" if split_kv else
+               f"K/V projections{cached and ' and the cache'} replicated "
+               f"({cfg.kv_heads} KV heads < tp)")
+    parts = []
+    if tp > 1:
+        parts.append(f"tensor-parallel over {tp} ('model'): query heads, MLP columns (rows of "
+                     "its down projection), embedding and LM head by vocabulary split; "
+                     f"{kv_text}; norms replicated")
+    if dp > 1:
+        parts.append(f"data-parallel over {dp} ('data'): the batch"
+                     + (", the cache's too" if phase == "decode" else ""))
+    summary = "; ".join(parts)
+    return ShardingPlan((("data", dp), ("model", tp)), specs, summary, names)
+
+
+# --- the family ----------------------------------------------------------------------------
+
+def _build(spec: str, p: dict[str, Any]) -> Workload:
+    if p["phase"] not in PHASES:
+        raise RooflineError(f"workload 'decoder': phase={p['phase']!r}; choose one of "
+                            f"{', '.join(PHASES)}")
+    for key in ("batch", "prompt", "context", "tp", "dp"):
+        if not isinstance(p[key], int) or p[key] <= 0:
+            raise RooflineError(f"workload 'decoder': {key}={p[key]!r} must be a positive "
+                                "integer")
+    cfg = resolved_config(p)
+    phase, batch = p["phase"], p["batch"]
+    length = p["context"] if phase == "decode" else p["prompt"]
+    if cfg.position == "learned" and length > cfg.max_context:
+        raise RooflineError(f"workload 'decoder': {cfg.name} has learned positions for "
+                            f"{cfg.max_context} tokens; give a "
+                            f"{'context' if phase == 'decode' else 'prompt'} of at most "
+                            f"{cfg.max_context}")
+    shapes = parameter_shapes(cfg)
+    plan = _sharding(cfg, p, shapes, phase)
+    tokens = jax.ShapeDtypeStruct((batch, 1 if phase == "decode" else p["prompt"]), jnp.int32)
+    if phase == "train":
+        def logits(P: Params, t: Any) -> Any:
+            return decoder_forward(P, cfg, t)[0]
+        workload = _workload(spec, {**p, "mode": "train"}, logits, (tokens,), tokens)
+        return dataclasses.replace(workload, params=p, sharding=plan)
+
+    compute = jnp_dtype(p["dtype"])
+    numbers = Precision(compute, jnp.float32, None, None)   # norms and softmax in f32
+    weights = {name: jax.ShapeDtypeStruct(shape, compute) for name, shape in shapes.items()}
+    if phase == "prefill":
+        def prefill(w: Any, t: Any) -> Any:
+            logits, cache = decoder_forward(Params(w, precision=numbers), cfg, t,
+                                            last_only=True)
+            return logits[:, 0], cache
+        return Workload(spec, prefill, (weights, tokens), (1,), batch, p, sharding=plan)
+
+    kv = jax.ShapeDtypeStruct((batch, cfg.kv_heads, p["context"], cfg.head_dim), compute)
+    cache = tuple((kv, kv) for _ in range(cfg.layers))
+    pos = jax.ShapeDtypeStruct((), jnp.int32)
+
+    def decode(w: Any, t: Any, index: Any, kv_cache: Any) -> Any:
+        logits, updated = decoder_forward(Params(w, precision=numbers), cfg, t, index,
+                                          kv_cache)
+        return logits[:, 0], updated
+    return Workload(spec, decode, (weights, tokens, pos, cache), (1, 3), batch, p,
+                    donate_argnums=(3,), sharding=plan)
+
+
+def _size(name: str, what: str) -> Param:
+    return Param(name, int, None, f"{what} (default: the config's)", maximum=(
+        LAYER_LIMIT if name == "layers" else None))
+
+
+register(Family(
+    "decoder", "decoder-only LLM of a published architecture (GPT-2, Llama 2/3, Mistral, "
+    "Gemma, GPT-J; shapes only): a training step, the prefill of a prompt, or one decode "
+    "step over a KV cache updated in place; grouped-query attention; tensor and data "
+    "parallelism",
+    (Param("config", str, "llama2-7b", "named architecture", tuple(CONFIGS)),
+     Param("phase", str, "decode", "train: SGD step over `prompt` tokens; prefill: a "
+           "prompt, returning the last logits and the KV cache; decode: one token per "
+           "sequence against a cache of `context` positions", PHASES),
+     Param("batch", int, 1, "sequences"),
+     Param("prompt", int, 128, "tokens per sequence (train, prefill)"),
+     Param("context", int, 1024, "KV-cache positions (decode)"),
+     _size("layers", "transformer blocks"), _size("d_model", "model width"),
+     _size("heads", "query heads"), _size("kv_heads", "K/V heads (1: multi-query)"),
+     _size("head_dim", "features per head (with d_model or heads given: d_model/heads)"),
+     _size("d_ff", "MLP width"), _size("vocab", "vocabulary"),
+     Param("tp", int, 1, "tensor-parallel devices (mesh axis 'model')"),
+     Param("dp", int, 1, "data-parallel devices (mesh axis 'data')"),
+     dtype_param("bf16", mixed=True)),
+    _build))

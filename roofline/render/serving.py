@@ -1,0 +1,136 @@
+"""``roofline llm``: the serving answers of one or more devices, as JSON (schema
+``roofline/serving/1``) and as a table for people, both from :class:`Serving` results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from roofline.model.llm import PhaseStep, Serving
+from roofline.render.tables import format_table
+from roofline.units import Kind, format_quantity
+
+SCHEMA = "roofline/serving/1"
+
+
+def _step_document(step: PhaseStep) -> dict[str, Any]:
+    return {"phase": step.phase, "batch": step.batch, "tokens": step.tokens,
+            "seconds": step.seconds, "tokens_per_s": step.tokens_per_s,
+            "bound": step.bound, "seconds_by_bound": step.seconds_by_bound,
+            "compute_s": step.compute_s, "memory_s": step.memory_s, "link_s": step.link_s,
+            "flops": step.flops, "bytes": step.bytes,
+            "footprint_bytes": step.fit.footprint_bytes if step.fit else None,
+            "fits": step.fit.fits if step.fit else None,
+            "target": step.program.target.name}
+
+
+def serving_document(answers: Sequence[Serving], labels: Sequence[str]) -> dict[str, Any]:
+    """One entry per device (``labels`` name them: a spec id, or one with its scaling)."""
+    entries = []
+    for label, a in zip(labels, answers):
+        k, c = a.knee, a.capacity
+        entries.append({
+            "label": label, "hardware": a.hardware.ref, "devices": a.devices,
+            "sharding": a.sharding,
+            "time_to_first_token_s": a.time_to_first_token_s,
+            "time_per_output_token_s": a.time_per_output_token_s,
+            "decode_tokens_per_s": a.decode.tokens_per_s,
+            "decode_tokens_per_s_per_device": a.per_device(a.decode.tokens_per_s),
+            "prefill_tokens_per_s": a.prefill.tokens_per_s,
+            "prefill_tokens_per_s_per_device": a.per_device(a.prefill.tokens_per_s),
+            "prefill": _step_document(a.prefill), "decode": _step_document(a.decode),
+            "knee": {"batch": k.batch, "compute_per_sequence_s": k.compute_per_sequence_s,
+                     "memory_per_sequence_s": k.memory_per_sequence_s,
+                     "checked": _step_document(k.checked) if k.checked else None},
+            "capacity": {"batch": c.batch, "context": c.context, "tokens": c.tokens,
+                         "capacity_bytes": c.capacity_bytes, "fixed_bytes": c.fixed_bytes,
+                         "per_sequence_bytes": c.per_sequence_bytes,
+                         "kv_cache_bytes_per_token": c.kv_cache_bytes_per_token,
+                         "checked_footprint_bytes": c.checked.footprint_bytes
+                         if c.checked else None, "note": c.note},
+        })
+    return {"schema": SCHEMA, "spec": answers[0].spec, "devices": entries,
+            "left_out": list(answers[0].left_out)}
+
+
+def _time(seconds: float) -> str:
+    return format_quantity(seconds, Kind.TIME)
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _bytes(value: float, like: float | None = None) -> str:
+    return format_quantity(value, Kind.BYTES, like=like)
+
+
+def _knee_text(a: Serving) -> str:
+    k = a.knee
+    if k.batch is None:
+        return "none: memory-bound at any batch at this context"
+    text = f"batch {k.batch:,.0f}"
+    if k.checked is not None:
+        text += (f" (at {k.checked.batch}: {1 - k.checked.memory_bound_share:.0%} of the "
+                 "step not memory-bound)")
+    return text
+
+
+def _capacity_text(a: Serving) -> str:
+    c = a.capacity
+    if c.batch < 1:
+        return c.note
+    text = (f"batch {c.batch:,} ({c.tokens:,} tokens): {_bytes(c.fixed_bytes)} + "
+            f"{_bytes(c.per_sequence_bytes)} a sequence of {_bytes(c.capacity_bytes)}")
+    if c.checked is not None:
+        text += (f"; XLA's footprint there "
+                 f"{_bytes(c.checked.footprint_bytes, like=c.capacity_bytes)}")
+    elif c.note:
+        text += f"; {c.note}"
+    return text
+
+
+ROWS: tuple[tuple[str, Callable[[Serving], str]], ...] = (
+    ("devices", lambda a: f"{a.devices}"),
+    ("time to first token", lambda a: _time(a.time_to_first_token_s)),
+    ("time per output token", lambda a: _time(a.time_per_output_token_s)),
+    ("decode tokens/s (system)", lambda a: _rate(a.decode.tokens_per_s)),
+    ("decode tokens/s (device)", lambda a: _rate(a.per_device(a.decode.tokens_per_s))),
+    ("prefill tokens/s (system)", lambda a: _rate(a.prefill.tokens_per_s)),
+    ("decode bound", lambda a: f"{a.decode.bound} ({a.decode.memory_bound_share:.0%} of "
+                               "the step memory-bound)"),
+    ("prefill bound", lambda a: a.prefill.bound),
+    ("KV cache a token", lambda a: _bytes(a.capacity.kv_cache_bytes_per_token) + " a device"),
+    ("decode stops being memory-bound", _knee_text),
+    ("largest batch that fits", _capacity_text),
+)
+
+RATIOS: tuple[tuple[str, Callable[[Serving], float]], ...] = (
+    ("time to first token", lambda a: 1 / a.time_to_first_token_s),
+    ("time per output token", lambda a: 1 / a.time_per_output_token_s),
+    ("decode tokens/s per device", lambda a: a.per_device(a.decode.tokens_per_s)),
+    ("largest batch", lambda a: float(a.capacity.batch)),
+)
+
+
+def serving_text(answers: Sequence[Serving], labels: Sequence[str]) -> str:
+    first = answers[0]
+    d, p = first.decode, first.prefill
+    lines = [f"{first.spec}",
+             f"prefill: batch {p.batch}, {p.tokens // max(p.batch, 1)} prompt tokens each; "
+             f"decode: batch {d.batch}, KV cache of {first.capacity.context} tokens"]
+    for label, a in zip(labels, answers):
+        lines.append(f"{label}: {a.sharding}")
+    rows = [{"": name, **{label: show(a) for label, a in zip(labels, answers)}}
+            for name, show in ROWS]
+    lines += ["", format_table(rows, ["", *labels])]
+    if len(answers) > 1:
+        base, base_label = answers[0], labels[0]
+        for label, a in zip(labels[1:], answers[1:]):
+            lines.append("")
+            lines.append(f"{label} against {base_label} (how many times better):")
+            for name, value in RATIOS:
+                ratio = value(a) / value(base) if value(base) else float("nan")
+                lines.append(f"  {name:28s} {ratio:.2f}x")
+    lines += ["", "left out: " + "; ".join(first.left_out)]
+    return "\n".join(lines) + "\n"
