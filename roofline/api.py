@@ -20,7 +20,8 @@ run directory or trace, or an XLA HLO dump. Hardware is a spec id (``"tpu-v3"``,
 devices are its ``source`` and ``target``, the compiler a SPEC is compiled for its
 ``compile_target``. Options rarely given travel in records: :class:`CompileOptions`,
 :class:`PlacementOptions`, :class:`SideOptions`. The figures
-(``build_*``, built from results; :func:`save_figure` writes one) are matplotlib Figures.
+(``build_*``, built from results; :func:`save_figure` writes one) are matplotlib Figures;
+:func:`write_html_report` writes a result's ``to_document()`` as one HTML page.
 
 Each name loads from its home module on first use (JAX, matplotlib and the trace readers
 cost seconds to import; a command or script pays only for what it uses). ``_HOMES`` says
@@ -119,6 +120,8 @@ _HOMES: dict[str, str] = {
     "predicted_points": _PLOT,
     "save_figure": _PLOT,
     "scenario_bars": _PLOT,
+    # reports: one self-contained HTML page per answer, from its JSON document
+    "write_html_report": "roofline.render.html",
 }
 
 __all__ = list(_HOMES)

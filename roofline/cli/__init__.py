@@ -14,13 +14,13 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from roofline.cli import hardware, plots, programs, questions, serving, studies
+from roofline.cli import hardware, plots, programs, questions, report, serving, studies
 from roofline.cli.common import EXIT_BAD_INPUT, check_output_files, parents
 from roofline.cli.parsing import Parser
 from roofline.cli.stdout import GuardedStdout, discard_unwritten
 from roofline.errors import RooflineError, StdoutError
 
-GROUPS = (hardware, programs, questions, serving, studies, plots)
+GROUPS = (hardware, programs, questions, serving, studies, plots, report)
 
 
 def _package_version() -> str:

@@ -167,11 +167,11 @@ def save_plot(fig: Any, path: str, coverage: Any = None) -> None:
 
 def check_output_files(args: argparse.Namespace) -> None:
     """Refuse an output path before any work is done (not after a long compile): the
-    files of --out, --plot and --annotate, and the directories of --keep, --cache and a
+    files of --out, --plot, --annotate and --html, and the directories of --keep, --cache and a
     command's --out directory (``out_is_directory``). An empty path is refused too."""
     from roofline.outputs import check_output_directory, check_output_path
 
-    files, directories = ["plot", "annotate", "roofline_plot"], ["keep", "cache"]
+    files, directories = ["plot", "annotate", "roofline_plot", "html"], ["keep", "cache"]
     (directories if getattr(args, "out_is_directory", False) else files).append("out")
     for name in files:
         if getattr(args, name, None) is not None:

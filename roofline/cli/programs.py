@@ -8,6 +8,7 @@ from typing import Any
 
 from roofline.api import load_hardware
 from roofline.cli.common import Parents, cache_dir_of, device_choice, emit, save_plot
+from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
 from roofline.limits import PROFILE_STEPS
 from roofline.outputs import write_text_atomic
@@ -47,6 +48,7 @@ def _analyze(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     else:
         sys.stdout.write(text)
+    write_html(args, doc)
     if args.plot:
         from roofline.render.plot import build_roofline, predicted_left_off, predicted_points
 
@@ -83,6 +85,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"wrote {args.annotate}", file=sys.stderr)
     emit(args, text=explanation_text(explanation, args.top), document=doc,
          rows=[{k: v for k, v in o.items() if k != "unknown"} for o in doc["ops"]])
+    write_html(args, doc)
     if args.plot:
         from roofline.render.plot import (
             bound_points,
@@ -102,9 +105,9 @@ def _explain_devices(args: argparse.Namespace) -> int:
     from roofline.model.explain import explain_devices
     from roofline.model.placement import Overlap
 
-    if args.annotate or args.plot:
-        raise RooflineError("--device all explains every device side by side; --annotate "
-                            "and --plot take one device (--device N)")
+    if args.annotate or args.plot or args.html:
+        raise RooflineError("--device all explains every device side by side; --annotate, "
+                            "--plot and --html take one device (--device N)")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
     result = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
     doc = devices_document(result)
@@ -116,8 +119,8 @@ def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
     """A GPU trace of kernels without XLA ops: their times by name, with no costs."""
     from roofline.program.trace.kernels import read_kernels
 
-    if args.annotate or args.plot:
-        raise RooflineError(f"{why}; --annotate and --plot need costed ops")
+    if args.annotate or args.plot or args.html:
+        raise RooflineError(f"{why}; --annotate, --plot and --html need costed ops")
     run = read_kernels(args.run_dir, args.device)
     doc = kernel_document(run)
     print(f"roofline: {why}", file=sys.stderr)
@@ -153,6 +156,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw the ops on the roofline to FILE")
+    add_html_option(p)
     p.set_defaults(handler=_analyze)
 
     p = commands.add_parser(
@@ -188,4 +192,5 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="also write a Perfetto/Chrome trace annotated with the analysis")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw measured and bound points on the roofline to FILE")
+    add_html_option(p)
     p.set_defaults(handler=_explain)

@@ -18,6 +18,7 @@ from roofline.cli.common import (
     save_plot,
     scale_factor,
 )
+from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
 from roofline.render.questions import (
     prediction_text,
@@ -39,6 +40,7 @@ def _whatif(args: argparse.Namespace) -> int:
                                            cache_dir=cache_dir_of(args)))
     doc = result.to_document()
     emit(args, text=whatif_text(result, args.top), document=doc, rows=doc["ops"])
+    write_html(args, doc)
     if args.plot:
         from roofline.render.plot import build_breakdown, time_breakdown
 
@@ -89,6 +91,7 @@ def _predict(args: argparse.Namespace) -> int:
                                                 cache_dir=cache_dir_of(args)))
     doc = result.to_document()
     emit(args, text=prediction_text(result, args.top), document=doc, rows=doc["ops"])
+    write_html(args, doc)
     if args.plot:
         from roofline.render.plot import build_speedup
 
@@ -138,6 +141,7 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
                                 "spec's TDP)")
             p.add_argument("--plot", metavar="FILE",
                            help="also draw the time by bound class before and after")
+            add_html_option(p)
             p.add_argument("--top", type=int, default=10, metavar="N",
                            help="ops shown in the tables of the ops that take the most time "
                                 "and of those that change class (0: all)")
@@ -197,6 +201,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "faster than the spec allows")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw the per-op speedup against intensity")
+    add_html_option(p)
     p.add_argument("--top", type=int, default=10, metavar="N",
                    help="ops shown in the table of those that change class (0: all)")
     p.add_argument("--max-batch", action="store_true",

@@ -11,6 +11,7 @@ from typing import Any
 
 from roofline.api import load_hardware
 from roofline.cli.common import Parents, emit, key_values, positive_int, save_plot
+from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError, did_you_mean
 from roofline.limits import SWEEP_TASKS
 from roofline.outputs import check_output_directory
@@ -112,6 +113,7 @@ def _validate(args: argparse.Namespace) -> int:
     doc = result.to_document()
     emit(args, text=validation_text(result), document=doc, rows=[
         {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
+    write_html(args, doc)
     return 0
 
 
@@ -185,4 +187,5 @@ def _add_regress_and_validate_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--keep", metavar="DIR",
                    help="keep the host suite's runs and the published suite's compile cache "
                         "in DIR (default: a temporary directory)")
+    add_html_option(p)
     p.set_defaults(handler=_validate)
