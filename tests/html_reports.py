@@ -4,9 +4,11 @@ one real document of each kind, and a synthetic analysis of many ops."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import gzip
 import html
+import io
 import json
 import re
 from pathlib import Path
@@ -32,6 +34,28 @@ def cli_report(args: list[str], tmp: Path, name: str) -> Path:
     html = tmp / f"{name}.html"
     assert main([*args, "--quiet", "--format", "json", "--html", str(html)]) == 0
     return html
+
+
+def cli_document_and_report(args: list[str], tmp: Path, name: str
+                            ) -> tuple[dict[str, Any], Path]:
+    """Run a command with ``--html``; the JSON document it printed and the report."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        path = cli_report(args, tmp, name)
+    return json.loads(buffer.getvalue()), path
+
+
+def roofline_places(doc: dict[str, Any], before: str, after: str
+                    ) -> list[tuple[str, str, float]]:
+    """(op, side, FLOP/s) for each place a what-if's or prediction's roofline draws:
+    every side an op runs on with FLOPs, bytes and a time there."""
+    places = []
+    for op in doc["ops"]:
+        for side, prefix in ((before, ""), (after, f"{after}_")):
+            flops, nbytes, seconds = op[f"{prefix}flops"], op[f"{prefix}bytes"], op[f"{side}_s"]
+            if op[f"{side}_bound"] and flops and nbytes and seconds:
+                places.append((op["op"], side, flops / seconds))
+    return places
 
 
 def analysis_report(tmp: Path) -> tuple[dict[str, Any], Path]:

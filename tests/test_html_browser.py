@@ -19,9 +19,11 @@ from tests.html_reports import (
     HOST,
     SMALL_FC,
     analysis_report,
+    cli_document_and_report,
     cli_report,
     embedded_source,
     explanation_document,
+    roofline_places,
     synthetic_analysis,
     validation_document,
 )
@@ -94,14 +96,16 @@ def browser(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    """kind -> the report's path, one of each kind and 10,000 synthetic ops."""
+    """kind -> the report's path, one of each kind and 10,000 synthetic ops; and
+    "prediction document" -> the prediction's JSON document."""
     tmp = tmp_path_factory.mktemp("reports")
     analysis_doc, analysis = analysis_report(tmp)
+    prediction_doc, prediction = cli_document_and_report(
+        ["predict", SMALL_FC, "--from", "v100-sxm2", "--to", "h100-sxm"], tmp, "prediction")
     paths = {"analysis": analysis,
              "whatif": cli_report(["whatif", SMALL_FC, "--hardware", HOST, "--scale",
                                    "memory_bandwidth=2"], tmp, "whatif"),
-             "prediction": cli_report(["predict", SMALL_FC, "--from", "v100-sxm2", "--to",
-                                       "h100-sxm"], tmp, "prediction")}
+             "prediction": prediction, "prediction document": prediction_doc}
     for kind, doc in (("explanation", explanation_document()),
                       ("validation", validation_document()),
                       ("synthetic", synthetic_analysis(analysis_doc, 10_000))):
@@ -200,6 +204,34 @@ def test_hovering_a_point_shows_its_op(browser, reports, kind):
     if kind == "analysis":   # name, FLOPs, bytes, time, bound and source op
         for label in ("op:", "FLOPs:", "bytes:", "time (s):", "bound:", "source op:"):
             assert label in text
+
+
+def test_the_prediction_roofline_draws_each_op_on_each_side_it_runs(browser, reports):
+    # Every (op, side) with FLOPs, bytes and a time there is a point: the source's
+    # compile and the target's differ, so most ops run on one side only.
+    places = roofline_places(reports["prediction document"], "source", "target")
+    _open(browser, reports["prediction"])
+    shown = browser.execute_script("""
+        const fig = Bokeh.documents[0].get_model_by_name('ops_plot');
+        const data = fig.renderers[0].data_source.data;
+        return {points: fig.renderers[0].data_source.get_length(), side: [...data.side],
+                roofs: fig.renderers.length - 1};""")
+    assert shown["points"] == len(places) and shown["side"] == [p[1] for p in places]
+    assert shown["roofs"] >= 4   # a compute roof and a bandwidth on each device
+    # A point on the target shows the op, both times, both bounds, the speedup and
+    # where the op came from.
+    index = shown["side"].index("target")
+    point = _point_on_screen(browser, index)
+    _move_to(browser, point["x"], point["y"])
+    deadline = time.perf_counter() + 5
+    while point["name"] not in _tooltip_text(browser) and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    text = _tooltip_text(browser)
+    assert point["name"] in text
+    for label in ("drawn on:", "source op:", "FLOPs:", "bytes:", "source time (s):",
+                  "target time (s):", "source bound:", "target bound:", "speedup:"):
+        assert label in text, (label, text)
+    assert "jit(step)" in text
 
 
 def _first_row(driver) -> list[str]:

@@ -16,9 +16,11 @@ from tests.html_reports import (
     MATMUL,
     SMALL_FC,
     analysis_report,
+    cli_document_and_report,
     cli_report,
     embedded_source,
     explanation_document,
+    roofline_places,
     synthetic_analysis,
     validation_document,
 )
@@ -86,6 +88,10 @@ def test_an_explanation_report_draws_every_costed_timed_op(tmp_path):
     points = embedded_source(page, "ops_points")
     drawable = [op for op in doc["ops"] if op["flops"] and op["bytes"] and op["measured_s"]]
     assert 0 < len(points["name"]) == len(drawable)
+    # Each point names the framework op its HLO came from, where the HLO records one.
+    by_name = {f"{op['module']}/{op['name']}": op["source_op"] or "" for op in drawable}
+    assert points["source_op"] == [by_name[name] for name in points["name"]]
+    assert any(points["source_op"])
     # The table keeps every op, drawn or not.
     assert len(embedded_source(page, "ops_table")["name"]) == len(doc["ops"])
     # A run directory or trace is explained first by `roofline report`.
@@ -101,26 +107,60 @@ def test_a_whatif_report_shows_the_op_that_changes_class(tmp_path):
     # Twice the FLOP/s halves the matmul's compute to 33,554,432 / 7.68e12 = 4.369 us,
     # under its 786,432 / 128e9 = 6.144 us of DDR4 traffic: compute-bound turns
     # memory-bound, 8.738 / 6.144 = 1.422x faster.
-    path = cli_report(["whatif", MATMUL, "--hardware", HOST, "--scale", "flops=2"],
-                      tmp_path, "whatif")
+    doc, path = cli_document_and_report(["whatif", MATMUL, "--hardware", HOST, "--scale",
+                                         "flops=2"], tmp_path, "whatif")
     page = path.read_text()
     _self_contained(page)
     changed = embedded_source(page, "changed")
     assert changed["old_bound"] == ["compute (fp32 vector)"]
     assert changed["new_bound"] == ["memory (DDR4)"]
     assert changed["speedup"] == [pytest.approx(1.422, rel=1e-3)]
+    # The document's op row carries the work: 2*256^3 FLOPs over 3*256*256*4 bytes on
+    # both sides (one compile), and the source op.
+    [dot] = [op for op in doc["ops"] if op["flops"]]
+    assert dot["flops"] == dot["new_flops"] == pytest.approx(33_554_432)
+    assert dot["bytes"] == dot["new_bytes"] == pytest.approx(786_432)
+    assert dot["source_op"].endswith("dot_general")
+    # The roofline draws it twice at 42.67 FLOP/byte: before at the 3.84 TFLOP/s roof,
+    # after on the DDR4 slope, 33,554,432 / 6.144 us = 128 GB/s * 42.67 = 5.461 TFLOP/s.
+    points = embedded_source(page, "ops_points")
+    assert points["name"] == [dot["op"]] * 2 and points["side"] == ["before", "after"]
+    assert points["intensity"] == [pytest.approx(42.67, rel=1e-3)] * 2
+    assert points["flop_per_s"] == [pytest.approx(3.84e12, rel=1e-3),
+                                    pytest.approx(5.461e12, rel=1e-3)]
+    assert points["class"] == ["compute (fp32 vector)", "memory (DDR4)"]
+    # Both roofs: the scaled one at twice the FLOP/s.
+    roofs = embedded_source(page, "roofs")
+    rows = [i for i, roof in enumerate(roofs["roof"]) if roof == "fp32 vector"]
+    assert sorted(roofs["value"][i] for i in rows) == ["3.84 TFLOP/s", "7.68 TFLOP/s"]
+    # A document saved before the op rows carried their work still gives a page: its
+    # ops in the table and on the time-against-time plot, none on the roofline.
+    for op in doc["ops"]:
+        for key in ("flops", "bytes", "source_op", "new_flops", "new_bytes"):
+            del op[key]
+    older = html_report(doc)
+    assert embedded_source(older, "ops_points")["name"] == []
+    assert embedded_source(older, "versus_points")["name"] == [dot["op"]]
 
 
 def test_a_prediction_report_shows_speedups_by_class(tmp_path):
-    path = cli_report(["predict", SMALL_FC, "--from", "v100-sxm2", "--to", "h100-sxm"],
-                      tmp_path, "prediction")
+    doc, path = cli_document_and_report(["predict", SMALL_FC, "--from", "v100-sxm2", "--to",
+                                         "h100-sxm"], tmp_path, "prediction")
     page = path.read_text()
     _self_contained(page)
     assert len(page.encode()) < MAX_BYTES
     table = embedded_source(page, "ops_table")
-    points = embedded_source(page, "ops_points")
+    # Time against time: the ops with a time on both sides.
+    versus = embedded_source(page, "versus_points")
     both = [i for i, (a, b) in enumerate(zip(table["old_s"], table["new_s"])) if a > 0 and b > 0]
-    assert len(points["name"]) == len(both) > 0
+    assert len(versus["name"]) == len(both) > 0
+    # The roofline: each op where it runs, with that side's work and time.
+    points = embedded_source(page, "ops_points")
+    places = roofline_places(doc, "source", "target")
+    assert list(zip(points["name"], points["side"])) == [p[:2] for p in places]
+    assert points["flop_per_s"] == [pytest.approx(p[2], rel=1e-9) for p in places]
+    assert {"source", "target"} <= set(points["side"])
+    assert all(op["source_op"] for op in doc["ops"] if op["flops"])
     classes = embedded_source(page, "classes")
     assert "memory (HBM2)" in classes["class"]
     # The roofs of both devices, each named as the side it is.

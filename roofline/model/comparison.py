@@ -53,6 +53,15 @@ class OpChange:
     old_bound: Bound | None
     new_bound: Bound | None
     intensity: float = math.nan    # FLOP per main-memory byte (of the op before, if any)
+    # The op's work as compiled for the before side (for the after side where it runs
+    # only there), and the framework op it came from ("" where the HLO names none).
+    flops: float = math.nan
+    bytes: float = math.nan        # main-memory bytes read + written
+    source_op: str = ""
+    # Its work as compiled for the after side, which two compiles can make differ (a
+    # dtype, a fusion); NaN where it does not run there.
+    new_flops: float = math.nan
+    new_bytes: float = math.nan
 
     @property
     def speedup(self) -> float:
@@ -180,7 +189,10 @@ class Comparison:
                    for op in self.changed_class()]
         ops = [{"op": op.name, "category": op.category, f"{before}_s": op.old_s,
                 f"{after}_s": op.new_s, f"{before}_bound": class_text(op.old_bound),
-                f"{after}_bound": class_text(op.new_bound)} for op in self.ops]
+                f"{after}_bound": class_text(op.new_bound), "flops": _finite(op.flops),
+                "bytes": _finite(op.bytes), "source_op": op.source_op,
+                f"{after}_flops": _finite(op.new_flops),
+                f"{after}_bytes": _finite(op.new_bytes)} for op in self.ops]
         return classes, changed, ops
 
     def side_rows(self, before: str = "old", after: str = "new") -> list[dict]:
@@ -222,6 +234,23 @@ class Comparison:
               "new_s": c.new_s, "share": c.share, "speedup": c.speedup}
              for c in self.by_class()],
             columns=["bound", "presence", "old_s", "new_s", "share", "speedup"])
+
+
+def _finite(value: float) -> float | None:
+    """A number for JSON: None where it is unknown (NaN), which JSON cannot carry."""
+    return None if math.isnan(value) else value
+
+
+def op_change(first: OpCost | None, second: OpCost | None, old_s: float, new_s: float,
+              old_bound: Bound | None, new_bound: Bound | None) -> OpChange:
+    """The change of a pair of :func:`pair_ops`, its work and source op read from the op
+    before (``first``) or, where there is none, the op after."""
+    op = first or second
+    if op is None:
+        raise RooflineError("an op change needs the op on at least one side")
+    return OpChange(op.name, op.category, old_s, new_s, old_bound, new_bound, op.intensity,
+                    op.flops, op.bytes, op.op_name,
+                    second.flops if second else math.nan, second.bytes if second else math.nan)
 
 
 def op_key(op: OpCost) -> tuple[str, str]:
@@ -285,14 +314,12 @@ def compare_costs(ops: list[OpCost], hardware: Hardware, after: Hardware,
     new = {op_key(op): p for op, p in placed_new}
     changes = []
     for first, second in pair_ops(ops, second_ops, pairs_with):
-        op = first or second
-        assert op is not None
         p_old = old[op_key(first)] if first else None
         p_new = new[op_key(second)] if second else None
-        changes.append(OpChange(
-            op.name, op.category, p_old.seconds if p_old else 0.0,
+        changes.append(op_change(
+            first, second, p_old.seconds if p_old else 0.0,
             p_new.seconds if p_new else 0.0, p_old.bound if p_old else None,
-            p_new.bound if p_new else None, op.intensity))
+            p_new.bound if p_new else None))
     found = (omissions_of(((op, p, p.seconds) for op, p in placed_old), hardware)
              + omissions_of(((op, p, p.seconds) for op, p in placed_new), after))
     ceilings = (hardware.ceilings_summary() if after.label == hardware.label else

@@ -278,6 +278,7 @@ class Explanation:
                 "category": op.cost.category if op.cost else None,
                 "flops": op.cost.flops if op.cost else None,
                 "bytes": op.cost.bytes if op.cost else None,
+                "source_op": op.cost.op_name if op.cost else None,
                 "lower_bound_s": op.lower_bound_s, "efficiency": op.efficiency,
                 "predicted_bound": class_text(p.bound) if p else None,
                 "measured_class": class_text(op.measured_class(hw)),

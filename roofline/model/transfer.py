@@ -86,6 +86,7 @@ from roofline.model.comparison import (
     Comparison,
     OpChange,
     Pairing,
+    op_change,
     op_key,
     pair_ops,
     same_computation,
@@ -429,15 +430,14 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
         p_new = after[op_key(second)] if second else None
         if p_new is None:
             assert source_op is not None
-            changes.append(OpChange(op.name, op.category, source_op.measured_s, 0.0,
-                                    source_op.bound, None, op.intensity))
+            changes.append(op_change(first, second, source_op.measured_s, 0.0,
+                                     source_op.bound, None))
             continue
         fixed = target_floor.seconds(second.category, second.kernels) + cost.target.seconds(second)
         if source_op is None:
             efficiency = _curve_efficiency(work_seconds(p_new), op.category, measured)
             new_s = fixed + work_seconds(p_new) / efficiency
-            changes.append(OpChange(op.name, op.category, 0.0, new_s, None, p_new.bound,
-                                    op.intensity))
+            changes.append(op_change(first, second, 0.0, new_s, None, p_new.bound))
             continue
         if source_op.efficiency is None:
             ratio = fixed / source_op.floor_s if source_op.floor_s else 1.0
@@ -450,8 +450,8 @@ def transfer(ops: list[OpCost], measured_s: Mapping[str, float], source: Hardwar
             route = served.get(level) if level is not None else None
             new_s = fixed + _carried_work(source_op, p_new, source, target,
                                           route.level if route else None)
-        changes.append(OpChange(op.name, op.category, source_op.measured_s, new_s,
-                                source_op.bound, p_new.bound, op.intensity))
+        changes.append(op_change(first, second, source_op.measured_s, new_s,
+                                 source_op.bound, p_new.bound))
     method = _method(floor, target_floor, source, target, cost, cores)
     return Comparison(source, target, tuple(changes), method,
                       _transfer_coverage(ops, measured, source, target, after_ops, after,

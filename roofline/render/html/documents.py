@@ -41,6 +41,7 @@ class Scatter:
     y_title: str
     hover: tuple[Column, ...]
     left_out: str = ""   # why some rows are not drawn, for the caption
+    sides: tuple[str, ...] = ()   # the values of a point's ``side``, one marker each
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,16 @@ class ReportData:
     changed: tuple[OpRow, ...] = ()      # ops that change class (whatif, predict)
     changed_columns: tuple[Column, ...] = ()
     hardware: tuple[tuple[str, str, dict[str, float]], ...] = ()  # (role, ref, factors)
+    # The plot's points where they are not the table's rows: a comparison draws each op
+    # once per side it runs on, coloured by that side's class (``point_color_by``) and
+    # shaped by ``side``.
+    points: tuple[OpRow, ...] | None = None
+    point_color_by: str = ""
+    versus: Scatter | None = None        # a second plot of the rows: time against time
+
+    @property
+    def plotted(self) -> tuple[OpRow, ...]:
+        return self.rows if self.points is None else self.points
 
 
 def _time(seconds: float | None) -> str:
@@ -135,7 +146,7 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
                      "bound": op["predicted_bound"] or "not placed",
                      "measured_class": op["measured_class"], "seconds": seconds,
                      "lower_bound_s": op["lower_bound_s"], "efficiency": op["efficiency"],
-                     "flops": flops, "bytes": nbytes,
+                     "flops": flops, "bytes": nbytes, "source_op": op["source_op"] or "",
                      "intensity": flops / nbytes if flops is not None and nbytes else None,
                      "flop_per_s": flops / seconds if flops is not None and seconds else None})
     a = doc["achieved"]
@@ -149,7 +160,8 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
     classes = [{"class": bound, "value": seconds, "share": seconds / total if total else 0.0}
                for bound, seconds in sorted(doc["seconds_by_class"].items(),
                                             key=lambda kv: -kv[1])]
-    hover = (Column("name", "op"), Column("category", "category"),
+    hover = (Column("name", "op"), Column("source_op", "source op"),
+             Column("category", "category"),
              Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
              Column("seconds", "measured time (s)", "number"),
              Column("bound", "predicted bound"), Column("measured_class", "measured class"),
@@ -164,7 +176,8 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
                  Column("lower_bound_s", "bound (s)", "number"),
                  Column("efficiency", "efficiency", "share"),
                  Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
-                 Column("intensity", "FLOP/byte", "number")),
+                 Column("intensity", "FLOP/byte", "number"),
+                 Column("source_op", "source op")),
         filters=(Column("bound", "class"), Column("category", "category")),
         scatter=Scatter("roofline", "intensity", "flop_per_s", "arithmetic intensity "
                         "(FLOP/byte)", "measured FLOP/s", hover,
@@ -178,16 +191,32 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
 
 def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, str]
                 ) -> ReportData:
-    """The parts a what-if and a prediction share: ops, classes, changed ops (the kind,
-    title, facts and hardware are the caller's)."""
-    rows = []
+    """The parts a what-if and a prediction share: ops, their points on both rooflines,
+    classes, changed ops (the kind, title, facts and hardware are the caller's)."""
+    old_name, new_name = names
+    rows, points = [], []
     for op in doc["ops"]:
         old, new = op[f"{before}_s"], op[f"{after}_s"]
-        rows.append({"name": op["op"], "category": op["category"],
-                     "bound": op[f"{before}_bound"] or "absent",
-                     "new_bound": op[f"{after}_bound"] or "absent", "old_s": old,
-                     "new_s": new, "speedup": old / new if old and new else None,
-                     "x": _ratio(old), "y": _ratio(new)})
+        row = {"name": op["op"], "category": op["category"],
+               "bound": op[f"{before}_bound"] or "absent",
+               "new_bound": op[f"{after}_bound"] or "absent", "old_s": old,
+               "new_s": new, "speedup": old / new if old and new else None,
+               # Documents written before these keys existed have no work: no points.
+               "flops": op.get("flops"), "bytes": op.get("bytes"),
+               "source_op": op.get("source_op") or "", "x": _ratio(old), "y": _ratio(new)}
+        rows.append(row)
+        sides = ((old_name, op[f"{before}_bound"], op.get("flops"), op.get("bytes"), old),
+                 (new_name, op[f"{after}_bound"], op.get(f"{after}_flops"),
+                  op.get(f"{after}_bytes"), new))
+        for side, bound, flops, nbytes, seconds in sides:
+            if bound is None:   # the op does not run on this side
+                continue
+            points.append({**row, "side": side, "class": bound, "side_flops": flops,
+                           "side_bytes": nbytes,
+                           "intensity": flops / nbytes if flops is not None and nbytes
+                           else None,
+                           "flop_per_s": flops / seconds if flops is not None and seconds
+                           else None})
     classes = tuple({"class": c["bound"] or "one side only", "value": c["speedup"],
                      "old_s": c[f"{before}_s"], "new_s": c[f"{after}_s"],
                      "share": c["share"]} for c in doc["by_class"])
@@ -195,12 +224,16 @@ def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, 
                      "new_bound": c[f"{after}_bound"],
                      "speedup": c["speedup"], "old_s": c[f"{before}_s"],
                      "new_s": c[f"{after}_s"]} for c in doc["changed_class"])
-    old_name, new_name = names
-    hover = (Column("name", "op"), Column("category", "category"),
-             Column("old_s", f"{old_name} time (s)", "number"),
+    times = (Column("old_s", f"{old_name} time (s)", "number"),
              Column("new_s", f"{new_name} time (s)", "number"),
              Column("bound", f"{old_name} bound"), Column("new_bound", f"{new_name} bound"),
              Column("speedup", "speedup", "number"))
+    roofline_hover = (Column("name", "op"), Column("side", "drawn on"),
+                      Column("source_op", "source op"), Column("category", "category"),
+                      Column("side_flops", "FLOPs", "number"),
+                      Column("side_bytes", "bytes", "number"), *times)
+    versus_hover = (Column("name", "op"), Column("source_op", "source op"),
+                    Column("category", "category"), *times)
     return ReportData(
         kind="", title="", facts=(), coverage=doc["coverage"], rows=tuple(rows),
         columns=(Column("name", "op"), Column("category", "category"),
@@ -208,11 +241,15 @@ def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, 
                  Column("new_bound", f"{new_name} bound"),
                  Column("old_s", f"{old_name} (s)", "number"),
                  Column("new_s", f"{new_name} (s)", "number"),
-                 Column("speedup", "speedup", "number")),
+                 Column("speedup", "speedup", "number"),
+                 Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
+                 Column("source_op", "source op")),
         filters=(Column("bound", f"{old_name} class"), Column("category", "category")),
-        scatter=Scatter("versus", "x", "y", f"time on {old_name} (s)",
-                        f"time on {new_name} (s)", hover,
-                        "ops with no time on one side are in the table only"),
+        scatter=Scatter("roofline", "intensity", "flop_per_s", "arithmetic intensity "
+                        f"(FLOP/byte); circles on the {old_name}, triangles on the "
+                        f"{new_name}", "FLOP/s", roofline_hover,
+                        "ops without FLOPs, bytes or time are in the table only",
+                        (old_name, new_name)),
         color_by="bound", classes=classes,
         classes_title=f"speedup by {old_name} bound class",
         classes_columns=(Column("class", "class"),
@@ -225,7 +262,13 @@ def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, 
                          Column("new_bound", f"{new_name} bound"),
                          Column("old_s", f"{old_name} (s)", "number"),
                          Column("new_s", f"{new_name} (s)", "number"),
-                         Column("speedup", "speedup", "number")))
+                         Column("speedup", "speedup", "number")),
+        points=tuple(points), point_color_by="class",
+        # Every op with a time on both sides, those without FLOPs (copies, layout
+        # changes) included: the speedup of each is its distance from the diagonal.
+        versus=Scatter("versus", "x", "y", f"time on {old_name} (s)",
+                       f"time on {new_name} (s)", versus_hover,
+                       "ops with no time on one side are in the table only"))
 
 
 def _whatif(doc: dict[str, Any]) -> ReportData:

@@ -45,9 +45,16 @@ def html_report(document: dict[str, Any], hardware_dir: Iterable[str | Path] = (
     plot, points, plot_view = widgets.scatter_plot(data, roofs, colors)
     table_source = widgets.data_source(data.rows, data.columns, widgets.TABLE)
     table_view = CDSView(filter=BooleanFilter(booleans=[True] * len(data.rows)))
-    selects = widgets.filters(data, [(table_source, table_view), (points, plot_view)])
+    filtered = [(table_source, table_view), (points, plot_view)]
+    plots = [plot]
+    if data.versus is not None:
+        versus, versus_points, versus_view = widgets.scatter_plot(data, roofs, colors,
+                                                                  versus=data.versus)
+        filtered.append((versus_points, versus_view))
+        plots.append(versus)
+    selects = widgets.filters(data, filtered)
     parts: list[Any] = [Div(text=_header(data, devices), sizing_mode="stretch_width"),
-                        plot]
+                        *plots]
     if data.classes:   # none: no placement, or no independent validation suite
         classes = widgets.data_table(
             widgets.data_source(data.classes, data.classes_columns, "classes"),

@@ -28,12 +28,15 @@ from bokeh.models import (
 )
 from bokeh.palettes import Category10_10, Category20_20
 from bokeh.plotting import figure
-from bokeh.transform import factor_cmap
+from bokeh.transform import factor_cmap, factor_mark
 
-from roofline.render.html.documents import Column, OpRow, ReportData
+from roofline.render.html.documents import Column, OpRow, ReportData, Scatter
 from roofline.render.html.roofs import Roof
 
+PLOT = "ops_plot"       # the name of the per-op plot (the browser tests find it)
 POINTS = "ops_points"   # the name of the plot's data source (the browser tests read it)
+VERSUS = ("versus_plot", "versus_points")   # a comparison's time-against-time plot
+_MARKERS = ("circle", "triangle", "square")
 TABLE = "ops_table"     # the name of the op table's data source
 ALL = "all"
 
@@ -88,8 +91,10 @@ def data_table(source: ColumnDataSource, columns: Sequence[Column], view: CDSVie
 
 
 def class_colors(data: ReportData) -> dict[str, str]:
-    """One colour per class, the same in the plot and the bars."""
+    """One colour per class, the same in the plots and the bars."""
     names = sorted({str(r.get(data.color_by) or "") for r in data.rows}
+                   | {str(r.get(data.point_color_by) or "") for r in data.plotted
+                      if data.point_color_by}
                    | {str(r["class"]) for r in data.classes})
     colors = Category10_10 if len(names) <= 10 else Category20_20
     return {name: colors[i % len(colors)] for i, name in enumerate(names)}
@@ -103,30 +108,40 @@ def _tooltip(column: Column) -> tuple[str, str]:
     return column.title, f"@{{{column.key}}}"
 
 
-def scatter_plot(data: ReportData, roofs: list[Roof], colors: dict[str, str]
-                 ) -> tuple[Any, ColumnDataSource, CDSView]:
+def scatter_plot(data: ReportData, roofs: list[Roof], colors: dict[str, str],
+                 versus: Scatter | None = None) -> tuple[Any, ColumnDataSource, CDSView]:
     """The per-op plot on log axes, WebGL-drawn (10,000 points stay responsive), one
-    colour per class, a tooltip per op; a roofline carries the devices' roofs. Returns
-    the figure, its points' data and the view that filters them."""
-    s = data.scatter
-    rows = [r for r in data.rows if _number(r.get(s.x)) > 0 and _number(r.get(s.y)) > 0]
+    colour per class, one marker per side where points have sides, a tooltip per point;
+    a roofline carries the devices' roofs. ``versus``: the report's second plot, time
+    against time, of its rows (:attr:`ReportData.versus`). Returns the figure, its
+    points' data and the view that filters them."""
+    if versus is not None:
+        s, plotted, color_by, names = versus, data.rows, data.color_by, VERSUS
+    else:
+        s, plotted, names = data.scatter, data.plotted, (PLOT, POINTS)
+        color_by = data.point_color_by or data.color_by
+    rows = [r for r in plotted if _number(r.get(s.x)) > 0 and _number(r.get(s.y)) > 0]
     columns = (*s.hover, Column(s.x, s.x, "number"), Column(s.y, s.y, "number"),
-               Column(data.color_by, data.color_by), Column("category", "category"))
-    source = data_source(rows, columns, POINTS)
-    fig = figure(name="ops_plot", x_axis_type="log", y_axis_type="log", output_backend="webgl",
+               Column(color_by, color_by), Column("category", "category"), *data.filters,
+               *((Column("side", "side"),) if s.sides else ()))
+    source = data_source(rows, columns, names[1])
+    noun = "cases" if data.kind == "validation" else "ops"
+    drawn = (f"{len(rows)} of {len(plotted)} {noun} drawn" if plotted is data.rows else
+             f"{len(rows)} of {len(plotted)} places of {len(data.rows)} {noun} drawn")
+    fig = figure(name=names[0], x_axis_type="log", y_axis_type="log", output_backend="webgl",
                  height=460, sizing_mode="stretch_width", x_axis_label=s.x_title,
                  y_axis_label=s.y_title, tools="pan,wheel_zoom,box_zoom,reset,save",
-                 title=f"{len(rows)} of {len(data.rows)} "
-                       f"{'cases' if data.kind == 'validation' else 'ops'} drawn"
-                       + (f" ({s.left_out})" if len(rows) < len(data.rows) else ""))
+                 title=drawn + (f" ({s.left_out})" if len(rows) < len(plotted) else ""))
     view = CDSView(filter=BooleanFilter(booleans=[True] * len(rows)))
+    marker: Any = (factor_mark("side", list(_MARKERS[:len(s.sides)]), list(s.sides))
+                   if s.sides else "circle")
     points = fig.scatter(s.x, s.y, source=source, view=view, size=7, alpha=0.7,
-                         color=factor_cmap(data.color_by, list(colors.values()),
-                                           list(colors)))
+                         marker=marker,
+                         color=factor_cmap(color_by, list(colors.values()), list(colors)))
     fig.add_tools(HoverTool(renderers=[points], tooltips=[_tooltip(c) for c in s.hover],
                             formatters={f"@{{{c.key}}}": "printf" for c in s.hover
                                         if c.kind == "number"}))
-    items = [LegendItem(label={"field": data.color_by}, renderers=[points])]
+    items = [LegendItem(label={"field": color_by}, renderers=[points])]
     xs = [r[s.x] for r in rows] or [1.0]
     ys = [r[s.y] for r in rows] or [1.0]
     low, high = min(xs) / 10, max(xs) * 10
@@ -143,22 +158,27 @@ def scatter_plot(data: ReportData, roofs: list[Roof], colors: dict[str, str]
 
 
 def _roof_lines(fig: Any, roofs: list[Roof], low: float, high: float) -> list[LegendItem]:
-    """Each bandwidth as a slope up to the highest compute roof, each compute roof flat
-    from where the fastest bandwidth meets it."""
-    peak = max((r.flop_per_s for r in roofs if r.flop_per_s), default=None)
-    fastest = max((r.bytes_per_s for r in roofs if r.bytes_per_s), default=None)
+    """Each bandwidth as a slope up to its device's highest compute roof, each compute
+    roof flat from where its device's fastest bandwidth meets it; a second device (a
+    comparison's after side) in other dashes."""
+    devices = list(dict.fromkeys(r.device for r in roofs))
     items = []
     for i, roof in enumerate(roofs):
+        own = [r for r in roofs if r.device == roof.device]
+        peak = max((r.flop_per_s for r in own if r.flop_per_s), default=None)
+        fastest = max((r.bytes_per_s for r in own if r.bytes_per_s), default=None)
+        first = devices.index(roof.device) == 0
         color = Category20_20[i % 20]
         if roof.bytes_per_s:
             end = min(high, peak / roof.bytes_per_s) if peak else high
             xs = [min(low, end / 10), end]
             line = fig.line(xs, [x * roof.bytes_per_s for x in xs], color=color,
-                            line_width=2)
+                            line_width=2, line_dash="solid" if first else "dotdash")
         else:
             start = max(min(low, high / 10), roof.flop_per_s / fastest) if fastest else low
             line = fig.line([start, max(high, start * 10)], [roof.flop_per_s] * 2,
-                            color=color, line_width=2, line_dash="dashed")
+                            color=color, line_width=2,
+                            line_dash="dashed" if first else "dotted")
         items.append(LegendItem(label=roof.label, renderers=[line]))
     return items
 
