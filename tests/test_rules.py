@@ -129,6 +129,34 @@ def test_select_and_scatter(single):
     assert (sas.bytes_read, sas.bytes_written) == (1024 + 256 + 4, 1024)
 
 
+WHOLE_AXIS_WINDOW = """HloModule windows, num_partitions=1
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %e (x: f32[16,4,4096]) -> (f32[16,4,4096], f32[16,4,2048]) {
+  %x = f32[16,4,4096]{2,1,0} parameter(0)
+  %zero = f32[] constant(0)
+  %whole = f32[16,4,4096]{2,1,0} reduce-window(%x, %zero), window={size=1x1x8191 pad=0_0x0_0x4095_4095}, to_apply=%add
+  %pool = f32[16,4,2048]{2,1,0} reduce-window(%x, %zero), window={size=1x1x2 stride=1x1x2}, to_apply=%add
+  ROOT %t = (f32[16,4,4096]{2,1,0}, f32[16,4,2048]{2,1,0}) tuple(%whole, %pool)
+}
+"""
+
+
+def test_a_window_over_its_whole_axis_is_one_reduction_broadcast():
+    # XLA:TPU's softmax sum over 4,096 positions: a window of 8,191 padded by 4,095 on both
+    # sides sees the whole axis from every output, so it is one reduction of each of the
+    # 16 x 4 rows: 16 x 4 x 4,095 = 262,080 adds (not 262,144 outputs x 8,190). A 2-wide
+    # pooling window is counted per output: 16 x 4 x 2,048 x 1 = 131,072.
+    ops = {op.name: op for op in analyze_module(parse_hlo_text(WHOLE_AXIS_WINDOW)).ops}
+    assert ops["whole"].flops == 16 * 4 * 4095
+    assert ops["pool"].flops == 16 * 4 * 2048
+
+
 def test_conditional_is_costed_by_one_branch_throughout(single):
     # Branches: light copies f32[8,1024] (0 FLOPs, 32768 B read + 32768 written, 1 kernel);
     # heavy squares it (8192 FLOPs, 65536 B read + 32768 written) and exponentiates it

@@ -36,6 +36,7 @@ from roofline.program.hlo.formulas import (
     Flops,
     Formula,
     GemmShape,
+    WindowDim,
     backend_config,
     dot_gemm,
     elements,
@@ -250,10 +251,30 @@ def reduce(instruction: Instruction, env: Env) -> Flops:
 
 def reduce_window(instruction: Instruction, env: Env) -> Flops:
     # (window elements - 1) reducer applications per output element; padding not excluded.
+    # A window that spans its whole axis from every output is a reduction broadcast back
+    # over the axis (XLA:TPU writes a softmax's sum so: window 2n - 1, n - 1 padded on each
+    # side): one reduction of the operand, as a reduce costs it.
     window = parse_window(instruction.attributes.get("window", ""))
+    operand = first_array(env.operand_shape(instruction, 0))
+    output = first_array(instruction.shape)
+    if window and len(window) == len(operand.dims) == len(output.dims) and any(
+            w.size > 1 for w in window) and all(
+            w.size == 1 or _spans_axis(w, n, out) for w, n, out in
+            zip(window, operand.dims, output.dims)):
+        rows = math.prod(n for w, n in zip(window, operand.dims) if w.size == 1)
+        return env.computation_flops(instruction.called[0]) * (operand.elements - rows)
     size = math.prod(w.size for w in window) if window else 1
     return env.computation_flops(instruction.called[0]) * (elements(instruction.shape)
                                                            * (size - 1))
+
+
+def _spans_axis(window: WindowDim, length: int, outputs: int) -> bool:
+    """Whether every output's window covers all ``length`` elements of its axis."""
+    if window.lhs_dilate != 1 or window.rhs_dilate != 1:
+        return False
+    first_end = -window.pad_low + window.size - 1
+    last_start = (outputs - 1) * window.stride - window.pad_low
+    return first_end >= length - 1 and last_start <= 0
 
 
 def select_and_scatter(instruction: Instruction, env: Env) -> Flops:
