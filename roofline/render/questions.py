@@ -23,9 +23,15 @@ def workloads_rows() -> list[dict[str, str]]:
     from roofline.program.workloads import FAMILIES
 
     return [{"family": f.name, "parameters": ", ".join(
-                f"{p.name}={p.default}" + (f" ({'|'.join(p.choices)})" if p.choices else "")
+                f"{p.name}={_default_text(p.default)}"
+                + (f" ({'|'.join(p.choices)})" if p.choices else "")
                 for p in f.params), "description": f.description}
             for f in sorted(FAMILIES.values(), key=lambda f: f.name)]
+
+
+def _default_text(default: Any) -> str:
+    """A parameter's default; None: it follows another parameter (a named config's)."""
+    return "(from config)" if default is None else str(default)
 
 
 def workloads_document() -> dict[str, Any]:
