@@ -122,3 +122,21 @@ def test_committed_gpu_measurements_replay_within_their_bounds():
             assert errors.median("model") < errors.median("naive"), errors.text()
         if "whole training steps" in errors.title:
             assert errors.median("expected") < 0.5, errors.text()
+
+
+def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_path):
+    # A decode step updates its KV cache in place: the buffers it was given are gone after
+    # it runs, so each timed step gets a new cache (the weights are kept).
+    import jax
+
+    from roofline.program.workloads import parse_spec
+
+    workload = parse_spec("decoder:config=llama3-8b,layers=1,d_model=64,heads=4,kv_heads=2,"
+                          "d_ff=128,vocab=256,phase=decode,batch=2,context=16")
+    assert workload.donate_argnums == (3,)
+    device = jax.devices("cpu")[0]
+    compiled = jax.jit(workload.fn, donate_argnums=workload.donate_argnums).trace(
+        *workload.args).lower().compile()
+    run = gpu_ground_truth.Run(tmp_path, 60, True)
+    row = gpu_ground_truth._time_step(run, workload, compiled, 0.1, device, {})
+    assert row["error"] == "" and row["steps"] == 3 and float(row["step_s"]) > 0
