@@ -75,3 +75,21 @@ def test_a_plan_bigger_than_the_target_takes_a_slice_or_is_refused():
     assert sized_for(get_target("h100-sxm"), 8).chips == 8
     with pytest.raises(RooflineError, match="has 4: name a bigger slice"):
         compile_program(mlp, (WEIGHTS, X), "tpu-v5e:2x2", sharding=TP8)
+
+
+@pytest.mark.parametrize("target", ["tpu-v5e", "h100-sxm"])
+def test_a_tensor_parallel_decode_step_all_reduces_its_activations(target):
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
+
+    workload = parse_spec("decoder:config=llama3-8b,layers=2,d_model=256,heads=8,kv_heads=4,"
+                          "d_ff=512,vocab=1024,batch=8,context=64,tp=4")
+    program = compile_workload(workload, target)
+    reduces = [op for op in program.costs.ops if op.link_bytes]
+    # Megatron's decode step sums partial activations after the vocabulary-split embedding
+    # and after each layer's attention output and MLP down projection: 1 + 2 x 2 = 5
+    # all-reduces of (8 sequences, 256) bf16 = 4,096 B, a ring over 4 devices sending
+    # 2 x 3/4 of it from each: 6,144 B each, 30,720 B a step.
+    assert [op.opcode.removesuffix("-start") for op in reduces] == ["all-reduce"] * 5
+    assert [op.link_bytes for op in reduces] == [2 * 3 / 4 * 8 * 256 * 2] * 5
+    assert program.costs.link_bytes == 30_720
