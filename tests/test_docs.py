@@ -41,12 +41,28 @@ def test_the_documentation_builds_in_strict_mode(tmp_path):
     assert "Plausibility bounds" in (tmp_path / "hardware-specs" / "index.html").read_text()
 
 
-def _tour_figure_hook():
-    spec = importlib.util.spec_from_file_location("tour_figure",
-                                                  ROOT / "docs" / "hooks" / "tour_figure.py")
+def _hook(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _tour_figure_hook():
+    return _hook("tour_figure")
+
+
+@pytest.mark.slow
+def test_the_language_model_page_shows_what_its_command_prints_and_draws(tmp_path):
+    # Llama 2 7B compiled for an H100 and an H200 at each batch that fits: about two
+    # minutes on 2 cores.
+    hook = _hook("llm_figures")
+    text, drawn = hook.draw(tmp_path)
+    redraw = "redraw with '.venv/bin/python docs/hooks/llm_figures.py'"
+    assert text == hook.TEXT.read_text(), f"docs/llm-output.txt is out of date: {redraw}"
+    for path in drawn:
+        assert path.read_bytes() == (hook.DOCS / path.name).read_bytes(), (
+            f"docs/{path.name} is not what docs/llm.md's command draws: {redraw}")
 
 
 def test_the_tour_figure_is_what_the_command_it_shows_draws(tmp_path):

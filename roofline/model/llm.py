@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -189,19 +190,45 @@ def serving(spec: str, hardware: Hardware, *, compile_target: str,
     workload = decoder_workload(spec)
     placer = Placer(hardware, overlap)
     batch = int(workload.params["batch"])
+    steps: dict[tuple[str, int], PhaseStep] = {}
 
     def step(phase: str, b: int) -> PhaseStep:
-        return _step(variant(workload, phase=phase, batch=b), phase, compile_target, placer,
-                     cache_dir)
+        if (phase, b) not in steps:
+            try:
+                steps[phase, b] = _step(variant(workload, phase=phase, batch=b), phase,
+                                        compile_target, placer, cache_dir)
+            except DoesNotFitError as exc:
+                raise DoesNotFitError(f"{phase} at batch {b}: {exc}") from None
+        return steps[phase, b]
     prefill, decode = step("prefill", batch), step("decode", batch)
-    low = decode if batch >= LINES_FROM else step("decode", LINES_FROM)
-    high = step("decode", 2 * low.batch)
+    low, high = _line_steps(batch, step)
     knee = _knee(low, high, lambda b: step("decode", b))
     capacity = _capacity(workload, low, high, compile_target, hardware, cache_dir)
     layout = decode.program.sharded
-    return Serving(workload.spec, hardware, decode.program.devices,
+    # Both phases are answered: the SPEC as shown names neither.
+    shown = ",".join(part for part in workload.spec.split(",")
+                     if not part.startswith("phase="))
+    return Serving(shown, hardware, decode.program.devices,
                    layout.summary if layout else "one device", prefill, decode, knee,
                    capacity, LEFT_OUT)
+
+
+def _line_steps(batch: int, step: Callable[[str, int], PhaseStep]
+                ) -> tuple[PhaseStep, PhaseStep]:
+    """Two decode steps the knee's and the capacity's lines go through: from a batch of
+    :data:`LINES_FROM` where that fits, else from the served batch, else below it (a TPU's
+    compiler refuses a program that does not fit)."""
+    start = max(batch, LINES_FROM)
+    for low, high in ((start, 2 * start), (batch, 2 * batch), (max(1, batch // 2), batch)):
+        if low == high:
+            continue
+        try:
+            return step("decode", low), step("decode", high)
+        except DoesNotFitError:
+            continue
+    raise DoesNotFitError(f"decode fits at batch {batch} but at no second batch to draw "
+                          "the knee's and the capacity's lines through: give a batch of 2 "
+                          "or more, or shard over more devices")
 
 
 def _step(workload: Workload, phase: str, target: str, placer: Placer,
@@ -275,22 +302,24 @@ def _capacity(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
         try:
             program = compile_workload(variant(workload, phase="decode", batch=largest),
                                        target, cache_dir=cache_dir)
-        except DoesNotFitError as exc:
-            checked, note = None, f"XLA refused the compile at that batch: {exc}"
-            break
+        except DoesNotFitError:
+            # The compiler keeps some of the memory for itself: a little less.
+            checked, largest = None, largest - max(1, math.ceil(largest * REFUSED_STEP))
+            continue
         checked = fit(program, hardware)
         if checked is None or checked.fits:
             break
         over = checked.footprint_bytes - capacity
         largest -= max(1, math.ceil(over / per_sequence))
     else:
-        note = f"no batch found to fit in {CAPACITY_TRIES} compiles"
+        note = f"XLA's footprint did not fit in {CAPACITY_TRIES} compiles below the line's"
         checked = None
     return Capacity(largest, context, capacity, fixed, per_sequence, kv_per_token, checked,
                     note)
 
 
-CAPACITY_TRIES = 3
+CAPACITY_TRIES = 4
+REFUSED_STEP = 0.02   # how much smaller a batch the compiler refused is tried again
 
 
 def _cache_bytes(program: CompiledProgram) -> float:

@@ -68,26 +68,31 @@ def _bytes(value: float, like: float | None = None) -> str:
 def _knee_text(a: Serving) -> str:
     k = a.knee
     if k.batch is None:
-        return "none: memory-bound at any batch at this context"
+        return "never at this context"
     text = f"batch {k.batch:,.0f}"
     if k.checked is not None:
-        text += (f" (at {k.checked.batch}: {1 - k.checked.memory_bound_share:.0%} of the "
-                 "step not memory-bound)")
+        text += f" (at {k.checked.batch}: {1 - k.checked.memory_bound_share:.0%} not memory)"
     return text
 
 
-def _capacity_text(a: Serving) -> str:
+def _largest_text(a: Serving) -> str:
     c = a.capacity
-    if c.batch < 1:
-        return c.note
-    text = (f"batch {c.batch:,} ({c.tokens:,} tokens): {_bytes(c.fixed_bytes)} + "
-            f"{_bytes(c.per_sequence_bytes)} a sequence of {_bytes(c.capacity_bytes)}")
-    if c.checked is not None:
-        text += (f"; XLA's footprint there "
-                 f"{_bytes(c.checked.footprint_bytes, like=c.capacity_bytes)}")
-    elif c.note:
-        text += f"; {c.note}"
-    return text
+    return f"{c.batch:,} ({c.tokens:,} tokens)" if c.batch >= 1 else c.note
+
+
+def _footprint_text(a: Serving) -> str:
+    c = a.capacity
+    like = c.capacity_bytes
+    return (f"{_bytes(c.fixed_bytes, like)} + {_bytes(c.per_sequence_bytes, like)} a "
+            "sequence")
+
+
+def _checked_text(a: Serving) -> str:
+    c = a.capacity
+    if c.checked is None:
+        return c.note or "not checked"
+    return f"{_bytes(c.checked.footprint_bytes, c.capacity_bytes)} of " \
+           f"{_bytes(c.capacity_bytes, c.capacity_bytes)}"
 
 
 ROWS: tuple[tuple[str, Callable[[Serving], str]], ...] = (
@@ -97,12 +102,14 @@ ROWS: tuple[tuple[str, Callable[[Serving], str]], ...] = (
     ("decode tokens/s (system)", lambda a: _rate(a.decode.tokens_per_s)),
     ("decode tokens/s (device)", lambda a: _rate(a.per_device(a.decode.tokens_per_s))),
     ("prefill tokens/s (system)", lambda a: _rate(a.prefill.tokens_per_s)),
-    ("decode bound", lambda a: f"{a.decode.bound} ({a.decode.memory_bound_share:.0%} of "
-                               "the step memory-bound)"),
+    ("decode bound", lambda a: f"{a.decode.bound} ({a.decode.memory_bound_share:.0%} "
+                               "memory)"),
     ("prefill bound", lambda a: a.prefill.bound),
-    ("KV cache a token", lambda a: _bytes(a.capacity.kv_cache_bytes_per_token) + " a device"),
-    ("decode stops being memory-bound", _knee_text),
-    ("largest batch that fits", _capacity_text),
+    ("KV cache a token, a device", lambda a: _bytes(a.capacity.kv_cache_bytes_per_token)),
+    ("decode turns compute-bound", _knee_text),
+    ("largest batch that fits", _largest_text),
+    ("  its footprint, by line", _footprint_text),
+    ("  XLA's footprint there", _checked_text),
 )
 
 RATIOS: tuple[tuple[str, Callable[[Serving], float]], ...] = (

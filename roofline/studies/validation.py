@@ -142,13 +142,15 @@ def load_cases(path: Path = CASES_FILE) -> dict[str, Any]:
 
 # --- Published cross-generation measurements ---------------------------------------------
 
-def _samples(spec: str) -> int:
+def _samples(spec: str) -> float:
+    """The samples of one step on each device of its program: a sharded program's batch
+    is shared by its mesh's devices (a tensor-parallel pair serves one batch)."""
     from roofline.program.workloads import parse_spec
 
-    batch = parse_spec(spec).batch
-    if not batch:
+    workload = parse_spec(spec)
+    if not workload.batch:
         raise RooflineError(f"{CASES_FILE}: published case spec {spec!r} has no batch")
-    return batch
+    return workload.batch / (workload.sharding.devices if workload.sharding else 1)
 
 
 def _devices(device: Hardware, per: str | None) -> float:
