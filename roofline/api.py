@@ -9,6 +9,8 @@ The questions, each a function with a typed result:
 - :func:`predict` (and :func:`predict_ops`, from a table of measured ops): another device
 - :func:`whatif` and :func:`sensitivity`: the same device with parameters scaled
 - :func:`largest_batch`: the largest batch that fits a device's memory
+- :func:`serving` (and :func:`serving_curve`, over batches): a language model's prefill
+  and decode, tokens per second, where decode turns compute-bound, the largest batch
 - :func:`validate`: predictions against measurements the model does not read
 - :func:`measure` (and :func:`write_spec`): this host's or this GPU's real ceilings
 - :func:`profile`: run a program here and capture its trace
@@ -46,6 +48,8 @@ _HOMES: dict[str, str] = {
     "predict_ops": _QUESTIONS,
     "profile": "roofline.program.trace.capture:capture_spec",
     "sensitivity": _QUESTIONS,
+    "serving": "roofline.model.llm",
+    "serving_curve": "roofline.model.llm",
     "sweep": "roofline.studies.sweep:run_sweep",
     "validate": "roofline.studies.validation",
     "whatif": _QUESTIONS,
@@ -67,6 +71,7 @@ _HOMES: dict[str, str] = {
     "PredictionMode": _QUESTIONS,
     "ProgramPlacement": "roofline.model.analysis",
     "Sensitivity": "roofline.model.comparison",
+    "Serving": "roofline.model.llm",
     "Validation": "roofline.studies.validation",
     "WhatIf": _QUESTIONS,
     "WrittenSpec": "roofline.hardware.measured_spec",
@@ -115,6 +120,7 @@ _HOMES: dict[str, str] = {
     "build_heatmap": _PLOT,
     "build_roofline": _PLOT,
     "build_sensitivity": _PLOT,
+    "build_serving_curves": "roofline.render.plot.serving",
     "build_speedup": _PLOT,
     "measured_points": _PLOT,
     "predicted_points": _PLOT,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from roofline.api import serving
 from roofline.cli import main
 from roofline.hardware import load_hardware
-from roofline.model.llm import serving
 
 # A small grouped-query decoder: 2 layers, d 256, 8 query heads sharing 2 KV heads of 32.
 TINY = ("decoder:config=llama3-8b,layers=2,d_model=256,heads=8,kv_heads=2,d_ff=512,"
@@ -20,7 +20,7 @@ KV_PER_TOKEN = 2 * 2 * 2 * 32 * 2
 
 @pytest.fixture(scope="module")
 def h100():
-    return serving(TINY, load_hardware("h100-sxm"), compile_target="h100-sxm")
+    return serving(TINY, "h100-sxm")
 
 
 def test_the_phases_answer_time_to_first_token_and_per_output_token(h100):
@@ -56,7 +56,7 @@ def test_the_knee_is_where_the_compute_and_memory_lines_cross():
     # weights + 131 M LM-head = 0.66 GFLOP (0.7 us at 990 TFLOP/s) but only its cache,
     # 16 x 16 KiB, and its activations to the reads: compute rises faster and crosses.
     answer = serving("decoder:config=llama2-7b,layers=1,batch=8,prompt=16,context=16",
-                     load_hardware("h100-sxm"), compile_target="h100-sxm")
+                     "h100-sxm")
     knee = answer.knee
     assert knee.batch is not None and knee.from_batch == 64 < knee.batch
     assert knee.compute_per_sequence_s == pytest.approx(0.66e9 / 990e12, rel=0.25)
@@ -81,8 +81,7 @@ def test_the_largest_batch_fits_and_one_more_sequence_would_not(h100):
 
 def test_a_tensor_parallel_decoder_on_a_tpu_slice():
     # tp=8 on a TPU v5e: the 2x2 board has 4 chips, so the 2x4 slice is compiled.
-    answer = serving(TINY.replace("kv_heads=2", "kv_heads=8") + ",tp=8",
-                     load_hardware("tpu-v5e"), compile_target="tpu-v5e")
+    answer = serving(TINY.replace("kv_heads=2", "kv_heads=8") + ",tp=8", "tpu-v5e")
     assert answer.devices == 8
     assert answer.decode.program.target.topology == "v5e:2x4"
     assert "8" in answer.sharding

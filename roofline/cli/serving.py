@@ -15,9 +15,8 @@ from roofline.outputs import write_text_atomic
 
 
 def _llm(args: argparse.Namespace) -> int:
-    from roofline.model.llm import decoder_workload, serving, serving_curve
-    from roofline.model.placement import Overlap
-    from roofline.program.compile import resolve_target
+    from roofline.api import CompileOptions, PlacementOptions, serving, serving_curve
+    from roofline.model.llm import decoder_workload
     from roofline.render.serving import serving_document, serving_text
     from roofline.render.tables import to_csv, to_json
 
@@ -30,13 +29,10 @@ def _llm(args: argparse.Namespace) -> int:
         factors = key_values(args.scale, scale_factor, "--scale")
         scaled = devices[0][1].scaled(factors)
         devices.append((f"{devices[0][0]} " + " ".join(args.scale), scaled))
-    cache = cache_dir_of(args)
-    answers, targets = [], []
-    for _, hardware in devices:
-        target = resolve_target(args.target, hardware)
-        targets.append(target)
-        answers.append(serving(args.spec, hardware, compile_target=target,
-                               overlap=Overlap(args.overlap), cache_dir=cache))
+    placement = PlacementOptions(overlap=args.overlap)
+    compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    answers = [serving(args.spec, hardware, placement=placement, compile=compile)
+               for _, hardware in devices]
     labels = [label for label, _ in devices]
     if args.format == "json":
         text = to_json(serving_document(answers, labels))
@@ -52,12 +48,10 @@ def _llm(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     if args.plot:
-        from roofline.render.plot.serving import build_serving_curves
+        from roofline.api import build_serving_curves
 
-        curves = [(label, serving_curve(args.spec, hw, compile_target=target,
-                                        overlap=Overlap(args.overlap), cache_dir=cache),
-                   answer.devices)
-                  for (label, hw), target, answer in zip(devices, targets, answers)]
+        curves = [(label, serving_curve(args.spec, hw, placement=placement, compile=compile),
+                   answer.devices) for (label, hw), answer in zip(devices, answers)]
         save_plot(build_serving_curves(curves, title=answers[0].spec), args.plot)
     if args.roofline_plot:
         _save_phases_roofline(answers[0], labels[0], args.roofline_plot)
@@ -68,7 +62,8 @@ def _save_phases_roofline(answer: Any, label: str, path: str) -> None:
     """The prefill and decode ops of the first device on its roofline, one colour each."""
     import dataclasses
 
-    from roofline.render.plot import build_roofline, predicted_points
+    from roofline.api import build_roofline
+    from roofline.render.plot import predicted_points
 
     points = [dataclasses.replace(point, category=step.phase)
               for step in (answer.prefill, answer.decode)

@@ -27,6 +27,13 @@ from typing import TYPE_CHECKING, Any
 from roofline.errors import DoesNotFitError, RooflineError
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
 from roofline.model.placement import BoundKind, Overlap
+from roofline.model.questions import (
+    CompileOptions,
+    HardwareRef,
+    PlacementOptions,
+    _hardware,
+    _no_data_parallel,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -180,15 +187,29 @@ def variant(workload: Workload, **changes: Any) -> Workload:
     return FAMILIES[FAMILY].make(**{**workload.params, **changes})
 
 
-def serving(spec: str, hardware: Hardware, *, compile_target: str,
-            overlap: Overlap = Overlap.MAX,
-            cache_dir: str | Path | None = None) -> Serving:
-    """``spec``'s prefill and decode on ``hardware`` (module docstring); ``spec`` is a
-    decoder SPEC whose batch, prompt and context are the served ones, compiled for
-    ``compile_target`` (its sharding plan picks a slice big enough where the target names
-    none)."""
+def _setting(hardware: HardwareRef, placement: PlacementOptions, compile: CompileOptions
+             ) -> tuple[Hardware, Placer, str]:
+    """The device, its placer and the compile target a serving question uses."""
+    from roofline.program.compile import get_target, resolve_target
+
+    _no_data_parallel(compile, "serving (a decoder's dp parameter splits its batch)")
+    device = _hardware(hardware)
+    target = resolve_target(compile.compile_target, device)
+    get_target(target)   # an unknown target fails before any work
+    return device, Placer(device, Overlap(placement.overlap)), target
+
+
+def serving(spec: str, hardware: HardwareRef, *,
+            placement: PlacementOptions = PlacementOptions(),
+            compile: CompileOptions = CompileOptions()) -> Serving:
+    """A decoder SPEC's prefill and decode on ``hardware`` (module docstring): its batch,
+    prompt and context are the served ones (its phase is ignored). Compiled for
+    ``compile.compile_target`` (default: the hardware's own compiler), where a sharding
+    plan (``tp``, ``dp``) takes a slice big enough unless the target names one; placed at
+    ``placement.overlap``."""
     workload = decoder_workload(spec)
-    placer = Placer(hardware, overlap)
+    hardware, placer, compile_target = _setting(hardware, placement, compile)
+    cache_dir = compile.cache_dir
     batch = int(workload.params["batch"])
     steps: dict[tuple[str, int], PhaseStep] = {}
 
@@ -347,13 +368,15 @@ class CurvePoint:
 CURVE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def serving_curve(spec: str, hardware: Hardware, *, compile_target: str,
-                  batches: tuple[int, ...] = CURVE_BATCHES, overlap: Overlap = Overlap.MAX,
-                  cache_dir: str | Path | None = None) -> list[CurvePoint]:
-    """Prefill and decode of ``spec`` at each of ``batches`` that fits one device (a
+def serving_curve(spec: str, hardware: HardwareRef, *,
+                  batches: tuple[int, ...] = CURVE_BATCHES,
+                  placement: PlacementOptions = PlacementOptions(),
+                  compile: CompileOptions = CompileOptions()) -> list[CurvePoint]:
+    """Prefill and decode of a decoder SPEC at each of ``batches`` that fits one device (a
     compile XLA refuses, or a footprint past the device's memory, ends the curve)."""
     workload = decoder_workload(spec)
-    placer = Placer(hardware, overlap)
+    hardware, placer, compile_target = _setting(hardware, placement, compile)
+    cache_dir = compile.cache_dir
     points = []
     for batch in batches:
         try:
