@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from roofline.api import serving
+from roofline.api import CompileOptions, serving
 from roofline.cli import main
 from roofline.hardware import load_hardware
 
@@ -19,8 +19,14 @@ KV_PER_TOKEN = 2 * 2 * 2 * 32 * 2
 
 
 @pytest.fixture(scope="module")
-def h100():
-    return serving(TINY, "h100-sxm")
+def cache(tmp_path_factory):
+    """One compile cache for the module: the command reuses the fixture's compiles."""
+    return tmp_path_factory.mktemp("programs")
+
+
+@pytest.fixture(scope="module")
+def h100(cache):
+    return serving(TINY, "h100-sxm", compile=CompileOptions(cache_dir=cache))
 
 
 def test_the_phases_answer_time_to_first_token_and_per_output_token(h100):
@@ -90,16 +96,18 @@ def test_a_tensor_parallel_decoder_on_a_tpu_slice():
     assert answer.decode.link_s > 0   # the heads' partial sums cross the ICI links
 
 
-def test_the_command_compares_two_devices_and_a_scaled_one(tmp_path, capsys):
-    assert main(["llm", TINY, "--hardware", "h100-sxm", "--hardware", "h200",
-                 "--cache", str(tmp_path)]) == 0
+def test_the_command_compares_a_device_with_itself_scaled(h100, cache, capsys):
+    command = ["llm", TINY, "--hardware", "h100-sxm", "--scale", "memory_capacity=2",
+               "--cache", str(cache)]
+    assert main(command) == 0
     text = capsys.readouterr().out
-    assert "time per output token" in text and "h200 against h100-sxm" in text
-    assert main(["llm", TINY, "--hardware", "h100-sxm", "--scale", "memory_capacity=2",
-                 "--format", "json", "--cache", str(tmp_path)]) == 0
+    assert "time per output token" in text
+    assert "h100-sxm memory_capacity=2 against h100-sxm" in text
+    assert main([*command, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "roofline/serving/1"
     base, doubled = doc["devices"]
+    assert base["time_per_output_token_s"] == h100.time_per_output_token_s
     assert doubled["label"] == "h100-sxm memory_capacity=2"
     # Twice the memory holds more than twice the sequences: the weights take no more.
     assert doubled["capacity"]["batch"] > 2 * base["capacity"]["batch"]

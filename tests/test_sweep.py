@@ -166,6 +166,9 @@ def test_a_killed_worker_stops_the_sweep_with_a_message_and_loses_nothing(tmp_pa
     assert len(models) == 4 and models["key"].is_unique
 
 
+# A local Dask cluster's start-up takes most of its 5 s; the sweep's default local pool is
+# tested above.
+@pytest.mark.slow
 def test_dask_cluster_runs_the_same_sweep(tmp_path, local_sweep):
     from distributed import LocalCluster
 

@@ -15,6 +15,9 @@ from roofline.studies.validation import (
 )
 
 
+# Nine TPU compiles (about 16 s): the two ratio classes are also checked in the default
+# suite by tests/test_comparison.py's ParaDnn test.
+@pytest.mark.slow
 def test_paradnn_classes_are_a_consistency_check_outside_the_medians(capsys):
     # ParaDnn Sec. 4.5 (MLSys 2020): TPU v3 over v2 is 420/180 = 2.33x for compute-bound
     # ops, 3600/2400 = 1.5x for memory-bound ops, about 3x per sample for memory-bound
