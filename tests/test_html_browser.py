@@ -192,14 +192,20 @@ def _tooltip_text(driver) -> str:
 
 
 @pytest.mark.parametrize("kind", ("analysis", "prediction", "synthetic"))
-def test_hovering_a_point_shows_its_op(browser, reports, kind):
-    _open(browser, reports[kind])
-    point = _point_on_screen(browser, 0)
+def _hover(browser, point: dict) -> str:
+    """Move the mouse onto ``point`` and wait (up to 5 s) for a tooltip naming its op;
+    the tooltip's text."""
     _move_to(browser, point["x"], point["y"])
     deadline = time.perf_counter() + 5
     while point["name"] not in _tooltip_text(browser) and time.perf_counter() < deadline:
         time.sleep(0.05)
-    text = _tooltip_text(browser)
+    return _tooltip_text(browser)
+
+
+def test_hovering_a_point_shows_its_op(browser, reports, kind):
+    _open(browser, reports[kind])
+    point = _point_on_screen(browser, 0)
+    text = _hover(browser, point)
     assert point["name"] in text
     if kind == "analysis":   # name, FLOPs, bytes, time, bound and source op
         for label in ("op:", "FLOPs:", "bytes:", "time (s):", "bound:", "source op:"):
@@ -222,11 +228,7 @@ def test_the_prediction_roofline_draws_each_op_on_each_side_it_runs(browser, rep
     # where the op came from.
     index = shown["side"].index("target")
     point = _point_on_screen(browser, index)
-    _move_to(browser, point["x"], point["y"])
-    deadline = time.perf_counter() + 5
-    while point["name"] not in _tooltip_text(browser) and time.perf_counter() < deadline:
-        time.sleep(0.05)
-    text = _tooltip_text(browser)
+    text = _hover(browser, point)
     assert point["name"] in text
     for label in ("drawn on:", "source op:", "FLOPs:", "bytes:", "source time (s):",
                   "target time (s):", "source bound:", "target bound:", "speedup:"):
