@@ -191,7 +191,6 @@ def _tooltip_text(driver) -> str:
         return deep(document, '.bk-tooltip-content').map(e => e.textContent).join(' | ');""")
 
 
-@pytest.mark.parametrize("kind", ("analysis", "prediction", "synthetic"))
 def _hover(browser, point: dict) -> str:
     """Move the mouse onto ``point`` and wait (up to 5 s) for a tooltip naming its op;
     the tooltip's text."""
@@ -202,6 +201,7 @@ def _hover(browser, point: dict) -> str:
     return _tooltip_text(browser)
 
 
+@pytest.mark.parametrize("kind", ("analysis", "prediction", "synthetic"))
 def test_hovering_a_point_shows_its_op(browser, reports, kind):
     _open(browser, reports[kind])
     point = _point_on_screen(browser, 0)
