@@ -10,6 +10,7 @@ import pytest
 from roofline.api import CompileOptions, serving
 from roofline.cli import main
 from roofline.hardware import load_hardware
+from roofline.model.llm import PhaseStep, _knee
 
 # A small grouped-query decoder: 2 layers, d 256, 8 query heads sharing 2 KV heads of 32.
 TINY = ("decoder:config=llama3-8b,layers=2,d_model=256,heads=8,kv_heads=2,d_ff=512,"
@@ -57,6 +58,23 @@ def test_a_long_cache_keeps_decode_memory_bound_at_any_batch(h100):
     assert knee.compute_per_sequence_s < knee.memory_per_sequence_s
 
 
+def test_the_knee_is_where_two_steps_compute_and_memory_lines_cross():
+    # Two placed steps, by hand. Lines through (batch 64: 1 ms compute, 5 ms memory) and
+    # (128: 2 ms, 6 ms) rise alike and never meet. With 3 ms of compute at 128, compute
+    # rises 2 ms and memory 1 ms per 64 sequences: 1 + 2x = 5 + x at x = 4, batch
+    # 64 + 4 x 64 = 320, both 9 ms; the check compiles the power of two above it, 512.
+    def step(batch, compute_ms, memory_ms):
+        return PhaseStep("decode", batch, batch, compute_ms + memory_ms, compute_ms * 1e-3,
+                         memory_ms * 1e-3, 0.0, 0.0, 0.0, {}, None, None, None)
+    probed = []
+    parallel = _knee(step(64, 1, 5), step(128, 2, 6), probed.append)
+    assert parallel.batch is None and probed == []
+    knee = _knee(step(64, 1, 5), step(128, 3, 6), lambda b: probed.append(b) or step(b, 0, 1))
+    assert knee.batch == pytest.approx(320) and probed == [512]
+    assert knee.compute_at(320) == pytest.approx(knee.memory_at(320)) == pytest.approx(9e-3)
+
+
+@pytest.mark.slow
 def test_the_knee_is_where_the_compute_and_memory_lines_cross():
     # One Llama 2 7B layer with 16 cached positions: a sequence adds about 2 x 200 M
     # weights + 131 M LM-head = 0.66 GFLOP (0.7 us at 990 TFLOP/s) but only its cache,
@@ -85,6 +103,7 @@ def test_the_largest_batch_fits_and_one_more_sequence_would_not(h100):
     assert c.per_sequence_bytes >= 512 * KV_PER_TOKEN
 
 
+@pytest.mark.slow
 def test_a_tensor_parallel_decoder_on_a_tpu_slice():
     # tp=8 on a TPU v5e: the 2x2 board has 4 chips, so the 2x4 slice is compiled.
     answer = serving(TINY.replace("kv_heads=2", "kv_heads=8") + ",tp=8", "tpu-v5e")

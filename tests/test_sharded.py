@@ -93,3 +93,16 @@ def test_a_tensor_parallel_decode_step_all_reduces_its_activations(target):
     assert [op.opcode.removesuffix("-start") for op in reduces] == ["all-reduce"] * 5
     assert [op.link_bytes for op in reduces] == [2 * 3 / 4 * 8 * 256 * 2] * 5
     assert program.costs.link_bytes == 30_720
+
+
+def test_a_sharded_program_read_back_from_the_cache_keeps_its_slice_and_layout(tmp_path):
+    from roofline.program.compile import compile_workload
+    from roofline.program.workloads import parse_spec
+
+    workload = parse_spec("decoder:config=llama3-8b,layers=1,d_model=256,heads=8,kv_heads=8,"
+                          "d_ff=512,vocab=1024,batch=8,context=64,tp=8")
+    first = compile_workload(workload, "tpu-v5e", cache_dir=tmp_path)
+    again = compile_workload(workload, "tpu-v5e", cache_dir=tmp_path)
+    assert again.cached and not first.cached
+    assert again.target.name == first.target.name == "tpu-v5e:2x4"
+    assert again.sharded == first.sharded and again.devices == 8

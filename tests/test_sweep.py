@@ -192,6 +192,9 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys, monkeypatch):
     assert "cannot reach the Dask scheduler" in capsys.readouterr().err
 
 
+# The slow 200-model sweep below checks the same signs at scale; the regression's text is
+# checked in test_text_output.py.
+@pytest.mark.slow
 def test_regression_signs_on_tpu_v2(tmp_path):
     # ParaDnn (Sec. 4.1, FC on TPU v2): larger batches and more nodes raise FLOP/s utilization.
     plan = SweepPlan("fc", {"layers": [4, 8], "nodes": [128, 1024],

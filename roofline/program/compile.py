@@ -461,7 +461,10 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
         raise DoesNotFitError(entry["does_not_fit"])
     lowered = entry.get("lowered")
     if isinstance(lowered, str) and _CACHE_KEY.fullmatch(lowered):
-        cached = _cached_program(cache_dir, lowered, get_target(target))
+        spec = get_target(target)
+        if workload.sharding is not None:   # the slice it was compiled over, as compiled
+            spec = sized_for(spec, workload.sharding.devices)
+        cached = _cached_program(cache_dir, lowered, spec)
         if cached is not None:
             return cached
     try:
