@@ -76,28 +76,31 @@ class PhaseStep:
     def tokens_per_s(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else math.inf
 
+    def seconds_by_kind(self) -> dict[BoundKind, float]:
+        """The step's time by the kind of limit that holds each op back."""
+        kinds: dict[BoundKind, float] = {}
+        for bound, seconds in self.placement.seconds_by_bound().items():
+            kinds[bound.kind] = kinds.get(bound.kind, 0.0) + seconds
+        return kinds
+
     @property
     def bound(self) -> str:
         """The kind of limit that holds most of the step's time."""
-        kinds: dict[str, float] = {}
-        for op in self.placement.ops:
-            if op.placement is not None:
-                kind = op.placement.bound.kind.value
-                kinds[kind] = kinds.get(kind, 0.0) + op.seconds
-        return max(kinds, key=kinds.get) if kinds else "none"  # type: ignore[arg-type]
+        kinds = self.seconds_by_kind()
+        return max(kinds, key=kinds.__getitem__).value if kinds else "none"
 
     @property
     def memory_bound_share(self) -> float:
-        total = sum(self.seconds_by_bound.values()) or 1.0
-        return sum(s for b, s in self.seconds_by_bound.items()
-                   if b.startswith(BoundKind.MEMORY.value)) / total
+        kinds = self.seconds_by_kind()
+        return kinds.get(BoundKind.MEMORY, 0.0) / (sum(kinds.values()) or 1.0)
 
 
 @dataclass(frozen=True)
 class Knee:
     """Where decode turns from memory- to compute-bound: ``batch`` (None: the step's
     compute time grows no faster than its memory time, so it stays memory-bound at any
-    batch at this context), and the step at ``checked_batch`` compiled to check it."""
+    batch at this context), and the step ``checked``: compiled at the power of two at or
+    above it."""
 
     batch: float | None
     from_batch: int                  # the lines start at this batch's step...
