@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from roofline.errors import RooflineError
-from roofline.program.workloads.precision import Precision, normalize
+from roofline.program.workloads.precision import Precision
 from roofline.program.workloads.registry import (
     LAYER_LIMIT,
     Family,
@@ -44,7 +44,13 @@ from roofline.program.workloads.registry import (
     jnp_dtype,
     register,
 )
-from roofline.program.workloads.zoo import Params, _dense, _workload, param_shapes
+from roofline.program.workloads.zoo import (
+    Params,
+    _dense,
+    _layer_norm,
+    _workload,
+    param_shapes,
+)
 
 MLP_KINDS = ("gelu", "swiglu", "geglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
@@ -186,10 +192,10 @@ def resolved_config(p: dict[str, Any]) -> DecoderConfig:
 # --- the model -----------------------------------------------------------------------------
 
 def _norm(P: Params, cfg: DecoderConfig, x: Any) -> Any:
+    if cfg.norm == "layernorm":
+        return _layer_norm(P, x)
     dtype = P.norm_dtype(x)
     scale = P("scale", cfg.d_model, dtype=dtype)
-    if cfg.norm == "layernorm":
-        return normalize(x, (-1,), scale, P("bias", cfg.d_model, dtype=dtype), dtype)
     y = x.astype(dtype)
     y = y * jax.lax.rsqrt(jnp.mean(y * y, axis=-1, keepdims=True) + 1e-6)
     return (y * scale.astype(dtype)).astype(x.dtype)
