@@ -49,6 +49,17 @@ def parents() -> Parents:
     return Parents(common, formatted, compiling)
 
 
+def add_execution_option(parser: argparse.ArgumentParser) -> None:
+    """--execution: a SPEC's ops as XLA compiles them, or as an eager framework runs them."""
+    parser.add_argument(
+        "--execution", choices=("fused", "eager"), default="fused",
+        help="a SPEC's ops on a GPU or CPU as XLA compiles them (fused, the default), or "
+             "as an eager framework such as PyTorch or TensorFlow without XLA runs them "
+             "(eager: one kernel per op of the program before XLA's optimizations, views "
+             "free, library kernels such as batch norm one each); a TPU always runs the "
+             "compiled program")
+
+
 def cache_dir_of(args: argparse.Namespace) -> Path | None:
     """The compile cache a command uses: ``--cache DIR`` (checked with the outputs), none
     with ``--no-cache``, else the user's (:func:`roofline.program.compile.default_cache_dir`).

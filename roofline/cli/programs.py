@@ -7,7 +7,14 @@ import sys
 from typing import Any
 
 from roofline.api import load_hardware
-from roofline.cli.common import Parents, cache_dir_of, device_choice, emit, save_plot
+from roofline.cli.common import (
+    Parents,
+    add_execution_option,
+    cache_dir_of,
+    device_choice,
+    emit,
+    save_plot,
+)
 from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
 from roofline.limits import PROFILE_STEPS
@@ -29,7 +36,8 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.plot and not args.hardware:
         raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    result = analyze(args.spec, hardware, placement=PlacementOptions(overlap=args.overlap),
+    result = analyze(args.spec, hardware, placement=PlacementOptions(
+                         overlap=args.overlap, execution=args.execution),
                      compile=CompileOptions(compile_target=args.target,
                                             data_parallel=args.data_parallel,
                                             cache_dir=cache_dir_of(args)))
@@ -151,6 +159,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="TPU targets: split the batch over every device of a board")
     p.add_argument("--overlap", choices=("max", "sum"), default="max",
                    help="how an op's time terms combine (default: max)")
+    add_execution_option(p)
     p.add_argument("--top", type=int, default=25,
                    help="ops shown in the table format (0: all)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")

@@ -9,6 +9,7 @@ from roofline.api import Ceilings, ComparedUnit, load_hardware
 from roofline.cli.common import (
     FLOOR_MAX_S,
     Parents,
+    add_execution_option,
     cache_dir_of,
     emit,
     floor_seconds,
@@ -35,7 +36,8 @@ def _whatif(args: argparse.Namespace) -> int:
     result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
                     power_w=args.power,
                     placement=PlacementOptions(overlap=args.overlap,
-                                               clamp=args.clamp_efficiency),
+                                               clamp=args.clamp_efficiency,
+                                               execution=args.execution),
                     compile=CompileOptions(compile_target=args.target,
                                            cache_dir=cache_dir_of(args)))
     doc = result.to_document()
@@ -64,7 +66,8 @@ def _predict(args: argparse.Namespace) -> int:
                             "(a table of measured ops), not both")
     placement = PlacementOptions(overlap=args.overlap, ceilings=args.ceilings,
                                  clamp=args.clamp_efficiency, floor=args.floor,
-                                 host_floor=args.host_floor, target_floor=args.target_floor)
+                                 host_floor=args.host_floor, target_floor=args.target_floor,
+                                 execution=args.execution)
     source = load_hardware(args.source, args.hardware_dir)
     target = load_hardware(args.dest, args.hardware_dir)   # --to
     per = args.per
@@ -103,7 +106,8 @@ def _sensitivity(args: argparse.Namespace) -> int:
     from roofline.api import CompileOptions, PlacementOptions, sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
-                         placement=PlacementOptions(overlap=args.overlap),
+                         placement=PlacementOptions(overlap=args.overlap,
+                                                    execution=args.execution),
                          compile=CompileOptions(compile_target=args.target,
                                                 cache_dir=cache_dir_of(args)))
     emit(args, text=sensitivity_text(result), document=result.to_document(),
@@ -129,6 +133,7 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
         p.add_argument("--target", help="compile target (default: the hardware's own, "
                                         "e.g. tpu-v3, else host)")
         p.add_argument("--overlap", choices=("max", "sum"), default="max")
+        add_execution_option(p)
         if name == "whatif":
             p.add_argument("--clamp-efficiency", action="store_true",
                            help="runs: cap measured efficiency at 100%% instead of refusing "
@@ -196,6 +201,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                    help="predict this SPEC on the target instead (e.g. the bf16 version of "
                         "a measured f32 run)")
     p.add_argument("--overlap", choices=("max", "sum"), default="max")
+    add_execution_option(p)
     p.add_argument("--clamp-efficiency", action="store_true",
                    help="runs: cap measured efficiency at 100%% instead of refusing ops "
                         "faster than the spec allows")

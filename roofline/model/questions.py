@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
-from roofline.hardware.records import Ceilings, Hardware, HardwareKind
+from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
 from roofline.model.analysis import (
     BATCH_LIMIT,
     CapacityThroughput,
@@ -69,8 +69,15 @@ from roofline.program.compile import (
     get_target,
     resolve_target,
 )
+from roofline.program.execution import (
+    Execution,
+    compile_target_for,
+    execution_of,
+    on_device,
+)
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
+from roofline.studies.accuracy import ErrorBand, expected_error
 
 if TYPE_CHECKING:
     import pandas
@@ -107,7 +114,10 @@ class PlacementOptions:
     it, ``floor`` says where the target runs (:class:`roofline.model.floor.FloorPolicy`:
     ``same-host`` carries the run's fitted floor; ``other-host`` gives it its device's
     launch cost plus ``host_floor`` seconds, or the host part estimated from the run;
-    ``auto`` picks per question). ``overlap`` is all that :func:`analyze` and
+    ``auto`` picks per question). ``execution``: a SPEC's ops as XLA compiles them
+    (``fused``) or as an eager framework runs them (``eager``: one kernel per op;
+    :class:`roofline.program.execution.Execution`; a TPU always runs the compiled
+    program). ``overlap`` and ``execution`` are all that :func:`analyze` and
     :func:`sensitivity` read; :func:`whatif` reads ``ceilings`` and ``clamp`` too."""
 
     overlap: Overlap | str = Overlap.MAX
@@ -116,6 +126,7 @@ class PlacementOptions:
     floor: str = "auto"
     host_floor: float | None = None
     target_floor: float | None = None
+    execution: Execution | str = Execution.FUSED
 
 
 @dataclass(frozen=True)
@@ -195,9 +206,10 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
         if target or data_parallel:
             raise RooflineError(f"{found.path} is a program compiled already: --target and "
                                 "--data-parallel compile a SPEC")
+        _compiled_already(found.path, placement.execution)
         label, program = str(found.path), dumped_program(read_dump(found.path))
     else:
-        target = resolve_target(target, hw)
+        target = resolve_target(compile_target_for(placement.execution, hw, target), hw)
         get_target(target)  # an unknown target fails before any work
         workload = parse_spec(found.spec)
         label, program = workload.spec, compile_workload(workload, target,
@@ -209,15 +221,27 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
                     fit(program, hw))
 
 
+def _compiled_already(path: Path, execution: Execution | str) -> None:
+    """A dump is a compiled program: it runs as compiled."""
+    if execution_of(execution) is Execution.EAGER:
+        raise RooflineError(f"{path} holds a program XLA compiled already: eager execution "
+                            "runs a SPEC's program before XLA's optimizations; give a SPEC")
+
+
 def program_ops(input: str | Path, hardware: HardwareRef, *,
                 compile_target: str | None = None,
-                cache_dir: str | Path | None = None) -> ProgramOps:
-    """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on).
-    ``cache_dir`` reuses programs compiled before (see :func:`compile_program`)."""
-    target = compile_target
+                cache_dir: str | Path | None = None,
+                execution: Execution | str = Execution.FUSED) -> ProgramOps:
+    """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on),
+    a SPEC's as ``execution`` runs them. ``cache_dir`` reuses programs compiled before
+    (see :func:`compile_program`)."""
     hw = _hardware(hardware)
+    target = compile_target_for(execution, hw, compile_target)
     found = resolve_input(input)
     if isinstance(found, RunInput):
+        if execution_of(execution) is Execution.EAGER:
+            raise RooflineError(f"{found.path} is a measured run: its kernels are what ran; "
+                                "eager execution places a SPEC")
         from roofline.model.explain import explain
         from roofline.program.run import load_run
 
@@ -231,6 +255,7 @@ def program_ops(input: str | Path, hardware: HardwareRef, *,
     if isinstance(found, DumpInput):
         from roofline.program.hlo_dump import dumped_program, read_dump
 
+        _compiled_already(found.path, execution)
         if target is not None:
             raise RooflineError(f"{found.path} is a program compiled already: --target "
                                 "compiles a SPEC")
@@ -320,7 +345,7 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
     hw = _hardware(hardware)
     hw.scaled(dict(scale))   # bad names fail before a compile
     program = program_ops(input, hw, compile_target=compile.compile_target,
-                          cache_dir=compile.cache_dir)
+                          cache_dir=compile.cache_dir, execution=placement.execution)
     if program.measured_s is not None:
         before = program.hardware.at_ceilings(ceilings)
         floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))
@@ -360,6 +385,10 @@ class Prediction:
     per: ComparedUnit | None = None   # the unit compared (model/sides.py); None: one
     sides: tuple[str, str] = ("", "")  # compile device each; how each side runs the step
     units: tuple[StepUnit, StepUnit] | None = None   # what runs each side's step
+    # How each side runs the program (None: measured times carried, or an ops table)
+    execution: tuple[Execution, Execution] | None = None
+    # The error to expect, from the validated cases nearest it (None: no case of its kind)
+    expected_error: ErrorBand | None = None
 
     @property
     def over_bound(self) -> tuple[float, float] | None:
@@ -432,6 +461,10 @@ class Prediction:
         if self.per is not None:
             doc["per"] = self.per
             doc["sides"] = dict(zip(("source", "target"), self.sides))
+        if self.execution is not None:
+            doc["execution"] = dict(zip(("source", "target"), map(str, self.execution)))
+        doc["expected_error"] = (None if self.expected_error is None
+                                 else self.expected_error.to_document())
         if self.bound is not None:
             doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
                                   "speedup": self.bound.speedup,
@@ -516,8 +549,10 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
         return _predict_per(str(input), source, destination, per, stand_in=compile_target,
                             devices=devices, to_program=to_program,
                             max_batch=max_batch, overlap=overlap, ceilings=ceilings,
-                            cache_dir=cache_dir)
-    program = program_ops(input, source, compile_target=compile_target, cache_dir=cache_dir)
+                            cache_dir=cache_dir, execution=placement.execution)
+    execution = placement.execution
+    program = program_ops(input, source, compile_target=compile_target, cache_dir=cache_dir,
+                          execution=execution)
     source_hw = program.hardware
     dest = aligned_scope(destination, source_hw.scope, source_hw.kind)
     after_ops, after_batch = None, program.batch
@@ -525,20 +560,24 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     if after_input is not None:
         own_gpu = (program.compile_target is not None and dest.kind == HardwareKind.GPU
                    and get_target(program.compile_target).platform == "gpu")
-        dest_target = resolve_target("gpu" if own_gpu else None, dest)
+        dest_target = resolve_target(compile_target_for(
+            execution, dest, "gpu" if own_gpu else None), dest)
         same = dest_target == program.compile_target and after_input == str(input)
         if not same and (to_program or dest_target not in ("host", program.compile_target)):
             after = program_ops(after_input, dest, compile_target=dest_target,
-                                cache_dir=cache_dir)
+                                cache_dir=cache_dir, execution=execution)
             after_ops, dest, after_batch = after.ops, after.hardware, after.batch
     if after_ops is None:   # the target runs the source's ops: whose are they?
         program = dataclasses.replace(program, coverage=program.coverage + coverage(
             compiler_gap(compiler_note(program.platform, program.compiler, dest))))
     bound = _lower_bound(program.ops, source_hw, dest, overlap, after_ops)
-    source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     measured_s = program.measured_s
     if measured is not None:
         measured_s = _measured_table(measured)
+    if measured_s is not None:
+        source_hw, dest = even_ceilings(source_hw, dest, ceilings)
+    else:
+        source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
     if measured_s is not None:
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
                               target_ops=after_ops, clamp=clamp,
@@ -557,7 +596,11 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
                                      coverage=comparison.coverage + program.coverage)
     return Prediction(str(input), mode, comparison, program.batch, capacity, bound,
                       units=(device_unit(source_hw, program.batch),
-                             device_unit(dest, after_batch)))
+                             device_unit(dest, after_batch)),
+                      execution=None if measured_s is not None else (
+                          on_device(execution, source_hw), on_device(execution, dest)),
+                      expected_error=expected_error(
+                          comparison, transfer=mode is PredictionMode.TRANSFER))
 
 
 def _predict_per(spec: str, source: Hardware, destination: Hardware,
@@ -565,17 +608,18 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware,
                  stand_in: str | None, devices: int, to_program: str | None,
                  max_batch: bool,
                  overlap: Overlap | str, ceilings: Ceilings | str,
-                 cache_dir: str | Path | None) -> Prediction:
+                 cache_dir: str | Path | None,
+                 execution: Execution | str = Execution.FUSED) -> Prediction:
     """:func:`predict` of the same step on ``per`` of each device (model/sides.py); a GPU
     or CPU side takes its ops from the ``stand_in`` compile target's (default: the other
-    side's TPU compiler, else this host's)."""
+    side's TPU compiler, else this host's), or runs eagerly (``execution``)."""
     from roofline.program.workloads import parse_spec
 
     stand_in = stand_in or default_stand_in(source, destination, devices)
     before = place_side(spec, source, per, stand_in=stand_in, devices=devices,
-                        cache_dir=cache_dir)
+                        cache_dir=cache_dir, execution=execution)
     after = place_side(to_program or spec, destination, per, stand_in=stand_in,
-                       devices=devices, cache_dir=cache_dir)
+                       devices=devices, cache_dir=cache_dir, execution=execution)
     bound = _lower_bound(before.ops, before.hardware, after.hardware, overlap, after.ops)
     comparison = compare_costs(before.ops, before.hardware.at_ceilings(ceilings),
                                after.hardware.at_ceilings(ceilings), Overlap(overlap),
@@ -585,7 +629,9 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware,
     capacity = _capacity(spec, source, destination, cache_dir) if max_batch else None
     return Prediction(spec, PredictionMode.ANALYTICAL, comparison, parse_spec(spec).batch, capacity,
                       bound, before.unit, (before.description, after.description),
-                      (before.runs_on, after.runs_on))
+                      (before.runs_on, after.runs_on),
+                      (on_device(execution, source), on_device(execution, destination)),
+                      expected_error(comparison))
 
 
 def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRef, *,
@@ -601,6 +647,9 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
     from roofline.model.comparison import same_layer
     from roofline.program.ops_table import OpsTable, read_ops_table
 
+    if execution_of(placement.execution) is Execution.EAGER:
+        raise RooflineError("an ops table's rows are kernels as measured, one per op: "
+                            "eager execution places a SPEC's program (leave it out here)")
     given = table if isinstance(table, OpsTable) else read_ops_table(table)
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
     source_hw = _hardware(source)
@@ -611,7 +660,7 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
     after = (ops.with_dtype(to_dtype) if to_dtype else ops).laid_out_for(dest.kind)
     after_ops = None if after is ops else list(after.ops)
     bound = _lower_bound(list(ops.ops), source_hw, dest, overlap, after_ops)
-    source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
+    source_hw, dest = even_ceilings(source_hw, dest, ceilings)
     comparison = transfer(list(ops.ops), ops.measured_s, source_hw, dest, Overlap(overlap),
                           target_ops=after_ops, clamp=clamp, calls=True, pairs_with=same_layer,
                           target_floor=None if placement.target_floor is None
@@ -619,7 +668,8 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
                           floor_policy=floor_policy(placement.floor,
                                                     other_host=source_hw.id != dest.id),
                           host_floor_s=placement.host_floor)
-    return Prediction(ops.source, PredictionMode.TRANSFER, comparison, None, bound=bound)
+    return Prediction(ops.source, PredictionMode.TRANSFER, comparison, None, bound=bound,
+                      expected_error=expected_error(comparison, transfer=True))
 
 
 def floor_policy(name: str, other_host: bool) -> FloorPolicy:
@@ -704,7 +754,7 @@ def sensitivity(input: str | Path, hardware: HardwareRef, *,
     ``placement.overlap``)."""
     _no_data_parallel(compile, "sensitivity")
     program = program_ops(input, hardware, compile_target=compile.compile_target,
-                          cache_dir=compile.cache_dir)
+                          cache_dir=compile.cache_dir, execution=placement.execution)
     return dataclasses.replace(sensitivity_of(program.ops, program.hardware,
                                               Overlap(placement.overlap)),
                                input=str(input))

@@ -32,6 +32,7 @@ from roofline.program.compile import (
     get_target,
     resolve_target,
 )
+from roofline.program.execution import Execution, compile_target_for
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
 
@@ -115,10 +116,12 @@ def default_stand_in(source: Hardware, destination: Hardware, devices: int = 1
 
 def place_side(spec: str, hardware: Hardware, unit: ComparedUnit | str, *,
                stand_in: str | None = None, devices: int = 1,
-               cache_dir: str | Path | None = None) -> Side:
+               cache_dir: str | Path | None = None,
+               execution: Execution | str = Execution.FUSED) -> Side:
     """``spec``'s step on ``unit`` of ``hardware`` (module docstring). A device that is no
     compile target (a GPU, a CPU) takes its ops from the ``stand_in`` target's compile
-    (default: this host's), and is ``devices`` of it running the step data-parallel."""
+    (default: this host's), or runs the program eagerly (``execution``), and is
+    ``devices`` of it running the step data-parallel."""
     from roofline.program.workloads import parse_spec
 
     if unit not in tuple(ComparedUnit):
@@ -129,13 +132,16 @@ def place_side(spec: str, hardware: Hardware, unit: ComparedUnit | str, *,
     target = compile_target_of(hardware)
     if hardware.kind != HardwareKind.TPU:
         own = stand_in != LOCAL_GPU.name or hardware.kind == HardwareKind.GPU
-        target = resolve_target(stand_in if own else None, hardware)
+        gradients = resolve_target(stand_in if own else None, hardware)
+        target = resolve_target(compile_target_for(execution, hardware, None) or gradients,
+                                hardware)
         if unit == ComparedUnit.CORE:
             raise RooflineError(
                 f"--per core compares one TPU core; {hardware.id} is a {hardware.kind}, "
                 "one device: compare per chip, board or device")
         if devices > 1:
-            return _devices_side(spec, workload, hardware, unit, devices, target, cache_dir)
+            return _devices_side(spec, workload, hardware, unit, devices, target, gradients,
+                                 cache_dir)
         program = compile_workload(workload, target, cache_dir=cache_dir)
         note = compiler_note(program.target.platform, program.target.compiler, hardware)
         return Side(hardware, working_ops(program.costs.ops), unit,
@@ -180,13 +186,14 @@ def place_side(spec: str, hardware: Hardware, unit: ComparedUnit | str, *,
 
 
 def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: ComparedUnit,
-                  devices: int, target: str, cache_dir: str | Path | None) -> Side:
-    """``devices`` GPUs (or CPUs) each running its share of the batch, then a ring
-    all-reduce of the gradients over the device's first link. The gradients are those the
-    ``target`` compiler reduces in its board compile of the whole step: a ring over n
-    devices sends 2 (n - 1) / n of them from each, so they are its collectives' link bytes
-    divided by that factor (none for inference)."""
-    if not get_target(target).is_tpu:
+                  devices: int, target: str, gradients_from: str,
+                  cache_dir: str | Path | None) -> Side:
+    """``devices`` GPUs (or CPUs) each running its share of the batch as ``target``'s
+    program, then a ring all-reduce of the gradients over the device's first link. The
+    gradients are those the ``gradients_from`` compiler reduces in its board compile of
+    the whole step: a ring over n devices sends 2 (n - 1) / n of them from each, so they
+    are its collectives' link bytes divided by that factor (none for inference)."""
+    if not get_target(gradients_from).is_tpu:
         raise RooflineError(
             f"{devices} {hardware.id}s need the step's gradients, which only a board "
             f"compile shows: give a TPU --target for the {hardware.kind}'s ops (e.g. "
@@ -196,8 +203,9 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: Compa
                             "compare one device, or add its links to the spec file")
     each = _share_of_batch(workload.batch, devices, f"{devices}-device {hardware.id}")
     program = compile_workload(_with_batch(spec, each), target, cache_dir=cache_dir)
-    _, board = board_devices(target)
-    whole = compile_workload(workload, target, data_parallel=True, cache_dir=cache_dir)
+    _, board = board_devices(gradients_from)
+    whole = compile_workload(workload, gradients_from, data_parallel=True,
+                             cache_dir=cache_dir)
     gradients = sum(op.link_bytes for op in whole.costs.ops) / (2 * (board - 1) / board)
     link = hardware.links[0]
     reduce = OpCost(
@@ -210,9 +218,10 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: Compa
     ops = working_ops(program.costs.ops) + ([reduce] if gradients else [])
     return Side(hardware, ops, unit,
                 f"{hardware.id} x {devices}: data-parallel, batch {each} each (global "
-                f"{workload.batch}), {gradients:.4g} B of gradients all-reduced as a ring "
-                f"over {link.name}; ops of the {_compile_text(target)}, placed in the "
-                "dtypes the program stores", target,
+                f"{workload.batch}), {gradients:.4g} B of gradients (from the "
+                f"{gradients_from} board compile) all-reduced as a ring over {link.name}; "
+                f"ops of the {_compile_text(target)}, placed in the dtypes the program "
+                "stores", target,
                 StepUnit(f"{hardware.id} x {devices}", hardware.ref, workload.batch, devices))
 
 

@@ -57,6 +57,12 @@ class XlaCost:
         return bool(self.raw)
 
 
+def lowered_hlo_text(lowered: Any) -> str:
+    """A lowered program as HLO text before XLA's optimizations, with each op's metadata
+    (its JAX op name and named scopes)."""
+    return lowered.as_text(dialect="hlo", debug_info=True)
+
+
 def xla_cost(compiled: Any) -> XlaCost:
     raw = compiled.cost_analysis()
     if isinstance(raw, list):  # jax < 0.4.30 returned one dict per module

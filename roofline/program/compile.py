@@ -26,6 +26,7 @@ from roofline.hardware.records import HardwareKind
 from roofline.input_files import COMPILE_CACHE_RECORD, read_optional_input
 from roofline.outputs import write_text_atomic
 from roofline.program import _xla
+from roofline.program.execution import EAGER_TARGET, Execution
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
 from roofline.program.json_fields import checked_fields
@@ -60,6 +61,9 @@ class Target:
         """Whose ops the program holds, for people: "XLA:CPU on this host"."""
         if self.dump:
             return self.dump
+        if self.name == EAGER_TARGET:
+            return ("no compiler: the program before XLA's optimizations, run eagerly (one "
+                    "kernel per op, views free, library kernels one each)")
         if self.is_tpu:
             return f"XLA:TPU for {self.topology}, deviceless"
         if self.gpu_config:
@@ -79,6 +83,9 @@ TARGETS: dict[str, Target] = {
     "tpu-v5e": Target("tpu-v5e", "tpu", "v5e:2x2", 4),
     "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4),
     "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4),
+    # A program as an eager framework runs it (roofline.program.hlo.eager): lowered, not
+    # compiled.
+    EAGER_TARGET: Target(EAGER_TARGET, ""),
 }
 
 
@@ -227,6 +234,11 @@ class CompiledProgram:
     print_seconds: float = 0.0   # XLA printing the optimized HLO text, after its compile
     sharded: ShardedLayout | None = None   # None: one device, or the batch split (data_parallel)
 
+    @property
+    def execution(self) -> Execution:
+        """Whether the program runs as compiled or eagerly (the eager target's)."""
+        return Execution.EAGER if self.target.name == EAGER_TARGET else Execution.FUSED
+
     @cached_property
     def graph(self) -> nx.DiGraph:
         from roofline.program.hlo.graph import build_graph  # networkx only for those who ask
@@ -295,6 +307,10 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     is read back, not recompiled.
     """
     spec = get_target(target)
+    if spec.name == EAGER_TARGET and (sharding is not None or data_parallel):
+        raise RooflineError("eager execution runs a program on one device: a sharded or "
+                            "data-parallel program runs as XLA compiles it (execution "
+                            "fused)")
     if sharding is not None:
         if data_parallel:
             raise RooflineError("a program with its own sharding plan is not also split by "
@@ -315,6 +331,11 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
                 cached = _cached_program(cache_dir, key, spec)
                 if cached is not None:
                     return cached
+            if spec.name == EAGER_TARGET:
+                program = _eager_program(lowered, spec, lower_seconds, key)
+                if cache_dir:
+                    _cache_write(cache_dir, key, program)
+                return program
             start = time.perf_counter()
             with waiting(f"compiling for {target}"):
                 compiled = lowered.compile()
@@ -339,6 +360,25 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     if cache_dir:
         _cache_write(cache_dir, key, program)
     return program
+
+
+def _eager_program(lowered: Any, spec: Target, lower_seconds: float, key: str
+                   ) -> CompiledProgram:
+    """The lowered program as an eager framework runs it (no XLA compile, so no XLA
+    totals and no memory footprint): :mod:`roofline.program.hlo.eager`."""
+    from roofline.program.hlo.eager import eager_module_text
+
+    start = time.perf_counter()
+    text = _xla.lowered_hlo_text(lowered)
+    print_seconds = time.perf_counter() - start
+    eager_text = eager_module_text(parse_hlo_text(text))
+    costs = analyze_module(parse_hlo_text(eager_text))
+    return CompiledProgram(
+        target=spec, devices=1, device_kind=EAGER_TARGET, device_scope="device",
+        hlo_text=eager_text, costs=costs, xla=_xla.xla_cost_from_raw({}), memory=None,
+        versions=_xla.versions(), compile_seconds=0.0,
+        analysis_seconds=time.perf_counter() - start - print_seconds, cache_key=key,
+        lower_seconds=lower_seconds, print_seconds=print_seconds)
 
 
 def _device_scope(spec: Target, devices: int) -> str:
@@ -509,7 +549,8 @@ def _spec_index_key(workload: Workload, target: str, data_parallel: bool) -> str
         return None
     versions = json.dumps(_xla.versions(), sort_keys=True)
     material = (f"spec|{workload.spec}|{target}|{get_target(target).gpu_config}|"
-                f"{data_parallel}|{versions}|{_workload_sources_version()}")
+                f"{data_parallel}|{versions}|{_workload_sources_version()}"
+                f"{_eager_rewrite_version(target)}")
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -521,10 +562,16 @@ def _workload_sources_version() -> str:
     return digest.hexdigest()
 
 
+def _eager_rewrite_version(target: str) -> str:
+    """What an eager program's record also depends on: the rewrite that made its HLO
+    (:mod:`roofline.program.hlo.eager`), kept as text in the record."""
+    return f"|{_cost_rules_version()}" if target == EAGER_TARGET else ""
+
+
 def _cache_key(lowered_text: str, target: Target, devices: int, device_kind: str) -> str:
     versions = json.dumps(_xla.versions(), sort_keys=True)
     material = (f"{target.name}|{target.topology}|{target.gpu_config}|{devices}|{device_kind}|"
-                f"{versions}|{lowered_text}")
+                f"{versions}{_eager_rewrite_version(target.name)}|{lowered_text}")
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -564,7 +611,8 @@ def _cache_write(cache_dir: str | Path, key: str, program: CompiledProgram) -> N
     record = {
         "hlo_text": program.hlo_text, "devices": program.devices,
         "device_kind": program.device_kind, "device_scope": program.device_scope,
-        "xla": dict(program.xla.raw), "memory": dataclasses.asdict(program.memory),
+        "xla": dict(program.xla.raw),
+        "memory": dataclasses.asdict(program.memory) if program.memory else None,
         "versions": program.versions, "compile_seconds": program.compile_seconds,
         "costs": costs_to_json(program.costs), "cost_rules": _cost_rules_version(),
         "sharded": dataclasses.asdict(program.sharded) if program.sharded else None,
@@ -609,7 +657,7 @@ def _cached_program(cache_dir: str | Path, key: str, target: Target) -> Compiled
 
 # The fields of a program record and their JSON types (costs: checked by costs_from_json).
 _RECORD_FIELDS = {"hlo_text": str, "devices": int, "device_kind": str, "device_scope": str,
-                  "xla": dict, "memory": dict, "versions": dict}
+                  "xla": dict, "memory": (dict, type(None)), "versions": dict}
 
 
 def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledProgram:
@@ -619,10 +667,11 @@ def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledPro
     for name, kind in _RECORD_FIELDS.items():
         if not isinstance(record.get(name), kind):
             raise ValueError(f"{name} is {type(record.get(name)).__name__}, not "
-                             f"{kind.__name__}")
+                             f"{getattr(kind, '__name__', 'dict or null')}")
     if not all(isinstance(v, str) for v in record["versions"].values()):
         raise ValueError("versions are not all text")
-    memory = _xla.MemoryFootprint(**checked_fields(_xla.MemoryFootprint, record["memory"]))
+    memory = None if record["memory"] is None else _xla.MemoryFootprint(
+        **checked_fields(_xla.MemoryFootprint, record["memory"]))
     xla = _xla.xla_cost_from_raw(record["xla"])   # float() of each: ValueError, TypeError
     if record.get("cost_rules") == _cost_rules_version():
         costs = costs_from_json(record.get("costs"))

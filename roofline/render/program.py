@@ -64,6 +64,7 @@ def analysis_document(spec: str, program: CompiledProgram,
         "spec": spec,
         "target": program.target.name,
         "compiler": program.target.compiler,
+        "execution": str(program.execution),
         "dump": bool(program.target.dump),
         "topology": program.target.topology,
         "devices": program.devices,
@@ -142,9 +143,13 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     t, x = doc["totals"], doc["xla"]
     def xla(key: str) -> str:
         return f" (XLA {x[key]:.4g})" if x else ""
-    head = (f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "
-            f"device{'s' if doc['devices'] > 1 else ''}, one {doc['device_scope']} each)"
-            if not doc["dump"] else f"{doc['spec']}: a program for one device, dumped")
+    if doc["dump"]:
+        head = f"{doc['spec']}: a program for one device, dumped"
+    elif doc.get("execution") == "eager":
+        head = f"{doc['spec']}, run eagerly on one device"
+    else:
+        head = (f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "
+                f"device{'s' if doc['devices'] > 1 else ''}, one {doc['device_scope']} each)")
     lines = [head, f"ops from {doc['compiler']}",
              f"FLOPs {t['flops']:.4g}{xla('flops')}, transcendentals "
              f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g}"

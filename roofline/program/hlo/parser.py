@@ -1,4 +1,5 @@
-"""Reading optimized HLO text into computations and instructions.
+"""Reading HLO text (optimized, or as lowered before XLA's passes) into computations and
+instructions.
 
 Only what the cost model and the op graph need is interpreted: names, shapes, opcodes,
 operands, called computations, the JAX op name from metadata, and the attributes kept
@@ -187,6 +188,8 @@ _PLAIN_FUSION = re.compile(r', kind=(\w+), calls=%?([\w.\-]+)(?:, metadata=\{op_
 _MODULE = re.compile(r"^[^\S\n]*HloModule[^\S\n]+([^\s,]+).*$", re.MULTILINE)
 _ENDS_IN_BRACE = re.compile(r"\{[^\S\n]*$", re.MULTILINE)
 _MODULE_COUNTS = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
+# HLO before optimizations prints a computation's header as its bare name: "region_0.1 {".
+_BARE_HEADER = re.compile(r"[\w.\-]+\s*\{$")
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(?:\(.*\))?\s*(?:->.*)?\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
@@ -249,7 +252,8 @@ def _split(text: str) -> tuple[str, dict[str, int], list[Computation],
         pos = brace.end() + 1
         match = _COMPUTATION.match(stripped)
         if (not match or stripped.startswith("//")
-                or not (stripped.startswith(("%", "ENTRY")) or "->" in stripped)):
+                or not (stripped.startswith(("%", "ENTRY")) or "->" in stripped
+                        or _BARE_HEADER.match(stripped))):
             continue  # other module-level text
         close = _CLOSING_LINE.search(text, pos - 1)
         if close is None:

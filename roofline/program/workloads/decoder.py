@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from roofline.errors import RooflineError
+from roofline.program.workloads import kernels
 from roofline.program.workloads.precision import Precision
 from roofline.program.workloads.registry import (
     LAYER_LIMIT,
@@ -240,7 +241,7 @@ def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
         mask = jnp.arange(keys.shape[2])[None, :] <= positions[:, None]
     scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(hd)
     scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
+    weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
     out = jnp.einsum("bkgqt,bktc->bqkgc", weights, values).reshape(b, s, cfg.heads * hd)
     return _dense(P.scope("o"), out, cfg.d_model, bias), (keys, values)
 
@@ -249,10 +250,10 @@ def _mlp(P: Params, cfg: DecoderConfig, x: Any) -> Any:
     bias = cfg.mlp_bias
     up = _dense(P.scope("up"), x, cfg.d_ff, bias)
     if cfg.mlp == "gelu":
-        hidden = jax.nn.gelu(up)
+        hidden = kernels.gelu(up)
     else:
         gate = _dense(P.scope("gate"), x, cfg.d_ff, bias)
-        hidden = (jax.nn.silu(gate) if cfg.mlp == "swiglu" else jax.nn.gelu(gate)) * up
+        hidden = (kernels.silu(gate) if cfg.mlp == "swiglu" else kernels.gelu(gate)) * up
     return _dense(P.scope("down"), hidden, cfg.d_model, bias)
 
 

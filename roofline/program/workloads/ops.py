@@ -8,6 +8,7 @@ from typing import Any
 import jax
 
 from roofline.errors import RooflineError
+from roofline.program.workloads import kernels
 from roofline.program.workloads.registry import (
     LAYER_LIMIT,
     Family,
@@ -64,7 +65,7 @@ def _norm_gelu(spec: str, p: dict[str, Any]) -> Workload:
         for _ in range(p["layers"]):
             mean = x.mean(axis=-1, keepdims=True)
             var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-            x = x + jax.nn.gelu((x - mean) * jax.lax.rsqrt(var + 1e-5))
+            x = x + kernels.gelu((x - mean) * jax.lax.rsqrt(var + 1e-5))
         return x
     return Workload(spec, stack, (x,), batch_argnums=(0,), batch=p["rows"], params=p)
 

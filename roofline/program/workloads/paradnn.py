@@ -19,6 +19,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from roofline.program.workloads import kernels
+from roofline.program.workloads.kernels import library_kernel
+from roofline.program.workloads.precision import sgd_update
 from roofline.program.workloads.registry import (
     LAYER_LIMIT,
     Family,
@@ -59,19 +62,23 @@ def _compute(params: Any, dtype: Any) -> Any:
 
 def _cross_entropy(logits: Any, labels: Any) -> Any:
     logits = logits.astype(jnp.float32)
-    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * labels, axis=-1))
+    return -jnp.mean(jnp.sum(kernels.log_softmax(logits) * labels, axis=-1))
 
 
 def _rmsprop(params: Any, state: Any, grads: Any, lr: float = 1e-3, decay: float = 0.9,
              eps: float = 1e-7) -> tuple[Any, Any]:
-    state = jax.tree.map(lambda s, g: decay * s + (1 - decay) * g * g, state, grads)
-    params = jax.tree.map(lambda w, s, g: w - lr * g / (jnp.sqrt(s) + eps), params, state,
-                          grads)
-    return params, state
+    def update(w: Any, s: Any, g: Any) -> tuple[Any, Any]:
+        with library_kernel("rmsprop"):   # one kernel per parameter, as ApplyRMSProp
+            s = decay * s + (1 - decay) * g * g
+            return w - lr * g / (jnp.sqrt(s) + eps), s
+    updated = jax.tree.map(update, params, state, grads)
+    is_pair = lambda x: isinstance(x, tuple)   # noqa: E731
+    return (jax.tree.map(lambda pair: pair[0], updated, is_leaf=is_pair),
+            jax.tree.map(lambda pair: pair[1], updated, is_leaf=is_pair))
 
 
 def _sgd(params: Any, grads: Any, lr: float = 0.01) -> Any:
-    return jax.tree.map(lambda w, g: w - lr * g.astype(w.dtype), params, grads)
+    return jax.tree.map(lambda w, g: sgd_update(w, g, lr), params, grads)
 
 
 # --- FC ----------------------------------------------------------------------------------
@@ -85,7 +92,7 @@ def _fc_forward(params: list[dict], x: Any) -> Any:
     for index, layer in enumerate(params):
         x = x @ layer["w"] + layer["b"]
         if index < len(params) - 1:
-            x = jax.nn.relu(x)
+            x = kernels.relu(x)
     return x
 
 
@@ -142,19 +149,26 @@ def rnn_param_shapes(cell: str, layers: int, embed: int, vocab: int) -> dict[str
 
 
 def _cell_step(cell: str, p: dict[str, Any], carry: Any, x: Any) -> tuple[Any, Any]:
+    """One step of a cell: its matrix products, then its element-wise gates as one
+    kernel (PyTorch's fused LSTM and GRU cell kernels)."""
     h, c = carry
-    if cell == "rnn":
-        h = jnp.tanh(x @ p["wx"] + h @ p["wh"] + p["b"])
+    if cell == "gru":
+        xw, hw = x @ p["wx"] + p["b"], h @ p["wh"]
+        with library_kernel("gru_cell"):
+            xr, xz, xn = jnp.split(xw, 3, axis=-1)
+            hr, hz, hn = jnp.split(hw, 3, axis=-1)
+            r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+            h = (1 - z) * jnp.tanh(xn + r * hn) + z * h
         return (h, c), h
-    if cell == "lstm":
-        i, f, o, g = jnp.split(x @ p["wx"] + h @ p["wh"] + p["b"], 4, axis=-1)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
-        return (h, c), h
-    xr, xz, xn = jnp.split(x @ p["wx"] + p["b"], 3, axis=-1)
-    hr, hz, hn = jnp.split(h @ p["wh"], 3, axis=-1)
-    r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
-    h = (1 - z) * jnp.tanh(xn + r * hn) + z * h
+    gates = x @ p["wx"] + h @ p["wh"]
+    with library_kernel(f"{cell}_cell"):
+        gates = gates + p["b"]
+        if cell == "rnn":
+            h = jnp.tanh(gates)
+        else:
+            i, f, o, g = jnp.split(gates, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
     return (h, c), h
 
 

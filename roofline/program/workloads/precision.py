@@ -24,6 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from roofline.program.workloads.kernels import library_kernel
 from roofline.program.workloads.registry import MIXED, jnp_dtype
 
 # GradScaler's default init_scale (2**16); a constant scale costs what a dynamic one does.
@@ -57,12 +58,21 @@ def precision(name: str) -> Precision:
 
 def normalize(x: Any, axes: tuple[int, ...], scale: Any, bias: Any, dtype: Any) -> Any:
     """``x`` standardized over ``axes`` (statistics of ``x`` itself), scaled and shifted,
-    computed in ``dtype`` and returned in ``x``'s type."""
-    y = x.astype(dtype)
-    mean = y.mean(axis=axes, keepdims=True)
-    var = ((y - mean) ** 2).mean(axis=axes, keepdims=True)
-    out = (y - mean) * jax.lax.rsqrt(var + 1e-5) * scale.astype(dtype) + bias.astype(dtype)
-    return out.astype(x.dtype)
+    computed in ``dtype`` and returned in ``x``'s type: one library kernel (cuDNN's batch
+    norm, PyTorch's layer norm), casts included."""
+    with library_kernel("normalization"):
+        y = x.astype(dtype)
+        mean = y.mean(axis=axes, keepdims=True)
+        var = ((y - mean) ** 2).mean(axis=axes, keepdims=True)
+        out = (y - mean) * jax.lax.rsqrt(var + 1e-5) * scale.astype(dtype) + bias.astype(dtype)
+        return out.astype(x.dtype)
+
+
+def sgd_update(weight: Any, grad: Any, lr: float) -> Any:
+    """``weight - lr * grad`` in the weight's type: one kernel per parameter, as
+    ``torch.optim.SGD`` and TensorFlow's ``ApplyGradientDescent`` run it."""
+    with library_kernel("sgd"):
+        return weight - lr * grad.astype(weight.dtype)
 
 
 def sgd_step(loss: Callable[..., Any], lr: float,
@@ -72,13 +82,15 @@ def sgd_step(loss: Callable[..., Any], lr: float,
     if loss_scale is None:
         def step(w: Any, *args: Any) -> Any:
             grads = jax.grad(loss)(w, *args)
-            return jax.tree.map(lambda a, g: a - lr * g.astype(a.dtype), w, grads)
+            return jax.tree.map(lambda a, g: sgd_update(a, g, lr), w, grads)
         return step
 
     def scaled_step(w: Any, *args: Any) -> Any:
         grads = jax.grad(lambda w: loss(w, *args) * loss_scale)(w)
-        grads = jax.tree.map(lambda g: g.astype(jnp.float32) / loss_scale, grads)
-        finite = jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)]))
-        return jax.tree.map(lambda a, g: jnp.where(finite, a - lr * g.astype(a.dtype), a),
+        with library_kernel("amp_unscale"):
+            grads = jax.tree.map(lambda g: g.astype(jnp.float32) / loss_scale, grads)
+            finite = jnp.all(jnp.stack([jnp.isfinite(g).all()
+                                        for g in jax.tree.leaves(grads)]))
+        return jax.tree.map(lambda a, g: jnp.where(finite, sgd_update(a, g, lr), a),
                             w, grads)
     return scaled_step

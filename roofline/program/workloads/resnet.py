@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from roofline.program.workloads import kernels
 from roofline.program.workloads.precision import normalize, precision, sgd_step
 from roofline.program.workloads.registry import Family, Param, Workload, dtype_param, register
 
@@ -65,7 +66,7 @@ def resnet_forward(params: dict[str, Any], x: Any, blocks: tuple[int, ...],
         return jax.lax.conv_general_dilated(x, w.astype(x.dtype), (stride, stride), "SAME",
                                             dimension_numbers=DN)
 
-    h = jax.nn.relu(_bn(_conv(x, params["stem"]["w"], 2), params["stem"]["bn"]))
+    h = kernels.relu(_bn(_conv(x, params["stem"]["w"], 2), params["stem"]["bn"]))
     h = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
     for group, count in enumerate(blocks):
         for index in range(count):
@@ -78,11 +79,11 @@ def resnet_forward(params: dict[str, Any], x: Any, blocks: tuple[int, ...],
                 s = stride if (n == 1 if bottleneck else n == 0) else 1
                 y = _bn(_conv(y, p[f"conv{n}"], s), p[f"bn{n}"])
                 if n < n_convs - 1:
-                    y = jax.nn.relu(y)
+                    y = kernels.relu(y)
             shortcut = h
             if "proj" in p:
                 shortcut = _bn(_conv(h, p["proj"], stride), p["proj_bn"])
-            h = jax.nn.relu(y + shortcut)
+            h = kernels.relu(y + shortcut)
     h = h.mean(axis=(1, 2))
     return h @ params["fc"]["w"].astype(h.dtype) + params["fc"]["b"].astype(h.dtype)
 
@@ -106,7 +107,7 @@ def _resnet50(spec: str, p: dict[str, Any]) -> Workload:
 
     def loss(params: Any, x: Any, labels: Any) -> Any:
         logits = forward(params, x).astype(jnp.float32)
-        return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * labels, axis=-1))
+        return -jnp.mean(jnp.sum(kernels.log_softmax(logits) * labels, axis=-1))
     return Workload(spec, sgd_step(loss, 0.1, numbers.loss_scale), (params, x, labels),
                     (1, 2), p["batch"], p)
 

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from roofline.program.workloads import kernels
 from roofline.program.workloads.precision import Precision, normalize, precision, sgd_step
 from roofline.program.workloads.registry import (
     Family,
@@ -83,7 +84,7 @@ def param_count(params: Any) -> int:
 
 def _cross_entropy(logits: Any, labels: Any) -> Any:
     """Mean softmax cross-entropy against integer labels (any leading shape)."""
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32))
+    logp = kernels.log_softmax(logits.astype(jnp.float32))
     return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1))
 
 
@@ -163,7 +164,7 @@ def _attention(P: Params, x: Any, memory: Any, heads: int, causal: bool) -> Any:
     if causal:
         mask = jnp.tril(jnp.ones((q_len, memory.shape[1]), bool))
         scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    weights = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
+    weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
     out = jnp.einsum("bhqk,bkhc->bqhc", weights, v).reshape(b, q_len, d)
     return _dense(P.scope("o"), out, d)
 
@@ -185,17 +186,19 @@ def _recurrent(P: Params, x: Any, hidden: int, cell: str, reverse: bool = False)
     def step(carry: Any, xt: Any) -> tuple[Any, Any]:
         h, c = carry
         hw = h @ wh
-        if cell == "rnn":
-            h = jnp.clip(xt + hw, 0, 20)
-        elif cell == "lstm":
-            i, f, o, g = jnp.split(xt + hw, 4, axis=-1)
-            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-            h = jax.nn.sigmoid(o) * jnp.tanh(c)
-        else:
-            xr, xz, xn = jnp.split(xt, 3, axis=-1)
-            hr, hz, hn = jnp.split(hw, 3, axis=-1)
-            r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
-            h = (1 - z) * jnp.tanh(xn + r * hn) + z * h
+        # The gates as one kernel, as PyTorch's fused cell kernels run them.
+        with kernels.library_kernel(f"{cell}_cell"):
+            if cell == "rnn":
+                h = jnp.clip(xt + hw, 0, 20)
+            elif cell == "lstm":
+                i, f, o, g = jnp.split(xt + hw, 4, axis=-1)
+                c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+                h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            else:
+                xr, xz, xn = jnp.split(xt, 3, axis=-1)
+                hr, hz, hn = jnp.split(hw, 3, axis=-1)
+                r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+                h = (1 - z) * jnp.tanh(xn + r * hn) + z * h
         return (h, c), h
     _, hs = jax.lax.scan(step, (zeros, zeros), jnp.swapaxes(xw, 0, 1), reverse=reverse)
     return jnp.swapaxes(hs, 0, 1)
@@ -215,11 +218,11 @@ def vgg16_forward(P: Params, x: Any, classes: int = 1000) -> Any:
             x = _pool(x, "max", 2, 2)
         else:
             s = P.scope(f"conv{n}")
-            x = jax.nn.relu(_conv(x, s("w", 3, 3, x.shape[-1], layer)) + s("b", layer))
+            x = kernels.relu(_conv(x, s("w", 3, 3, x.shape[-1], layer)) + s("b", layer))
             n += 1
     x = x.reshape(x.shape[0], -1)
-    x = jax.nn.relu(_dense(P.scope("fc0"), x, 4096))
-    x = jax.nn.relu(_dense(P.scope("fc1"), x, 4096))
+    x = kernels.relu(_dense(P.scope("fc0"), x, 4096))
+    x = kernels.relu(_dense(P.scope("fc1"), x, 4096))
     return _dense(P.scope("fc2"), x, classes)
 
 
@@ -239,7 +242,7 @@ def _convs(P: Params, name: str, x: Any, *layers: tuple[Any, ...]) -> Any:
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
         s = P.scope(f"{name}/{n}")
         x = _conv(x, s("w", kh, kw, x.shape[-1], cout), (stride, stride), padding)
-        x = jax.nn.relu(_batch_norm(s.scope("bn"), x))
+        x = kernels.relu(_batch_norm(s.scope("bn"), x))
     return x
 
 
@@ -347,7 +350,7 @@ def transformer_forward(P: Params, source: Any, target: Any, d: int = 512, layer
         return x + _positions(tokens.shape[1], d, x.dtype)
 
     def feed_forward(s: Params, x: Any) -> Any:
-        return _dense(s.scope("ff2"), jax.nn.relu(_dense(s.scope("ff1"), x, d_ff)), d)
+        return _dense(s.scope("ff2"), kernels.relu(_dense(s.scope("ff1"), x, d_ff)), d)
 
     x = embed(source)
     for n in range(layers):
@@ -443,7 +446,7 @@ def gpt2_forward(P: Params, tokens: Any, d: int = 768, layers: int = 12, heads: 
         s = P.scope(f"h{n}")
         h = _layer_norm(s.scope("ln1"), x)
         x = x + _attention(s.scope("attn"), h, h, heads, True)
-        h = jax.nn.gelu(_dense(s.scope("fc"), _layer_norm(s.scope("ln2"), x), 4 * d))
+        h = kernels.gelu(_dense(s.scope("fc"), _layer_norm(s.scope("ln2"), x), 4 * d))
         x = x + _dense(s.scope("proj"), h, d)
     return _layer_norm(P.scope("ln_f"), x) @ wte.T
 
