@@ -20,12 +20,14 @@ from roofline.model.placement import (
     Overlap,
     Placement,
     Work,
+    choose_roof,
     place,
     place_group,
     transcendental_roof,
 )
 from roofline.program.compile import CompiledProgram, compile_target_of, compile_workload
 from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.rules import OpCategory
 from roofline.progress import waiting
 
 if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither
@@ -113,10 +115,43 @@ def device_hardware(program: CompiledProgram, hardware: Hardware) -> Hardware:
 def placement_dtype(op: OpCost, hardware: Hardware) -> str:
     """The dtype an op computes in on ``hardware``: as compiled on the kind of device it
     was compiled for, as the program wrote it on any other (XLA:CPU widens bf16 matmuls to
-    f32; a GPU or TPU runs them in bf16)."""
-    if op.platform and op.platform == hardware.kind:
-        return op.dtype
-    return op.as_written_dtype
+    f32; a GPU or TPU runs them in bf16). An f32 matrix product not asked for at full
+    precision runs on the TF32 tensor cores of a GPU that has them, as XLA's default
+    precision and cuDNN's default convolution math round it."""
+    dtype = op.dtype if op.platform and op.platform == hardware.kind else op.as_written_dtype
+    if tf32_product(op, dtype, hardware):
+        return "tf32"
+    return dtype
+
+
+def tf32_product(op: OpCost, dtype: str, hardware: Hardware) -> bool:
+    """Whether an op placed in ``dtype`` runs on ``hardware``'s TF32 tensor cores."""
+    return (dtype == "fp32" and op.unit == ExecutionUnit.MATRIX and not op.full_fp32
+            and hardware.has_roof("tf32", ExecutionUnit.MATRIX))
+
+
+# cuDNN's Winograd convolution (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: 3x3 filters, unit
+# stride, float or half storage; cuDNN Developer Guide, cudnnConvolutionForward's
+# supported configurations) computes each 2x2 output tile from a 4x4 input tile with 16
+# multiplies where the direct algorithm takes 36 (Lavin and Gray, "Fast Algorithms for
+# Convolutional Neural Networks", CVPR 2016: F(2x2, 3x3), 2.25x fewer). Its transforms
+# add 32 C + 24 K additions per tile against 16 C K multiply-adds (under 5% from 64
+# channels) and are not charged. cuDNN runs it on CUDA cores; on tensor cores its
+# convolutions are implicit GEMMs (the guide lists no fused Winograd with tensor-op math).
+WINOGRAD = "Winograd F(2x2,3x3)"
+WINOGRAD_MULTIPLIES = 16 / 36
+
+
+def convolution_algorithm(op: OpCost, dtype: str, hardware: Hardware) -> str:
+    """The algorithm a GPU's convolution library runs ``op`` with, where it is not the
+    direct one (implicit GEMM) the FLOPs count: Winograd for a 3x3 filter of unit stride
+    on CUDA cores (the vector roof), chosen as cuDNN's benchmark mode chooses, the faster.
+    Empty otherwise."""
+    if (hardware.kind != HardwareKind.GPU or op.category != OpCategory.CONVOLUTION
+            or op.gemm is None or op.gemm.taps != (3, 3) or not op.gemm.unit_stride):
+        return ""
+    roof = choose_roof(hardware, dtype, op.unit)
+    return WINOGRAD if roof is not None and roof.unit == ExecutionUnit.VECTOR else ""
 
 
 def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Work:
@@ -137,10 +172,12 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     pcie = next((x.name for x in hardware.links if "pcie" in x.name.lower()), None)
     if op.host_bytes and pcie is not None:
         link_bytes, link = link_bytes + op.host_bytes, pcie
-    return Work(flops=op.flops, bytes=main, dtype=dtype,
+    algorithm = convolution_algorithm(op, dtype, hardware)
+    return Work(flops=op.flops * (WINOGRAD_MULTIPLIES if algorithm == WINOGRAD else 1.0),
+                bytes=main, dtype=dtype,
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
                 launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware),
-                transcendentals=op.transcendentals)
+                transcendentals=op.transcendentals, algorithm=algorithm)
 
 
 # Bytes an element of each spec dtype takes.
@@ -210,10 +247,18 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
             if kernel.transcendentals and transcendental_roof(hardware, dtype) is None:
                 add(Gap.UNTIMED_TRANSCENDENTALS, name, kernel, f"{hardware.id} publishes no "
                     "transcendental rate: its exponentials, tanh... take no time", part_s)
-            if unit == ExecutionUnit.MATRIX and dtype != kernel.dtype:
+            if unit == ExecutionUnit.MATRIX and dtype == "tf32":
+                add(Gap.TF32, name, kernel, f"f32 products on {hardware.id}'s TF32 tensor "
+                    "cores, as XLA's default precision and cuDNN's default convolutions "
+                    "round them (full fp32 where the program asks for HIGHEST)", part_s)
+            elif unit == ExecutionUnit.MATRIX and dtype != kernel.dtype:
                 add(Gap.AS_WRITTEN, name, kernel, f"placed in {dtype} as the program stores "
                     f"it; the {kernel.platform or 'source'} compile computes it in "
                     f"{kernel.dtype}", part_s)
+            if part.algorithm:
+                add(Gap.ALGORITHM, name, kernel, f"a convolution placed as cuDNN's "
+                    f"{part.algorithm} on CUDA cores: {WINOGRAD_MULTIPLIES * 36:.0f} of "
+                    "every 36 multiply-adds of the direct algorithm", part_s)
     return found
 
 

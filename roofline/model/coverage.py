@@ -19,7 +19,10 @@ Which gaps leave work out (the total undercounts it) and which only approximate 
   ``FASTER_ALGORITHM`` (a convolution measured faster than its direct-algorithm roof,
   carried at its measured ratio), ``ESTIMATED_BANDWIDTH`` (cache-served bytes on a target
   level without a published bandwidth, or without that level), ``OTHER_COMPILER`` (a
-  device's ops taken from another backend's compile: XLA:CPU's or XLA:TPU's for a GPU).
+  device's ops taken from another backend's compile: XLA:CPU's or XLA:TPU's for a GPU),
+  ``TF32`` (f32 products placed on a GPU's TF32 tensor cores, as XLA's default precision
+  rounds them), ``ALGORITHM`` (a convolution placed as the faster algorithm a GPU library
+  runs, Winograd on CUDA cores).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class Gap(enum.Enum):
     SCOPE = "scope"
     OTHER_COMPILER = "ops of another compiler"
     UNTIMED_TRANSCENDENTALS = "transcendentals not timed"
+    TF32 = "TF32 tensor cores"
+    ALGORITHM = "convolution algorithm"
 
     @property
     def leaves_out(self) -> bool:

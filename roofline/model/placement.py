@@ -73,6 +73,8 @@ class Work:
     tile and wave quantization (:meth:`roofline.program.hlo.formulas.GemmShape.wave_efficiency`).
     ``transcendentals`` (exponentials, tanh...) take time at the device's transcendental
     roof where its spec has one, on the same units as the FLOPs (the two add up).
+    ``algorithm`` names a convolution algorithm that does fewer FLOPs than the direct one
+    (Winograd: ``flops`` are then its own, :func:`roofline.model.analysis.work_of`).
     """
 
     flops: float
@@ -85,6 +87,7 @@ class Work:
     launches: int = 1
     wave_efficiency: float = 1.0
     transcendentals: float = 0.0
+    algorithm: str = ""    # a convolution's, where not the direct one its FLOPs count
 
     def __post_init__(self) -> None:
         for name in ("flops", "bytes", "link_bytes", "transcendentals"):
@@ -129,6 +132,7 @@ class Placement:
     wave_efficiency: float
     parts: tuple[Placement, ...] = ()
     trips: int = 1
+    algorithm: str = ""    # a convolution's, where not the direct one (Work.algorithm)
 
     @property
     def substituted(self) -> bool:
@@ -241,6 +245,8 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
                         else 0.0)
     compute_label = (transcendental.label if transcendental and transcendental_s > compute_s
                      else roof.label if roof else "")
+    if work.algorithm and compute_label == (roof.label if roof else None):
+        compute_label += f", {work.algorithm}"
     compute_s += transcendental_s
     main_s = work.bytes / _bandwidth(hw, hw.main_memory)
     latency = hw.main_memory.latency
@@ -267,7 +273,7 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
                      overhead_s=overhead_s, seconds=seconds, bound=bound, overlap=overlap,
                      roof=roof, wanted=(work.dtype, work.unit),
                      compute_left_out=roof is None and work.flops > 0,
-                     wave_efficiency=work.wave_efficiency)
+                     wave_efficiency=work.wave_efficiency, algorithm=work.algorithm)
 
 
 def place_group(parts: list[Placement], trips: int, overlap: Overlap) -> Placement:

@@ -74,13 +74,22 @@ def _matmul(row: OpRow) -> str:
         rows = math.prod(a[:-1])
         flat = (rows, a[-1])
         return _module(row, "dot(%p0, %p1), lhs_contracting_dims={1}, "
-                       "rhs_contracting_dims={0}", (rows, b[-1]), (flat, b))
+                       f"rhs_contracting_dims={{0}}{_precision(row)}", (rows, b[-1]),
+                       (flat, b))
     if a[:-2] != b[:-2]:
         raise ShapeProblem(f"batch dimensions differ: {a[:-2]} and {b[:-2]}")
     batch = ",".join(map(str, range(len(a) - 2)))
     return _module(row, f"dot(%p0, %p1), lhs_batch_dims={{{batch}}}, "
                    f"lhs_contracting_dims={{{len(a) - 1}}}, rhs_batch_dims={{{batch}}}, "
-                   f"rhs_contracting_dims={{{len(b) - 2}}}", (*a[:-1], b[-1]), (a, b))
+                   f"rhs_contracting_dims={{{len(b) - 2}}}{_precision(row)}",
+                   (*a[:-1], b[-1]), (a, b))
+
+
+def _precision(row: OpRow) -> str:
+    """A table's f32 matrix products at full fp32 precision, as PyTorch runs them by
+    default (``torch.backends.cuda.matmul.allow_tf32`` is False since PyTorch 1.12);
+    its convolutions as cuDNN rounds them (TF32 where the GPU has it)."""
+    return ", operand_precision={highest,highest}" if row.dtype == "f32" else ""
 
 
 def _linear(row: OpRow) -> str:
@@ -90,8 +99,8 @@ def _linear(row: OpRow) -> str:
     if x[-1] != w[1]:
         raise ShapeProblem(f"X's last dimension ({x[-1]}) must equal W's in ({w[1]})")
     rows = math.prod(x[:-1])
-    return _module(row, "dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}",
-                   (rows, w[0]), ((rows, x[-1]), w))
+    return _module(row, "dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}"
+                   + _precision(row), (rows, w[0]), ((rows, x[-1]), w))
 
 
 MAX_DIGITS = 9   # of a stride, padding or group count: anything longer is a slip

@@ -28,7 +28,7 @@ from roofline.program.hlo.alike import attributes_key
 from roofline.program.hlo.buffers import FusionPlan, fusion_plan
 from roofline.program.hlo.calls import CallGraph, all_called
 from roofline.program.hlo.dtypes import output_dtype, written_dtype
-from roofline.program.hlo.formulas import Flops, GemmShape
+from roofline.program.hlo.formulas import Flops, GemmShape, backend_config
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.parser import Computation, HloModule, Instruction
@@ -261,7 +261,7 @@ class _Analyzer:
             platform=self.platform, notes=notes,
             gemm=self._gemm(effective, computation, resolved), body=body,
             fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
-            else "",
+            else "", full_fp32=self._full_fp32(effective, computation, unit),
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,
@@ -275,6 +275,20 @@ class _Analyzer:
             return None
         rule = lookup(inner)
         return rule.rule.gemm(inner, self) if rule is not None and rule.rule.gemm else None
+
+    def _full_fp32(self, instruction: Instruction, computation: Computation,
+                   unit: ExecutionUnit) -> bool:
+        """Whether a matrix op's product is asked for at full fp32 precision: its dot or
+        convolution (itself, in its fusion, or a library call's configuration) at XLA's
+        HIGHEST operand precision."""
+        if unit != ExecutionUnit.MATRIX:
+            return False
+        inner = self._heaviest_inner(instruction, computation) or instruction
+        precision = inner.attributes.get("operand_precision", "")
+        if not precision and inner.opcode == "custom-call":
+            config = backend_config(inner).get("gemm_backend_config", {})
+            precision = str(config.get("precision_config", {}).get("operand_precision", ""))
+        return "highest" in precision.lower()
 
     def _generic_async(self, start: Instruction, computation: Computation,
                        flops: Flops) -> OpCost:

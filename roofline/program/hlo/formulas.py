@@ -128,6 +128,12 @@ class GemmShape:
     n: int
     k: int
     row_blocks: int = 1
+    # Where the product is a convolution's: its filter's spatial size, whichever pass
+    # (forward, input or filter gradient) the product computes, and whether every
+    # spatial dimension has stride 1 and no dilation: what a convolution library's choice
+    # of algorithm reads (Winograd runs 3x3 filters of unit stride).
+    taps: tuple[int, ...] = ()
+    unit_stride: bool = False
 
     def tiles(self, tile: tuple[int, int]) -> int:
         return self.batch * math.ceil(self.m / tile[0]) * math.ceil(self.n / tile[1])
@@ -179,6 +185,7 @@ class ConvolutionSpec:
     input_spatial: tuple[int, ...]
     kernel_spatial: tuple[int, ...]
     output_spatial: tuple[int, ...]
+    unit_stride: bool = False     # stride 1, no input or window dilation, in every dimension
 
     def implicit_gemm(self, result: str = "output") -> GemmShape:
         """The GEMM an implicit-GEMM algorithm runs for the pass that produces
@@ -197,7 +204,17 @@ class ConvolutionSpec:
         positions = {"output": self.output_spatial, "input": self.input_spatial}
         blocks = (batch * math.prod(positions[result][:-1]) if result in positions
                   and positions[result] else 1)
-        return GemmShape(groups, *rows, row_blocks=blocks)
+        return GemmShape(groups, *rows, row_blocks=blocks, taps=self.filter_taps,
+                         unit_stride=self.unit_stride)
+
+    @property
+    def filter_taps(self) -> tuple[int, ...]:
+        """The spatial size of the filter of the forward convolution this one belongs to.
+        A gradient written as a convolution swaps roles: the filter's gradient convolves
+        the input with the output's gradient (a window as large as the output) into an
+        output as large as the filter. Either way the filter is the smaller of window and
+        output, per dimension."""
+        return tuple(min(k, o) for k, o in zip(self.kernel_spatial, self.output_spatial))
 
     @property
     def fma_count(self) -> float:
@@ -240,6 +257,7 @@ class ConvolutionSpec:
             input_spatial=tuple(s[0] for s in sizes),
             kernel_spatial=tuple(s[1] for s in sizes),
             output_spatial=tuple(s[2] for s in sizes),
+            unit_stride=all(d.stride == d.lhs_dilate == d.rhs_dilate == 1 for d in window),
         )
 
 

@@ -40,6 +40,9 @@ class OpCost:
     platform: str = ""           # what it was compiled for: cpu, tpu, gpu ("" unknown)
     notes: tuple[str, ...] = ()  # assumptions made in costing it
     gemm: GemmShape | None = None  # the matrix product of its dot or convolution, if any
+    # An f32 matrix product asked for at full fp32 precision (XLA's HIGHEST, or a
+    # framework's fp32 default): never rounded to TF32 on a GPU's tensor cores.
+    full_fp32: bool = False
     fusion_kind: str = ""        # a fusion's kind as compiled: kLoop, kInput, kOutput, kCustom
     # A loop, call or conditional: the kernels one trip of it runs (its body's and its
     # condition's, or the branch costed), each costed on its own; its totals above are
@@ -111,7 +114,8 @@ def _op_from_json(fields: Any) -> OpCost:
     fields = checked_fields(OpCost, fields)
     values = {**fields, **{name: tuple(fields.get(name, ())) for name in _TUPLE_FIELDS}}
     if values.get("gemm") is not None:
-        values["gemm"] = GemmShape(**checked_fields(GemmShape, values["gemm"]))
+        gemm = checked_fields(GemmShape, values["gemm"])
+        values["gemm"] = GemmShape(**{**gemm, "taps": tuple(gemm.get("taps", ()))})
     body = fields.get("body", [])
     if not isinstance(body, (list, tuple)):   # JSON's arrays, or costs_to_json's own
         raise ValueError(f"OpCost.body is {type(body).__name__}, not a list")
