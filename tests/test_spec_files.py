@@ -297,11 +297,13 @@ def test_achievable_ceilings_replace_peaks_where_cited(tmp_path, testchip_path):
     peak = load_spec_file(path, scope="core")
     achievable = peak.at_ceilings("achievable")
     # Cited figures as they are; the uncited bf16 matrix roof at 20 x 600 / 1000 = 12
-    # TFLOP/s; the VMEM bandwidth (nothing cited, a bandwidth is not clocked) unchanged.
+    # TFLOP/s; the on-chip VMEM's bandwidth, bytes per clock like every on-chip level's,
+    # at 600 / 1000 of its peak too; main memory's own clock is not the chip's.
     assert achievable.roof("fp32", "vector").flop_per_s == pytest.approx(1.5e12)
     assert achievable.roof("bf16", "matrix").flop_per_s == pytest.approx(12e12)
     assert achievable.main_memory.bytes_per_s == pytest.approx(200e9)
-    assert achievable.level("VMEM").bytes_per_s == peak.level("VMEM").bytes_per_s
+    assert achievable.level("VMEM").bytes_per_s == pytest.approx(
+        0.6 * peak.level("VMEM").bytes_per_s)
     assert peak.roof("fp32", "vector").flop_per_s == pytest.approx(2e12)
     # Achieved figures scale with the scope like the peaks: a board is 8 cores.
     board = load_spec_file(path).at_ceilings("achievable")
@@ -310,6 +312,7 @@ def test_achievable_ceilings_replace_peaks_where_cited(tmp_path, testchip_path):
     assert peak.scaled({"memory_bandwidth": 1.5}).at_ceilings("achievable") \
         .main_memory.bytes_per_s == pytest.approx(300e9)
     assert dict(peak.ceiling_basis())["bf16 matrix"].startswith("peak x sustained/boost")
+    assert dict(peak.ceiling_basis())["VMEM"].startswith("peak x sustained/boost")
     assert "achievable ceilings" in achievable.ceilings_summary()
     with pytest.raises(UnknownHardwareError, match="unknown ceilings"):
         peak.at_ceilings("typical")
@@ -388,3 +391,25 @@ def test_every_gpu_cites_a_measured_ceiling_or_says_it_found_none():
         missing += [f"{hw.id} {getattr(r, 'label', getattr(r, 'name', ''))}" for r in records
                     if r.achieved is None and "No measured figure" not in r.note]
     assert missing == []
+
+
+def test_a_transfer_places_both_devices_at_ceilings_measured_alike():
+    # A T4 cites a cuBLAS SGEMM rate (4.2 of 8.1 TFLOP/s), a V100 PCIe no fp32 figure:
+    # carrying a measured V100 op's efficiency to the T4's achieved rate would count the
+    # library's efficiency twice, so both take their peaks there, each times its sustained
+    # clock ratio (the T4's 900 / 1590 MHz: 8.1 x 0.566 = 4.58 TFLOP/s; the V100 PCIe
+    # holds its 1380 MHz boost). Both cite a copy bandwidth: both keep it.
+    from roofline.hardware.records import even_ceilings
+
+    v100, t4 = even_ceilings(load_hardware("v100-pcie"), load_hardware("t4"), "achievable")
+    assert t4.roof("fp32", "vector").flop_per_s == pytest.approx(8.1e12 * 900 / 1590)
+    assert v100.roof("fp32", "vector").flop_per_s == pytest.approx(14e12)
+    assert t4.main_memory.bytes_per_s == pytest.approx(245e9)
+    assert v100.main_memory.bytes_per_s == pytest.approx(790e9)
+    # so is its fp16 tensor-core rate (24 of 65 TFLOP/s: the V100 PCIe cites none)
+    assert {"fp32 vector", "fp16 matrix"} <= t4.set_aside
+    assert t4.ceilings_summary().endswith(
+        "(peak where the other device cites none: fp16 matrix, fp32 vector)")
+    # alone, a device keeps every figure it cites
+    assert load_hardware("t4").at_ceilings("achievable").roof(
+        "fp32", "vector").flop_per_s == pytest.approx(4.2e12)

@@ -158,6 +158,9 @@ class Hardware:
     modifications: tuple[tuple[str, float], ...] = ()
     sustained_clock: Scalar | None = None   # the clock under heavy load, where measured
     ceilings: Ceilings = Ceilings.PEAK      # what the rates are: peak or achievable
+    # Achievable ceilings only: the roofs and levels whose achieved figures were set aside
+    # to be measured alike with another device (even_ceilings).
+    set_aside: frozenset[str] = frozenset()
     gemm: GemmTiling | None = None          # how its GEMM library tiles a matrix product
     # An NVIDIA GPU's CUDA compute capability ("9.0"), where its spec gives one.
     compute_capability: str | None = None
@@ -283,13 +286,16 @@ class Hardware:
             return None
         return min(1.0, self.sustained_clock.value / self.clock.value)
 
-    def at_ceilings(self, ceilings: Ceilings | str) -> Hardware:
+    def at_ceilings(self, ceilings: Ceilings | str,
+                    ignoring: frozenset[str] = frozenset()) -> Hardware:
         """The device at its datasheet ``"peak"`` rates or its ``"achievable"`` ones.
 
         Achievable: each roof and bandwidth at its measured figure (``achieved``) where the
-        spec cites one; a compute roof without one at its peak times the sustained over the
-        boost clock where a sustained clock is cited; the peak otherwise
-        (:meth:`ceiling_basis` says which). A measured spec's peaks are achieved rates.
+        spec cites one, and its name (a roof's label, a level's name) is not in
+        ``ignoring``; a rate derived from the clock (a compute roof, a bandwidth nearer than
+        main memory) at its peak times the sustained over the boost clock where a sustained
+        clock is cited; the peak otherwise (:meth:`ceiling_basis` says which). A measured
+        spec's peaks are achieved rates.
         """
         if ceilings not in tuple(Ceilings):
             raise UnknownHardwareError(f"unknown ceilings {ceilings!r}: choose "
@@ -300,14 +306,30 @@ class Hardware:
             raise UnknownHardwareError(f"{self.ref} is already at its achievable ceilings; "
                                        "load the spec again for its peaks")
         ratio = self.clock_ratio or 1.0
+
+        def measured(figure: Scalar | None, name: str) -> float | None:
+            return figure.value if figure and figure.value and name not in ignoring else None
         compute = tuple(dataclasses.replace(
-            r, flop_per_s=r.achieved.value if r.achieved and r.achieved.value
-            else r.flop_per_s * ratio) for r in self.compute)
+            r, flop_per_s=measured(r.achieved, r.label) or r.flop_per_s * ratio)
+            for r in self.compute)
         memory = tuple(dataclasses.replace(
-            m, bytes_per_s=m.achieved.value if m.achieved and m.achieved.value
-            else m.bytes_per_s) for m in self.memory)
+            m, bytes_per_s=measured(m.achieved, _level_key(index, m)) or (
+                None if m.bytes_per_s is None
+                else m.bytes_per_s * (ratio if index else 1.0)))
+            for index, m in enumerate(self.memory))
         return dataclasses.replace(self, compute=compute, memory=memory,
-                                   ceilings=Ceilings.ACHIEVABLE)
+                                   ceilings=Ceilings.ACHIEVABLE,
+                                   set_aside=frozenset(ignoring))
+
+    def measured_alike(self, other: Hardware) -> frozenset[str]:
+        """The roofs and levels this device cites an achieved figure for that ``other``
+        does not (or has not at all): to be placed at their peaks on both sides of a
+        transfer (:func:`even_ceilings`)."""
+        def cited(hw: Hardware) -> set[str]:
+            return ({r.label for r in hw.compute if r.achieved and r.achieved.value}
+                    | {_level_key(i, m) for i, m in enumerate(hw.memory)
+                       if m.achieved and m.achieved.value})
+        return frozenset(cited(self) ^ cited(other))
 
     def plain_roofline(self) -> Hardware:
         """The device as the plain roofline sees it, the floor under every prediction: its
@@ -327,22 +349,29 @@ class Hardware:
         if self.measured:
             return [(r.label, "measured on this host") for r in self.compute]
         ratio = self.clock_ratio
-        basis = []
-        for roof in self.compute:
-            if roof.achieved is not None:
-                how = "achieved [" + ", ".join(roof.achieved.sources) + "]"
-            elif ratio is not None:
+        aside = " (its achieved figure set aside: the other device cites none)"
+
+        def peak(name: str, clocked: bool) -> str:
+            if clocked and ratio is not None:
                 how = (f"peak x sustained/boost clock {ratio:.2f} ["
                        + ", ".join(self.sustained_clock.sources) + "]")  # type: ignore[union-attr]
             else:
-                how = "peak (no achieved figure)"
-            basis.append((roof.label, how))
-        for level in self.memory:
-            if level.achieved is not None:
+                how = "peak" if name in self.set_aside else "peak (no achieved figure)"
+            return how + (aside if name in self.set_aside else "")
+        basis = []
+        for roof in self.compute:
+            if roof.achieved is not None and roof.label not in self.set_aside:
+                basis.append((roof.label, "achieved [" + ", ".join(roof.achieved.sources)
+                              + "]"))
+            else:
+                basis.append((roof.label, peak(roof.label, True)))
+        for index, level in enumerate(self.memory):
+            key = _level_key(index, level)
+            if level.achieved is not None and key not in self.set_aside:
                 basis.append((level.name, "achieved [" + ", ".join(level.achieved.sources)
                                + "]"))
             elif level.bytes_per_s is not None:
-                basis.append((level.name, "peak (no achieved figure)"))
+                basis.append((level.name, peak(key, index > 0)))
         return basis
 
     def ceilings_summary(self) -> str:
@@ -353,13 +382,15 @@ class Hardware:
             return f"{self.label}: measured ceilings"
         near = {level.name for level in self.memory[1:]}
         basis = [(name, how) for name, how in self.ceiling_basis() if name not in near]
-        peaks = [name for name, how in basis if how.startswith("peak (")]
+        peaks = [name for name, how in basis if how.startswith("peak (no")]
+        aside = [name for name, how in basis if "set aside" in how]
         if len(peaks) == len(basis):
             return f"{self.label}: datasheet peaks (no achievable figure is cited)"
         text = f"{self.label}: achievable ceilings"
-        if peaks:
-            text += " (peak where none is cited: " + ", ".join(peaks) + ")"
-        return text
+        notes = ((["peak where none is cited: " + ", ".join(peaks)] if peaks else [])
+                 + (["peak where the other device cites none: " + ", ".join(aside)]
+                    if aside else []))
+        return text + (f" ({'; '.join(notes)})" if notes else "")
 
     def scalable_parameters(self) -> tuple[str, ...]:
         """Every name :meth:`scaled` accepts for this device."""
@@ -443,3 +474,25 @@ class Hardware:
         return dataclasses.replace(
             self, modifications=self.modifications + ((param, float(factor)),), **changes
         )
+
+
+MAIN_MEMORY = "main memory"
+
+
+def _level_key(index: int, level: MemoryLevel) -> str:
+    """How a memory level is matched with another device's: main memory by its role
+    (HBM2 on one, GDDR6 on the other), nearer levels by name (L2, shared)."""
+    return MAIN_MEMORY if index == 0 else level.name
+
+
+def even_ceilings(source: Hardware, target: Hardware, ceilings: Ceilings | str
+                  ) -> tuple[Hardware, Hardware]:
+    """Two devices at ``ceilings`` measured alike, for a transfer of measured times from
+    one to the other: a roof or level takes its achieved figure only where both specs
+    cite one, and its peak (times the sustained clock ratio) on both sides otherwise. A
+    transfer carries each op's measured efficiency to the target, and an achieved GEMM
+    rate already holds a library's efficiency: set against the other side's peak, that
+    efficiency would count twice (a T4's cited SGEMM rate is 52% of its peak, a V100's
+    fp32 roof cites none)."""
+    uneven = source.measured_alike(target)
+    return (source.at_ceilings(ceilings, uneven), target.at_ceilings(ceilings, uneven))
