@@ -176,7 +176,8 @@ def prediction_text(result: Prediction, top: int = 10) -> str:
     comparison = result.comparison
     classes, changed, _ = comparison.rows("source", "target")
     text = (f"{result.input}: {source} -> {target} ({result.basis})\n"
-            + _step_lines(result) + _bound_line(result) + "\n"
+            + _execution_line(result) + _step_lines(result) + _bound_line(result)
+            + _error_line(result) + "\n"
             + _per_lines(result) + _sides_table(comparison)
             + ("" if _nothing_pairs(comparison) else comparison_tables(
                 classes, changed, "by bound class on the source", ("source", "target"), top)))
@@ -197,6 +198,24 @@ def prediction_text(result: Prediction, top: int = 10) -> str:
                 text += (f"the {side}'s batch is the search's limit, not its memory's: "
                          "a larger batch fits too\n")
     return with_coverage(text, comparison.coverage.to_document())
+
+
+def _error_line(result: Prediction) -> str:
+    """The error to expect, or that none of the validated cases is of its kind."""
+    if result.expected_error is not None:
+        return result.expected_error.text() + "\n"
+    return ("expected error: not known (no validated case compares devices of these "
+            "kinds this way)\n")
+
+
+def _execution_line(result: Prediction) -> str:
+    """How each side runs the program, where one runs it eagerly (fused is the default)."""
+    if result.execution is None or all(e == "fused" for e in result.execution):
+        return ""
+    source, target = result.execution
+    if source == target:
+        return f"execution: {source.description}\n"
+    return (f"execution: source {source.description}; target {target.description}\n")
 
 
 def _step_lines(result: Prediction) -> str:
@@ -305,6 +324,7 @@ def validation_text(result: Validation) -> str:
                  "predicted": value(c, c.predicted),
                  "reference": "bound holds" if c.reference is None and c.error == 0
                  else value(c, c.reference), "error": f"{c.error:+.1%}",
+                 "naive": "" if c.naive_error is None else f"{c.naive_error:+.1%}",
                  "ops": c.ops,
                  "per-op error": "" if c.op_error is None else f"{c.op_error:.1%}",
                  "left out": f"{max(c.coverage.left_out_share()):.1%}",
@@ -316,8 +336,8 @@ def validation_text(result: Validation) -> str:
         parts.append(format_table(measured, title="validation: predicted against measurements "
                                   "the model does not read (published: speedup of "
                                   "throughput; host: step time)",
-                                  right=("predicted", "reference", "error", "per-op error",
-                                         "left out", "approximated")))
+                                  right=("predicted", "reference", "error", "naive",
+                                         "per-op error", "left out", "approximated")))
         parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
                                f"{result.case_count(suite)} cases"
                                for suite, value in result.medians().items()))

@@ -73,6 +73,20 @@ class CaseResult:
     source: str
     coverage: Coverage = field(default_factory=Coverage)
     caveat: str = ""             # why the reference may not measure what the case says
+    # The same figure from the plain roofline (datasheet peaks, no per-op floor, no tile
+    # or wave quantization), beside the prediction; None where it does not apply
+    naive: float | None = None
+    execution: str = ""          # how the measured run executed: fused or eager
+    # Published cases: what they compare (roofline.studies.accuracy.kind_of) and the share
+    # of the source's predicted time in memory-bound ops, for the accuracy record
+    kind: str = ""
+    memory_share: float | None = None
+
+    @property
+    def naive_error(self) -> float | None:
+        if self.naive is None or not self.reference:
+            return None
+        return self.naive / self.reference - 1
 
     @property
     def independent(self) -> bool:
@@ -120,7 +134,8 @@ class Validation:
             document = c.coverage.to_document()
             cases.append({"suite": c.suite, "case": c.case, "independent": c.independent,
                           "predicted": c.predicted, "reference": c.reference,
-                          "error": c.error, "ops": c.ops, "op_error": c.op_error,
+                          "error": c.error, "naive": c.naive, "naive_error": c.naive_error,
+                          "execution": c.execution, "ops": c.ops, "op_error": c.op_error,
                           "source": c.source, "caveat": c.caveat,
                           "left_out_flops_share": document["left_out_flops_share"],
                           "left_out_time_share": document["left_out_time_share"],
@@ -169,25 +184,35 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                     progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     """Each case: the throughput ratio of the compared units (a board, a chip, a GPU),
     each running ``devices`` copies of its compiled device program at its batch."""
-    from roofline.model.questions import CompileOptions, predict
+    from roofline.model.questions import CompileOptions, PlacementOptions, predict
+    from roofline.studies.accuracy import kind_of, memory_share
 
     results = []
     for index, case in enumerate(config["case"], 1):
         progress(f"published {index}/{len(config['case'])}: {case['name']}")
         target_spec = case.get("target_spec", case["source_spec"])
+        execution = case.get("execution", "fused")
         prediction = predict(case["source_spec"], case["source_hardware"],
                              case["target_hardware"], to_program=target_spec,
+                             placement=PlacementOptions(execution=execution),
                              compile=CompileOptions(cache_dir=cache_dir))
-        comparison = prediction.comparison
         per = case.get("per")
-        source_rate = _devices(comparison.before, per) * _samples(case["source_spec"]) / (
-            comparison.old_s)
-        target_rate = _devices(comparison.after, per) * _samples(target_spec) / comparison.new_s
-        predicted = target_rate / source_rate
+
+        def speedup(comparison: Comparison) -> float:
+            """Throughput of the compared units, the target's over the source's."""
+            source = _devices(comparison.before, per) * _samples(case["source_spec"])
+            target = _devices(comparison.after, per) * _samples(target_spec)
+            return (target / comparison.new_s) / (source / comparison.old_s)
+        comparison = prediction.comparison
+        predicted = speedup(comparison)
+        naive = speedup(prediction.bound) if prediction.bound is not None else None
         results.append(CaseResult("published", case["name"], predicted, case["measured"],
                                   predicted / case["measured"] - 1, len(comparison.ops),
                                   None, case["source"], comparison.coverage,
-                                  caveat=case.get("caveat", "")))
+                                  caveat=case.get("caveat", ""), naive=naive,
+                                  execution=execution,
+                                  kind=kind_of(comparison.before, comparison.after),
+                                  memory_share=memory_share(comparison)))
     return results
 
 
@@ -303,13 +328,17 @@ def best_step_wall(run: Path) -> float:
 
 def _host_case(name: str, comparison: Comparison, source_run: Path, target_run: Path,
                target_measured: dict[str, float]) -> CaseResult:
+    from roofline.studies.accuracy import kind_of, memory_share
+
     predicted = best_step_wall(source_run) * comparison.new_s / comparison.old_s
     measured = best_step_wall(target_run)
     op_errors = [abs(op.new_s / target_measured[op.name] - 1) for op in comparison.ops
                  if op.new_s > 0 and target_measured.get(op.name, 0) > 0]
     return CaseResult("host", name, predicted, measured, predicted / measured - 1,
                       len(comparison.ops), statistics.median(op_errors) if op_errors else None,
-                      "measured on this host", comparison.coverage)
+                      "measured on this host", comparison.coverage,
+                      kind=kind_of(comparison.before, comparison.after, transfer=True),
+                      memory_share=memory_share(comparison))
 
 
 # The all-core run of a host case counts as a multi-core measurement only if its best step

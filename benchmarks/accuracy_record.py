@@ -1,0 +1,53 @@
+"""Write the accuracy record every prediction draws its expected error from
+(roofline/studies/accuracy.json, read by roofline/studies/accuracy.py).
+
+Runs the independent suites of ``roofline validate`` (published, and host unless
+``--published-only``) and keeps, for each case, what it compares, its op mix (the share
+of the source's predicted time in memory-bound ops) and its error. Commit the file it
+writes: a prediction's band is only as current as this record.
+
+Run: .venv/bin/python benchmarks/accuracy_record.py [--published-only] [--workdir DIR]
+     (about 10 minutes for the published suite with a cold compile cache, 5 more for host)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--published-only", action="store_true",
+                        help="leave out the host suite (its runs are measured here)")
+    parser.add_argument("--workdir", type=Path,
+                        help="keep the suite's compile cache and host runs here")
+    parser.add_argument("--out", type=Path, help="write here instead of the package's record")
+    args = parser.parse_args()
+
+    from roofline.outputs import write_text_atomic
+    from roofline.studies.accuracy import RECORD, record_document
+    from roofline.studies.validation import Validation, validate
+
+    cases = []
+    for suite in ("published",) if args.published_only else ("published", "host"):
+        result = validate(suite, workdir=args.workdir,
+                          progress=lambda line: print(line, file=sys.stderr))
+        cases += result.cases
+    document = record_document(Validation(tuple(cases)))
+    out = args.out or RECORD
+    write_text_atomic(out, json.dumps(document, indent=1) + "\n")
+    for case in document["cases"]:
+        print(f"{case['kind']:<34} {case['memory_share']:>5.0%} memory-bound  "
+              f"{case['error']:+7.1%}  {case['name']}")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

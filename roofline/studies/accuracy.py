@@ -1,0 +1,125 @@
+"""The error a prediction can expect, from the validation suite.
+
+Every prediction between two devices names the validated cases nearest it and their
+measured errors: cases of the same kind (the kinds of its two devices, or one device in
+two precisions) whose op mix is nearest its own (the share of the source's predicted time
+in memory-bound ops). The record, ``accuracy.json`` beside this module, holds each
+published and host case's error and op mix as the last full run of ``roofline validate``
+measured them; ``benchmarks/accuracy_record.py`` writes it. A prediction of a
+kind no case covers says so: its error is not known.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roofline.errors import RooflineError
+from roofline.input_files import VALIDATION_SUITE, read_input_text
+
+if TYPE_CHECKING:
+    from roofline.hardware.records import Hardware
+    from roofline.model.comparison import Comparison
+    from roofline.studies.validation import Validation
+
+RECORD = Path(__file__).with_name("accuracy.json")
+NEAREST = 3   # cases a band is drawn from: the nearest in op mix of the same kind
+
+
+@dataclass(frozen=True)
+class ValidatedCase:
+    """One published case as the record keeps it."""
+
+    name: str
+    kind: str              # kind_of(...): "analytical: gpu -> gpu", "transfer: cpu -> cpu"
+    memory_share: float    # of the source's predicted time, in memory-bound ops
+    error: float           # predicted / measured - 1
+    execution: str = "fused"
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """What a prediction's error is expected to be: the median and largest |error| of
+    the validated ``cases`` nearest it."""
+
+    typical: float
+    largest: float
+    cases: tuple[str, ...]
+    kind: str
+    memory_share: float
+
+    def text(self) -> str:
+        return (f"expected error: about {self.typical:.0%} (median |error| of the "
+                f"{len(self.cases)} validated {self.kind} case"
+                f"{'s' if len(self.cases) != 1 else ''} nearest its op mix, "
+                f"{self.memory_share:.0%} of the time memory-bound; largest "
+                f"{self.largest:.0%})")
+
+    def to_document(self) -> dict[str, Any]:
+        return {"typical": self.typical, "largest": self.largest, "cases": list(self.cases),
+                "kind": self.kind, "memory_share": self.memory_share,
+                "basis": "median and largest |predicted / measured - 1| of the validated "
+                         "published cases of this kind nearest in memory-bound share"}
+
+
+def kind_of(source: Hardware, target: Hardware, transfer: bool = False) -> str:
+    """What a prediction compares: two devices' kinds, or one device running two programs
+    (another precision or batch), from a program placed on both (``analytical``) or from
+    measured times carried (``transfer``)."""
+    what = (f"{source.kind} -> {target.kind}" if source.ref != target.ref
+            else f"{source.kind}, another program")
+    return f"{'transfer' if transfer else 'analytical'}: {what}"
+
+
+def memory_share(comparison: Comparison) -> float:
+    """The share of the source's predicted time in memory-bound ops."""
+    from roofline.model.placement import BoundKind
+
+    total = comparison.old_s or 1.0
+    return sum(row.old_s for row in comparison.by_side()
+               if row.bound.kind is BoundKind.MEMORY) / total
+
+
+def load_record(path: Path = RECORD) -> list[ValidatedCase]:
+    """The validated cases of the record (none where there is no record yet)."""
+    if not path.exists():
+        return []
+    try:
+        document = json.loads(read_input_text(path, VALIDATION_SUITE))
+        return [ValidatedCase(**case) for case in document["cases"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RooflineError(f"{path}: the accuracy record is damaged ({exc}): write it "
+                            "again with benchmarks/accuracy_record.py") from None
+
+
+def expected_error(comparison: Comparison, transfer: bool = False,
+                   cases: list[ValidatedCase] | None = None) -> ErrorBand | None:
+    """The band of the validated cases nearest ``comparison`` (module docstring; a
+    ``transfer`` of measured times); None where no case is of its kind."""
+    cases = load_record() if cases is None else cases
+    kind = kind_of(comparison.before, comparison.after, transfer)
+    alike = [case for case in cases if case.kind == kind]
+    if not alike:
+        return None
+    share = memory_share(comparison)
+    nearest = sorted(alike, key=lambda case: (abs(case.memory_share - share), case.name))
+    chosen = nearest[:NEAREST]
+    errors = [abs(case.error) for case in chosen]
+    return ErrorBand(statistics.median(errors), max(errors),
+                     tuple(case.name for case in chosen), kind, share)
+
+
+def record_document(validation: Validation) -> dict[str, Any]:
+    """The record of a published suite's run: each case's kind, op mix and error."""
+    cases = [ValidatedCase(case.case, case.kind, case.memory_share, case.error,
+                           case.execution or "fused")
+             for case in validation.cases
+             if case.independent and case.memory_share is not None and case.kind]
+    if not cases:
+        raise RooflineError("the validation ran no case to record (published or host)")
+    return {"schema": "roofline/accuracy/1",
+            "written_by": "benchmarks/accuracy_record.py",
+            "cases": [asdict(case) for case in cases]}
