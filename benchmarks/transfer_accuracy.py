@@ -14,8 +14,9 @@ The ops table of the source run is then carried to each target by
 - ``naive``: each measured time times the ratio of the op's roofline times on the two
   devices (spec peaks and spec per-op overhead).
 
-and the error of each against the target's measured time is reported per op kind and
-size bucket: median and 90th percentile of |predicted / measured - 1|. Beside it, the
+and the error of each against the target's measured time is reported per op kind, size
+bucket and measured-time bucket (small ops, under 50 us, apart): median and 90th
+percentile of |predicted / measured - 1|. Beside it, the
 repeatability of the source and target measurements: how far one round of a condition
 sits from the best of its other rounds, the order of the miss that measurement noise
 alone causes on this machine.
@@ -157,6 +158,14 @@ def size_bucket(op) -> str:  # noqa: ANN001
     return ">= 16 MiB"
 
 
+def time_bucket(seconds: float) -> str:
+    """Small ops apart: below tens of microseconds an op's time is launch, latency and a
+    partial wave more than bandwidth."""
+    if seconds < 50e-6:
+        return "< 50 us"
+    return "50 - 500 us" if seconds < 500e-6 else ">= 500 us"
+
+
 def report(name: str, errors: dict[str, dict[str, float]], table) -> None:  # noqa: ANN001
     def stats(values: list[float]) -> str:
         values = sorted(values)
@@ -166,6 +175,8 @@ def report(name: str, errors: dict[str, dict[str, float]], table) -> None:  # no
     for op in table.ops:
         groups.setdefault(f"kind {table.kind_of(op.name)}", []).append(op.name)
         groups.setdefault(f"size {size_bucket(op)}", []).append(op.name)
+        groups.setdefault(f"time {time_bucket(table.measured_s[op.name])}",
+                          []).append(op.name)
     print(f"\n== {name}: |predicted / measured - 1|, median and 90th percentile ==")
     print(f"{'group':26} {'ops':>4}   " + "   ".join(f"{m:>15}" for m in errors))
     every = [op.name for op in table.ops]
