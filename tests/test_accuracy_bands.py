@@ -1,0 +1,76 @@
+"""Every prediction states the error to expect, from the validated cases nearest it
+(roofline/studies/accuracy.py and its record, roofline/studies/accuracy.json)."""
+
+import json
+
+import pytest
+
+from roofline.api import predict, predict_ops
+from roofline.cli import main
+from roofline.hardware import load_hardware
+from roofline.model.comparison import compare_costs
+from roofline.program.ops_table import cost_row
+from roofline.program.ops_table_hlo import OpRow
+from roofline.studies.accuracy import (
+    RECORD,
+    ValidatedCase,
+    expected_error,
+    kind_of,
+    load_record,
+    memory_share,
+)
+from roofline.studies.validation import load_cases
+from tests.conftest import DATA
+
+CASES = [ValidatedCase("a", "analytical: gpu -> gpu", 0.10, +0.04),
+         ValidatedCase("b", "analytical: gpu -> gpu", 0.30, -0.12),
+         ValidatedCase("c", "analytical: gpu -> gpu", 0.55, +0.02),
+         ValidatedCase("d", "analytical: gpu -> gpu", 0.90, +0.30),
+         ValidatedCase("e", "analytical: tpu -> tpu", 0.40, +0.09)]
+
+
+def comparison(source, target, kind="matmul", shapes=((4096, 4096), (4096, 4096))):
+    op = cost_row(OpRow("op", kind, shapes, "f16", {}), "table")
+    return compare_costs([op], load_hardware(source), load_hardware(target))
+
+
+def test_the_band_is_drawn_from_the_cases_of_its_kind_nearest_its_op_mix():
+    # a large fp16 GEMM is compute-bound on both: 0% memory-bound, so the three nearest
+    # GPU cases are a (0.10), b (0.30), c (0.55): |errors| 4%, 12%, 2%
+    matmul = comparison("v100-sxm2", "a100-40gb")
+    assert memory_share(matmul) == 0.0
+    band = expected_error(matmul, cases=CASES)
+    assert band.cases == ("a", "b", "c") and band.kind == "analytical: gpu -> gpu"
+    assert band.typical == pytest.approx(0.04) and band.largest == pytest.approx(0.12)
+    # an add is all memory-bound: d (0.90), c (0.55), b (0.30): 30%, 2%, 12%
+    add = comparison("v100-sxm2", "a100-40gb", "add", ((1 << 24,), (1 << 24,)))
+    assert memory_share(add) == pytest.approx(1.0)
+    band = expected_error(add, cases=CASES)
+    assert band.cases == ("d", "c", "b") and band.typical == pytest.approx(0.12)
+    assert "about 12%" in band.text() and "largest 30%" in band.text()
+
+
+def test_a_prediction_of_a_kind_no_case_covers_says_its_error_is_not_known(capsys):
+    assert expected_error(comparison("v100-sxm2", "tpu-v3"), cases=CASES) is None
+    assert kind_of(load_hardware("v100-sxm2"), load_hardware("v100-sxm2")) == \
+        "analytical: gpu, another program"
+    # an ops table carried between GPUs: no measured GPU transfer is in the record yet
+    assert main(["predict", "--ops", str(DATA / "ops" / "host_one_core_f32.csv"),
+                 "--from", "v100-sxm2", "--to", "t4", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expected_error"] is None
+
+
+def test_the_record_holds_every_published_case_and_predictions_read_it():
+    record = {case.name: case for case in load_record()}
+    published = load_cases()["published"]["case"]
+    assert {case["name"] for case in published} <= record.keys(), (
+        f"{RECORD} is stale: run benchmarks/accuracy_record.py")
+    for case in published:
+        assert record[case["name"]].execution == case.get("execution", "fused")
+    result = predict("fc:layers=2,nodes=256,input=256,output=16,batch=64,dtype=bf16",
+                     "tpu-v2", "tpu-v3")
+    band = result.expected_error
+    assert band is not None and band.kind == "analytical: tpu -> tpu"
+    assert result.to_document()["expected_error"]["cases"] == list(band.cases)
+    table = predict_ops(DATA / "ops" / "host_one_core_f32.csv", "v100-sxm2", "t4")
+    assert table.expected_error is None
