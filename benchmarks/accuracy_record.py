@@ -1,5 +1,5 @@
 """Write the accuracy record every prediction draws its expected error from
-(roofline/studies/accuracy.json, read by roofline/studies/accuracy.py).
+(roofline/model/accuracy.json, read by roofline/model/accuracy.py).
 
 Runs the independent suites of ``roofline validate`` (published, and host unless
 ``--published-only``) and keeps, for each case, what it compares, its op mix (the share
@@ -30,16 +30,22 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write here instead of the package's record")
     args = parser.parse_args()
 
+    from dataclasses import asdict
+
+    from roofline.model.accuracy import RECORD, ValidatedCase
     from roofline.outputs import write_text_atomic
-    from roofline.studies.accuracy import RECORD, record_document
-    from roofline.studies.validation import Validation, validate
+    from roofline.studies.validation import validate
 
     cases = []
     for suite in ("published",) if args.published_only else ("published", "host"):
         result = validate(suite, workdir=args.workdir,
                           progress=lambda line: print(line, file=sys.stderr))
-        cases += result.cases
-    document = record_document(Validation(tuple(cases)))
+        cases += [ValidatedCase(case.case, case.kind, case.memory_share, case.error,
+                                case.execution or "fused")
+                  for case in result.cases
+                  if case.independent and case.kind and case.memory_share is not None]
+    document = {"schema": "roofline/accuracy/1", "written_by": "benchmarks/accuracy_record.py",
+                "cases": [asdict(case) for case in cases]}
     out = args.out or RECORD
     write_text_atomic(out, json.dumps(document, indent=1) + "\n")
     for case in document["cases"]:

@@ -1,5 +1,5 @@
 """Every prediction states the error to expect, from the validated cases nearest it
-(roofline/studies/accuracy.py and its record, roofline/studies/accuracy.json)."""
+(roofline/model/accuracy.py and its record, roofline/model/accuracy.json)."""
 
 import json
 
@@ -8,10 +8,7 @@ import pytest
 from roofline.api import predict, predict_ops
 from roofline.cli import main
 from roofline.hardware import load_hardware
-from roofline.model.comparison import compare_costs
-from roofline.program.ops_table import cost_row
-from roofline.program.ops_table_hlo import OpRow
-from roofline.studies.accuracy import (
+from roofline.model.accuracy import (
     RECORD,
     ValidatedCase,
     expected_error,
@@ -19,6 +16,9 @@ from roofline.studies.accuracy import (
     load_record,
     memory_share,
 )
+from roofline.model.comparison import compare_costs
+from roofline.program.ops_table import cost_row
+from roofline.program.ops_table_hlo import OpRow
 from roofline.studies.validation import load_cases
 from tests.conftest import DATA
 

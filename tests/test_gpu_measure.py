@@ -101,7 +101,7 @@ def test_the_variant_holds_each_figure_beside_its_peak(tmp_path, h100, synthetic
     # The default, unselected, is the library's spec as it was.
     default = load_spec_file(tmp_path / "h100-sxm.toml")
     assert default.roof("bf16", "matrix").achieved.sources == ("mamf-stas",)
-    assert default.overhead.value == pytest.approx(3e-6) and default.sustained_clock is None
+    assert default.overhead.value == pytest.approx(2.5e-6) and default.sustained_clock is None
 
 
 def test_the_rest_of_the_file_is_left_as_it_was(tmp_path, h100, synthetic):
@@ -221,7 +221,7 @@ def test_a_floor_lost_in_noise_is_flagged_not_written(tmp_path, h100):
     (tmp_path / "h100-sxm.toml").write_text(measured_variant_toml(h100.path, m, h100,
                                                                   "h100-sxm"))
     hw = load_spec_file(tmp_path / "h100-sxm.toml", variant="measured")
-    assert hw.overhead.value == pytest.approx(3e-6)       # the spec's own, kept
+    assert hw.overhead.value == pytest.approx(2.5e-6)     # the spec's own, kept
     assert hw.dispatch.value == pytest.approx(8e-6)
 
 

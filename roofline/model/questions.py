@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
+from roofline.model.accuracy import ErrorBand, expected_error
 from roofline.model.analysis import (
     BATCH_LIMIT,
     CapacityThroughput,
@@ -77,7 +78,6 @@ from roofline.program.execution import (
 )
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
-from roofline.studies.accuracy import ErrorBand, expected_error
 
 if TYPE_CHECKING:
     import pandas

@@ -77,7 +77,7 @@ class CaseResult:
     # or wave quantization), beside the prediction; None where it does not apply
     naive: float | None = None
     execution: str = ""          # how the measured run executed: fused or eager
-    # Published cases: what they compare (roofline.studies.accuracy.kind_of) and the share
+    # Published cases: what they compare (roofline.model.accuracy.kind_of) and the share
     # of the source's predicted time in memory-bound ops, for the accuracy record
     kind: str = ""
     memory_share: float | None = None
@@ -184,8 +184,8 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                     progress: Callable[[str], None] = lambda _: None) -> list[CaseResult]:
     """Each case: the throughput ratio of the compared units (a board, a chip, a GPU),
     each running ``devices`` copies of its compiled device program at its batch."""
+    from roofline.model.accuracy import kind_of, memory_share
     from roofline.model.questions import CompileOptions, PlacementOptions, predict
-    from roofline.studies.accuracy import kind_of, memory_share
 
     results = []
     for index, case in enumerate(config["case"], 1):
@@ -328,7 +328,7 @@ def best_step_wall(run: Path) -> float:
 
 def _host_case(name: str, comparison: Comparison, source_run: Path, target_run: Path,
                target_measured: dict[str, float]) -> CaseResult:
-    from roofline.studies.accuracy import kind_of, memory_share
+    from roofline.model.accuracy import kind_of, memory_share
 
     predicted = best_step_wall(source_run) * comparison.new_s / comparison.old_s
     measured = best_step_wall(target_run)

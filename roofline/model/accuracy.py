@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,6 @@ from roofline.input_files import VALIDATION_SUITE, read_input_text
 if TYPE_CHECKING:
     from roofline.hardware.records import Hardware
     from roofline.model.comparison import Comparison
-    from roofline.studies.validation import Validation
 
 RECORD = Path(__file__).with_name("accuracy.json")
 NEAREST = 3   # cases a band is drawn from: the nearest in op mix of the same kind
@@ -110,16 +109,3 @@ def expected_error(comparison: Comparison, transfer: bool = False,
     errors = [abs(case.error) for case in chosen]
     return ErrorBand(statistics.median(errors), max(errors),
                      tuple(case.name for case in chosen), kind, share)
-
-
-def record_document(validation: Validation) -> dict[str, Any]:
-    """The record of a published suite's run: each case's kind, op mix and error."""
-    cases = [ValidatedCase(case.case, case.kind, case.memory_share, case.error,
-                           case.execution or "fused")
-             for case in validation.cases
-             if case.independent and case.memory_share is not None and case.kind]
-    if not cases:
-        raise RooflineError("the validation ran no case to record (published or host)")
-    return {"schema": "roofline/accuracy/1",
-            "written_by": "benchmarks/accuracy_record.py",
-            "cases": [asdict(case) for case in cases]}
