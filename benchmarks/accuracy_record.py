@@ -28,18 +28,21 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path,
                         help="keep the suite's compile cache and host runs here")
     parser.add_argument("--out", type=Path, help="write here instead of the package's record")
+    parser.add_argument("--document", type=Path,
+                        help="also write the suites' whole result here (as validate's JSON)")
     args = parser.parse_args()
 
     from dataclasses import asdict
 
     from roofline.model.accuracy import RECORD, ValidatedCase
     from roofline.outputs import write_text_atomic
-    from roofline.studies.validation import validate
+    from roofline.studies.validation import Validation, validate
 
-    cases = []
+    cases, results = [], []
     for suite in ("published",) if args.published_only else ("published", "host"):
         result = validate(suite, workdir=args.workdir,
                           progress=lambda line: print(line, file=sys.stderr))
+        results += result.cases
         cases += [ValidatedCase(case.case, case.kind, case.memory_share, case.error,
                                 case.execution or "fused")
                   for case in result.cases
@@ -48,6 +51,9 @@ def main() -> int:
                 "cases": [asdict(case) for case in cases]}
     out = args.out or RECORD
     write_text_atomic(out, json.dumps(document, indent=1) + "\n")
+    if args.document:
+        write_text_atomic(args.document,
+                          json.dumps(Validation(tuple(results)).to_document(), indent=1))
     for case in document["cases"]:
         print(f"{case['kind']:<34} {case['memory_share']:>5.0%} memory-bound  "
               f"{case['error']:+7.1%}  {case['name']}")
