@@ -30,6 +30,7 @@ each top-level op of the result is one eager kernel:
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from roofline.program.hlo.loops import trip_count
@@ -206,8 +207,9 @@ class _Rewriter:
             if trips is not None and "known_trip_count" not in text:
                 text += f', backend_config={{"known_trip_count":{{"n":"{trips}"}}}}'
         elif instruction.opcode == "conditional":
-            for branch in instruction.called:
-                text = text.replace(branch, self.rewrite(branch))
+            for branch in instruction.called:   # whole names: region_1 is not region_12
+                text = re.sub(rf"(?<![\w.\-]){re.escape(branch)}(?![\w.\-])",
+                              self.rewrite(branch), text)
         return text
 
     def rewrite(self, name: str) -> str:
@@ -233,17 +235,15 @@ class _Rewriter:
         kernels = _kernels(flat)
         kernel_of = {m: kernel for kernel in kernels for m in kernel.members}
         used_outside = _used_outside(flat, kernel_of)
-        materialized: dict[str, str] = {}
+        materialized: set[str] = set()
 
         def top(value: str) -> str:
-            """A name the top level can read for ``value``: a view no kernel reads is
-            copied by a kernel of its own."""
-            if flat.nodes[value].opcode not in VIEWS:
-                return value
-            if value not in materialized:
-                materialized[value] = value
+            """``value`` where the top level reads it: a view no kernel reads is copied
+            by a kernel of its own, once."""
+            if flat.nodes[value].opcode in VIEWS and value not in materialized:
+                materialized.add(value)
                 lines.extend(self.kernel(_Kernel([value]), flat, [value]))
-            return materialized[value]
+            return value
 
         lines: list[str] = []
         done: set[_Kernel] = set()
