@@ -139,3 +139,39 @@ def test_eager_execution_is_named_and_refused_where_it_cannot_apply(tmp_path, ca
         analyze(spec, "v100-sxm2", placement=PlacementOptions(execution="lazy"))
     assert main(["analyze", spec, "--execution", "eager", "--target", "host"]) == 2
     assert "names a compiler" in capsys.readouterr().err
+
+
+def test_nchw_activations_pay_cudnns_transposes_on_tensor_cores_only():
+    # A 3x3 convolution of 8 x 16 x 16 x 32 activations into 32 channels, as PyTorch runs
+    # it by default (NCHW) and with channels last (NHWC).
+    x = jax.ShapeDtypeStruct((8, 16, 16, 32), jnp.float16)
+    w = jax.ShapeDtypeStruct((3, 3, 32, 32), jnp.float16)
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    text = lowered_hlo_text(jax.jit(conv).trace(x, w).lower())
+
+    def placed(layout, hardware):
+        from roofline.hardware import load_hardware
+        from roofline.model.analysis import Placer
+
+        costs = analyze_module(parse_hlo_text(eager_module_text(parse_hlo_text(text),
+                                                                layout)))
+        (op,) = [op for op in costs.ops if op.does_work]
+        return op, Placer(load_hardware(hardware)).op(op)
+    nchw, on_tensor_cores = placed("NCHW", "v100-sxm2")
+    nhwc, channels_last = placed("NHWC", "v100-sxm2")
+    assert (nchw.layout, nhwc.layout) == ("NCHW", "")
+    # the activations: input 8 x 16 x 16 x 32 and output as large, 2 x 65,536 elements of
+    # 2 B; each transposed (read and written) once more: 2 x 131,072 x 2 = 524,288 B at
+    # the V100's 900 GB/s, and a transpose kernel before and after, each waiting the
+    # memory's 316.6 ns for its first bytes
+    assert nchw.gemm.activations == 2 * 8 * 16 * 16 * 32
+    memory = dict(on_tensor_cores.memory_s)["HBM2"] - dict(channels_last.memory_s)["HBM2"]
+    assert memory == pytest.approx(524288 / 900e9 + 2 * 316.6e-9, rel=1e-6)
+    assert on_tensor_cores.overhead_s == pytest.approx(3 * channels_last.overhead_s)
+    # on a P100 (no tensor cores) cuDNN's NCHW kernels take the layout as it is
+    _, cuda_cores = placed("NCHW", "p100-sxm2")
+    _, cuda_cores_nhwc = placed("NHWC", "p100-sxm2")
+    assert cuda_cores.seconds == cuda_cores_nhwc.seconds

@@ -38,9 +38,11 @@ def test_each_matrix_product_records_the_gemm_its_library_runs(ops):
     # implicit GEMM has N x P x Q = 32 x 54 x 54 = 93312 rows, K = 128 columns, and is
     # C x R x S = 64 x 9 = 576 deep. Its rows come in N x P = 32 x 54 blocks of one row of
     # Q = 54 output positions. Its filter is 3x3 and its stride 1: what the library's
-    # choice of algorithm reads.
+    # choice of algorithm reads. Its activations, what a layout change moves: the input,
+    # 32 x 64 x 56 x 56, and the output, 32 x 128 x 54 x 54.
     assert ops["conv"].gemm == GemmShape(batch=1, m=32 * 54 * 54, n=128, k=576,
-                                         row_blocks=32 * 54, taps=(3, 3), unit_stride=True)
+                                         row_blocks=32 * 54, taps=(3, 3), unit_stride=True,
+                                         activations=32 * 64 * 56 * 56 + 32 * 128 * 54 * 54)
 
 
 def test_tile_and_wave_quantization_by_hand():

@@ -52,11 +52,13 @@ def parents() -> Parents:
 def add_execution_option(parser: argparse.ArgumentParser) -> None:
     """--execution: a SPEC's ops as XLA compiles them, or as an eager framework runs them."""
     parser.add_argument(
-        "--execution", choices=("fused", "eager"), default="fused",
+        "--execution", choices=("fused", "eager", "eager-nhwc"), default="fused",
         help="a SPEC's ops on a GPU or CPU as XLA compiles them (fused, the default), or "
-             "as an eager framework such as PyTorch or TensorFlow without XLA runs them "
-             "(eager: one kernel per op of the program before XLA's optimizations, views "
-             "free, library kernels such as batch norm one each); a TPU always runs the "
+             "as an eager framework runs them: one kernel per op of the program before "
+             "XLA's optimizations, views free, library kernels such as batch norm one "
+             "each, with NCHW activations as PyTorch's default memory format (eager: "
+             "cuDNN transposes each tensor-core convolution's operands) or NHWC ones as "
+             "PyTorch's channels_last or TensorFlow (eager-nhwc); a TPU always runs the "
              "compiled program")
 
 

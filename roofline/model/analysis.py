@@ -142,6 +142,20 @@ WINOGRAD = "Winograd F(2x2,3x3)"
 WINOGRAD_MULTIPLIES = 16 / 36
 
 
+def layout_transposes(op: OpCost, dtype: str, hardware: Hardware) -> float:
+    """Bytes cuDNN moves to transpose a tensor-core convolution's NCHW activations to NHWC
+    and its result back, where a framework keeps them NCHW (PyTorch's default memory
+    format; MosaicML's Channels Last card, after NVIDIA): each activation read and written
+    once more. None on CUDA cores, whose kernels take NCHW as it is."""
+    if (op.layout != "NCHW" or hardware.kind != HardwareKind.GPU or op.gemm is None
+            or not op.gemm.activations):
+        return 0.0
+    roof = choose_roof(hardware, dtype, op.unit)
+    if roof is None or roof.unit != ExecutionUnit.MATRIX:
+        return 0.0
+    return 2.0 * op.gemm.activations * DTYPE_BYTES.get(dtype, 4)
+
+
 def convolution_algorithm(op: OpCost, dtype: str, hardware: Hardware) -> str:
     """The algorithm a GPU's convolution library runs ``op`` with, where it is not the
     direct one (implicit GEMM) the FLOPs count: Winograd for a 3x3 filter of unit stride
@@ -173,10 +187,13 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     if op.host_bytes and pcie is not None:
         link_bytes, link = link_bytes + op.host_bytes, pcie
     algorithm = convolution_algorithm(op, dtype, hardware)
+    transposes = layout_transposes(op, dtype, hardware)
     return Work(flops=op.flops * (WINOGRAD_MULTIPLIES if algorithm == WINOGRAD else 1.0),
-                bytes=main, dtype=dtype,
+                bytes=main + transposes, dtype=dtype,
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
-                launches=max(op.kernels, 1), wave_efficiency=wave_efficiency(op, hardware),
+                # a transpose kernel before the convolution and one after
+                launches=max(op.kernels, 1) + (2 if transposes else 0),
+                wave_efficiency=wave_efficiency(op, hardware),
                 transcendentals=op.transcendentals, algorithm=algorithm)
 
 
@@ -259,6 +276,10 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
                 add(Gap.ALGORITHM, name, kernel, f"a convolution placed as cuDNN's "
                     f"{part.algorithm} on CUDA cores: {WINOGRAD_MULTIPLIES * 36:.0f} of "
                     "every 36 multiply-adds of the direct algorithm", part_s)
+            if layout_transposes(kernel, dtype, hardware):
+                add(Gap.LAYOUT, name, kernel, "a tensor-core convolution of NCHW "
+                    "activations: cuDNN transposes them to NHWC and its result back, "
+                    "each read and written once more, two kernels more", part_s)
     return found
 
 

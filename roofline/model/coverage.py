@@ -22,7 +22,8 @@ Which gaps leave work out (the total undercounts it) and which only approximate 
   device's ops taken from another backend's compile: XLA:CPU's or XLA:TPU's for a GPU),
   ``TF32`` (f32 products placed on a GPU's TF32 tensor cores, as XLA's default precision
   rounds them), ``ALGORITHM`` (a convolution placed as the faster algorithm a GPU library
-  runs, Winograd on CUDA cores).
+  runs, Winograd on CUDA cores), ``LAYOUT`` (a tensor-core convolution of NCHW
+  activations charged cuDNN's transposes to NHWC and back).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Gap(enum.Enum):
     UNTIMED_TRANSCENDENTALS = "transcendentals not timed"
     TF32 = "TF32 tensor cores"
     ALGORITHM = "convolution algorithm"
+    LAYOUT = "layout transposes"
 
     @property
     def leaves_out(self) -> bool:

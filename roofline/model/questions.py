@@ -223,7 +223,7 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
 
 def _compiled_already(path: Path, execution: Execution | str) -> None:
     """A dump is a compiled program: it runs as compiled."""
-    if execution_of(execution) is Execution.EAGER:
+    if execution_of(execution).eager:
         raise RooflineError(f"{path} holds a program XLA compiled already: eager execution "
                             "runs a SPEC's program before XLA's optimizations; give a SPEC")
 
@@ -239,7 +239,7 @@ def program_ops(input: str | Path, hardware: HardwareRef, *,
     target = compile_target_for(execution, hw, compile_target)
     found = resolve_input(input)
     if isinstance(found, RunInput):
-        if execution_of(execution) is Execution.EAGER:
+        if execution_of(execution).eager:
             raise RooflineError(f"{found.path} is a measured run: its kernels are what ran; "
                                 "eager execution places a SPEC")
         from roofline.model.explain import explain
@@ -647,7 +647,7 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
     from roofline.model.comparison import same_layer
     from roofline.program.ops_table import OpsTable, read_ops_table
 
-    if execution_of(placement.execution) is Execution.EAGER:
+    if execution_of(placement.execution).eager:
         raise RooflineError("an ops table's rows are kernels as measured, one per op: "
                             "eager execution places a SPEC's program (leave it out here)")
     given = table if isinstance(table, OpsTable) else read_ops_table(table)

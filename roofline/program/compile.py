@@ -26,7 +26,7 @@ from roofline.hardware.records import HardwareKind
 from roofline.input_files import COMPILE_CACHE_RECORD, read_optional_input
 from roofline.outputs import write_text_atomic
 from roofline.program import _xla
-from roofline.program.execution import EAGER_TARGET, Execution
+from roofline.program.execution import EAGER_TARGETS, Execution
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
 from roofline.program.json_fields import checked_fields
@@ -61,9 +61,10 @@ class Target:
         """Whose ops the program holds, for people: "XLA:CPU on this host"."""
         if self.dump:
             return self.dump
-        if self.name == EAGER_TARGET:
+        if self.name in EAGER_TARGETS:
             return ("no compiler: the program before XLA's optimizations, run eagerly (one "
-                    "kernel per op, views free, library kernels one each)")
+                    f"kernel per op, views free, library kernels one each; "
+                    f"{Execution(self.name).layout} activations)")
         if self.is_tpu:
             return f"XLA:TPU for {self.topology}, deviceless"
         if self.gpu_config:
@@ -84,8 +85,8 @@ TARGETS: dict[str, Target] = {
     "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4),
     "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4),
     # A program as an eager framework runs it (roofline.program.hlo.eager): lowered, not
-    # compiled.
-    EAGER_TARGET: Target(EAGER_TARGET, ""),
+    # compiled; one target per activation layout.
+    **{name: Target(name, "") for name in sorted(EAGER_TARGETS)},
 }
 
 
@@ -237,7 +238,8 @@ class CompiledProgram:
     @property
     def execution(self) -> Execution:
         """Whether the program runs as compiled or eagerly (the eager target's)."""
-        return Execution.EAGER if self.target.name == EAGER_TARGET else Execution.FUSED
+        return Execution(self.target.name) if self.target.name in EAGER_TARGETS \
+            else Execution.FUSED
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -307,7 +309,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     is read back, not recompiled.
     """
     spec = get_target(target)
-    if spec.name == EAGER_TARGET and (sharding is not None or data_parallel):
+    if spec.name in EAGER_TARGETS and (sharding is not None or data_parallel):
         raise RooflineError("eager execution runs a program on one device: a sharded or "
                             "data-parallel program runs as XLA compiles it (execution "
                             "fused)")
@@ -331,7 +333,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
                 cached = _cached_program(cache_dir, key, spec)
                 if cached is not None:
                     return cached
-            if spec.name == EAGER_TARGET:
+            if spec.name in EAGER_TARGETS:
                 program = _eager_program(lowered, spec, lower_seconds, key)
                 if cache_dir:
                     _cache_write(cache_dir, key, program)
@@ -371,10 +373,10 @@ def _eager_program(lowered: Any, spec: Target, lower_seconds: float, key: str
     start = time.perf_counter()
     text = _xla.lowered_hlo_text(lowered)
     print_seconds = time.perf_counter() - start
-    eager_text = eager_module_text(parse_hlo_text(text))
+    eager_text = eager_module_text(parse_hlo_text(text), Execution(spec.name).layout)
     costs = analyze_module(parse_hlo_text(eager_text))
     return CompiledProgram(
-        target=spec, devices=1, device_kind=EAGER_TARGET, device_scope="device",
+        target=spec, devices=1, device_kind=spec.name, device_scope="device",
         hlo_text=eager_text, costs=costs, xla=_xla.xla_cost_from_raw({}), memory=None,
         versions=_xla.versions(), compile_seconds=0.0,
         analysis_seconds=time.perf_counter() - start - print_seconds, cache_key=key,
@@ -565,7 +567,7 @@ def _workload_sources_version() -> str:
 def _eager_rewrite_version(target: str) -> str:
     """What an eager program's record also depends on: the rewrite that made its HLO
     (:mod:`roofline.program.hlo.eager`), kept as text in the record."""
-    return f"|{_cost_rules_version()}" if target == EAGER_TARGET else ""
+    return f"|{_cost_rules_version()}" if target in EAGER_TARGETS else ""
 
 
 def _cache_key(lowered_text: str, target: Target, devices: int, device_kind: str) -> str:

@@ -145,7 +145,7 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
         return f" (XLA {x[key]:.4g})" if x else ""
     if doc["dump"]:
         head = f"{doc['spec']}: a program for one device, dumped"
-    elif doc.get("execution") == "eager":
+    elif doc.get("execution", "fused") != "fused":
         head = f"{doc['spec']}, run eagerly on one device"
     else:
         head = (f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "

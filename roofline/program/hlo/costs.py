@@ -28,6 +28,7 @@ from roofline.program.hlo.alike import attributes_key
 from roofline.program.hlo.buffers import FusionPlan, fusion_plan
 from roofline.program.hlo.calls import CallGraph, all_called
 from roofline.program.hlo.dtypes import output_dtype, written_dtype
+from roofline.program.hlo.eager import LAYOUT_MARK
 from roofline.program.hlo.formulas import Flops, GemmShape, backend_config
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
@@ -262,6 +263,7 @@ class _Analyzer:
             gemm=self._gemm(effective, computation, resolved), body=body,
             fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
             else "", full_fp32=self._full_fp32(effective, computation, unit),
+            layout=self._layout(effective, computation, unit),
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,
@@ -289,6 +291,15 @@ class _Analyzer:
             config = backend_config(inner).get("gemm_backend_config", {})
             precision = str(config.get("precision_config", {}).get("operand_precision", ""))
         return "highest" in precision.lower()
+
+    def _layout(self, instruction: Instruction, computation: Computation,
+                unit: ExecutionUnit) -> str:
+        """The layout a framework keeps a convolution's activations in, where a rewrite
+        marked it (:data:`roofline.program.hlo.eager.LAYOUT_MARK`)."""
+        if unit != ExecutionUnit.MATRIX:
+            return ""
+        inner = self._heaviest_inner(instruction, computation) or instruction
+        return inner.attributes.get(LAYOUT_MARK, "") if inner.opcode == "convolution" else ""
 
     def _generic_async(self, start: Instruction, computation: Computation,
                        flops: Flops) -> OpCost:

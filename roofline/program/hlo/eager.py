@@ -20,6 +20,10 @@ each top-level op of the result is one eager kernel:
   two). Matrix products are never merged: they are library calls of their own.
 - Calls are inlined. The bodies of loops and conditionals are rewritten the same way; a
   loop keeps the trip count read off the original program.
+- The layout of the activations (:mod:`roofline.program.execution`): with NCHW ones (PyTorch's
+  default memory format) each convolution is marked ``memory_format=NCHW``, a mark of
+  this rewrite read by the cost rules (no XLA syntax), and placed on a GPU's tensor cores
+  it pays cuDNN's transposes of its activations to NHWC and back.
 - Math as PyTorch runs it by default: an f32 matrix product at full fp32 precision
   (``torch.backends.cuda.matmul.allow_tf32`` is False since PyTorch 1.12: the rewrite
   asks its ``dot`` for HIGHEST precision), a convolution as cuDNN rounds it (TF32 on
@@ -123,15 +127,20 @@ class _Kernel:
         return self.scope is not None and "transpose(" in self.scope.rsplit("/", 1)[-1]
 
 
-def eager_module_text(module: HloModule) -> str:
+LAYOUT_MARK = "memory_format"   # the attribute that marks a convolution's activations
+
+
+def eager_module_text(module: HloModule, layout: str = "NHWC") -> str:
     """``module`` (HLO before optimizations, with op metadata) as an eager framework runs
-    it: see the module docstring."""
-    return _Rewriter(module).module_text()
+    it, its activations laid out as ``layout`` (``NCHW`` or ``NHWC``): see the module
+    docstring."""
+    return _Rewriter(module, layout).module_text()
 
 
 class _Rewriter:
-    def __init__(self, module: HloModule):
+    def __init__(self, module: HloModule, layout: str):
         self.module = module
+        self.layout = layout
         self.counter = itertools.count()
         self.new: list[str] = []                 # texts of the computations made here
         self.rewritten: dict[str, str] = {}      # a loop body or branch -> its rewrite
@@ -173,6 +182,8 @@ class _Rewriter:
                 if opcode == "dot" and _dtype(instruction.shape) == "f32" \
                         and "operand_precision" not in attributes:
                     attributes += ", operand_precision={highest,highest}"
+                if opcode == "convolution" and self.layout != "NHWC":
+                    attributes += f", {LAYOUT_MARK}={self.layout}"
                 flat.nodes[name] = _Node(name, opcode, instruction.shape, operands,
                                          attributes,
                                          instruction.literal,

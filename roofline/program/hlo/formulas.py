@@ -134,6 +134,9 @@ class GemmShape:
     # of algorithm reads (Winograd runs 3x3 filters of unit stride).
     taps: tuple[int, ...] = ()
     unit_stride: bool = False
+    # A convolution's: the elements of its activation tensors (input and output, or input
+    # and output gradient), what a change of their memory layout moves.
+    activations: int = 0
 
     def tiles(self, tile: tuple[int, int]) -> int:
         return self.batch * math.ceil(self.m / tile[0]) * math.ceil(self.n / tile[1])
@@ -186,6 +189,7 @@ class ConvolutionSpec:
     kernel_spatial: tuple[int, ...]
     output_spatial: tuple[int, ...]
     unit_stride: bool = False     # stride 1, no input or window dilation, in every dimension
+    activations: int = 0          # elements of its activation tensors (filter_taps' docs)
 
     def implicit_gemm(self, result: str = "output") -> GemmShape:
         """The GEMM an implicit-GEMM algorithm runs for the pass that produces
@@ -205,7 +209,7 @@ class ConvolutionSpec:
         blocks = (batch * math.prod(positions[result][:-1]) if result in positions
                   and positions[result] else 1)
         return GemmShape(groups, *rows, row_blocks=blocks, taps=self.filter_taps,
-                         unit_stride=self.unit_stride)
+                         unit_stride=self.unit_stride, activations=self.activations)
 
     @property
     def filter_taps(self) -> tuple[int, ...]:
@@ -213,7 +217,7 @@ class ConvolutionSpec:
         A gradient written as a convolution swaps roles: the filter's gradient convolves
         the input with the output's gradient (a window as large as the output) into an
         output as large as the filter. Either way the filter is the smaller of window and
-        output, per dimension."""
+        output, per dimension, and the other two tensors are the activations."""
         return tuple(min(k, o) for k, o in zip(self.kernel_spatial, self.output_spatial))
 
     @property
@@ -258,7 +262,15 @@ class ConvolutionSpec:
             kernel_spatial=tuple(s[1] for s in sizes),
             output_spatial=tuple(s[2] for s in sizes),
             unit_stride=all(d.stride == d.lhs_dilate == d.rhs_dilate == 1 for d in window),
+            activations=lhs.elements + (
+                rhs.elements if _filter_gradient(sizes) else out.elements),
         )
+
+
+def _filter_gradient(sizes: list[tuple[int, int, int]]) -> bool:
+    """Whether a convolution of these (input, window, output) sizes computes a filter's
+    gradient: the output's gradient as its window, larger than the filter it makes."""
+    return bool(sizes) and all(out < kernel for _, kernel, out in sizes)
 
 
 def _valid_positions(in_size: int, kernel: int, out_size: int, dim: WindowDim) -> int:

@@ -43,6 +43,9 @@ class OpCost:
     # An f32 matrix product asked for at full fp32 precision (XLA's HIGHEST, or a
     # framework's fp32 default): never rounded to TF32 on a GPU's tensor cores.
     full_fp32: bool = False
+    # How a framework lays out a convolution's activations where it fixes them (NCHW, as
+    # PyTorch does by default; roofline.program.hlo.eager); "" where the compiler chose.
+    layout: str = ""
     fusion_kind: str = ""        # a fusion's kind as compiled: kLoop, kInput, kOutput, kCustom
     # A loop, call or conditional: the kernels one trip of it runs (its body's and its
     # condition's, or the branch costed), each costed on its own; its totals above are
