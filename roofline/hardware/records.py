@@ -322,9 +322,9 @@ class Hardware:
                                    set_aside=frozenset(ignoring))
 
     def measured_alike(self, other: Hardware) -> frozenset[str]:
-        """The roofs and levels this device cites an achieved figure for that ``other``
-        does not (or has not at all): to be placed at their peaks on both sides of a
-        transfer (:func:`even_ceilings`)."""
+        """The roofs and levels one of the two devices cites an achieved figure for and
+        the other does not: to be placed at their peaks on both sides of a transfer
+        (:func:`even_ceilings`)."""
         def cited(hw: Hardware) -> set[str]:
             return ({r.label for r in hw.compute if r.achieved and r.achieved.value}
                     | {_level_key(i, m) for i, m in enumerate(hw.memory)

@@ -11,8 +11,10 @@ kind no case covers says so: its error is not known.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +32,7 @@ NEAREST = 3   # cases a band is drawn from: the nearest in op mix of the same ki
 
 @dataclass(frozen=True)
 class ValidatedCase:
-    """One published case as the record keeps it."""
+    """One validated case (published or host) as the record keeps it."""
 
     name: str
     kind: str              # kind_of(...): "analytical: gpu -> gpu", "transfer: cpu -> cpu"
@@ -61,7 +63,7 @@ class ErrorBand:
         return {"typical": self.typical, "largest": self.largest, "cases": list(self.cases),
                 "kind": self.kind, "memory_share": self.memory_share,
                 "basis": "median and largest |predicted / measured - 1| of the validated "
-                         "published cases of this kind nearest in memory-bound share"}
+                         "cases of this kind nearest in memory-bound share"}
 
 
 def kind_of(source: Hardware, target: Hardware, transfer: bool = False) -> str:
@@ -82,20 +84,22 @@ def memory_share(comparison: Comparison) -> float:
                if row.bound.kind is BoundKind.MEMORY) / total
 
 
-def load_record(path: Path = RECORD) -> list[ValidatedCase]:
-    """The validated cases of the record (none where there is no record yet)."""
+@functools.cache
+def load_record(path: Path = RECORD) -> tuple[ValidatedCase, ...]:
+    """The validated cases of the record (none where there is no record yet), read once
+    per process: every prediction consults it."""
     if not path.exists():
-        return []
+        return ()
     try:
         document = json.loads(read_input_text(path, VALIDATION_SUITE))
-        return [ValidatedCase(**case) for case in document["cases"]]
+        return tuple(ValidatedCase(**case) for case in document["cases"])
     except (ValueError, KeyError, TypeError) as exc:
         raise RooflineError(f"{path}: the accuracy record is damaged ({exc}): write it "
                             "again with benchmarks/accuracy_record.py") from None
 
 
 def expected_error(comparison: Comparison, transfer: bool = False,
-                   cases: list[ValidatedCase] | None = None) -> ErrorBand | None:
+                   cases: Sequence[ValidatedCase] | None = None) -> ErrorBand | None:
     """The band of the validated cases nearest ``comparison`` (module docstring; a
     ``transfer`` of measured times); None where no case is of its kind."""
     cases = load_record() if cases is None else cases

@@ -576,9 +576,6 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
         measured_s = _measured_table(measured)
     if measured_s is not None:
         source_hw, dest = even_ceilings(source_hw, dest, ceilings)
-    else:
-        source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
-    if measured_s is not None:
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
                               target_ops=after_ops, clamp=clamp,
                               target_floor=None if placement.target_floor is None
@@ -587,6 +584,7 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
                               host_floor_s=placement.host_floor)
         mode = PredictionMode.TRANSFER
     else:
+        source_hw, dest = source_hw.at_ceilings(ceilings), dest.at_ceilings(ceilings)
         comparison = compare_costs(program.ops, source_hw, dest, Overlap(overlap),
                                    after_ops=after_ops)
         mode = PredictionMode.ANALYTICAL
