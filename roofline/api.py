@@ -11,6 +11,8 @@ The questions, each a function with a typed result:
 - :func:`largest_batch`: the largest batch that fits a device's memory
 - :func:`serving` (and :func:`serving_curve`, over batches): a language model's prefill
   and decode, tokens per second, where decode turns compute-bound, the largest batch
+- :func:`generation` and :func:`serve`: a language model's requests over time, a static
+  batch generating for an input and output length, or continuous batching at a rate
 - :func:`validate`: predictions against measurements the model does not read
 - :func:`measure` (and :func:`write_spec`): this host's or this GPU's real ceilings
 - :func:`profile`: run a program here and capture its trace
@@ -50,6 +52,8 @@ _HOMES: dict[str, str] = {
     "sensitivity": _QUESTIONS,
     "serving": "roofline.model.llm",
     "serving_curve": "roofline.model.llm",
+    "generation": "roofline.model.generation",
+    "serve": "roofline.model.generation",
     "sweep": "roofline.studies.sweep:run_sweep",
     "validate": "roofline.studies.validation",
     "whatif": _QUESTIONS,
@@ -59,6 +63,9 @@ _HOMES: dict[str, str] = {
     "CompileOptions": _QUESTIONS,
     "PlacementOptions": _QUESTIONS,
     "SideOptions": _QUESTIONS,
+    "Lengths": "roofline.model.serving_sim",
+    "LatencyTarget": "roofline.model.generation",
+    "Scheduler": "roofline.model.serving_sim",
     # their results
     "Analysis": _QUESTIONS,
     "CapacityThroughput": "roofline.model.analysis",
@@ -72,6 +79,9 @@ _HOMES: dict[str, str] = {
     "ProgramPlacement": "roofline.model.analysis",
     "Sensitivity": "roofline.model.comparison",
     "Serving": "roofline.model.llm",
+    "Generation": "roofline.model.generation",
+    "Served": "roofline.model.generation",
+    "ServingRun": "roofline.model.serving_sim",
     "Validation": "roofline.studies.validation",
     "WhatIf": _QUESTIONS,
     "WrittenSpec": "roofline.hardware.measured_spec",
@@ -121,6 +131,7 @@ _HOMES: dict[str, str] = {
     "build_roofline": _PLOT,
     "build_sensitivity": _PLOT,
     "build_serving_curves": "roofline.render.plot.serving",
+    "build_served_curves": "roofline.render.plot.serving",
     "build_speedup": _PLOT,
     "measured_points": _PLOT,
     "predicted_points": _PLOT,

@@ -6,7 +6,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -129,6 +129,46 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
     return value
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number from {low:,} "
+                                             f"to {high:,}")
+        return value
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """A finite number above 0 (a rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0")
+    return value
+
+
+def duration_seconds(text: str) -> float:
+    """A time above 0, in seconds or with its unit ('2', '200 ms')."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_quantity(text, Kind.TIME)
+        except UnitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a time above 0, such as 2 (seconds) "
+                                         "or '200 ms'")
+    return seconds
 
 
 def power_watts(text: str) -> float:

@@ -9,7 +9,16 @@ import sys
 from typing import Any
 
 from roofline.api import load_hardware
-from roofline.cli.common import Parents, cache_dir_of, key_values, save_plot, scale_factor
+from roofline.cli.common import (
+    Parents,
+    bounded_int,
+    cache_dir_of,
+    duration_seconds,
+    key_values,
+    positive_float,
+    save_plot,
+    scale_factor,
+)
 from roofline.errors import RooflineError
 from roofline.outputs import write_text_atomic
 
@@ -21,6 +30,9 @@ def _llm(args: argparse.Namespace) -> int:
     from roofline.render.tables import to_csv, to_json
 
     decoder_workload(args.spec)   # a SPEC that is no decoder fails before any work
+    if (args.input_len is None) != (args.output_len is None):
+        raise RooflineError("--input-len and --output-len go together: give both for a "
+                            "batch generating over its growing context, or neither")
     if args.scale and len(args.hardware) != 1:
         raise RooflineError("--scale compares one device with itself scaled: give one "
                             "--hardware")
@@ -31,6 +43,8 @@ def _llm(args: argparse.Namespace) -> int:
         devices.append((f"{devices[0][0]} " + " ".join(args.scale), scaled))
     placement = PlacementOptions(overlap=args.overlap)
     compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    if args.input_len is not None:
+        return _generation(args, devices, placement, compile)
     answers = [serving(args.spec, hardware, placement=placement, compile=compile)
                for _, hardware in devices]
     labels = [label for label, _ in devices]
@@ -55,6 +69,92 @@ def _llm(args: argparse.Namespace) -> int:
         save_plot(build_serving_curves(curves, title=answers[0].spec), args.plot)
     if args.roofline_plot:
         _save_phases_roofline(answers[0], labels[0], args.roofline_plot)
+    return 0
+
+
+def _lengths(args: argparse.Namespace) -> tuple[Any, Any]:
+    from roofline.api import Lengths
+
+    return (Lengths.parse(args.input_len, "--input-len"),
+            Lengths.parse(args.output_len, "--output-len"))
+
+
+def _write(args: argparse.Namespace, text: str) -> None:
+    if args.out:
+        write_text_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+
+
+def _generation(args: argparse.Namespace, devices: list[tuple[str, Any]], placement: Any,
+                compile: Any) -> int:
+    from roofline.api import generation
+    from roofline.render.generation import generation_document, generation_text
+    from roofline.render.tables import to_csv, to_json
+
+    if args.plot or args.roofline_plot:
+        raise RooflineError("--plot and --roofline-plot draw the steps of one batch: leave "
+                            "out --input-len and --output-len, or use 'roofline serve "
+                            "--plot' for requests over time")
+    inputs, outputs = _lengths(args)
+    answers = [generation(args.spec, hardware, inputs, outputs, placement=placement,
+                          compile=compile) for _, hardware in devices]
+    labels = [label for label, _ in devices]
+    document = generation_document(answers, labels)
+    if args.format == "json":
+        text = to_json(document)
+    elif args.format == "csv":
+        rows = [{k: v for k, v in e.items() if not isinstance(v, dict)}
+                for e in document["devices"]]
+        text = to_csv(rows, list(rows[0]))
+    else:
+        text = generation_text(answers, labels)
+    _write(args, text)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from roofline.api import (
+        CompileOptions,
+        LatencyTarget,
+        PlacementOptions,
+        Scheduler,
+        build_served_curves,
+        serve,
+    )
+    from roofline.model.llm import decoder_workload
+    from roofline.render.generation import served_document, served_text
+    from roofline.render.tables import to_csv, to_json
+
+    decoder_workload(args.spec)
+    if (args.ttft is None) != (args.tpot is None):
+        raise RooflineError("--ttft and --tpot make one latency target: give both (MLPerf "
+                            "Server's for Llama 2 70B: --ttft 2 --tpot 0.2) or neither")
+    inputs, outputs = _lengths(args)
+    target = None if args.ttft is None else LatencyTarget(args.ttft, args.tpot)
+    scheduler = Scheduler(token_budget=args.token_budget, max_sequences=args.max_sequences)
+    devices = [(hw_id, load_hardware(hw_id, args.hardware_dir)) for hw_id in args.hardware]
+    placement = PlacementOptions(overlap=args.overlap)
+    compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    answers = [serve(args.spec, hardware, inputs, outputs, rate=args.rate,
+                     requests=args.requests, target=target, scheduler=scheduler,
+                     seed=args.seed, placement=placement, compile=compile)
+               for _, hardware in devices]
+    labels = [label for label, _ in devices]
+    document = served_document(answers, labels)
+    if args.format == "json":
+        text = to_json(document)
+    elif args.format == "csv":
+        rows = [{"label": e["label"], "rate": rate["rate"],
+                 **{k: v for k, v in rate.items() if not isinstance(v, dict)}}
+                for e in document["devices"] for rate in e["curve"]]
+        text = to_csv(rows, list(rows[0]))
+    else:
+        text = served_text(answers, labels)
+    _write(args, text)
+    if args.plot:
+        save_plot(build_served_curves(answers, labels, title=answers[0].spec), args.plot)
     return 0
 
 
@@ -98,4 +198,50 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                         "(each batch compiled for each device)")
     p.add_argument("--roofline-plot", metavar="FILE",
                    help="also draw the prefill and decode ops on the first device's roofline")
+    p.add_argument("--input-len", metavar="TOKENS",
+                   help="answer for requests of this many prompt tokens (512, or a range "
+                        "drawn uniformly: 128-2048), with --output-len: the batch's "
+                        "prefill and every decode step at its own context")
+    p.add_argument("--output-len", metavar="TOKENS",
+                   help="tokens each request generates (256, or 64-512)")
     p.set_defaults(handler=_llm)
+
+    s = commands.add_parser(
+        "serve", parents=[parents.common, parents.formatted, parents.compiling],
+        help="a language model serving requests by continuous batching: TTFT, TPOT and "
+             "latency at p50/p90/p99, tokens/s, the highest rate within a latency target")
+    s.add_argument("spec", metavar="SPEC",
+                   help="a decoder SPEC (decoder:config=llama2-70b,weights=fp8,kv=fp8,"
+                        "batch=64): its batch is the first of the compiled steps the "
+                        "step-time model is solved from")
+    s.add_argument("--hardware", action="append", required=True, metavar="ID",
+                   help="the device (repeat to compare devices)")
+    s.add_argument("--input-len", required=True, metavar="TOKENS",
+                   help="prompt tokens of each request: 512, or a range drawn uniformly: "
+                        "128-2048")
+    s.add_argument("--output-len", required=True, metavar="TOKENS",
+                   help="tokens each request generates: 256, or 64-512")
+    s.add_argument("--rate", type=positive_float, metavar="PER_S",
+                   help="requests a second, arriving as a Poisson process (default: all "
+                        "at once, an offline run)")
+    s.add_argument("--requests", type=bounded_int(1, 1_000_000), default=1000,
+                   metavar="N", help="requests simulated (default 1000)")
+    s.add_argument("--ttft", type=duration_seconds, metavar="TIME",
+                   help="with --tpot: find the highest rate whose p99 time to first token "
+                        "and p99 time per output token meet these (seconds, or '200 ms')")
+    s.add_argument("--tpot", type=duration_seconds, metavar="TIME",
+                   help="p99 time per output token of the latency target")
+    s.add_argument("--token-budget", type=bounded_int(1, 1_000_000), default=2048,
+                   metavar="TOKENS", help="tokens one step may hold: each decoding "
+                   "sequence's next token, then prompt chunks (default 2048)")
+    s.add_argument("--max-sequences", type=bounded_int(1, 100_000), default=256,
+                   metavar="N", help="sequences one step may hold (default 256)")
+    s.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=0,
+                   help="seed of arrivals and lengths drawn (default 0)")
+    s.add_argument("--target", help="compile target (default: each hardware's own)")
+    s.add_argument("--overlap", choices=("max", "sum"), default="max")
+    s.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
+    s.add_argument("--plot", metavar="FILE",
+                   help="also draw the latency-throughput curve and the Pareto frontier "
+                        "over the most sequences a step holds, one line per device")
+    s.set_defaults(handler=_serve)

@@ -190,7 +190,7 @@ def variant(workload: Workload, **changes: Any) -> Workload:
     return FAMILIES[FAMILY].make(**{**workload.params, **changes})
 
 
-def _setting(hardware: HardwareRef, placement: PlacementOptions, compile: CompileOptions
+def serving_setting(hardware: HardwareRef, placement: PlacementOptions, compile: CompileOptions
              ) -> tuple[Hardware, Placer, str]:
     """The device, its placer and the compile target a serving question uses."""
     from roofline.program.compile import get_target, resolve_target
@@ -202,6 +202,19 @@ def _setting(hardware: HardwareRef, placement: PlacementOptions, compile: Compil
     return device, Placer(device, Overlap(placement.overlap)), target
 
 
+def check_formats(workload: Workload, hardware: Hardware) -> None:
+    """Refuse fp8 or int8 products on a device whose spec has no such matrix roof."""
+    from roofline.hardware.records import ExecutionUnit
+
+    weights = workload.params.get("weights")
+    if weights in ("fp8", "int8") and not hardware.has_roof(weights, ExecutionUnit.MATRIX):
+        have = sorted({roof.dtype for roof in hardware.compute
+                       if roof.unit == ExecutionUnit.MATRIX})
+        raise RooflineError(f"weights={weights}: {hardware.id} has no {weights} matrix "
+                            f"roof (its matrix units run {', '.join(have)}); serve it "
+                            "with weights=int4 (weight-only) or leave weights out")
+
+
 def serving(spec: str, hardware: HardwareRef, *,
             placement: PlacementOptions = PlacementOptions(),
             compile: CompileOptions = CompileOptions()) -> Serving:
@@ -211,7 +224,8 @@ def serving(spec: str, hardware: HardwareRef, *,
     plan (``tp``, ``dp``) takes a slice big enough unless the target names one; placed at
     ``placement.overlap``."""
     workload = decoder_workload(spec)
-    hardware, placer, compile_target = _setting(hardware, placement, compile)
+    hardware, placer, compile_target = serving_setting(hardware, placement, compile)
+    check_formats(workload, hardware)
     cache_dir = compile.cache_dir
     batch = int(workload.params["batch"])
     steps: dict[tuple[str, int], PhaseStep] = {}
@@ -219,7 +233,7 @@ def serving(spec: str, hardware: HardwareRef, *,
     def step(phase: str, b: int) -> PhaseStep:
         if (phase, b) not in steps:
             try:
-                steps[phase, b] = _step(variant(workload, phase=phase, batch=b), phase,
+                steps[phase, b] = compiled_step(variant(workload, phase=phase, batch=b), phase,
                                         compile_target, placer, cache_dir)
             except DoesNotFitError as exc:
                 raise DoesNotFitError(f"{phase} at batch {b}: {exc}") from None
@@ -227,7 +241,7 @@ def serving(spec: str, hardware: HardwareRef, *,
     prefill, decode = step("prefill", batch), step("decode", batch)
     low, high = _line_steps(batch, step)
     knee = _knee(low, high, lambda b: step("decode", b))
-    capacity = _capacity(workload, low, high, compile_target, hardware, cache_dir)
+    capacity = capacity_of(workload, low, high, compile_target, hardware, cache_dir)
     layout = decode.program.sharded
     # Both phases are answered: the SPEC as shown names neither.
     shown = ",".join(part for part in workload.spec.split(",")
@@ -255,7 +269,7 @@ def _line_steps(batch: int, step: Callable[[str, int], PhaseStep]
                           "or more, or shard over more devices")
 
 
-def _step(workload: Workload, phase: str, target: str, placer: Placer,
+def compiled_step(workload: Workload, phase: str, target: str, placer: Placer,
           cache_dir: str | Path | None) -> PhaseStep:
     from roofline.model.placement import class_text
     from roofline.program.compile import compile_workload
@@ -298,7 +312,7 @@ def _knee(one: PhaseStep, two: PhaseStep, step_at: Any) -> Knee:
     return Knee(crossing, *line, checked)
 
 
-def _capacity(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
+def capacity_of(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
               hardware: Hardware, cache_dir: str | Path | None) -> Capacity:
     from roofline.program.compile import compile_workload
 
@@ -378,12 +392,12 @@ def serving_curve(spec: str, hardware: HardwareRef, *,
     """Prefill and decode of a decoder SPEC at each of ``batches`` that fits one device (a
     compile XLA refuses, or a footprint past the device's memory, ends the curve)."""
     workload = decoder_workload(spec)
-    hardware, placer, compile_target = _setting(hardware, placement, compile)
+    hardware, placer, compile_target = serving_setting(hardware, placement, compile)
     cache_dir = compile.cache_dir
     points = []
     for batch in batches:
         try:
-            steps = [_step(variant(workload, phase=phase, batch=batch), phase, compile_target,
+            steps = [compiled_step(variant(workload, phase=phase, batch=batch), phase, compile_target,
                            placer, cache_dir) for phase in ("prefill", "decode")]
         except DoesNotFitError:
             break

@@ -19,6 +19,27 @@ GPT-J rotates interleaved pairs, the same arithmetic in another order) over the 
 to the whole cache (the same program at contexts up to 4096); GPT-J's LM-head bias
 (50,400 numbers) is left out; Gemma's RMSNorm scales by ``1 + w``, here by ``w`` (the
 same cost). Dropout is left out; training uses no KV cache.
+
+Quantized serving (``weights=``, ``kv=``; :class:`Quantization`) stores what a server
+stores and computes what it computes, so the compiler sees the real bytes and the real
+matrix dtypes:
+
+- ``weights=fp8``: E4M3 weights with a scale per output channel, activations cast to E4M3
+  by a static per-tensor scale, fp8 x fp8 products accumulated in f32 (TensorRT-LLM's FP8
+  recipe on Hopper; NVIDIA Transformer Engine documentation, "Using FP8 with Transformer
+  Engine").
+- ``weights=int8``: int8 weights with a scale per output channel, activations quantized
+  per token by their absolute maximum, int8 x int8 products accumulated in int32 (W8A8 as
+  Google's AQT serves on TPU v5e).
+- ``weights=int4``: weight-only int4 with a scale per output channel, each weight converted
+  to the compute dtype before a bf16 matmul (weight-only schemes such as AWQ and GPTQ
+  group their scales by 128 inputs; the scales' bytes are under 2% of the weights' either
+  way).
+- ``kv=fp8`` or ``kv=int8``: the KV cache stored in that type with a static scale per
+  layer for K and for V, written quantized and read back to the compute dtype.
+
+Only the layers' projections are quantized; the embedding and the LM head keep the
+compute dtype, as the recipes above keep them.
 """
 
 from __future__ import annotations
@@ -135,6 +156,34 @@ CONFIGS: dict[str, DecoderConfig] = {c.name: c for c in (
 )}
 
 PHASES = ("train", "prefill", "decode")
+
+# Storage types of quantized serving (module docstring).
+WEIGHT_FORMATS = ("fp8", "int8", "int4")
+CACHE_FORMATS = ("fp8", "int8")
+STORAGE = {"fp8": jnp.float8_e4m3fn, "int8": jnp.int8, "int4": jnp.int4}
+INT8_RANGE = 127.0
+QUANTIZED_PROJECTIONS = frozenset({"q", "k", "v", "o", "gate", "up", "down"})
+SCALE_LEAVES = frozenset({"w_scale", "x_scale", "k_scale", "v_scale"})
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How a served decoder stores its layers' weights and its KV cache: a format of
+    :data:`WEIGHT_FORMATS` / :data:`CACHE_FORMATS`, or None for the compute dtype."""
+
+    weights: str | None = None
+    cache: str | None = None
+
+
+def stored_dtype(name: str, compute: Any, quant: Quantization) -> Any:
+    """The type weight ``name`` is kept in: scales in f32, the layers' projection matrices
+    in the weights' format, everything else in the compute dtype."""
+    *_, kind, leaf = ("", *name.split("/"))
+    if leaf in SCALE_LEAVES:
+        return jnp.float32
+    if quant.weights and leaf == "w" and kind in QUANTIZED_PROJECTIONS:
+        return STORAGE[quant.weights]
+    return compute
 OVERRIDES = ("layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab")
 
 
@@ -148,10 +197,12 @@ def decoder_config(name: str) -> DecoderConfig:
 
 def kv_cache_bytes_per_token(config: DecoderConfig, dtype: str = "bf16") -> int:
     """Bytes the KV cache holds per token of one sequence: K and V, per layer, per KV head.
+    ``dtype``: a compute dtype or a cache format (fp8, int8).
 
     Llama 2 70B in bf16: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes.
     """
-    itemsize = jnp.dtype(jnp_dtype(dtype)).itemsize
+    itemsize = jnp.dtype(STORAGE[dtype] if dtype in CACHE_FORMATS
+                         else jnp_dtype(dtype)).itemsize
     return 2 * config.layers * config.kv_heads * config.head_dim * itemsize
 
 
@@ -213,17 +264,59 @@ def _rope(x: Any, positions: Any, rotary_dim: int) -> Any:
     return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], axis=-1)
 
 
+def _project(P: Params, x: Any, n: int, bias: bool, quant: Quantization) -> Any:
+    """``x`` times a projection matrix to ``n`` features, the matrix stored and multiplied
+    as ``quant.weights`` says (module docstring)."""
+    if quant.weights is None:
+        return _dense(P, x, n, bias)
+    w = P("w", x.shape[-1], n, dtype=STORAGE[quant.weights])
+    w_scale = P("w_scale", n, dtype=jnp.float32)
+    if quant.weights == "int4":
+        # Scaled after the product (the same numbers, a scale per output column): XLA
+        # then converts the int4 weights inside the GEMM instead of writing them out in
+        # bf16 first, as fused weight-only kernels do.
+        y = (x @ w.astype(x.dtype)) * w_scale.astype(x.dtype)
+    elif quant.weights == "fp8":
+        x_scale = P("x_scale", dtype=jnp.float32)
+        xq = (x.astype(jnp.float32) / x_scale).astype(STORAGE["fp8"])
+        y = (jnp.dot(xq, w, preferred_element_type=jnp.float32)
+             * (x_scale * w_scale)).astype(x.dtype)
+    else:
+        amax = jnp.max(jnp.abs(x), axis=-1, keepdims=True).astype(jnp.float32)
+        x_scale = jnp.maximum(amax, jnp.finfo(jnp.float32).tiny) / INT8_RANGE
+        xq = jnp.round(x.astype(jnp.float32) / x_scale).astype(jnp.int8)
+        y = (jnp.dot(xq, w, preferred_element_type=jnp.int32).astype(jnp.float32)
+             * x_scale * w_scale).astype(x.dtype)
+    return y + P("b", n) if bias else y
+
+
+def _to_cache(x: Any, scale: Any, fmt: str | None) -> Any:
+    """K or V as the cache keeps it: in ``fmt`` by ``scale`` (None: as it is)."""
+    if fmt is None:
+        return x
+    scaled = x.astype(jnp.float32) / scale
+    if fmt == "int8":
+        scaled = jnp.clip(jnp.round(scaled), -INT8_RANGE, INT8_RANGE)
+    return scaled.astype(STORAGE[fmt])
+
+
+def _from_cache(cached: Any, scale: Any, fmt: str | None, dtype: Any) -> Any:
+    return cached if fmt is None else cached.astype(dtype) * scale.astype(dtype)
+
+
 def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
-               cache: tuple[Any, Any] | None, pos: Any) -> tuple[Any, tuple[Any, Any]]:
+               cache: tuple[Any, Any] | None, pos: Any, quant: Quantization
+               ) -> tuple[Any, tuple[Any, Any]]:
     """Grouped-query attention of ``x`` (batch, seq, d). Without a cache, causal over
     ``x`` itself, returning its K and V; with one (decode), the new K and V are written
-    into it at ``pos`` and attention covers its positions up to ``pos``."""
+    into it at ``pos`` and attention covers its positions up to ``pos``. K and V are
+    returned as the cache keeps them (``quant.cache``)."""
     b, s, _ = x.shape
     kv, group, hd = cfg.kv_heads, cfg.heads // cfg.kv_heads, cfg.head_dim
     bias = cfg.attn_bias
-    q = _dense(P.scope("q"), x, cfg.heads * hd, bias).reshape(b, s, kv, group, hd)
-    k = _dense(P.scope("k"), x, kv * hd, bias).reshape(b, s, kv, hd)
-    v = _dense(P.scope("v"), x, kv * hd, bias).reshape(b, s, kv, hd)
+    q = _project(P.scope("q"), x, cfg.heads * hd, bias, quant).reshape(b, s, kv, group, hd)
+    k = _project(P.scope("k"), x, kv * hd, bias, quant).reshape(b, s, kv, hd)
+    v = _project(P.scope("v"), x, kv * hd, bias, quant).reshape(b, s, kv, hd)
     if cfg.position == "rope":
         rotary = cfg.rotary_dim or hd
         q, k = _rope(q, positions, rotary), _rope(k, positions, rotary)
@@ -231,34 +324,43 @@ def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
     # the attention dots read them in place, where a position-major cache is transposed
     # (copied whole) for every step.
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    fmt = quant.cache
+    k_scale = P("k_scale", dtype=jnp.float32) if fmt else None
+    v_scale = P("v_scale", dtype=jnp.float32) if fmt else None
     if cache is None:
         keys, values = k, v
+        stored = (_to_cache(k, k_scale, fmt), _to_cache(v, v_scale, fmt))
         mask = positions[:, None] >= positions[None, :]              # (query, key)
     else:
-        keys = jax.lax.dynamic_update_slice(cache[0], k.astype(cache[0].dtype), (0, 0, pos, 0))
-        values = jax.lax.dynamic_update_slice(cache[1], v.astype(cache[1].dtype),
-                                              (0, 0, pos, 0))
+        stored = (
+            jax.lax.dynamic_update_slice(cache[0], _to_cache(k, k_scale, fmt).astype(
+                cache[0].dtype), (0, 0, pos, 0)),
+            jax.lax.dynamic_update_slice(cache[1], _to_cache(v, v_scale, fmt).astype(
+                cache[1].dtype), (0, 0, pos, 0)))
+        keys = _from_cache(stored[0], k_scale, fmt, x.dtype)
+        values = _from_cache(stored[1], v_scale, fmt, x.dtype)
         mask = jnp.arange(keys.shape[2])[None, :] <= positions[:, None]
     scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(hd)
     scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
     weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
     out = jnp.einsum("bkgqt,bktc->bqkgc", weights, values).reshape(b, s, cfg.heads * hd)
-    return _dense(P.scope("o"), out, cfg.d_model, bias), (keys, values)
+    return _project(P.scope("o"), out, cfg.d_model, bias, quant), stored
 
 
-def _mlp(P: Params, cfg: DecoderConfig, x: Any) -> Any:
+def _mlp(P: Params, cfg: DecoderConfig, x: Any, quant: Quantization) -> Any:
     bias = cfg.mlp_bias
-    up = _dense(P.scope("up"), x, cfg.d_ff, bias)
+    up = _project(P.scope("up"), x, cfg.d_ff, bias, quant)
     if cfg.mlp == "gelu":
         hidden = kernels.gelu(up)
     else:
-        gate = _dense(P.scope("gate"), x, cfg.d_ff, bias)
+        gate = _project(P.scope("gate"), x, cfg.d_ff, bias, quant)
         hidden = (kernels.silu(gate) if cfg.mlp == "swiglu" else kernels.gelu(gate)) * up
-    return _dense(P.scope("down"), hidden, cfg.d_model, bias)
+    return _project(P.scope("down"), hidden, cfg.d_model, bias, quant)
 
 
 def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
-                    cache: Any = None, last_only: bool = False
+                    cache: Any = None, last_only: bool = False,
+                    quant: Quantization = Quantization()
                     ) -> tuple[Any, tuple[tuple[Any, Any], ...]]:
     """Logits (batch, seq, vocab) of ``tokens`` (batch, seq) and each layer's (K, V).
 
@@ -266,7 +368,8 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
     per-layer tuple of (K, V) caches (batch, kv_heads, context, head_dim) they sit at
     ``pos`` onward (decode) and the caches returned are the updated ones. ``last_only``:
     the LM head runs on the last position alone (batch, 1, vocab), as a server's prefill
-    does, since only the next token is sampled.
+    does, since only the next token is sampled. ``quant``: how weights and cache are
+    stored (module docstring).
     """
     seq = tokens.shape[1]
     start = 0 if pos is None else pos
@@ -283,13 +386,13 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
         s = P.scope(f"layer{n}")
         h = _norm(s.scope("norm1"), cfg, x)
         attn, kv = _attention(s.scope("attn"), cfg, h, positions,
-                              None if cache is None else cache[n], pos)
+                              None if cache is None else cache[n], pos, quant)
         written.append(kv)
         if cfg.parallel:
-            x = x + attn + _mlp(s.scope("mlp"), cfg, h)
+            x = x + attn + _mlp(s.scope("mlp"), cfg, h, quant)
         else:
             x = x + attn
-            x = x + _mlp(s.scope("mlp"), cfg, _norm(s.scope("norm2"), cfg, x))
+            x = x + _mlp(s.scope("mlp"), cfg, _norm(s.scope("norm2"), cfg, x), quant)
     if last_only:
         x = x[:, -1:]
     x = _norm(P.scope("final_norm"), cfg, x)
@@ -297,10 +400,12 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
     return logits, tuple(written)
 
 
-def parameter_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
-    """Every weight's shape by name (traced abstractly: nothing is allocated)."""
+def parameter_shapes(cfg: DecoderConfig, quant: Quantization = Quantization()
+                     ) -> dict[str, tuple[int, ...]]:
+    """Every weight's shape by name, with the scales ``quant`` adds (traced abstractly:
+    nothing is allocated)."""
     tokens = jax.ShapeDtypeStruct((1, 1), jnp.int32)
-    return param_shapes(lambda P, t: decoder_forward(P, cfg, t)[0], tokens)
+    return param_shapes(lambda P, t: decoder_forward(P, cfg, t, quant=quant)[0], tokens)
 
 
 # --- sharding ------------------------------------------------------------------------------
@@ -385,13 +490,14 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
                                 "integer")
     cfg = resolved_config(p)
     phase, batch = p["phase"], p["batch"]
+    quant = _quantization(p)
     length = p["context"] if phase == "decode" else p["prompt"]
     if cfg.position == "learned" and length > cfg.max_context:
         raise RooflineError(f"workload 'decoder': {cfg.name} has learned positions for "
                             f"{cfg.max_context} tokens; give a "
                             f"{'context' if phase == 'decode' else 'prompt'} of at most "
                             f"{cfg.max_context}")
-    shapes = parameter_shapes(cfg)
+    shapes = parameter_shapes(cfg, quant)
     plan = _sharding(cfg, p, shapes, phase)
     tokens = jax.ShapeDtypeStruct((batch, 1 if phase == "decode" else p["prompt"]), jnp.int32)
     if phase == "train":
@@ -402,24 +508,43 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
 
     compute = jnp_dtype(p["dtype"])
     numbers = Precision(compute, jnp.float32, None, None)   # norms and softmax in f32
-    weights = {name: jax.ShapeDtypeStruct(shape, compute) for name, shape in shapes.items()}
+    weights = {name: jax.ShapeDtypeStruct(shape, stored_dtype(name, compute, quant))
+               for name, shape in shapes.items()}
     if phase == "prefill":
         def prefill(w: Any, t: Any) -> Any:
             logits, cache = decoder_forward(Params(w, precision=numbers), cfg, t,
-                                            last_only=True)
+                                            last_only=True, quant=quant)
             return logits[:, 0], cache
         return Workload(spec, prefill, (weights, tokens), (1,), batch, p, sharding=plan)
 
-    kv = jax.ShapeDtypeStruct((batch, cfg.kv_heads, p["context"], cfg.head_dim), compute)
+    kv = jax.ShapeDtypeStruct((batch, cfg.kv_heads, p["context"], cfg.head_dim),
+                              STORAGE[quant.cache] if quant.cache else compute)
     cache = tuple((kv, kv) for _ in range(cfg.layers))
     pos = jax.ShapeDtypeStruct((), jnp.int32)
 
     def decode(w: Any, t: Any, index: Any, kv_cache: Any) -> Any:
         logits, updated = decoder_forward(Params(w, precision=numbers), cfg, t, index,
-                                          kv_cache)
+                                          kv_cache, quant=quant)
         return logits[:, 0], updated
     return Workload(spec, decode, (weights, tokens, pos, cache), (1, 3), batch, p,
                     donate_argnums=(3,), sharding=plan)
+
+
+def _quantization(p: dict[str, Any]) -> Quantization:
+    """The storage a SPEC's ``weights`` and ``kv`` name; refused for training and for a
+    compute dtype an integer or fp8 product cannot come back to."""
+    quant = Quantization(p.get("weights"), p.get("kv"))
+    for key, value, formats in (("weights", quant.weights, WEIGHT_FORMATS),
+                                ("kv", quant.cache, CACHE_FORMATS)):
+        if value is not None and value not in formats:
+            raise RooflineError(f"workload 'decoder': {key}={value!r}; choose one of "
+                                f"{', '.join(formats)} (or leave it out to keep the "
+                                "compute dtype)")
+    if (quant.weights or quant.cache) and p["phase"] == "train":
+        raise RooflineError("workload 'decoder': weights= and kv= quantize a served model; "
+                            "a training step keeps its weights in dtype: leave them out or "
+                            "choose phase=prefill or phase=decode")
+    return quant
 
 
 def _size(name: str, what: str) -> Param:
@@ -430,8 +555,8 @@ def _size(name: str, what: str) -> Param:
 register(Family(
     "decoder", "decoder-only LLM of a published architecture (GPT-2, Llama 2/3, Mistral, "
     "Gemma, GPT-J; shapes only): a training step, the prefill of a prompt, or one decode "
-    "step over a KV cache updated in place; grouped-query attention; tensor and data "
-    "parallelism",
+    "step over a KV cache updated in place; grouped-query attention; fp8, int8 and int4 "
+    "serving; tensor and data parallelism",
     (Param("config", str, "llama2-7b", "named architecture", tuple(CONFIGS)),
      Param("phase", str, "decode", "train: SGD step over `prompt` tokens; prefill: a "
            "prompt, returning the last logits and the KV cache; decode: one token per "
@@ -445,5 +570,9 @@ register(Family(
      _size("d_ff", "MLP width"), _size("vocab", "vocabulary"),
      Param("tp", int, 1, "tensor-parallel devices (mesh axis 'model')"),
      Param("dp", int, 1, "data-parallel devices (mesh axis 'data')"),
-     dtype_param("bf16", mixed=True)),
+     dtype_param("bf16", mixed=True),
+     Param("weights", str, None, "the layers' weights as served: fp8 (E4M3, fp8 products), "
+           "int8 (int8 products), int4 (weight-only); default: dtype", WEIGHT_FORMATS),
+     Param("kv", str, None, "the KV cache as served: fp8 or int8; default: dtype",
+           CACHE_FORMATS)),
     _build))

@@ -1,5 +1,6 @@
 """Figures of a language model served: throughput against latency over the batch, for
-prefill and decode on each device (:func:`roofline.model.llm.serving_curve`)."""
+prefill and decode on each device (:func:`roofline.model.llm.serving_curve`), and requests
+served by continuous batching (:func:`roofline.model.generation.serve`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from roofline.errors import RooflineError
 from roofline.render.plot.layout import new_figure
 
 if TYPE_CHECKING:
+    from roofline.model.generation import Served
     from roofline.model.llm import CurvePoint
 
 _DEVICE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
@@ -46,5 +48,45 @@ def build_serving_curves(curves: Sequence[tuple[str, Sequence[CurvePoint], int]]
         ax.legend(fontsize=8, title="batch at each point", title_fontsize=7)
     decode_ax.set_title("decode", fontsize=10)
     prefill_ax.set_title("prefill", fontsize=10)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def build_served_curves(answers: Sequence[Served], labels: Sequence[str], *,
+                        title: str) -> Figure:
+    """Two panels per served decoder: p99 time per output token and p99 time to first
+    token against output tokens/s per device as the arrival rate rises (the
+    latency-throughput curve), and offline tokens/s per device against each request's
+    tokens/s (1 / TPOT) for each limit on the sequences a step holds, the Pareto frontier
+    drawn through the points no other beats on both."""
+    fig = new_figure(11, 4.6)
+    curve_ax, frontier_ax = fig.subplots(1, 2)
+    for a, label, color in zip(answers, labels, _DEVICE_COLORS):
+        xs = [a.per_device(run.output_tokens_per_s) for _, run in a.curve]
+        curve_ax.plot(xs, [run.tpot.p99 * 1e3 for _, run in a.curve], "o-", color=color,
+                      markersize=4, label=f"{label}: TPOT p99")
+        curve_ax.plot(xs, [run.ttft.p99 * 1e3 for _, run in a.curve], "s--", color=color,
+                      markersize=3, alpha=0.7, label=f"{label}: TTFT p99")
+        points = [(1 / p.run.tpot.mean, a.per_device(p.run.output_tokens_per_s), p)
+                  for p in a.frontier if p.run.tpot.mean > 0]
+        frontier_ax.plot([x for x, _, p in points], [y for _, y, p in points], "o",
+                         color=color, alpha=0.35, markersize=4)
+        best = [(x, y) for x, y, p in points if p.on_frontier]
+        frontier_ax.plot(*zip(*best), "-", color=color, label=label)
+        for x, y, p in points:
+            frontier_ax.annotate(str(p.sequences), (x, y), textcoords="offset points",
+                                 xytext=(4, 3), fontsize=7, color=color)
+    curve_ax.set_xlabel("output tokens/s per device")
+    curve_ax.set_ylabel("p99 latency (ms)")
+    curve_ax.set_yscale("log")
+    curve_ax.set_title("rising arrival rate", fontsize=10)
+    frontier_ax.set_xscale("log")
+    frontier_ax.set_yscale("log")
+    frontier_ax.set_xlabel("tokens/s per request (1 / mean TPOT)")
+    frontier_ax.set_ylabel("output tokens/s per device")
+    frontier_ax.set_title("offline, most sequences a step at each point", fontsize=10)
+    for ax in (curve_ax, frontier_ax):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     return fig

@@ -1,0 +1,392 @@
+"""Language-model requests served over time, from a few compiled and placed steps: a
+batch generating for an input and output length (ISL/OSL), and continuous batching of
+requests as they arrive (:mod:`roofline.model.serving_sim`).
+
+Both rest on one step-time model (:class:`~roofline.model.serving_sim.StepModel`): its
+compute, main-memory and link lines are solved from three decode steps XLA compiled and
+the roofline placed, at the served batch and a second batch (the same context) and at a
+second context (the same batch), and it is checked against two steps it was not solved
+from, both compiled: decode at a context between the two (the line in the context) and
+the prefill of the batch's prompts (the model's tokens and attention terms in another
+phase). The checks' errors come with every answer.
+
+A static batch (:func:`generation`): every prompt of the batch prefilled together, padded
+to the longest, then one decode step a token at its own context, the batch's requests
+leaving as their outputs end: time to first token, time per output token, request latency
+and output tokens per second (vLLM's and MLPerf's names).
+
+Served (:func:`serve`): requests arriving at a rate, or all at once, through the scheduler
+of :mod:`roofline.model.serving_sim`, with the KV cache's pages from the capacity that
+XLA's footprints give (:func:`roofline.model.llm.capacity_of`); the highest rate whose p99
+TTFT and TPOT meet a constraint (MLPerf Server's for Llama 2 70B: 2 s and 200 ms); a
+latency-throughput curve over rates; and the Pareto frontier over the most sequences a
+step may hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from roofline.errors import DoesNotFitError, RooflineError
+from roofline.model.llm import (
+    PhaseStep,
+    check_formats,
+    compiled_step,
+    decoder_workload,
+    serving_setting,
+    variant,
+)
+from roofline.model.questions import CompileOptions, HardwareRef, PlacementOptions
+from roofline.model.serving_sim import (
+    Lengths,
+    Line,
+    Requests,
+    Scheduler,
+    causal_pairs,
+    ServingRun,
+    StepModel,
+    simulate,
+)
+
+if TYPE_CHECKING:
+    from roofline.hardware.records import Hardware
+    from roofline.program.workloads.registry import Workload
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """A compiled step the step model was not solved from, against the model."""
+
+    what: str
+    compiled_s: float
+    modelled_s: float
+
+    @property
+    def error(self) -> float:
+        return self.modelled_s / self.compiled_s - 1
+
+
+@dataclass(frozen=True)
+class FittedSteps:
+    """The step model of one served decoder on one device, with the steps it came from
+    and the checks it passed through."""
+
+    model: StepModel
+    solved_from: tuple[PhaseStep, ...]
+    checks: tuple[StepCheck, ...]
+    devices: int
+
+
+def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
+              step_at: StepSource) -> FittedSteps:
+    """The step model of a served decoder (module docstring): its memory line through
+    decode at (``batch``, the shortest context), (a second batch, that context) and
+    (``batch``, the longest context); its compute line through the two decode steps at
+    ``batch`` and the prefill of ``batch`` prompts of the longest input, since a step's
+    compute grows with its tokens only past a GEMM tile's rows, which decode batches do
+    not reach. Checked at the middle context and by a prefill of half the prompt."""
+    low = inputs.low
+    high = max(inputs.high + outputs.high, low + 16)
+    prompt = _tile_rows(inputs.high)
+    one = step_at("decode", batch, low)
+    other = batch * 2
+    try:
+        two = step_at("decode", other, low)
+    except DoesNotFitError:
+        if batch == 1:
+            raise
+        other = batch // 2
+        two = step_at("decode", other, low)
+    three = step_at("decode", batch, high)
+    prefill = step_at("prefill", batch, prompt)
+    decodes = ((one, low), (two, low), (three, high))
+    memory = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
+                   [s.memory_s for s, _ in decodes])
+    link = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
+                 [s.link_s for s, _ in decodes])
+    through = ((one, low), (three, high))
+    compute = _line([(1.0, s.batch, s.batch * c) for s, c in through]
+                    + [(1.0, batch * prompt, batch * causal_pairs(prompt, 0))],
+                    [s.compute_s for s, _ in through] + [prefill.compute_s])
+    bare = StepModel(compute, memory, link, 0.0)
+    overhead = float(np.mean([s.seconds - bare.decode_s(s.batch, c) for s, c in decodes]))
+    model = StepModel(compute, memory, link, overhead)
+    middle = (low + high) // 2
+    half = _tile_rows(max(prompt // 2, 1))
+    checked = [(f"decode, batch {batch}, context {middle}", step_at("decode", batch, middle),
+                model.decode_s(batch, middle))]
+    if half != prompt:
+        checked.append((f"prefill, batch {batch}, prompt {half}",
+                        step_at("prefill", batch, half), model.prefill_s(batch, half)))
+    checks = tuple(StepCheck(what, step.seconds, modelled)
+                   for what, step, modelled in checked)
+    return FittedSteps(model, (one, two, three, prefill), checks, one.program.devices)
+
+
+def _line(rows: list[tuple[float, float, float]], values: list[float]) -> Line:
+    coefficients = np.linalg.solve(np.array(rows), np.array(values))
+    return Line(*(float(c) for c in coefficients))
+
+
+# Prompts are compiled padded to a multiple of this many tokens, as engines pad them to
+# their kernels' tiles (XLA:GPU's deviceless tiling also refuses some odd row counts).
+PROMPT_TILE = 64
+
+
+def _tile_rows(tokens: int) -> int:
+    return -(-tokens // PROMPT_TILE) * PROMPT_TILE
+
+
+class StepSource:
+    """Compiled and placed steps of one decoder on one device, each compiled once."""
+
+    def __init__(self, workload: Workload, hardware: HardwareRef,
+                 placement: PlacementOptions, compile: CompileOptions) -> None:
+        self.workload = workload
+        self.hardware, self.placer, self.target = serving_setting(hardware, placement,
+                                                                  compile)
+        self.cache_dir = compile.cache_dir
+        self.steps: dict[tuple[str, int, int], PhaseStep] = {}
+
+    def __call__(self, phase: str, batch: int, length: int) -> PhaseStep:
+        key = (phase, batch, length)
+        if key not in self.steps:
+            size = {"prompt": length} if phase == "prefill" else {"context": length}
+            try:
+                step = compiled_step(variant(self.workload, phase=phase, batch=batch,
+                                             **size), phase, self.target, self.placer,
+                                     self.cache_dir)
+            except DoesNotFitError as exc:
+                raise DoesNotFitError(f"{phase} at batch {batch}: {exc}") from None
+            if step.fit is not None and not step.fit.fits:
+                raise DoesNotFitError(f"{phase} at batch {batch} and {length} tokens needs "
+                                      f"{step.fit.footprint_bytes / 2**30:.1f} GiB, more "
+                                      "than the device holds")
+            self.steps[key] = step
+        return self.steps[key]
+
+
+def _lengths_within(workload: Workload, inputs: Lengths, outputs: Lengths) -> None:
+    """Refuse lengths past the model's context."""
+    from roofline.program.workloads.decoder import resolved_config
+
+    config = resolved_config(workload.params)
+    longest = inputs.high + outputs.high
+    if longest > config.max_context:
+        raise RooflineError(f"an input of {inputs.high} tokens and an output of "
+                            f"{outputs.high} need {longest} positions; {config.name} "
+                            f"has a context of {config.max_context}: shorten "
+                            "--input-len or --output-len")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A static batch generating: ``batch`` requests' prompts prefilled together, then
+    decode steps until the longest output ends."""
+
+    spec: str
+    hardware: Hardware
+    devices: int
+    batch: int
+    inputs: Lengths
+    outputs: Lengths
+    time_to_first_token_s: float     # the compiled prefill of the batch
+    decode_s: float                  # every decode step, summed
+    decode_steps: int
+    latency: tuple[float, ...]       # each request's, first prompt to its last token
+    output_tokens: int
+    fitted: FittedSteps
+
+    @property
+    def total_s(self) -> float:
+        return self.time_to_first_token_s + self.decode_s
+
+    @property
+    def time_per_output_token_s(self) -> float:
+        return self.decode_s / self.decode_steps if self.decode_steps else 0.0
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.output_tokens / self.total_s
+
+    def per_device(self, rate: float) -> float:
+        return rate / self.devices
+
+
+def generation(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *,
+               seed: int = 0, placement: PlacementOptions = PlacementOptions(),
+               compile: CompileOptions = CompileOptions()) -> Generation:
+    """The SPEC's batch generating ``outputs`` tokens after ``inputs`` prompt tokens each
+    (module docstring); lengths that vary are drawn with ``seed``."""
+    workload = decoder_workload(spec)
+    _lengths_within(workload, inputs, outputs)
+    source = StepSource(workload, hardware, placement, compile)
+    check_formats(workload, source.hardware)
+    batch = int(workload.params["batch"])
+    fitted = fit_steps(workload, batch, inputs, outputs, source)
+    rng = np.random.default_rng(seed)
+    isl, osl = inputs.draw(batch, rng), outputs.draw(batch, rng)
+    prompt = _tile_rows(int(isl.max()))    # a static batch pads its prompts
+    ttft = source("prefill", batch, prompt).seconds
+    steps = int(osl.max()) - 1
+    contexts = prompt + np.arange(1, steps + 1)
+    each = np.array([fitted.model.decode_s(batch, int(c)) for c in contexts])
+    elapsed = np.concatenate([[0.0], np.cumsum(each)])
+    latency = tuple(float(ttft + elapsed[o - 1]) for o in osl)
+    shown = _shown(workload)
+    return Generation(shown, source.hardware, fitted.devices, batch, inputs, outputs, ttft,
+                      float(elapsed[-1]), steps, latency, int(osl.sum()), fitted)
+
+
+def _shown(workload: Workload) -> str:
+    """The SPEC without its phase, batch sizes being the served ones."""
+    return ",".join(part for part in workload.spec.split(",")
+                    if not part.startswith(("phase=", "prompt=", "context=")))
+
+
+@dataclass(frozen=True)
+class LatencyTarget:
+    """The p99 TTFT and TPOT a served rate must meet (MLPerf Server's constraints)."""
+
+    ttft_s: float
+    tpot_s: float
+
+    def __post_init__(self) -> None:
+        for name, value in (("TTFT", self.ttft_s), ("TPOT", self.tpot_s)):
+            if not value > 0 or not math.isfinite(value):
+                raise RooflineError(f"the {name} target {value} must be a time above 0")
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """An offline run with at most ``sequences`` in a step."""
+
+    sequences: int
+    run: ServingRun
+    on_frontier: bool
+
+
+@dataclass(frozen=True)
+class Served:
+    """Requests served by continuous batching on ``hardware`` (module docstring)."""
+
+    spec: str
+    hardware: Hardware
+    devices: int
+    inputs: Lengths
+    outputs: Lengths
+    scheduler: Scheduler
+    rate: float | None                         # requests/s; None: offline
+    run: ServingRun
+    offline: ServingRun
+    target: LatencyTarget | None
+    best_rate: float | None                    # the highest meeting the target
+    best_run: ServingRun | None
+    curve: tuple[tuple[float, ServingRun], ...]   # (rate, run), rising rates
+    frontier: tuple[FrontierPoint, ...]
+    fitted: FittedSteps
+
+    def per_device(self, rate: float) -> float:
+        return rate / self.devices
+
+
+RATE_STEPS = 12          # bisections of the highest rate: 2**-12 of the offline rate
+CURVE_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.95)
+FRONTIER_SEQUENCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *,
+          rate: float | None = None, requests: int = 1000,
+          target: LatencyTarget | None = None, scheduler: Scheduler | None = None,
+          seed: int = 0, placement: PlacementOptions = PlacementOptions(),
+          compile: CompileOptions = CompileOptions()) -> Served:
+    """``requests`` requests served as they arrive at ``rate`` per second (None: all at
+    once), with the scheduler's budget and the device's KV-cache pages (module
+    docstring). The SPEC's batch is the step model's first batch."""
+    from roofline.model.llm import capacity_of
+
+    workload = decoder_workload(spec)
+    _lengths_within(workload, inputs, outputs)
+    source = StepSource(workload, hardware, placement, compile)
+    check_formats(workload, source.hardware)
+    batch = int(workload.params["batch"])
+    fitted = fit_steps(workload, batch, inputs, outputs, source)
+    longest = inputs.high + outputs.high
+    capacity = capacity_of(variant(workload, context=longest),
+                           source("decode", batch, longest),
+                           _second(source, batch, longest), source.target, source.hardware,
+                           source.cache_dir)
+    scheduler = dataclasses.replace(scheduler or Scheduler(), cache_tokens=capacity.tokens)
+    model = fitted.model
+
+    def run_at(r: float | None, limit: Scheduler = scheduler) -> ServingRun:
+        return simulate(Requests.make(requests, inputs, outputs, r, seed), model, limit)
+    offline = run_at(None)
+    most = offline.requests_per_s
+    if rate is not None and rate > most:
+        raise RooflineError(f"--rate {rate:g} requests/s is more than {source.hardware.id} "
+                            f"serves: at most {most:.3g} requests/s with every request "
+                            "queued at once; give a lower rate")
+    run = offline if rate is None else run_at(rate)
+    best_rate = best_run = None
+    if target is not None:
+        best_rate, best_run = _highest_rate(run_at, most, target, source.hardware.id)
+    top = best_rate or most
+    curve = tuple((share * top, run_at(share * top)) for share in CURVE_SHARES)
+    frontier = _frontier([FrontierPoint(n, run_at(None, dataclasses.replace(
+        scheduler, max_sequences=n)), False) for n in FRONTIER_SEQUENCES])
+    return Served(_shown(workload), source.hardware, fitted.devices, inputs, outputs,
+                  scheduler, rate, run, offline, target, best_rate, best_run, curve,
+                  frontier, fitted)
+
+
+def _second(source: StepSource, batch: int, context: int) -> PhaseStep:
+    """A second decode step at ``context``, for the footprint's line in the batch."""
+    try:
+        return source("decode", batch * 2, context)
+    except DoesNotFitError:
+        if batch == 1:
+            raise DoesNotFitError("decode fits at batch 1 but not at 2: no line for the "
+                                  "KV cache's capacity; shard over more devices") from None
+        return source("decode", batch // 2, context)
+
+
+def _highest_rate(run_at: Callable[[float], ServingRun], most: float,
+                  target: LatencyTarget, device: str) -> tuple[float, ServingRun]:
+    """The highest rate whose run meets ``target``, by bisection below ``most``."""
+    low, high = 0.0, most
+    found: ServingRun | None = None
+    for _ in range(RATE_STEPS):
+        middle = (low + high) / 2
+        run = run_at(middle)
+        if run.meets(target.ttft_s, target.tpot_s):
+            low, found = middle, run
+        else:
+            high = middle
+    if found is None:
+        alone = run_at(most * 2 ** -RATE_STEPS)
+        raise RooflineError(f"no rate meets TTFT <= {target.ttft_s:g} s and TPOT <= "
+                            f"{target.tpot_s:g} s at p99 on {device}: even requests "
+                            f"arriving one at a time take a TTFT of {alone.ttft.p99:.3g} s "
+                            f"and a TPOT of {alone.tpot.p99:.3g} s; loosen the target, "
+                            "quantize or shard over more devices")
+    return low, found
+
+
+def _frontier(points: list[FrontierPoint]) -> tuple[FrontierPoint, ...]:
+    """Mark the points no other beats on both throughput and time per output token."""
+    marked = []
+    for point in points:
+        beaten = any(other.run.output_tokens_per_s >= point.run.output_tokens_per_s
+                     and other.run.tpot.mean < point.run.tpot.mean
+                     or other.run.output_tokens_per_s > point.run.output_tokens_per_s
+                     and other.run.tpot.mean <= point.run.tpot.mean
+                     for other in points)
+        marked.append(FrontierPoint(point.sequences, point.run, not beaten))
+    return tuple(marked)
