@@ -53,16 +53,17 @@ def _tour_figure_hook():
 
 
 @pytest.mark.slow
-def test_the_language_model_page_shows_what_its_command_prints_and_draws(tmp_path):
-    # Llama 2 7B compiled for an H100 and an H200 at each batch that fits: about two
-    # minutes on 2 cores.
+def test_the_language_model_page_shows_what_its_commands_print_and_draw(tmp_path):
+    # Llama 2 7B compiled for an H100 and an H200 at each batch that fits, then the steps
+    # of its fp8 serving: minutes on 2 cores.
     hook = _hook("llm_figures")
-    text, drawn = hook.draw(tmp_path)
     redraw = "redraw with '.venv/bin/python docs/hooks/llm_figures.py'"
-    assert text == hook.TEXT.read_text(), f"docs/llm-output.txt is out of date: {redraw}"
-    for path in drawn:
-        assert path.read_bytes() == (hook.DOCS / path.name).read_bytes(), (
-            f"docs/{path.name} is not what docs/llm.md's command draws: {redraw}")
+    for drawing in hook.DRAWINGS:
+        text, drawn = hook.draw(drawing, tmp_path)
+        assert text == drawing.text.read_text(), f"{drawing.text} is out of date: {redraw}"
+        for path in drawn:
+            assert path.read_bytes() == (hook.DOCS / path.name).read_bytes(), (
+                f"docs/{path.name} is not what docs/llm.md's command draws: {redraw}")
 
 
 def test_the_tour_figure_is_what_the_command_it_shows_draws(tmp_path):

@@ -304,11 +304,13 @@ FRONTIER_SEQUENCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *,
           rate: float | None = None, requests: int = 1000,
           target: LatencyTarget | None = None, scheduler: Scheduler | None = None,
-          seed: int = 0, placement: PlacementOptions = PlacementOptions(),
+          seed: int = 0, curves: bool = True,
+          placement: PlacementOptions = PlacementOptions(),
           compile: CompileOptions = CompileOptions()) -> Served:
     """``requests`` requests served as they arrive at ``rate`` per second (None: all at
     once), with the scheduler's budget and the device's KV-cache pages (module
-    docstring). The SPEC's batch is the step model's first batch."""
+    docstring). The SPEC's batch is the step model's first batch. ``curves``: also the
+    latency-throughput curve and the Pareto frontier (empty without)."""
     from roofline.model.llm import capacity_of
 
     workload = decoder_workload(spec)
@@ -338,9 +340,11 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *
     if target is not None:
         best_rate, best_run = _highest_rate(run_at, most, target, source.hardware.id)
     top = best_rate or most
-    curve = tuple((share * top, run_at(share * top)) for share in CURVE_SHARES)
+    curve = tuple((share * top, run_at(share * top)) for share in CURVE_SHARES) \
+        if curves else ()
     frontier = _frontier([FrontierPoint(n, run_at(None, dataclasses.replace(
-        scheduler, max_sequences=n)), False) for n in FRONTIER_SEQUENCES])
+        scheduler, max_sequences=n)), False) for n in FRONTIER_SEQUENCES]) \
+        if curves else ()
     return Served(_shown(workload), source.hardware, fitted.devices, inputs, outputs,
                   scheduler, rate, run, offline, target, best_rate, best_run, curve,
                   frontier, fitted)

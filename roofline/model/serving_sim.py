@@ -356,7 +356,8 @@ def _fill(running: list[int], decoding: np.ndarray, waiting: deque[int], state: 
     cached_read = pairs = contexts
     budget = scheduler.token_budget - tokens
     chunks: list[tuple[int, int]] = []
-    candidates = deque(i for i in running if state.to_prefill[i] > 0)
+    index = np.asarray(running, dtype=np.int64)
+    candidates = deque(index[state.to_prefill[index] > 0].tolist())
     while budget > 0:
         if candidates:
             i, admitted = candidates.popleft(), False

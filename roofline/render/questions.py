@@ -341,6 +341,14 @@ def validation_text(result: Validation) -> str:
         parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
                                f"{result.case_count(suite)} cases"
                                for suite, value in result.medians().items()))
+        groups = result.published_groups()
+        if len(groups) > 1:
+            parts.append("\n".join(
+                f"published, {name}: median |error| {g['median']:.1%}, largest "
+                f"{g['largest']:.1%} over {g['cases']:.0f} cases"
+                + (f" (plain roofline: {g['naive_median']:.1%}, {g['naive_largest']:.1%})"
+                   if "naive_median" in g else "")
+                for name, g in groups.items()))
     consistency = rows(False)
     if consistency:
         parts.append(format_table(consistency, title="consistency of the model's arithmetic "

@@ -81,6 +81,11 @@ class CaseResult:
     # of the source's predicted time in memory-bound ops, for the accuracy record
     kind: str = ""
     memory_share: float | None = None
+    family: str = ""             # the workload family of its SPEC (decoder: a language model)
+
+    @property
+    def language_model(self) -> bool:
+        return self.family == "decoder"
 
     @property
     def naive_error(self) -> float | None:
@@ -110,6 +115,26 @@ class Validation:
         """Median |error| of each independent suite that has cases."""
         return {suite: median for suite in INDEPENDENT
                 if (median := self.median_abs_error(suite)) is not None}
+
+    def published_groups(self) -> dict[str, dict[str, float]]:
+        """The published cases' median and largest |error|, language models apart from
+        the others, each beside the plain roofline's (where every case of the group has
+        one)."""
+        groups: dict[str, list[CaseResult]] = {}
+        for c in self.cases:
+            if c.suite == "published":
+                name = "language models" if c.language_model else "other models"
+                groups.setdefault(name, []).append(c)
+        summary = {}
+        for name, cases in groups.items():
+            errors = [abs(c.error) for c in cases]
+            naive = [abs(c.naive_error) for c in cases if c.naive_error is not None]
+            summary[name] = {"cases": len(cases), "median": statistics.median(errors),
+                             "largest": max(errors)}
+            if len(naive) == len(cases):
+                summary[name].update(naive_median=statistics.median(naive),
+                                     naive_largest=max(naive))
+        return summary
 
     def case_count(self, suite: str) -> int:
         return sum(1 for c in self.cases if c.suite == suite)
@@ -144,6 +169,7 @@ class Validation:
         return {"schema": "roofline/validation/2", "quick": self.quick, "cases": cases,
                 "median_abs_error": medians,
                 "median_over": {suite: self.case_count(suite) for suite in medians},
+                "published_groups": self.published_groups(),
                 "skipped": list(self.skipped)}
 
 
@@ -190,6 +216,9 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
     results = []
     for index, case in enumerate(config["case"], 1):
         progress(f"published {index}/{len(config['case'])}: {case['name']}")
+        if "serve" in case:
+            results.append(_served_case(case, cache_dir))
+            continue
         target_spec = case.get("target_spec", case["source_spec"])
         execution = case.get("execution", "fused")
         prediction = predict(case["source_spec"], case["source_hardware"],
@@ -212,8 +241,65 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                                   caveat=case.get("caveat", ""), naive=naive,
                                   execution=execution,
                                   kind=kind_of(comparison.before, comparison.after),
-                                  memory_share=memory_share(comparison)))
+                                  memory_share=memory_share(comparison),
+                                  family=_family(case["source_spec"])))
     return results
+
+
+def _family(spec: str) -> str:
+    return spec.partition(":")[0]
+
+
+def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
+    """A serving benchmark's throughput per device, the target's over the source's, each
+    from requests served by continuous batching (roofline.model.generation.serve): offline,
+    output tokens/s with every request queued; server, at the highest rate whose p99 TTFT
+    and TPOT meet the scenario's constraints. The plain roofline's figure beside it is the
+    ratio of the two decode steps at the case's batch on datasheet peaks."""
+    from roofline.model.accuracy import kind_of, memory_share
+    from roofline.model.generation import LatencyTarget, serve
+    from roofline.model.questions import CompileOptions, predict
+    from roofline.model.serving_sim import Lengths, Scheduler
+
+    where = f"{CASES_FILE}: case {case['name']!r}"
+    served = case["serve"]
+    try:
+        inputs = Lengths.parse(str(served["input_len"]), "input_len")
+        outputs = Lengths.parse(str(served["output_len"]), "output_len")
+        scenario = served["scenario"]
+    except KeyError as exc:
+        raise RooflineError(f"{where}: serve needs {exc.args[0]}") from None
+    if scenario not in ("offline", "server"):
+        raise RooflineError(f"{where}: serve.scenario {scenario!r}: offline or server")
+    target = (LatencyTarget(served["ttft"], served["tpot"]) if scenario == "server"
+              else None)
+    scheduler = Scheduler(token_budget=served.get("token_budget", 2048),
+                          max_sequences=served.get("max_sequences", 256))
+    compile = CompileOptions(cache_dir=cache_dir)
+    target_spec = case.get("target_spec", case["source_spec"])
+
+    def per_device(spec: str, hardware: str) -> float:
+        answer = serve(spec, hardware, inputs, outputs, requests=served.get("requests", 1000),
+                       target=target, scheduler=scheduler, curves=False, compile=compile)
+        run = answer.offline if target is None else answer.best_run
+        assert run is not None   # serve refuses a target no rate meets
+        return run.output_tokens_per_s / answer.devices
+    predicted = (per_device(target_spec, case["target_hardware"])
+                 / per_device(case["source_spec"], case["source_hardware"]))
+    decode = predict(f"{case['source_spec']},phase=decode", case["source_hardware"],
+                     case["target_hardware"], to_program=f"{target_spec},phase=decode",
+                     compile=compile)
+    naive = None
+    if decode.bound is not None:
+        naive = ((_samples(f"{target_spec},phase=decode") / decode.bound.new_s)
+                 / (_samples(f"{case['source_spec']},phase=decode") / decode.bound.old_s))
+    comparison = decode.comparison
+    return CaseResult("published", case["name"], predicted, case["measured"],
+                      predicted / case["measured"] - 1, len(comparison.ops), None,
+                      case["source"], comparison.coverage, caveat=case.get("caveat", ""),
+                      naive=naive, kind=kind_of(comparison.before, comparison.after),
+                      memory_share=memory_share(comparison),
+                      family=_family(case["source_spec"]))
 
 
 # --- Consistency: ParaDnn's TPU v2 -> v3 classes -------------------------------------------
