@@ -89,6 +89,11 @@ class DecoderConfig:
     ``parallel``: attention and MLP read the same normalized input and add to the residual
     together (GPT-J), instead of one after the other. ``rotary_dim``: the features of a
     head that rotary embeddings rotate (None: all of them).
+
+    Mixture of experts (``experts > 0``): every layer's MLP is ``experts`` SwiGLU experts
+    of ``expert_d_ff``, each token routed to ``top_k`` of them, plus (``shared_d_ff``) a
+    shared SwiGLU every token goes through; ``d_ff`` is then the dense width the model
+    card names, unused.
     """
 
     name: str
@@ -109,6 +114,14 @@ class DecoderConfig:
     parallel: bool = False
     rotary_dim: int | None = None
     embed_scale: bool = False   # embeddings times sqrt(d_model) (Gemma)
+    experts: int = 0            # routed experts per layer (0: a dense MLP of d_ff)
+    top_k: int = 0              # experts each token is routed to
+    expert_d_ff: int = 0        # each routed expert's MLP width
+    shared_d_ff: int = 0        # always-on shared experts' total width (0: none)
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 0
 
 
 def _gpt2(name: str, layers: int, d: int, heads: int) -> DecoderConfig:
@@ -153,7 +166,27 @@ CONFIGS: dict[str, DecoderConfig] = {c.name: c for c in (
     # and MLP in parallel off one layer norm, MLP biases, untied LM head, vocabulary 50400.
     DecoderConfig("gpt-j-6b", 28, 4096, 16, 16, 256, 16384, 50400, "gelu", "layernorm",
                   "rope", False, 2048, mlp_bias=True, parallel=True, rotary_dim=64),
+    # Jiang et al. 2024, "Mixtral of Experts", Table 1: Mistral 7B's attention (32 layers,
+    # d 4096, 32 heads of 128, 8 KV heads, context 32768, vocabulary 32000) with each MLP
+    # replaced by 8 SwiGLU experts of 14336, top-2 (46.7B parameters, 12.9B active).
+    dataclasses.replace(_llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768),
+                        experts=8, top_k=2, expert_d_ff=14336),
+    # Qwen Team 2024, Qwen1.5-MoE-A2.7B model card and config.json (Qwen/Qwen1.5-MoE-A2.7B:
+    # hidden_size 2048, 24 layers, 16 heads, num_experts 60, num_experts_per_tok 4,
+    # moe_intermediate_size 1408, shared_expert_intermediate_size 5632, vocab_size 151936,
+    # max_position_embeddings 8192, untied; 14.3B parameters, 2.7B active). Its shared
+    # expert is gated by sigmoid(x . w); q/k/v carry biases (here o too: 2048 numbers a
+    # layer more).
+    DecoderConfig("qwen1.5-moe-a2.7b", 24, 2048, 16, 16, 128, 5632, 151936, "swiglu",
+                  "rmsnorm", "rope", False, 8192, attn_bias=True, experts=60, top_k=4,
+                  expert_d_ff=1408, shared_d_ff=5632),
 )}
+
+# Each routed expert computes ``capacity`` tokens: tokens x top_k / experts (the experts a
+# step runs) times this factor. At 1.0 the expert matmuls do exactly the routed tokens'
+# FLOPs when routing is even, as a dropless grouped GEMM does; tokens beyond an expert's
+# capacity under uneven routing are dropped (their MLP output is zero).
+CAPACITY_FACTOR = 1.0
 
 PHASES = ("train", "prefill", "decode")
 
@@ -185,6 +218,7 @@ def stored_dtype(name: str, compute: Any, quant: Quantization) -> Any:
         return STORAGE[quant.weights]
     return compute
 OVERRIDES = ("layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab")
+MOE_OVERRIDES = ("experts", "top_k", "expert_d_ff", "shared_d_ff")
 
 
 def decoder_config(name: str) -> DecoderConfig:
@@ -213,11 +247,16 @@ def resolved_config(p: dict[str, Any]) -> DecoderConfig:
     ``d_model / heads``; otherwise the config's own head width stays.
     """
     base = decoder_config(p["config"])
-    given = {k: p[k] for k in OVERRIDES if p.get(k) is not None}
+    given = {k: p[k] for k in OVERRIDES + MOE_OVERRIDES if p.get(k) is not None}
     for key, value in given.items():
         if not isinstance(value, int) or value <= 0:
             raise RooflineError(f"workload 'decoder': {key}={value!r} must be a positive "
                                 "integer")
+    moe_given = [k for k in MOE_OVERRIDES if k in given]
+    if moe_given and not base.moe:
+        raise RooflineError(f"workload 'decoder': {moe_given[0]}= sizes a mixture of "
+                            f"experts, and {base.name} is dense: choose an MoE config "
+                            "(mixtral-8x7b, qwen1.5-moe-a2.7b)")
     if "head_dim" not in given and ("d_model" in given or "heads" in given):
         d_model, heads = given.get("d_model", base.d_model), given.get("heads", base.heads)
         if d_model % heads:
@@ -232,6 +271,9 @@ def resolved_config(p: dict[str, Any]) -> DecoderConfig:
         raise RooflineError(f"workload 'decoder': heads={config.heads} is not a multiple of "
                             f"kv_heads={config.kv_heads}: each KV head serves a whole group "
                             "of query heads; give kv_heads dividing heads")
+    if config.moe and config.top_k > config.experts:
+        raise RooflineError(f"workload 'decoder': top_k={config.top_k} is more than "
+                            f"experts={config.experts}: give a top_k of at most experts")
     if config.rotary_dim is not None:
         config = dataclasses.replace(config, rotary_dim=min(config.rotary_dim,
                                                             config.head_dim))
@@ -358,9 +400,147 @@ def _mlp(P: Params, cfg: DecoderConfig, x: Any, quant: Quantization) -> Any:
     return _project(P.scope("down"), hidden, cfg.d_model, bias, quant)
 
 
+# --- mixture of experts --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExpertRouting:
+    """How a step runs its experts: each layer gathers ``active`` experts' weights (all of
+    them outside decode; :func:`expected_distinct_experts` in decode) and, with ``ep > 1``,
+    splits the experts over the ``ep`` devices of mesh axis 'expert' (beside ``dp`` of
+    'data'), sending each token to its experts' devices and back by all-to-all."""
+
+    active: int
+    ep: int = 1
+    dp: int = 1
+
+
+def expected_distinct_experts(experts: int, top_k: int, tokens: int) -> int:
+    """The experts a step of ``tokens`` tokens uses, each routed to ``top_k`` of
+    ``experts``, rounded up: ``experts * (1 - (1 - top_k/experts) ** tokens)``.
+
+    Routing is assumed uniform and independent across tokens: an expert is missed by one
+    token with probability ``1 - top_k/experts``, by all of them with that to the power
+    ``tokens``. One token uses ``top_k`` experts; Mixtral (8 experts, top-2) at 16 tokens
+    uses 8 * (1 - 0.75**16) = 7.92, so 8: all of them.
+    """
+    expected = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    return max(top_k, min(experts, tokens * top_k, math.ceil(expected - 1e-9)))
+
+
+def _capacity(rows: int, groups: int) -> int:
+    return max(1, math.ceil(rows * CAPACITY_FACTOR / groups))
+
+
+def _slots(group: Any, groups: int, capacity: int, chosen: Any = None) -> tuple[Any, Any]:
+    """Rows of ``group`` (one group id per row; ``groups`` or more: no group) laid out
+    as (chosen groups, capacity) row indices and whether each slot holds a row. Rows are
+    sorted by group and each group's first ``capacity`` taken (a gather, not a one-hot
+    product over every group); ``chosen``: the groups to lay out (default: all)."""
+    rows = group.shape[0]
+    order = jnp.argsort(group, stable=True)
+    counts = jnp.zeros(groups, jnp.int32).at[group].add(1, mode="drop")
+    starts = jnp.cumsum(counts) - counts
+    ids = jnp.arange(groups) if chosen is None else chosen
+    column = jnp.arange(capacity)
+    valid = column[None, :] < counts[ids][:, None]
+    index = order[jnp.minimum(starts[ids][:, None] + column[None, :], rows - 1)]
+    return index, valid
+
+
+def _busiest(group: Any, groups: int, active: int) -> Any:
+    """The ``active`` groups with the most rows (the experts a decode step uses)."""
+    counts = jnp.zeros(groups, jnp.int32).at[group].add(1, mode="drop")
+    return jax.lax.top_k(counts, active)[1]
+
+
+def _expert_rows(x: Any, token: Any, expert: Any, weights: tuple[Any, Any, Any],
+                 active: int, capacity: int) -> Any:
+    """Each row's output (rows, d) from its expert: row ``r`` is token ``token[r]`` of
+    ``x`` (tokens, d) routed to local expert ``expert[r]`` (at or past the number of
+    experts: none). With ``active`` below the experts held, only the busiest ``active``
+    experts' weights are gathered and run; each runs ``capacity`` rows."""
+    gate, up, down = weights
+    held = gate.shape[0]
+    chosen = None
+    if active < held:
+        chosen = _busiest(expert, held, active)
+        gate, up, down = gate[chosen], up[chosen], down[chosen]
+    index, valid = _slots(expert, held, capacity, chosen)
+    xs = x[token[index]] * valid[..., None].astype(x.dtype)            # (experts, C, d)
+    hidden = kernels.silu(jnp.einsum("ecd,edf->ecf", xs, gate)) * jnp.einsum(
+        "ecd,edf->ecf", xs, up)
+    ys = jnp.einsum("ecf,efd->ecd", hidden, down) * valid[..., None].astype(x.dtype)
+    return jnp.zeros((expert.shape[0], x.shape[-1]), x.dtype).at[index].add(ys)
+
+
+def _dispatch_all_to_all(x: Any, expert: Any, weights: tuple[Any, Any, Any],
+                         routing: ExpertRouting, rows_per_device: int) -> Any:
+    """One device's share of an expert-parallel MoE (inside ``shard_map``): its tokens'
+    rows (``expert``: global expert ids, flattened (tokens x top_k)) sent to the devices
+    holding their experts by all-to-all, run there, and sent back the same way."""
+    ep, held = routing.ep, weights[0].shape[0]
+    rows = expert.shape[0]
+    device = expert // held
+    # Each destination gets room for an even share of this device's rows.
+    send = _capacity(rows, ep)
+    index, valid = _slots(device, ep, send)                          # (ep, send)
+    token = index // (rows // x.shape[0])
+    send_x = x[token] * valid[..., None].astype(x.dtype)
+    send_e = jnp.where(valid, expert[index] % held, held)
+    recv_x = jax.lax.all_to_all(send_x, "expert", 0, 0, tiled=True)
+    recv_e = jax.lax.all_to_all(send_e, "expert", 0, 0, tiled=True)
+    flat_x = recv_x.reshape(ep * send, -1)
+    flat_e = recv_e.reshape(ep * send)
+    active = min(held, math.ceil(routing.active / ep))
+    out = _expert_rows(flat_x, jnp.arange(ep * send), flat_e, weights, active,
+                       _capacity(rows_per_device, active))
+    back = jax.lax.all_to_all(out.reshape(ep, send, -1), "expert", 0, 0, tiled=True)
+    back = back * valid[..., None].astype(back.dtype)
+    return jnp.zeros((rows, x.shape[-1]), x.dtype).at[index].add(back)
+
+
+def _moe(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting) -> Any:
+    """A mixture-of-experts MLP of ``x`` (batch, seq, d): a router (d x experts, softmax
+    in f32, top-k), the routed tokens gathered into (experts, capacity, d), batched
+    SwiGLU matmuls against (experts, d, expert_d_ff) weights, and the outputs added back
+    to their tokens weighted by their router probabilities (Qwen's, not renormalized
+    over the k; Mixtral renormalizes, the same cost); plus the shared expert if any."""
+    b, s, d = x.shape
+    k, experts, width = cfg.top_k, cfg.experts, cfg.expert_d_ff
+    flat = x.reshape(b * s, d)
+    logits = flat @ P("router/w", d, experts)
+    probs = kernels.softmax(logits.astype(jnp.float32), axis=-1)
+    top_w, top_i = jax.lax.top_k(probs, k)                               # (tokens, k)
+    weights = (P("experts/gate", experts, d, width), P("experts/up", experts, d, width),
+               P("experts/down", experts, width, d))
+    if routing.ep == 1:
+        rows = _expert_rows(flat, jnp.arange(b * s * k) // k, top_i.reshape(-1), weights,
+                            routing.active, _capacity(b * s * k, routing.active))
+    else:
+        from jax.sharding import AbstractMesh
+
+        mesh = AbstractMesh((routing.dp, routing.ep), ("data", "expert"))
+        tokens = PartitionSpec(("data", "expert"))
+        local = b * s * k // (routing.dp * routing.ep)
+        split = jax.shard_map(
+            lambda xl, el, gate, up, down: _dispatch_all_to_all(
+                xl, el, (gate, up, down), routing, local),
+            mesh=mesh, in_specs=(tokens, tokens, *(PartitionSpec("expert"),) * 3),
+            out_specs=tokens, check_vma=False)
+        rows = split(flat, top_i.reshape(-1), *weights)
+    out = (rows.reshape(b * s, k, d) * top_w[..., None].astype(x.dtype)).sum(axis=1)
+    out = out.reshape(b, s, d)
+    if cfg.shared_d_ff:
+        shared = _mlp(P.scope("shared"), dataclasses.replace(cfg, d_ff=cfg.shared_d_ff),
+                      x, Quantization())
+        out = out + jax.nn.sigmoid(x @ P("shared_gate/w", d, 1)) * shared
+    return out
+
+
 def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
                     cache: Any = None, last_only: bool = False,
-                    quant: Quantization = Quantization()
+                    quant: Quantization = Quantization(),
+                    routing: ExpertRouting | None = None
                     ) -> tuple[Any, tuple[tuple[Any, Any], ...]]:
     """Logits (batch, seq, vocab) of ``tokens`` (batch, seq) and each layer's (K, V).
 
@@ -369,8 +549,15 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
     ``pos`` onward (decode) and the caches returned are the updated ones. ``last_only``:
     the LM head runs on the last position alone (batch, 1, vocab), as a server's prefill
     does, since only the next token is sampled. ``quant``: how weights and cache are
-    stored (module docstring).
+    stored (module docstring). ``routing``: how an MoE config runs its experts (default:
+    all of them, on one device).
     """
+    if cfg.moe and routing is None:
+        routing = ExpertRouting(cfg.experts)
+
+    def mlp(P: Params, h: Any) -> Any:
+        return _moe(P, cfg, h, routing) if routing else _mlp(P, cfg, h, quant)
+
     seq = tokens.shape[1]
     start = 0 if pos is None else pos
     positions = start + jnp.arange(seq)
@@ -389,10 +576,10 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
                               None if cache is None else cache[n], pos, quant)
         written.append(kv)
         if cfg.parallel:
-            x = x + attn + _mlp(s.scope("mlp"), cfg, h, quant)
+            x = x + attn + mlp(s.scope("mlp"), h)
         else:
             x = x + attn
-            x = x + _mlp(s.scope("mlp"), cfg, _norm(s.scope("norm2"), cfg, x), quant)
+            x = x + mlp(s.scope("mlp"), _norm(s.scope("norm2"), cfg, x))
     if last_only:
         x = x[:, -1:]
     x = _norm(P.scope("final_norm"), cfg, x)
@@ -419,6 +606,9 @@ def _weight_spec(name: str, shape: tuple[int, ...], split_kv: bool) -> Partition
     if name == "lm_head/w":
         return PartitionSpec(None, "model")
     *_, kind, leaf = ("", *name.split("/"))
+    if kind == "experts":   # (experts, d, width) and (experts, width, d): width split
+        return (PartitionSpec(None, "model", None) if leaf == "down"
+                else PartitionSpec(None, None, "model"))
     columns = {"q", "gate", "up"} | ({"k", "v"} if split_kv else set())
     if kind in columns:
         return PartitionSpec(None, "model") if leaf == "w" else PartitionSpec("model")
@@ -430,6 +620,8 @@ def _weight_spec(name: str, shape: tuple[int, ...], split_kv: bool) -> Partition
 def _sharding(cfg: DecoderConfig, p: dict[str, Any], shapes: dict[str, tuple[int, ...]],
               phase: str) -> ShardingPlan | None:
     tp, dp = p["tp"], p["dp"]
+    if p["ep"] > 1:
+        return _expert_sharding(cfg, p, shapes, phase)
     if tp * dp == 1:
         return None
     if cfg.heads % tp:
@@ -439,6 +631,11 @@ def _sharding(cfg: DecoderConfig, p: dict[str, Any], shapes: dict[str, tuple[int
     if cfg.d_ff % tp or cfg.vocab % tp:
         raise RooflineError(f"workload 'decoder': tp={tp} must divide d_ff={cfg.d_ff} and "
                             f"vocab={cfg.vocab} (their columns split over the devices)")
+    for key in ("expert_d_ff", "shared_d_ff"):
+        if getattr(cfg, key) % tp:
+            raise RooflineError(f"workload 'decoder': tp={tp} must divide {key}="
+                                f"{getattr(cfg, key)} (each expert's columns split over the "
+                                "devices)")
     if p["batch"] % dp:
         raise RooflineError(f"workload 'decoder': dp={dp} does not divide batch="
                             f"{p['batch']}: give a batch that is a multiple of dp")
@@ -478,13 +675,69 @@ def _sharding(cfg: DecoderConfig, p: dict[str, Any], shapes: dict[str, tuple[int
     return ShardingPlan((("data", dp), ("model", tp)), specs, summary, names)
 
 
+def _argument_specs(phase: str, weights: dict[str, PartitionSpec], rows: PartitionSpec,
+                    cache: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    if phase == "train":
+        return (weights, rows, rows), ("weights", "tokens", "labels")
+    if phase == "prefill":
+        return (weights, rows), ("weights", "prompt tokens")
+    return ((weights, rows, PartitionSpec(), cache),
+            ("weights", "tokens", "position", "KV cache"))
+
+
+def _expert_sharding(cfg: DecoderConfig, p: dict[str, Any],
+                     shapes: dict[str, tuple[int, ...]], phase: str) -> ShardingPlan:
+    """Expert parallelism: each of ``ep`` devices (mesh axis 'expert') holds
+    ``experts / ep`` experts and a share of the batch (with ``dp``, over 'data' too);
+    attention, norms, router and embeddings are replicated."""
+    ep, dp = p["ep"], p["dp"]
+    if not cfg.moe:
+        raise RooflineError(f"workload 'decoder': ep={ep} splits experts, and {cfg.name} is "
+                            "dense: leave ep out or choose an MoE config (mixtral-8x7b, "
+                            "qwen1.5-moe-a2.7b)")
+    if p["tp"] > 1:
+        raise RooflineError(f"workload 'decoder': ep={ep} with tp={p['tp']} is not "
+                            "supported (expert parallelism here replicates attention): "
+                            "give ep or tp, not both")
+    if cfg.experts % ep:
+        raise RooflineError(f"workload 'decoder': ep={ep} does not divide experts="
+                            f"{cfg.experts}: each device holds whole experts; give an ep "
+                            "that divides experts")
+    if p["batch"] % (ep * dp):
+        raise RooflineError(f"workload 'decoder': batch={p['batch']} is not a multiple of "
+                            f"ep x dp = {ep * dp}: each device routes its own sequences; "
+                            "give a batch that ep x dp divides")
+    weights = {name: PartitionSpec("expert", None, None) if "/experts/" in name
+               else PartitionSpec(*(None,) * len(shape)) for name, shape in shapes.items()}
+    rows = PartitionSpec(("data", "expert"), None)
+    kv_spec = PartitionSpec(("data", "expert"), None, None, None)
+    cache = tuple((kv_spec, kv_spec) for _ in range(cfg.layers))
+    specs, names = _argument_specs(phase, weights, rows, cache)
+    summary = (f"expert-parallel over {ep} ('expert'): {cfg.experts // ep} experts a "
+               "device, tokens sent to their experts' devices and back by all-to-all; the "
+               f"batch split over {ep * dp} devices" + (" ('data' x 'expert')" if dp > 1
+                                                        else "")
+               + "; attention, router and embeddings replicated")
+    return ShardingPlan((("data", dp), ("expert", ep)), specs, summary, names)
+
+
+def _routing(cfg: DecoderConfig, p: dict[str, Any]) -> ExpertRouting | None:
+    """Decode gathers the experts a step is expected to use; the other phases run all."""
+    if not cfg.moe:
+        return None
+    active = cfg.experts
+    if p["phase"] == "decode":
+        active = expected_distinct_experts(cfg.experts, cfg.top_k, p["batch"])
+    return ExpertRouting(active, p["ep"], p["dp"] if p["ep"] > 1 else 1)
+
+
 # --- the family ----------------------------------------------------------------------------
 
 def _build(spec: str, p: dict[str, Any]) -> Workload:
     if p["phase"] not in PHASES:
         raise RooflineError(f"workload 'decoder': phase={p['phase']!r}; choose one of "
                             f"{', '.join(PHASES)}")
-    for key in ("batch", "prompt", "context", "tp", "dp"):
+    for key in ("batch", "prompt", "context", "tp", "dp", "ep"):
         if not isinstance(p[key], int) or p[key] <= 0:
             raise RooflineError(f"workload 'decoder': {key}={p[key]!r} must be a positive "
                                 "integer")
@@ -497,12 +750,21 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
                             f"{cfg.max_context} tokens; give a "
                             f"{'context' if phase == 'decode' else 'prompt'} of at most "
                             f"{cfg.max_context}")
+    if cfg.moe and quant.weights:
+        raise RooflineError(f"workload 'decoder': weights={quant.weights} quantizes dense "
+                            f"projections; {cfg.name}'s experts are not quantized here: "
+                            "leave weights out for an MoE config")
+    if p["ep"] > 1 and not cfg.moe:
+        raise RooflineError(f"workload 'decoder': ep={p['ep']} splits experts, and "
+                            f"{cfg.name} is dense: leave ep out or choose an MoE config "
+                            "(mixtral-8x7b, qwen1.5-moe-a2.7b)")
+    routing = _routing(cfg, p)
     shapes = parameter_shapes(cfg, quant)
     plan = _sharding(cfg, p, shapes, phase)
     tokens = jax.ShapeDtypeStruct((batch, 1 if phase == "decode" else p["prompt"]), jnp.int32)
     if phase == "train":
         def logits(P: Params, t: Any) -> Any:
-            return decoder_forward(P, cfg, t)[0]
+            return decoder_forward(P, cfg, t, routing=routing)[0]
         workload = _workload(spec, {**p, "mode": "train"}, logits, (tokens,), tokens)
         return dataclasses.replace(workload, params=p, sharding=plan)
 
@@ -513,7 +775,7 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
     if phase == "prefill":
         def prefill(w: Any, t: Any) -> Any:
             logits, cache = decoder_forward(Params(w, precision=numbers), cfg, t,
-                                            last_only=True, quant=quant)
+                                            last_only=True, quant=quant, routing=routing)
             return logits[:, 0], cache
         return Workload(spec, prefill, (weights, tokens), (1,), batch, p, sharding=plan)
 
@@ -524,7 +786,7 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
 
     def decode(w: Any, t: Any, index: Any, kv_cache: Any) -> Any:
         logits, updated = decoder_forward(Params(w, precision=numbers), cfg, t, index,
-                                          kv_cache, quant=quant)
+                                          kv_cache, quant=quant, routing=routing)
         return logits[:, 0], updated
     return Workload(spec, decode, (weights, tokens, pos, cache), (1, 3), batch, p,
                     donate_argnums=(3,), sharding=plan)
@@ -554,9 +816,10 @@ def _size(name: str, what: str) -> Param:
 
 register(Family(
     "decoder", "decoder-only LLM of a published architecture (GPT-2, Llama 2/3, Mistral, "
-    "Gemma, GPT-J; shapes only): a training step, the prefill of a prompt, or one decode "
+    "Gemma, GPT-J, Mixtral and Qwen1.5-MoE; shapes only): a training step, the prefill of "
+    "a prompt, or one decode "
     "step over a KV cache updated in place; grouped-query attention; fp8, int8 and int4 "
-    "serving; tensor and data parallelism",
+    "serving; tensor, data and expert parallelism",
     (Param("config", str, "llama2-7b", "named architecture", tuple(CONFIGS)),
      Param("phase", str, "decode", "train: SGD step over `prompt` tokens; prefill: a "
            "prompt, returning the last logits and the KV cache; decode: one token per "
@@ -570,6 +833,12 @@ register(Family(
      _size("d_ff", "MLP width"), _size("vocab", "vocabulary"),
      Param("tp", int, 1, "tensor-parallel devices (mesh axis 'model')"),
      Param("dp", int, 1, "data-parallel devices (mesh axis 'data')"),
+     Param("ep", int, 1, "expert-parallel devices (mesh axis 'expert'; MoE configs): "
+           "experts split over them, tokens exchanged by all-to-all"),
+     _size("experts", "routed experts per layer (MoE configs)"),
+     _size("top_k", "experts per token (MoE configs)"),
+     _size("expert_d_ff", "each routed expert's width (MoE configs)"),
+     _size("shared_d_ff", "shared experts' width (MoE configs)"),
      dtype_param("bf16", mixed=True),
      Param("weights", str, None, "the layers' weights as served: fp8 (E4M3, fp8 products), "
            "int8 (int8 products), int4 (weight-only); default: dtype", WEIGHT_FORMATS),
