@@ -66,6 +66,7 @@ _HOMES: dict[str, str] = {
     "Lengths": "roofline.model.serving_sim",
     "LatencyTarget": "roofline.model.generation",
     "Scheduler": "roofline.model.serving_sim",
+    "ServeOptions": "roofline.model.generation",
     # their results
     "Analysis": _QUESTIONS,
     "CapacityThroughput": "roofline.model.analysis",

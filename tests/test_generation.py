@@ -15,6 +15,7 @@ from roofline.api import (
     LatencyTarget,
     Lengths,
     Scheduler,
+    ServeOptions,
     generation,
     serve,
 )
@@ -202,7 +203,8 @@ def test_decode_time_grows_with_the_context(static_batch):
 def test_serving_finds_the_highest_rate_within_the_target(cache):
     target = LatencyTarget(0.05, 0.002)
     served = serve(f"{TINY},batch=8", "h100-sxm", Lengths(64, 256), Lengths(16, 64),
-                   requests=200, target=target, compile=CompileOptions(cache_dir=cache))
+                   ServeOptions(requests=200, latency=target),
+                   compile=CompileOptions(cache_dir=cache))
     assert served.best_run is not None and served.best_run.meets(0.05, 0.002)
     assert served.best_rate <= served.offline.requests_per_s
     # Rising rates raise the p99 time per output token.

@@ -210,3 +210,26 @@ def test_the_text_names_each_cases_source_and_what_it_approximates():
              if line.startswith("published: ResNet-50")]
     assert row.split()[5:7] == ["Dell", "EMC"]
     assert row.split()[-2:] == ["0.0%", "70.0%"]
+
+
+def test_language_models_are_reported_apart_from_the_other_published_cases():
+    from roofline.render.questions import validation_text
+    from roofline.studies.validation import CaseResult, Validation
+
+    def case(name, error, naive, family):
+        return CaseResult("published", name, 1 + error, 1.0, error, 10, None, "source",
+                          naive=1 + naive, family=family)
+    result = Validation((case("ResNet", 0.10, 0.20, "resnet50"),
+                         case("BERT", -0.02, 0.05, "bert"),
+                         case("Llama, server", -0.06, -0.30, "decoder"),
+                         case("Llama, offline", 0.03, -0.25, "decoder"),
+                         case("GPT-J", 0.05, 0.06, "decoder")))
+    groups = result.published_groups()
+    # Language models: |errors| 6, 3, 5% -> median 5%, largest 6%; plain 30, 25, 6%.
+    assert groups["language models"]["median"] == pytest.approx(0.05)
+    assert groups["language models"]["largest"] == pytest.approx(0.06)
+    assert groups["language models"]["naive_median"] == pytest.approx(0.25)
+    # The others: 10 and 2% -> median 6%.
+    assert groups["other models"]["median"] == pytest.approx(0.06)
+    assert "published, language models: median |error| 5.0%, largest 6.0% over 3 cases " \
+           "(plain roofline: 25.0%, 30.0%)" in validation_text(result)

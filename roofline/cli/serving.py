@@ -120,6 +120,7 @@ def _serve(args: argparse.Namespace) -> int:
         LatencyTarget,
         PlacementOptions,
         Scheduler,
+        ServeOptions,
         build_served_curves,
         serve,
     )
@@ -137,10 +138,10 @@ def _serve(args: argparse.Namespace) -> int:
     devices = [(hw_id, load_hardware(hw_id, args.hardware_dir)) for hw_id in args.hardware]
     placement = PlacementOptions(overlap=args.overlap)
     compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
-    answers = [serve(args.spec, hardware, inputs, outputs, rate=args.rate,
-                     requests=args.requests, target=target, scheduler=scheduler,
-                     seed=args.seed, placement=placement, compile=compile)
-               for _, hardware in devices]
+    options = ServeOptions(rate=args.rate, requests=args.requests, latency=target,
+                           scheduler=scheduler, seed=args.seed)
+    answers = [serve(args.spec, hardware, inputs, outputs, options, placement=placement,
+                     compile=compile) for _, hardware in devices]
     labels = [label for label, _ in devices]
     document = served_document(answers, labels)
     if args.format == "json":

@@ -149,7 +149,7 @@ class StepSource:
     def __init__(self, workload: Workload, hardware: HardwareRef,
                  placement: PlacementOptions, compile: CompileOptions) -> None:
         self.workload = workload
-        self.hardware, self.placer, self.target = serving_setting(hardware, placement,
+        self.hardware, self.placer, self.compile_target = serving_setting(hardware, placement,
                                                                   compile)
         self.cache_dir = compile.cache_dir
         self.steps: dict[tuple[str, int, int], PhaseStep] = {}
@@ -160,7 +160,7 @@ class StepSource:
             size = {"prompt": length} if phase == "prefill" else {"context": length}
             try:
                 step = compiled_step(variant(self.workload, phase=phase, batch=batch,
-                                             **size), phase, self.target, self.placer,
+                                             **size), phase, self.compile_target, self.placer,
                                      self.cache_dir)
             except DoesNotFitError as exc:
                 raise DoesNotFitError(f"{phase} at batch {batch}: {exc}") from None
@@ -285,8 +285,8 @@ class Served:
     rate: float | None                         # requests/s; None: offline
     run: ServingRun
     offline: ServingRun
-    target: LatencyTarget | None
-    best_rate: float | None                    # the highest meeting the target
+    latency: LatencyTarget | None
+    best_rate: float | None                    # the highest meeting the latency target
     best_run: ServingRun | None
     curve: tuple[tuple[float, ServingRun], ...]   # (rate, run), rising rates
     frontier: tuple[FrontierPoint, ...]
@@ -301,16 +301,29 @@ CURVE_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.95)
 FRONTIER_SEQUENCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *,
-          rate: float | None = None, requests: int = 1000,
-          target: LatencyTarget | None = None, scheduler: Scheduler | None = None,
-          seed: int = 0, curves: bool = True,
+@dataclass(frozen=True)
+class ServeOptions:
+    """How requests come to :func:`serve`: ``requests`` of them at ``rate`` per second
+    (None: all at once, an offline run), lengths drawn with ``seed``; the ``latency``
+    target whose highest rate is found (None: not searched); the ``scheduler``'s budget
+    and sequences (its cache comes from the device); ``curves``: also the
+    latency-throughput curve and the Pareto frontier."""
+
+    rate: float | None = None
+    requests: int = 1000
+    latency: LatencyTarget | None = None
+    scheduler: Scheduler = Scheduler()
+    seed: int = 0
+    curves: bool = True
+
+
+def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
+          options: ServeOptions = ServeOptions(), *,
           placement: PlacementOptions = PlacementOptions(),
           compile: CompileOptions = CompileOptions()) -> Served:
-    """``requests`` requests served as they arrive at ``rate`` per second (None: all at
-    once), with the scheduler's budget and the device's KV-cache pages (module
-    docstring). The SPEC's batch is the step model's first batch. ``curves``: also the
-    latency-throughput curve and the Pareto frontier (empty without)."""
+    """Requests of ``inputs`` and ``outputs`` tokens served as ``options`` say (module
+    docstring), the device's KV-cache pages from XLA's footprints. The SPEC's batch is the
+    step model's first batch."""
     from roofline.model.llm import capacity_of
 
     workload = decoder_workload(spec)
@@ -322,13 +335,16 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *
     longest = inputs.high + outputs.high
     capacity = capacity_of(variant(workload, context=longest),
                            source("decode", batch, longest),
-                           _second(source, batch, longest), source.target, source.hardware,
+                           _second(source, batch, longest), source.compile_target,
+                           source.hardware,
                            source.cache_dir)
-    scheduler = dataclasses.replace(scheduler or Scheduler(), cache_tokens=capacity.tokens)
+    scheduler = dataclasses.replace(options.scheduler, cache_tokens=capacity.tokens)
     model = fitted.model
+    rate, target = options.rate, options.latency
 
     def run_at(r: float | None, limit: Scheduler = scheduler) -> ServingRun:
-        return simulate(Requests.make(requests, inputs, outputs, r, seed), model, limit)
+        return simulate(Requests.make(options.requests, inputs, outputs, r, options.seed),
+                        model, limit)
     offline = run_at(None)
     most = offline.requests_per_s
     if rate is not None and rate > most:
@@ -341,10 +357,10 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *
         best_rate, best_run = _highest_rate(run_at, most, target, source.hardware.id)
     top = best_rate or most
     curve = tuple((share * top, run_at(share * top)) for share in CURVE_SHARES) \
-        if curves else ()
+        if options.curves else ()
     frontier = _frontier([FrontierPoint(n, run_at(None, dataclasses.replace(
         scheduler, max_sequences=n)), False) for n in FRONTIER_SEQUENCES]) \
-        if curves else ()
+        if options.curves else ()
     return Served(_shown(workload), source.hardware, fitted.devices, inputs, outputs,
                   scheduler, rate, run, offline, target, best_rate, best_run, curve,
                   frontier, fitted)

@@ -107,7 +107,7 @@ def served_document(answers: Sequence[Served], labels: Sequence[str]) -> dict[st
             "input_len": str(a.inputs), "output_len": str(a.outputs),
             "scheduler": vars(a.scheduler), "rate": a.rate, "run": _run_document(a.run),
             "offline": _run_document(a.offline),
-            "target": vars(a.target) if a.target else None, "best_rate": a.best_rate,
+            "latency_target": vars(a.latency) if a.latency else None, "best_rate": a.best_rate,
             "best_run": _run_document(a.best_run) if a.best_run else None,
             "curve": [{"rate": r, **_run_document(run)} for r, run in a.curve],
             "frontier": [{"max_sequences": p.sequences, "on_frontier": p.on_frontier,
@@ -162,8 +162,8 @@ def served_text(answers: Sequence[Served], labels: Sequence[str]) -> str:
         ("devices", lambda a: f"{a.devices}"),
         ("KV cache (tokens, device)", lambda a: f"{a.scheduler.cache_tokens:,}"),
         *_run_rows(lambda a: a.run)))
-    if first.target is not None:
-        t = first.target
+    if first.latency is not None:
+        t = first.latency
         table(f"highest rate with p99 TTFT <= {_time(t.ttft_s)} and p99 TPOT <= "
               f"{_time(t.tpot_s)}", (
                   ("requests/s", lambda a: "-" if a.best_rate is None

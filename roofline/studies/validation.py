@@ -257,7 +257,7 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     and TPOT meet the scenario's constraints. The plain roofline's figure beside it is the
     ratio of the two decode steps at the case's batch on datasheet peaks."""
     from roofline.model.accuracy import kind_of, memory_share
-    from roofline.model.generation import LatencyTarget, serve
+    from roofline.model.generation import LatencyTarget, ServeOptions, serve
     from roofline.model.questions import CompileOptions, predict
     from roofline.model.serving_sim import Lengths, Scheduler
 
@@ -279,8 +279,9 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     target_spec = case.get("target_spec", case["source_spec"])
 
     def per_device(spec: str, hardware: str) -> float:
-        answer = serve(spec, hardware, inputs, outputs, requests=served.get("requests", 1000),
-                       target=target, scheduler=scheduler, curves=False, compile=compile)
+        answer = serve(spec, hardware, inputs, outputs, ServeOptions(
+            requests=served.get("requests", 1000), latency=target, scheduler=scheduler,
+            curves=False), compile=compile)
         run = answer.offline if target is None else answer.best_run
         assert run is not None   # serve refuses a target no rate meets
         return run.output_tokens_per_s / answer.devices
