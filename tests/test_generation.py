@@ -238,3 +238,35 @@ def test_serve_command_reports_percentiles_and_refuses_bad_input(cache, capsys, 
         assert main(args) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+# --- pipeline stages ----------------------------------------------------------------------
+
+def test_a_pipeline_passes_each_token_through_every_stage(cache):
+    from roofline.api import serving
+    from roofline.hardware import load_hardware
+
+    answer = serving(f"{TINY},batch=8,prompt=64,context=256,pp=2", "h100-sxm",
+                     compile=CompileOptions(cache_dir=cache))
+    h100 = load_hardware("h100-sxm")
+    link = max(h100.links, key=lambda each: each.bytes_per_s)
+    # A hand-over: one launch (2.5 us, the spec's per-op floor) + 8 tokens x 256 values x
+    # 2 B over the NVLink's one-way bandwidth.
+    hop = h100.overhead.value + 8 * 256 * 2 / link.bytes_per_s
+    pipeline = answer.pipeline
+    assert pipeline.stages == 2 and pipeline.decode_hop_s == pytest.approx(hop)
+    assert answer.devices == 2
+    assert answer.time_per_output_token_s == pytest.approx(2 * answer.decode.seconds + hop)
+    # Two batches in flight: 2 x 8 tokens a TPOT.
+    assert answer.decode_tokens_per_s == pytest.approx(16 / answer.time_per_output_token_s)
+    # One batch alone: (2 - 1) / (1 + 2 - 1) of each stage idle; four batches: 1/5.
+    assert pipeline.bubble(1) == 0.5 and pipeline.bubble(4) == pytest.approx(0.2)
+
+
+def test_a_pipeline_is_checked():
+    with pytest.raises(RooflineError, match="pp=3 does not divide layers=2"):
+        parse_spec(f"{TINY},pp=3")
+    with pytest.raises(RooflineError, match="a training step's pipeline schedule"):
+        parse_spec(f"{TINY},phase=train,pp=2")
+    with pytest.raises(RooflineError, match="a pipeline's stages"):
+        generation(f"{TINY},batch=8,pp=2", "h100-sxm", Lengths(64, 64), Lengths(8, 8))

@@ -148,6 +148,10 @@ class StepSource:
 
     def __init__(self, workload: Workload, hardware: HardwareRef,
                  placement: PlacementOptions, compile: CompileOptions) -> None:
+        if int(workload.params.get("pp") or 1) > 1:
+            raise RooflineError("requests over time are modelled on one stage group: a "
+                                "pipeline's stages (pp) are answered by 'roofline llm' "
+                                "without --input-len; split the model with tp instead")
         self.workload = workload
         self.hardware, self.placer, self.compile_target = serving_setting(hardware, placement,
                                                                   compile)

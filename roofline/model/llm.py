@@ -140,27 +140,65 @@ class Capacity:
 
 
 @dataclass(frozen=True)
+class Pipeline:
+    """``stages`` pipeline stages, each running the compiled stage program on its own
+    devices; a token passes every stage in turn, its activations handed over ``link``
+    between stages (``*_hop_s``: one batch's). In decode, one batch in flight per stage
+    keeps every stage busy; a batch alone leaves each stage idle for :meth:`bubble`."""
+
+    stages: int
+    link: str
+    prefill_hop_s: float
+    decode_hop_s: float
+
+    def bubble(self, microbatches: int) -> float:
+        """The share of each stage's time idle while ``microbatches`` batches pass
+        through: (stages - 1) / (microbatches + stages - 1) (GPipe; Huang et al.,
+        NeurIPS 2019)."""
+        return (self.stages - 1) / (microbatches + self.stages - 1)
+
+
+@dataclass(frozen=True)
 class Serving:
     """An LLM served on ``hardware``: both phases at the SPEC's batch, the knee and the
-    capacity. Times are per step on every device of the group (they run in step)."""
+    capacity. Step times are per step on every device of a group (they run in step); with
+    a ``pipeline``, a step is one stage's and the group is a stage's devices."""
 
     spec: str
     hardware: Hardware
-    devices: int
+    devices: int                  # every device serving, all stages
     sharding: str                 # how the program is split ("one device" where it is not)
     prefill: PhaseStep
     decode: PhaseStep
     knee: Knee
     capacity: Capacity
     left_out: tuple[str, ...]
+    pipeline: Pipeline | None = None
+
+    @property
+    def stages(self) -> int:
+        return self.pipeline.stages if self.pipeline else 1
 
     @property
     def time_to_first_token_s(self) -> float:
-        return self.prefill.seconds
+        """The batch's prompts through every stage in turn."""
+        hops = self.pipeline.prefill_hop_s if self.pipeline else 0.0
+        return self.stages * self.prefill.seconds + (self.stages - 1) * hops
 
     @property
     def time_per_output_token_s(self) -> float:
-        return self.decode.seconds
+        hops = self.pipeline.decode_hop_s if self.pipeline else 0.0
+        return self.stages * self.decode.seconds + (self.stages - 1) * hops
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """With a batch in flight on every stage."""
+        return self.stages * self.decode.tokens / self.time_per_output_token_s
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        """With a batch of prompts on every stage."""
+        return self.stages * self.prefill.tokens / self.time_to_first_token_s
 
     def per_device(self, tokens_per_s: float) -> float:
         return tokens_per_s / self.devices
@@ -246,9 +284,42 @@ def serving(spec: str, hardware: HardwareRef, *,
     # Both phases are answered: the SPEC as shown names neither.
     shown = ",".join(part for part in workload.spec.split(",")
                      if not part.startswith("phase="))
-    return Serving(shown, hardware, decode.program.devices,
-                   layout.summary if layout else "one device", prefill, decode, knee,
-                   capacity, LEFT_OUT)
+    pipeline = _pipeline(workload, hardware)
+    split = layout.summary if layout else "one device"
+    if pipeline is not None:
+        split = (f"pipelined over {pipeline.stages} stages of {decode.program.devices} "
+                 f"device(s), activations handed over {pipeline.link}; each stage: {split}")
+    return Serving(shown, hardware, decode.program.devices * (pipeline.stages if pipeline
+                                                               else 1),
+                   split, prefill, decode, knee, capacity, LEFT_OUT, pipeline)
+
+
+def _pipeline(workload: Workload, hardware: Hardware) -> Pipeline | None:
+    """The pipeline a SPEC's ``pp`` asks for, its hand-overs over the fastest link: the
+    batch's activations (d_model values a token) at the link's bandwidth, after a launch."""
+    from roofline.program.workloads.decoder import resolved_config
+    from roofline.program.workloads.registry import jnp_dtype
+
+    stages = int(workload.params.get("pp") or 1)
+    if stages == 1:
+        return None
+    if not hardware.links:
+        raise RooflineError(f"pp={stages}: {hardware.id} lists no link between devices to "
+                            "hand activations over; give its spec a [[links]] record or "
+                            "leave pp out")
+    import numpy as np
+
+    link = max(hardware.links, key=lambda each: each.bytes_per_s)
+    params = workload.params
+    width = resolved_config(params).d_model * np.dtype(jnp_dtype(params["dtype"])).itemsize
+    # A hand-over is one more copy a step: at least a kernel's launch, or the link's own
+    # latency where the spec gives a longer one.
+    latency = max(link.latency_s or 0.0, hardware.overhead.value or 0.0)
+
+    def hop(tokens: int) -> float:
+        return latency + tokens * width / link.bytes_per_s
+    batch = int(params["batch"])
+    return Pipeline(stages, link.name, hop(batch * int(params["prompt"])), hop(batch))
 
 
 def _line_steps(batch: int, step: Callable[[str, int], PhaseStep]

@@ -34,10 +34,15 @@ def serving_document(answers: Sequence[Serving], labels: Sequence[str]) -> dict[
             "sharding": a.sharding,
             "time_to_first_token_s": a.time_to_first_token_s,
             "time_per_output_token_s": a.time_per_output_token_s,
-            "decode_tokens_per_s": a.decode.tokens_per_s,
-            "decode_tokens_per_s_per_device": a.per_device(a.decode.tokens_per_s),
-            "prefill_tokens_per_s": a.prefill.tokens_per_s,
-            "prefill_tokens_per_s_per_device": a.per_device(a.prefill.tokens_per_s),
+            "decode_tokens_per_s": a.decode_tokens_per_s,
+            "decode_tokens_per_s_per_device": a.per_device(a.decode_tokens_per_s),
+            "prefill_tokens_per_s": a.prefill_tokens_per_s,
+            "prefill_tokens_per_s_per_device": a.per_device(a.prefill_tokens_per_s),
+            "pipeline": None if a.pipeline is None else {
+                "stages": a.pipeline.stages, "link": a.pipeline.link,
+                "prefill_hop_s": a.pipeline.prefill_hop_s,
+                "decode_hop_s": a.pipeline.decode_hop_s,
+                "bubble_one_batch": a.pipeline.bubble(1)},
             "prefill": _step_document(a.prefill), "decode": _step_document(a.decode),
             "knee": {"batch": k.batch, "compute_per_sequence_s": k.compute_per_sequence_s,
                      "memory_per_sequence_s": k.memory_per_sequence_s,
@@ -99,9 +104,9 @@ ROWS: tuple[tuple[str, Callable[[Serving], str]], ...] = (
     ("devices", lambda a: f"{a.devices}"),
     ("time to first token", lambda a: _time(a.time_to_first_token_s)),
     ("time per output token", lambda a: _time(a.time_per_output_token_s)),
-    ("decode tokens/s (system)", lambda a: _rate(a.decode.tokens_per_s)),
-    ("decode tokens/s (device)", lambda a: _rate(a.per_device(a.decode.tokens_per_s))),
-    ("prefill tokens/s (system)", lambda a: _rate(a.prefill.tokens_per_s)),
+    ("decode tokens/s (system)", lambda a: _rate(a.decode_tokens_per_s)),
+    ("decode tokens/s (device)", lambda a: _rate(a.per_device(a.decode_tokens_per_s))),
+    ("prefill tokens/s (system)", lambda a: _rate(a.prefill_tokens_per_s)),
     ("decode bound", lambda a: f"{a.decode.bound} ({a.decode.memory_bound_share:.0%} "
                                "memory)"),
     ("prefill bound", lambda a: a.prefill.bound),
@@ -115,7 +120,7 @@ ROWS: tuple[tuple[str, Callable[[Serving], str]], ...] = (
 RATIOS: tuple[tuple[str, Callable[[Serving], float]], ...] = (
     ("time to first token", lambda a: 1 / a.time_to_first_token_s),
     ("time per output token", lambda a: 1 / a.time_per_output_token_s),
-    ("decode tokens/s per device", lambda a: a.per_device(a.decode.tokens_per_s)),
+    ("decode tokens/s per device", lambda a: a.per_device(a.decode_tokens_per_s)),
     ("largest batch", lambda a: float(a.capacity.batch)),
 )
 
@@ -139,5 +144,14 @@ def serving_text(answers: Sequence[Serving], labels: Sequence[str]) -> str:
             for name, value in RATIOS:
                 ratio = value(a) / value(base) if value(base) else float("nan")
                 lines.append(f"  {name:28s} {ratio:.2f}x")
+    for label, a in zip(labels, answers):
+        if a.pipeline is not None:
+            p = a.pipeline
+            lines.append(f"{label}: pipeline of {p.stages} stages: a token passes each in "
+                         f"turn (TPOT = {p.stages} stage steps + {p.stages - 1} hand-overs "
+                         f"of {_time(p.decode_hop_s)}); {p.stages} batches in flight keep "
+                         f"every stage busy in decode, one batch alone leaves each stage "
+                         f"idle {p.bubble(1):.0%} of the time (bubble (p-1)/(m+p-1) with m "
+                         "batches)")
     lines += ["", "left out: " + "; ".join(first.left_out)]
     return "\n".join(lines) + "\n"

@@ -733,15 +733,34 @@ def _routing(cfg: DecoderConfig, p: dict[str, Any]) -> ExpertRouting | None:
 
 # --- the family ----------------------------------------------------------------------------
 
+def _pipeline_stage(cfg: DecoderConfig, p: dict[str, Any]) -> DecoderConfig:
+    """With ``pp`` pipeline stages, the program is one stage: ``layers / pp`` layers with
+    the final norm and LM head (the last stage, the heaviest) and the embedding lookup
+    (the first stage's, a gather of one row a token); each stage's devices split it by
+    ``tp`` and ``dp`` as a whole model is split."""
+    stages = p["pp"]
+    if stages == 1:
+        return cfg
+    if p["phase"] == "train":
+        raise RooflineError("workload 'decoder': pp pipelines a served model's layers; a "
+                            "training step's pipeline schedule is not modelled: leave pp "
+                            "out or choose phase=prefill or phase=decode")
+    if cfg.layers % stages:
+        raise RooflineError(f"workload 'decoder': pp={stages} does not divide layers="
+                            f"{cfg.layers}: each stage takes an equal share of the layers; "
+                            "give a pp that divides them")
+    return dataclasses.replace(cfg, layers=cfg.layers // stages)
+
+
 def _build(spec: str, p: dict[str, Any]) -> Workload:
     if p["phase"] not in PHASES:
         raise RooflineError(f"workload 'decoder': phase={p['phase']!r}; choose one of "
                             f"{', '.join(PHASES)}")
-    for key in ("batch", "prompt", "context", "tp", "dp", "ep"):
+    for key in ("batch", "prompt", "context", "tp", "dp", "ep", "pp"):
         if not isinstance(p[key], int) or p[key] <= 0:
             raise RooflineError(f"workload 'decoder': {key}={p[key]!r} must be a positive "
                                 "integer")
-    cfg = resolved_config(p)
+    cfg = _pipeline_stage(resolved_config(p), p)
     phase, batch = p["phase"], p["batch"]
     quant = _quantization(p)
     length = p["context"] if phase == "decode" else p["prompt"]
@@ -833,6 +852,8 @@ register(Family(
      _size("d_ff", "MLP width"), _size("vocab", "vocabulary"),
      Param("tp", int, 1, "tensor-parallel devices (mesh axis 'model')"),
      Param("dp", int, 1, "data-parallel devices (mesh axis 'data')"),
+     Param("pp", int, 1, "pipeline stages (inference): the program is one stage, "
+           "layers/pp layers with the LM head; each stage on its own tp x dp devices"),
      Param("ep", int, 1, "expert-parallel devices (mesh axis 'expert'; MoE configs): "
            "experts split over them, tokens exchanged by all-to-all"),
      _size("experts", "routed experts per layer (MoE configs)"),
