@@ -99,6 +99,18 @@ def test_data_parallel_board_has_gradient_all_reduce(target):
     assert sum(op.link_bytes for op in reduces) == pytest.approx(2 * 7 / 8 * 2 * 512 * 512 * 4)
 
 
+def test_an_ironwood_board_offloads_its_gradient_all_reduce_and_it_is_costed():
+    # TPU7x runs the all-reduce on its SparseCores: an async call of a computation on the
+    # "sparsecore" thread after a PrepareAsyncCall handshake; the same ring bytes as v2/v3.
+    fn, args, batch_argnums = dp_step()
+    program = compile_program(fn, args, "tpu-v7", data_parallel=True,
+                              batch_argnums=batch_argnums)
+    assert program.devices == 8 and program.device_scope == "core"
+    assert not any(op.unknown for op in program.costs.ops)
+    assert sum(op.link_bytes for op in program.costs.ops) == pytest.approx(
+        2 * 7 / 8 * 2 * 512 * 512 * 4)
+
+
 def test_bf16_matmul_on_tpu_uses_bf16_matrix_roof():
     workload = parse_spec("matmul:m=4096,n=4096,k=4096,dtype=bf16")
     program = compile_program(workload.fn, workload.args, "tpu-v3")
@@ -110,6 +122,19 @@ def test_bf16_matmul_on_tpu_uses_bf16_matrix_roof():
     # One core of a v3-8 board (420 TFLOP/s / 8 = 52.5 TFLOP/s): 2 x 4096^3 / 52.5e12.
     assert placement.hardware.scope == "core"
     assert op.placement.compute_s == pytest.approx(2 * 4096**3 / 52.5e12)
+
+
+def test_an_ironwood_program_runs_on_one_of_a_chips_two_tensorcores():
+    # libtpu's TPU7x topology has two devices per chip (one per die): the program is
+    # placed on one TensorCore, half of the chip's 2307 TFLOP/s bf16.
+    workload = parse_spec("matmul:m=4096,n=4096,k=4096,dtype=bf16")
+    program = compile_program(workload.fn, workload.args, "tpu-v7")
+    assert program.target.topology == "tpu7x:2x2x1" and program.device_kind == "TPU7x"
+    assert program.device_scope == "core"
+    placement = Placer(load_hardware("tpu-v7")).program(program)
+    (op,) = [p for p in placement.ops if p.cost.category == "matmul"]
+    assert placement.hardware.scope == "core"
+    assert op.placement.compute_s == pytest.approx(2 * 4096**3 / (2307e12 / 2))
 
 
 def test_f32_elementwise_on_tpu_uses_vector_roof():

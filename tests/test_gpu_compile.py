@@ -40,6 +40,17 @@ def test_an_h100_described_as_xla_describes_it():
     assert (_field(t4, "core_count"), _field(t4, "fpus_per_core"),
             _field(t4, "shared_memory_per_core"), _field(t4, "threads_per_core_limit")) \
         == ("40", "64", "65536", "1024")
+    # A B200 (Blackwell data center, 10.0): 148 SMs of 128 cores, Hopper's per-SM limits,
+    # the name the driver gives it; an L40S (Ada, 8.9): 142 SMs, 100 KiB, 1536 threads.
+    b200 = target_config(load_hardware("b200"))
+    assert (_field(b200, "core_count"), _field(b200, "fpus_per_core"),
+            _field(b200, "shared_memory_per_core"), _field(b200, "threads_per_core_limit"),
+            _field(b200, "l2_cache_size")) == ("148", "128", "233472", "2048", str(126 * 2**20))
+    assert "cuda_compute_capability { major: 10 minor: 0 }" in b200
+    assert 'device_description_str: "NVIDIA B200"' in b200
+    l40s = target_config(load_hardware("l40s"))
+    assert (_field(l40s, "core_count"), _field(l40s, "shared_memory_per_core"),
+            _field(l40s, "threads_per_core_limit")) == ("142", "102400", "1536")
 
 
 def test_a_gpu_xla_cannot_compile_for_is_refused():
@@ -73,6 +84,15 @@ def test_a_deviceless_compile_is_xla_gpus_program(gemm_on_h100):
     assert not program.xla.reported     # XLA gives no totals without a device
 
 
+def test_a_b200_compiles_for_sm_100_without_a_gpu():
+    # The pinned jax-cuda12 plugin knows compute capability 10.0 (sm_100).
+    program = compile_workload(parse_spec("matmul:m=512,n=256,k=1024,dtype=bf16"), "b200")
+    assert program.device_kind == "NVIDIA B200"
+    assert program.target.compiler.startswith("XLA:GPU for b200, deviceless")
+    assert sum(op.flops for op in program.costs.ops if op.category == "matmul") \
+        == 268_435_456
+
+
 def test_target_gpu_means_the_hardwares_own_without_a_gpu():
     assert resolve_target("gpu", load_hardware("v100-sxm2")) == "v100-sxm2"
     with pytest.raises(RooflineError, match="give --hardware ID of a GPU"):
@@ -93,8 +113,15 @@ def test_a_gpus_answers_place_its_own_compilers_ops_and_say_so(capsys):
                        compile=api.CompileOptions(compile_target="host"))
     assert any(o.gap.value == "ops of another compiler" for o in host.coverage.omissions)
     # An AMD GPU has no compiler here: its answers take the host's ops, and say so.
-    amd = api.whatif(spec, "mi300x", {"memory_bandwidth": 1.5})
-    assert any("not XLA:GPU" in o.detail for o in amd.coverage.omissions)
+    for device in ("mi300x", "mi325x"):
+        amd = api.whatif(spec, device, {"memory_bandwidth": 1.5})
+        assert any("not XLA:GPU" in o.detail for o in amd.coverage.omissions)
+    # A Gaudi runs no XLA at all: its answers name its own compiler, not XLA:GPU.
+    gaudi = api.whatif(spec, "gaudi3", {"memory_bandwidth": 1.5})
+    (note,) = [o.detail for o in gaudi.coverage.omissions
+               if o.gap.value == "ops of another compiler"]
+    assert note.startswith("gaudi3 is an Intel Gaudi accelerator but the ops are those of "
+                           "XLA:CPU") and "not Intel Gaudi's graph compiler" in note
 
 
 def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):

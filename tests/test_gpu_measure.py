@@ -157,9 +157,13 @@ def test_the_measured_gpu_names_its_spec():
     assert spec_for_device("NVIDIA H200") == ("h200", "device")
     assert spec_for_device("Tesla V100-SXM2-16GB") == ("v100-sxm2", "device")
     assert spec_for_device("TPU v5 lite") == ("tpu-v5e", "chip")
+    assert spec_for_device("NVIDIA B200") == ("b200", "device")
+    assert spec_for_device("NVIDIA L40S") == ("l40s", "device")
+    assert spec_for_device("TPU7x") == ("tpu-v7", "core")     # one die's TensorCore
     # Boards no spec describes are not taken for their namesakes.
     assert spec_for_device("NVIDIA H200 NVL") is None
     assert spec_for_device("NVIDIA H100 PCIe") is None
+    assert spec_for_device("NVIDIA L40") is None         # the 300 W L40 is not the L40S
 
 
 def _spec_with(alternative: dict) -> dict:

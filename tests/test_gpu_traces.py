@@ -434,3 +434,15 @@ def test_an_nvidia_trace_is_explained_per_run_on_the_gpu_its_facts_name(tmp_path
 def test_per_run_times_by_hand(explained, name, module, op, runs, per_run_us):
     row = _op(explained[name], module, op)
     assert (row["executions"], row["measured_s"]) == (runs, pytest.approx(per_run_us * 1e-6))
+
+
+def test_an_amd_trace_names_its_cdna3_package_by_its_memory():
+    # MI300X and MI325X both record 304 CUs; only their memory tells them apart.
+    from roofline.model.explain import default_hardware_ref
+    from roofline.program.trace.reader import MeasuredRun
+
+    def run(memory_bytes):
+        return MeasuredRun("t", "gpu", "/device:GPU:0", (), {}, 1, (), device_stats={
+            "device_vendor": "AMD", "core_count": 304, "memory_size": memory_bytes})
+    assert default_hardware_ref(run(206141652992)) == "mi300x"      # the traces': 192 GiB
+    assert default_hardware_ref(run(256 * 2**30)) == "mi325x"

@@ -132,6 +132,16 @@ def test_line_endings_and_blanks_around_a_closing_brace_read_the_same(variant):
     assert _read(variant) == _read(MODULE)
 
 
+def test_a_computation_of_another_execution_thread_closes_where_printed():
+    # TPU7x offloads collectives to its SparseCores: such a computation ends in
+    # '}, execution_thread="sparsecore"', and the next one starts after it.
+    offloaded = MODULE.replace(
+        "  ROOT %m = f32[64,32]{1,0} multiply(%t, %p0.1)\n}",
+        '  ROOT %m = f32[64,32]{1,0} multiply(%t, %p0.1)\n}, execution_thread="sparsecore"')
+    assert offloaded != MODULE
+    assert _read(offloaded) == _read(MODULE)
+
+
 @pytest.mark.parametrize("damage", [
     ("tanh(%p0.1)", "tanh %p0.1"),       # no operand list
     ("f32[64,32]{1,0} tanh", "f99[64,32]{1,0} tanh"),   # a plain line with a bad dtype

@@ -8,8 +8,8 @@ from roofline.hardware import list_hardware
 
 REQUIRED_IDS = {
     "v100-sxm2", "v100-pcie", "p100-sxm2", "p100-pcie", "titan-x-pascal", "k40", "t4",
-    "a100-40gb", "a100-80gb", "h100-sxm", "h200", "radeon-vii", "mi300x",
-    "tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
+    "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "l40s", "radeon-vii", "mi300x",
+    "mi325x", "gaudi3", "tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-v7",
     "xeon-8163", "skylake-n1-32",
 }
 # Case-sensitive: "IEEE Micro" the journal, not "microarchitecture".

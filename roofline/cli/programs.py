@@ -150,7 +150,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                         "--xla_dump_to=DIR (its largest module) or one optimized module's "
                         ".txt or .pb file")
     p.add_argument("--target",
-                   help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p or tpu-v6e; gpu "
+                   help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e or tpu-v7; gpu "
                         "(XLA:GPU for this machine's GPU, or without one for the --hardware "
                         "GPU, deviceless), or an NVIDIA GPU's spec id such as h100-sxm "
                         "(default: the --hardware's own, e.g. tpu-v3, else host)")

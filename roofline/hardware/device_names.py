@@ -13,10 +13,14 @@ DEVICE_SPECS: dict[str, tuple[str, str]] = {
     "TPU v2": ("tpu-v2", "core"), "TPU v3": ("tpu-v3", "core"), "TPU v4": ("tpu-v4", "chip"),
     "TPU v5 lite": ("tpu-v5e", "chip"), "TPU v5": ("tpu-v5p", "chip"),
     "TPU v6 lite": ("tpu-v6e", "chip"),
+    # Ironwood: JAX's device is one of the chip's two TensorCores (dies), not the chip.
+    "TPU7x": ("tpu-v7", "core"),
     # The SXM5 H100 reports its memory, the PCIe and NVL boards their form factor.
     "NVIDIA H100 80GB HBM3": ("h100-sxm", "device"),
     "NVIDIA H100 SXM": ("h100-sxm", "device"),
     "NVIDIA H200": ("h200", "device"),
+    "NVIDIA B200": ("b200", "device"),
+    "NVIDIA L40S": ("l40s", "device"),
     "NVIDIA A100-SXM4-40GB": ("a100-40gb", "device"),
     "NVIDIA A100-SXM4-80GB": ("a100-80gb", "device"),
     "Tesla V100-SXM2": ("v100-sxm2", "device"),

@@ -389,9 +389,30 @@ _OWN_COMPILER = {
 }
 
 
+# Devices filed as GPUs whose own compiler is no XLA backend (the one place that says so):
+# (vendor, a word of the spec's name) -> what the device is, its compiler, what that does.
+_NON_XLA_DEVICES = {
+    ("Intel", "Gaudi"): (
+        "an Intel Gaudi accelerator", "Intel Gaudi's graph compiler",
+        "it fuses the graph into recipes of MME (matrix) and TPC (vector) kernels, so the "
+        "ops and their bytes differ; XLA has no Gaudi backend, so no compile here is its "
+        "own"),
+}
+
+
+def _non_xla_device(device: Hardware) -> tuple[str, str, str] | None:
+    return next((entry for (vendor, word), entry in _NON_XLA_DEVICES.items()
+                 if device.vendor == vendor and word in device.name), None)
+
+
 def compiler_note(platform: str, compiler: str, device: Hardware) -> str:
     """What to say when a device's ops come from another backend's compile (XLA:CPU's or
-    XLA:TPU's for a GPU); empty when the platform matches or is unknown."""
+    XLA:TPU's for a GPU, any XLA backend's for a device XLA does not compile for); empty
+    when the platform matches or is unknown."""
+    other = _non_xla_device(device)
+    if other is not None and platform:
+        what, own, why = other
+        return f"{device.id} is {what} but the ops are those of {compiler}, not {own}: {why}"
     if not platform or platform == device.kind or device.kind not in _OWN_COMPILER:
         return ""
     own, why = _OWN_COMPILER[device.kind]

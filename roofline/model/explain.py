@@ -450,7 +450,9 @@ def default_hardware_ref(run: MeasuredRun) -> str:
         return f"{known[0]}:{known[1]}"
     if (str(run.device_stats.get("device_vendor", "")) == "AMD"
             and run.device_peaks().get("cores") == 304):
-        return "mi300x"
+        # One CDNA 3 package, two memories: the MI300X's 192 GiB, the MI325X's 256 GiB.
+        return "mi325x" if run.device_peaks().get("memory_bytes", 0) > 224 * 2**30 \
+            else "mi300x"
     stats, peaks = run.device_stats, run.device_peaks()
     if "compute_cap_major" in stats and "cores" in peaks and "memory_bytes" in peaks:
         from roofline.hardware.library import gpu_spec_for_facts

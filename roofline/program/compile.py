@@ -1,4 +1,4 @@
-"""Compiling a JAX function for a target: XLA:CPU on this host, or TPU v2 to v6e without a
+"""Compiling a JAX function for a target: XLA:CPU on this host, or TPU v2 to v7 without a
 TPU through libtpu's deviceless ahead-of-time compiler.
 
 The result keeps what the compiler decided (optimized HLO, fusions, layouts) together with
@@ -84,6 +84,8 @@ TARGETS: dict[str, Target] = {
     "tpu-v5e": Target("tpu-v5e", "tpu", "v5e:2x2", 4),
     "tpu-v5p": Target("tpu-v5p", "tpu", "v5p:2x2x1", 4),
     "tpu-v6e": Target("tpu-v6e", "tpu", "v6e:2x2", 4),
+    # libtpu names Ironwood by its device kind; each chip is two devices (one per die).
+    "tpu-v7": Target("tpu-v7", "tpu", "tpu7x:2x2x1", 4),
     # A program as an eager framework runs it (roofline.program.hlo.eager): lowered, not
     # compiled; one target per activation layout.
     **{name: Target(name, "") for name in sorted(EAGER_TARGETS)},
@@ -298,7 +300,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     """Compile ``fn(*args)`` for ``target`` and analyze its optimized HLO.
 
     ``args`` are arrays or ``jax.ShapeDtypeStruct`` pytrees. On a TPU target the program
-    runs on one device (one TensorCore on v2-v4, one chip on v5e/v5p/v6e), or with
+    runs on one device (one TensorCore on v2-v4 and v7, one chip on v5e/v5p/v6e), or with
     ``data_parallel`` on every device of a 4-chip board: arguments listed in
     ``batch_argnums`` are split along their first axis, the others replicated, so
     gradient reductions appear as collective ops. With a ``sharding`` plan it runs on the

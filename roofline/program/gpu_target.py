@@ -50,6 +50,8 @@ CAPABILITY_LIMITS: dict[str, CapabilityLimits] = {
     "8.6": CapabilityLimits(100 * KIB, 99 * KIB, 1536),
     "8.9": CapabilityLimits(100 * KIB, 99 * KIB, 1536),
     "9.0": CapabilityLimits(228 * KIB, 227 * KIB, 2048),
+    # Blackwell data center (B200; the guide's cc 10.0 column): Hopper's limits again.
+    "10.0": CapabilityLimits(228 * KIB, 227 * KIB, 2048),
 }
 # What every capability from 5.0 on shares: 1024 threads per block, 32-thread warps,
 # 48 KiB of shared memory per block without opt-in, 64 Ki registers per SM, grid limits.

@@ -265,8 +265,9 @@ def _split(text: str) -> tuple[str, dict[str, int], list[Computation],
 
 
 # A line that is a lone "}", blanks around it allowed (from the newline before it): the
-# first one after a computation's header closes it.
-_CLOSING_LINE = re.compile(r"\n[^\S\n]*\}[^\S\n]*(?=\n|\Z)")
+# first one after a computation's header closes it. A computation run on another thread
+# prints it there: '}, execution_thread="sparsecore"' (TPU7x offloads collectives so).
+_CLOSING_LINE = re.compile(r'\n[^\S\n]*\}(?:, execution_thread="[\w.\-]*")?[^\S\n]*(?=\n|\Z)')
 
 
 def _read_instructions(computation: Computation) -> list[Instruction]:

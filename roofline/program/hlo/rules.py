@@ -417,7 +417,10 @@ _add(RULES, ("collective-permute", "collective-broadcast", "send", "recv"),
 _add(CUSTOM_CALLS, ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
                     "SPMDShardToFullShape", "MoveToHost", "MoveToDevice", "PadToStatic",
                     "SliceToDynamic", "annotate_device_placement", "LayoutConstraint",
-                    "AssumeGatherIndicesInBound"),
+                    "AssumeGatherIndicesInBound",
+                    # TPU7x: the handshake before a collective offloaded to the SparseCores
+                    # (a scalar and a token; the collective is the call-start after it).
+                    "PrepareAsyncCallStart", "PrepareAsyncCallDone"),
      Rule(OpCategory.OTHER, no_flops, Traffic.NONE, free=True))
 # TPU: joins the slices an async copy brought into VMEM into one buffer. No arithmetic; the
 # operands are charged as read and the result as written (an upper bound if XLA lays the
