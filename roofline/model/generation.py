@@ -48,9 +48,9 @@ from roofline.model.serving_sim import (
     Line,
     Requests,
     Scheduler,
-    causal_pairs,
     ServingRun,
     StepModel,
+    causal_pairs,
     simulate,
 )
 

@@ -468,8 +468,9 @@ def serving_curve(spec: str, hardware: HardwareRef, *,
     points = []
     for batch in batches:
         try:
-            steps = [compiled_step(variant(workload, phase=phase, batch=batch), phase, compile_target,
-                           placer, cache_dir) for phase in ("prefill", "decode")]
+            steps = [compiled_step(variant(workload, phase=phase, batch=batch), phase,
+                                   compile_target, placer, cache_dir)
+                     for phase in ("prefill", "decode")]
         except DoesNotFitError:
             break
         if any(s.fit is not None and not s.fit.fits for s in steps):
