@@ -298,7 +298,8 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     return CaseResult("published", case["name"], predicted, case["measured"],
                       predicted / case["measured"] - 1, len(comparison.ops), None,
                       case["source"], comparison.coverage, caveat=case.get("caveat", ""),
-                      naive=naive, kind=kind_of(comparison.before, comparison.after),
+                      naive=naive, execution="fused",
+                      kind=kind_of(comparison.before, comparison.after),
                       memory_share=memory_share(comparison),
                       family=_family(case["source_spec"]))
 
