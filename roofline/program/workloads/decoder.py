@@ -38,8 +38,8 @@ matrix dtypes:
 - ``kv=fp8`` or ``kv=int8``: the KV cache stored in that type with a static scale per
   layer for K and for V, written quantized and read back to the compute dtype.
 
-Only the layers' projections are quantized; the embedding and the LM head keep the
-compute dtype, as the recipes above keep them.
+Only the layers' projections and experts are quantized; the embedding, the LM head and
+an MoE router keep the compute dtype, as the recipes above keep them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -197,6 +197,7 @@ STORAGE = {"fp8": jnp.float8_e4m3fn, "int8": jnp.int8, "int4": jnp.int4}
 INT8_RANGE = 127.0
 QUANTIZED_PROJECTIONS = frozenset({"q", "k", "v", "o", "gate", "up", "down"})
 SCALE_LEAVES = frozenset({"w_scale", "x_scale", "k_scale", "v_scale"})
+EXPERT_MATRICES = ("gate", "up", "down")
 
 
 @dataclass(frozen=True)
@@ -212,9 +213,10 @@ def stored_dtype(name: str, compute: Any, quant: Quantization) -> Any:
     """The type weight ``name`` is kept in: scales in f32, the layers' projection matrices
     in the weights' format, everything else in the compute dtype."""
     *_, kind, leaf = ("", *name.split("/"))
-    if leaf in SCALE_LEAVES:
+    if leaf in SCALE_LEAVES or leaf.endswith("_scale"):
         return jnp.float32
-    if quant.weights and leaf == "w" and kind in QUANTIZED_PROJECTIONS:
+    if quant.weights and (leaf == "w" and kind in QUANTIZED_PROJECTIONS
+                          or kind == "experts" and leaf in EXPERT_MATRICES):
         return STORAGE[quant.weights]
     return compute
 OVERRIDES = ("layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab")
@@ -306,29 +308,36 @@ def _rope(x: Any, positions: Any, rotary_dim: int) -> Any:
     return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], axis=-1)
 
 
+def _quantized_product(equation: str, x: Any, w: Any, w_scale: Any, fmt: str,
+                       x_scale: Any = None) -> Any:
+    """The einsum ``equation`` of ``x`` and ``w`` stored in ``fmt`` (module docstring),
+    ``w_scale`` broadcast over the output (a scale per output column); ``x_scale``: fp8's
+    static activation scale."""
+    if fmt == "int4":
+        # Scaled after the product (the same numbers): XLA then converts the int4 weights
+        # inside the GEMM instead of writing them out in bf16 first, as fused weight-only
+        # kernels do.
+        return jnp.einsum(equation, x, w.astype(x.dtype)) * w_scale.astype(x.dtype)
+    if fmt == "fp8":
+        xq = (x.astype(jnp.float32) / x_scale).astype(STORAGE["fp8"])
+        return (jnp.einsum(equation, xq, w, preferred_element_type=jnp.float32)
+                * (x_scale * w_scale)).astype(x.dtype)
+    amax = jnp.max(jnp.abs(x), axis=-1, keepdims=True).astype(jnp.float32)
+    row_scale = jnp.maximum(amax, jnp.finfo(jnp.float32).tiny) / INT8_RANGE
+    xq = jnp.round(x.astype(jnp.float32) / row_scale).astype(jnp.int8)
+    return (jnp.einsum(equation, xq, w, preferred_element_type=jnp.int32)
+            .astype(jnp.float32) * row_scale * w_scale).astype(x.dtype)
+
+
 def _project(P: Params, x: Any, n: int, bias: bool, quant: Quantization) -> Any:
     """``x`` times a projection matrix to ``n`` features, the matrix stored and multiplied
     as ``quant.weights`` says (module docstring)."""
     if quant.weights is None:
         return _dense(P, x, n, bias)
     w = P("w", x.shape[-1], n, dtype=STORAGE[quant.weights])
-    w_scale = P("w_scale", n, dtype=jnp.float32)
-    if quant.weights == "int4":
-        # Scaled after the product (the same numbers, a scale per output column): XLA
-        # then converts the int4 weights inside the GEMM instead of writing them out in
-        # bf16 first, as fused weight-only kernels do.
-        y = (x @ w.astype(x.dtype)) * w_scale.astype(x.dtype)
-    elif quant.weights == "fp8":
-        x_scale = P("x_scale", dtype=jnp.float32)
-        xq = (x.astype(jnp.float32) / x_scale).astype(STORAGE["fp8"])
-        y = (jnp.dot(xq, w, preferred_element_type=jnp.float32)
-             * (x_scale * w_scale)).astype(x.dtype)
-    else:
-        amax = jnp.max(jnp.abs(x), axis=-1, keepdims=True).astype(jnp.float32)
-        x_scale = jnp.maximum(amax, jnp.finfo(jnp.float32).tiny) / INT8_RANGE
-        xq = jnp.round(x.astype(jnp.float32) / x_scale).astype(jnp.int8)
-        y = (jnp.dot(xq, w, preferred_element_type=jnp.int32).astype(jnp.float32)
-             * x_scale * w_scale).astype(x.dtype)
+    x_scale = P("x_scale", dtype=jnp.float32) if quant.weights == "fp8" else None
+    y = _quantized_product("...d,dn->...n", x, w, P("w_scale", n, dtype=jnp.float32),
+                           quant.weights, x_scale)
     return y + P("b", n) if bias else y
 
 
@@ -453,32 +462,64 @@ def _busiest(group: Any, groups: int, active: int) -> Any:
     return jax.lax.top_k(counts, active)[1]
 
 
-def _expert_rows(x: Any, token: Any, expert: Any, weights: tuple[Any, Any, Any],
-                 active: int, capacity: int) -> Any:
+class ExpertWeights(NamedTuple):
+    """One layer's experts: the SwiGLU matrices stacked by expert, and where they are
+    quantized (``fmt``) each matrix's scales (experts, output columns) with, for fp8,
+    the static scales of the activations each multiplies."""
+
+    gate: Any
+    up: Any
+    down: Any
+    scales: tuple[Any, Any, Any] | None = None
+    x_scale: Any = None
+    hidden_scale: Any = None
+
+    def chosen(self, experts: Any) -> ExpertWeights:
+        """These experts' weights alone (a gather of their rows of the stack)."""
+        scales = None if self.scales is None else tuple(s[experts] for s in self.scales)
+        return self._replace(gate=self.gate[experts], up=self.up[experts],
+                             down=self.down[experts], scales=scales)
+
+
+def _expert_product(equation: str, x: Any, weights: ExpertWeights, which: int,
+                    fmt: str | None) -> Any:
+    """One of the experts' batched products, as stored (``fmt``)."""
+    matrix = weights[which]
+    if fmt is None:
+        return jnp.einsum(equation, x, matrix)
+    assert weights.scales is not None
+    activation = weights.hidden_scale if which == 2 else weights.x_scale
+    return _quantized_product(equation, x, matrix, weights.scales[which][:, None, :], fmt,
+                              activation)
+
+
+def _expert_rows(x: Any, token: Any, expert: Any, weights: ExpertWeights, active: int,
+                 capacity: int, fmt: str | None) -> Any:
     """Each row's output (rows, d) from its expert: row ``r`` is token ``token[r]`` of
     ``x`` (tokens, d) routed to local expert ``expert[r]`` (at or past the number of
     experts: none). With ``active`` below the experts held, only the busiest ``active``
     experts' weights are gathered and run; each runs ``capacity`` rows."""
-    gate, up, down = weights
-    held = gate.shape[0]
+    held = weights.gate.shape[0]
     chosen = None
     if active < held:
         chosen = _busiest(expert, held, active)
-        gate, up, down = gate[chosen], up[chosen], down[chosen]
+        weights = weights.chosen(chosen)
     index, valid = _slots(expert, held, capacity, chosen)
     xs = x[token[index]] * valid[..., None].astype(x.dtype)            # (experts, C, d)
-    hidden = kernels.silu(jnp.einsum("ecd,edf->ecf", xs, gate)) * jnp.einsum(
-        "ecd,edf->ecf", xs, up)
-    ys = jnp.einsum("ecf,efd->ecd", hidden, down) * valid[..., None].astype(x.dtype)
+    hidden = kernels.silu(_expert_product("ecd,edf->ecf", xs, weights, 0, fmt)) \
+        * _expert_product("ecd,edf->ecf", xs, weights, 1, fmt)
+    ys = _expert_product("ecf,efd->ecd", hidden, weights, 2, fmt) \
+        * valid[..., None].astype(x.dtype)
     return jnp.zeros((expert.shape[0], x.shape[-1]), x.dtype).at[index].add(ys)
 
 
-def _dispatch_all_to_all(x: Any, expert: Any, weights: tuple[Any, Any, Any],
-                         routing: ExpertRouting, rows_per_device: int) -> Any:
+def _dispatch_all_to_all(x: Any, expert: Any, weights: ExpertWeights,
+                         routing: ExpertRouting, rows_per_device: int, fmt: str | None
+                         ) -> Any:
     """One device's share of an expert-parallel MoE (inside ``shard_map``): its tokens'
     rows (``expert``: global expert ids, flattened (tokens x top_k)) sent to the devices
     holding their experts by all-to-all, run there, and sent back the same way."""
-    ep, held = routing.ep, weights[0].shape[0]
+    ep, held = routing.ep, weights.gate.shape[0]
     rows = expert.shape[0]
     device = expert // held
     # Each destination gets room for an even share of this device's rows.
@@ -493,46 +534,70 @@ def _dispatch_all_to_all(x: Any, expert: Any, weights: tuple[Any, Any, Any],
     flat_e = recv_e.reshape(ep * send)
     active = min(held, math.ceil(routing.active / ep))
     out = _expert_rows(flat_x, jnp.arange(ep * send), flat_e, weights, active,
-                       _capacity(rows_per_device, active))
+                       _capacity(rows_per_device, active), fmt)
     back = jax.lax.all_to_all(out.reshape(ep, send, -1), "expert", 0, 0, tiled=True)
     back = back * valid[..., None].astype(back.dtype)
     return jnp.zeros((rows, x.shape[-1]), x.dtype).at[index].add(back)
 
 
-def _moe(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting) -> Any:
+def _expert_weights(P: Params, cfg: DecoderConfig, fmt: str | None) -> ExpertWeights:
+    """A layer's experts as stored: in the compute dtype, or in ``fmt`` with scales."""
+    d, width, experts = cfg.d_model, cfg.expert_d_ff, cfg.experts
+    shapes = {"gate": (experts, d, width), "up": (experts, d, width),
+              "down": (experts, width, d)}
+    if fmt is None:
+        return ExpertWeights(*(P(f"experts/{name}", *shape) for name, shape in shapes.items()))
+    matrices = [P(f"experts/{name}", *shape, dtype=STORAGE[fmt])
+                for name, shape in shapes.items()]
+    scales = tuple(P(f"experts/{name}_scale", experts, shape[-1], dtype=jnp.float32)
+                   for name, shape in shapes.items())
+    static = fmt == "fp8"
+    return ExpertWeights(*matrices, scales,
+                         P("experts/x_scale", dtype=jnp.float32) if static else None,
+                         P("experts/hidden_scale", dtype=jnp.float32) if static else None)
+
+
+def _moe(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
+         quant: Quantization) -> Any:
     """A mixture-of-experts MLP of ``x`` (batch, seq, d): a router (d x experts, softmax
     in f32, top-k), the routed tokens gathered into (experts, capacity, d), batched
-    SwiGLU matmuls against (experts, d, expert_d_ff) weights, and the outputs added back
-    to their tokens weighted by their router probabilities (Qwen's, not renormalized
-    over the k; Mixtral renormalizes, the same cost); plus the shared expert if any."""
+    SwiGLU matmuls against (experts, d, expert_d_ff) weights (stored as ``quant.weights``
+    says), and the outputs added back to their tokens weighted by their router
+    probabilities (Qwen's, not renormalized over the k; Mixtral renormalizes, the same
+    cost); plus the shared expert if any. The router stays in the compute dtype."""
     b, s, d = x.shape
-    k, experts, width = cfg.top_k, cfg.experts, cfg.expert_d_ff
+    k, experts = cfg.top_k, cfg.experts
     flat = x.reshape(b * s, d)
     logits = flat @ P("router/w", d, experts)
     probs = kernels.softmax(logits.astype(jnp.float32), axis=-1)
     top_w, top_i = jax.lax.top_k(probs, k)                               # (tokens, k)
-    weights = (P("experts/gate", experts, d, width), P("experts/up", experts, d, width),
-               P("experts/down", experts, width, d))
+    weights = _expert_weights(P, cfg, quant.weights)
     if routing.ep == 1:
         rows = _expert_rows(flat, jnp.arange(b * s * k) // k, top_i.reshape(-1), weights,
-                            routing.active, _capacity(b * s * k, routing.active))
+                            routing.active, _capacity(b * s * k, routing.active),
+                            quant.weights)
     else:
         from jax.sharding import AbstractMesh
 
         mesh = AbstractMesh((routing.dp, routing.ep), ("data", "expert"))
         tokens = PartitionSpec(("data", "expert"))
         local = b * s * k // (routing.dp * routing.ep)
+        held = PartitionSpec("expert")
+        specs = ExpertWeights(held, held, held,
+                              None if weights.scales is None else (held, held, held),
+                              None if weights.x_scale is None else PartitionSpec(),
+                              None if weights.hidden_scale is None else PartitionSpec())
         split = jax.shard_map(
-            lambda xl, el, gate, up, down: _dispatch_all_to_all(
-                xl, el, (gate, up, down), routing, local),
-            mesh=mesh, in_specs=(tokens, tokens, *(PartitionSpec("expert"),) * 3),
-            out_specs=tokens, check_vma=False)
-        rows = split(flat, top_i.reshape(-1), *weights)
+            lambda xl, el, w: _dispatch_all_to_all(xl, el, w, routing, local,
+                                                   quant.weights),
+            mesh=mesh, in_specs=(tokens, tokens, specs), out_specs=tokens,
+            check_vma=False)
+        rows = split(flat, top_i.reshape(-1), weights)
     out = (rows.reshape(b * s, k, d) * top_w[..., None].astype(x.dtype)).sum(axis=1)
     out = out.reshape(b, s, d)
     if cfg.shared_d_ff:
         shared = _mlp(P.scope("shared"), dataclasses.replace(cfg, d_ff=cfg.shared_d_ff),
-                      x, Quantization())
+                      x, quant)
         out = out + jax.nn.sigmoid(x @ P("shared_gate/w", d, 1)) * shared
     return out
 
@@ -556,7 +621,7 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
         routing = ExpertRouting(cfg.experts)
 
     def mlp(P: Params, h: Any) -> Any:
-        return _moe(P, cfg, h, routing) if routing else _mlp(P, cfg, h, quant)
+        return _moe(P, cfg, h, routing, quant) if routing else _mlp(P, cfg, h, quant)
 
     seq = tokens.shape[1]
     start = 0 if pos is None else pos
@@ -651,14 +716,7 @@ def _sharding(cfg: DecoderConfig, p: dict[str, Any], shapes: dict[str, tuple[int
     rows = PartitionSpec("data", None)
     kv_spec = PartitionSpec("data", "model" if split_kv else None, None, None)
     cache = tuple((kv_spec, kv_spec) for _ in range(cfg.layers))
-    if phase == "train":
-        specs: tuple[Any, ...] = (weights, rows, rows)
-        names: tuple[str, ...] = ("weights", "tokens", "labels")
-    elif phase == "prefill":
-        specs, names = (weights, rows), ("weights", "prompt tokens")
-    else:
-        specs = (weights, rows, PartitionSpec(), cache)
-        names = ("weights", "tokens", "position", "KV cache")
+    specs, names = _argument_specs(phase, weights, rows, cache)
     cached = "" if phase == "train" else " and the KV cache's heads"
     kv_text = (f"K/V heads{cached} split" if split_kv else
                f"K/V projections{cached and ' and the cache'} replicated "
@@ -707,8 +765,9 @@ def _expert_sharding(cfg: DecoderConfig, p: dict[str, Any],
         raise RooflineError(f"workload 'decoder': batch={p['batch']} is not a multiple of "
                             f"ep x dp = {ep * dp}: each device routes its own sequences; "
                             "give a batch that ep x dp divides")
-    weights = {name: PartitionSpec("expert", None, None) if "/experts/" in name
-               else PartitionSpec(*(None,) * len(shape)) for name, shape in shapes.items()}
+    weights = {name: PartitionSpec("expert", *(None,) * (len(shape) - 1))
+               if "/experts/" in name and shape else PartitionSpec(*(None,) * len(shape))
+               for name, shape in shapes.items()}
     rows = PartitionSpec(("data", "expert"), None)
     kv_spec = PartitionSpec(("data", "expert"), None, None, None)
     cache = tuple((kv_spec, kv_spec) for _ in range(cfg.layers))
@@ -769,10 +828,6 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
                             f"{cfg.max_context} tokens; give a "
                             f"{'context' if phase == 'decode' else 'prompt'} of at most "
                             f"{cfg.max_context}")
-    if cfg.moe and quant.weights:
-        raise RooflineError(f"workload 'decoder': weights={quant.weights} quantizes dense "
-                            f"projections; {cfg.name}'s experts are not quantized here: "
-                            "leave weights out for an MoE config")
     if p["ep"] > 1 and not cfg.moe:
         raise RooflineError(f"workload 'decoder': ep={p['ep']} splits experts, and "
                             f"{cfg.name} is dense: leave ep out or choose an MoE config "
