@@ -84,6 +84,15 @@ def test_a_tpu_serves_int8_on_its_int8_rate(cache):
                       if op.category.value == "matmul"}
 
 
+def test_quantized_weights_split_over_tensor_parallel_devices(cache):
+    # Each device holds half the projections' columns or rows, with their column scales;
+    # fp8's scalar activation scales are replicated.
+    program = _program(f"{TINY},phase=decode,batch=8,context=256,weights=fp8,tp=2",
+                       "h100-sxm", cache)
+    assert program.devices == 2
+    assert "fp8" in {op.dtype for op in program.costs.ops if op.category.value == "matmul"}
+
+
 def test_quantized_formats_are_checked():
     with pytest.raises(RooflineError, match="choose one of fp8, int8, int4"):
         parse_spec(f"{TINY},weights=fp4")

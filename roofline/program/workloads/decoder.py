@@ -665,7 +665,9 @@ def parameter_shapes(cfg: DecoderConfig, quant: Quantization = Quantization()
 def _weight_spec(name: str, shape: tuple[int, ...], split_kv: bool) -> PartitionSpec:
     """Megatron-style tensor parallelism: a projection into heads or the MLP's width is
     split on its output columns, the projection back on its input rows; the embedding and
-    the LM head on the vocabulary."""
+    the LM head on the vocabulary. Scalars (fp8's activation scales) are replicated."""
+    if not shape:
+        return PartitionSpec()
     if name == "embed":
         return PartitionSpec("model", None)
     if name == "lm_head/w":
