@@ -210,20 +210,26 @@ def test_decode_time_grows_with_the_context(static_batch):
 
 
 def test_serving_finds_the_highest_rate_within_the_target(cache):
-    target = LatencyTarget(0.05, 0.002)
-    served = serve(f"{TINY},batch=8", "h100-sxm", Lengths(64, 256), Lengths(16, 64),
-                   ServeOptions(requests=200, latency=target),
-                   compile=CompileOptions(cache_dir=cache))
-    assert served.best_run is not None and served.best_run.meets(0.05, 0.002)
-    assert served.best_rate <= served.offline.requests_per_s
+    lengths = (Lengths(64, 256), Lengths(16, 64))
+    compiled = CompileOptions(cache_dir=cache)
+    served = serve(f"{TINY},batch=8", "h100-sxm", *lengths, ServeOptions(requests=200),
+                   compile=compiled)
     # Rising rates raise the p99 time per output token.
-    tpots = [run.tpot.p99 for _, run in served.curve]
-    assert tpots[-1] > tpots[0]
-    # More sequences a step: more tokens/s, each request slower; 1 and 512 both on the front.
-    assert any(p.on_frontier for p in served.frontier)
+    (low_rate, low), (high_rate, high) = served.curve[0], served.curve[-1]
+    assert high.tpot.p99 > low.tpot.p99
+    # A TPOT target between the two puts the highest rate between their rates.
+    target = LatencyTarget(10.0, (low.tpot.p99 + high.tpot.p99) / 2)
+    within = serve(f"{TINY},batch=8", "h100-sxm", *lengths,
+                   ServeOptions(requests=200, latency=target, curves=False),
+                   compile=compiled)
+    assert low_rate < within.best_rate < high_rate
+    assert within.best_run.meets(target.ttft_s, target.tpot_s)
+    assert within.best_rate <= within.offline.steady_requests_per_s
+    # More sequences a step: more tokens/s, each request slower.
     first, last = served.frontier[0].run, served.frontier[-1].run
     assert last.output_tokens_per_s > first.output_tokens_per_s
     assert last.tpot.mean > first.tpot.mean
+    assert served.frontier[0].on_frontier
 
 
 def test_serve_command_reports_percentiles_and_refuses_bad_input(cache, capsys, tmp_path,

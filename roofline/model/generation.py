@@ -85,15 +85,20 @@ class FittedSteps:
 
 def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
               step_at: StepSource) -> FittedSteps:
-    """The step model of a served decoder (module docstring): its memory line through
-    decode at (``batch``, the shortest context), (a second batch, that context) and
-    (``batch``, the longest context); its compute line through the two decode steps at
-    ``batch`` and the prefill of ``batch`` prompts of the longest input, since a step's
-    compute grows with its tokens only past a GEMM tile's rows, which decode batches do
-    not reach. Checked at the middle context and by a prefill of half the prompt."""
+    """The step model of a served decoder (module docstring). Its memory line goes
+    through decode at (``batch``, the shortest context), (a second batch, that context)
+    and (``batch``, the longest context). Its compute line through the two decode steps
+    at ``batch`` (the fixed part and a decoding sequence's pairs) and two prefills of
+    ``batch`` prompts, of the longest input and of half of it (a token's cost and a
+    prompt's pairs): a step's compute grows with its tokens only past a GEMM tile's rows,
+    which decode batches do not reach. Checked by decode at the middle context and a
+    prefill of three quarters of the prompt."""
     low = inputs.low
     high = max(inputs.high + outputs.high, low + 16)
     prompt = _tile_rows(inputs.high)
+    half = _tile_rows(max(prompt // 2, 1))
+    if half == prompt:
+        prompt, half = prompt * 2, prompt
     one = step_at("decode", batch, low)
     other = batch * 2
     try:
@@ -104,29 +109,30 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
         other = batch // 2
         two = step_at("decode", other, low)
     three = step_at("decode", batch, high)
-    prefill = step_at("prefill", batch, prompt)
+    prefills = (step_at("prefill", batch, prompt), step_at("prefill", batch, half))
     decodes = ((one, low), (two, low), (three, high))
     memory = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
                    [s.memory_s for s, _ in decodes])
     link = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
                  [s.link_s for s, _ in decodes])
-    through = ((one, low), (three, high))
-    compute = _line([(1.0, s.batch, s.batch * c) for s, c in through]
-                    + [(1.0, batch * prompt, batch * causal_pairs(prompt, 0))],
-                    [s.compute_s for s, _ in through] + [prefill.compute_s])
-    bare = StepModel(compute, memory, link, 0.0)
+    rows = [(1.0, s.batch, s.batch * c, 0.0) for s, c in ((one, low), (three, high))]
+    rows += [(1.0, batch * p, 0.0, batch * causal_pairs(p, 0)) for p in (prompt, half)]
+    fixed, per_token, per_pair, prompt_pair = np.linalg.solve(
+        np.array(rows), [one.compute_s, three.compute_s, *(p.compute_s for p in prefills)])
+    compute = Line(float(fixed), float(per_token), float(per_pair))
+    bare = StepModel(compute, memory, link, 0.0, float(prompt_pair))
     overhead = float(np.mean([s.seconds - bare.decode_s(s.batch, c) for s, c in decodes]))
-    model = StepModel(compute, memory, link, overhead)
+    model = dataclasses.replace(bare, overhead_s=overhead)
     middle = (low + high) // 2
-    half = _tile_rows(max(prompt // 2, 1))
+    between = _tile_rows((prompt + half) // 2)
     checked = [(f"decode, batch {batch}, context {middle}", step_at("decode", batch, middle),
                 model.decode_s(batch, middle))]
-    if half != prompt:
-        checked.append((f"prefill, batch {batch}, prompt {half}",
-                        step_at("prefill", batch, half), model.prefill_s(batch, half)))
+    if between not in (prompt, half):
+        checked.append((f"prefill, batch {batch}, prompt {between}",
+                        step_at("prefill", batch, between), model.prefill_s(batch, between)))
     checks = tuple(StepCheck(what, step.seconds, modelled)
                    for what, step, modelled in checked)
-    return FittedSteps(model, (one, two, three, prefill), checks, one.program.devices)
+    return FittedSteps(model, (one, two, three, *prefills), checks, one.program.devices)
 
 
 def _line(rows: list[tuple[float, float, float]], values: list[float]) -> Line:
@@ -350,11 +356,13 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
         return simulate(Requests.make(options.requests, inputs, outputs, r, options.seed),
                         model, limit)
     offline = run_at(None)
-    most = offline.requests_per_s
+    most = offline.steady_requests_per_s
+    if math.isnan(most):
+        most = offline.requests_per_s
     if rate is not None and rate > most:
         raise RooflineError(f"--rate {rate:g} requests/s is more than {source.hardware.id} "
-                            f"serves: at most {most:.3g} requests/s with every request "
-                            "queued at once; give a lower rate")
+                            f"serves: at most {most:.3g} requests/s, its steady rate with "
+                            "every request queued at once; give a lower rate")
     run = offline if rate is None else run_at(rate)
     best_rate = best_run = None
     if target is not None:

@@ -3,12 +3,14 @@ model: what a serving engine's scheduler does with the steps the roofline places
 
 - **Step time** (:class:`StepModel`): a step runs one forward pass over every token it
   holds (one per decoding sequence, plus the prompt chunks being prefilled). Its compute
-  time is affine in the tokens and in the query-key pairs attention scores; its
-  main-memory time in the tokens and in the cached tokens attention reads (each
-  sequence's K and V once a step, as fused attention kernels read them); its link time in
-  the tokens; a fixed overhead is added. The step is the larger of compute and memory
-  plus the rest: the roofline of one step, with the weights read once whatever the
-  batch. The coefficients come from compiled and placed steps
+  time is affine in the tokens and in the query-key pairs attention scores, a decoding
+  sequence's pairs (one query row against its cache: a matrix-vector product) at another
+  cost than a prompt chunk's (many rows); its main-memory time in the tokens and in the
+  cached tokens attention reads (each sequence's K and V once a step, as fused attention
+  kernels read them); its link time in the tokens; a fixed overhead is added. The step
+  is the larger of compute and memory plus the rest: the roofline of one step, with the
+  weights read once whatever the batch. The coefficients come from compiled and placed
+  steps
   (:func:`roofline.model.llm.step_model`).
 - **Scheduler** (:class:`Scheduler`): as vLLM's and TensorRT-LLM's in-flight batching
   run it. Every step first gives each decoding sequence its next token, then fills the
@@ -57,13 +59,16 @@ class Line:
 class StepModel:
     """One step's time from what it holds (module docstring)."""
 
-    compute: Line     # attended: query-key pairs
+    compute: Line     # attended: decoding sequences' query-key pairs
     memory: Line      # attended: cached tokens read
     link: Line        # attended: unused
     overhead_s: float
+    prompt_pair_s: float = 0.0   # compute a query-key pair of a prompt chunk
 
-    def seconds(self, tokens: float, cached_read: float, pairs: float) -> float:
-        return (max(self.compute.at(tokens, pairs), self.memory.at(tokens, cached_read))
+    def seconds(self, tokens: float, cached_read: float, decode_pairs: float,
+                prompt_pairs: float = 0.0) -> float:
+        compute = self.compute.at(tokens, decode_pairs) + self.prompt_pair_s * prompt_pairs
+        return (max(compute, self.memory.at(tokens, cached_read))
                 + self.link.at(tokens, 0.0) + self.overhead_s)
 
     def decode_s(self, batch: int, context: int) -> float:
@@ -73,7 +78,7 @@ class StepModel:
     def prefill_s(self, batch: int, prompt: int, prior: int = 0) -> float:
         """The prefill of ``batch`` chunks of ``prompt`` tokens each, after ``prior``
         tokens of the same sequence already cached."""
-        return self.seconds(batch * prompt, batch * (prior + prompt),
+        return self.seconds(batch * prompt, batch * (prior + prompt), 0.0,
                             batch * causal_pairs(prompt, prior))
 
 
@@ -196,6 +201,9 @@ class ServingRun:
     tpot: Percentiles
     latency: Percentiles
     mean_batch: float                # sequences a step, averaged over steps
+    # Requests ended a second between the tenth and the ninetieth percentile of the ends:
+    # the rate the server sustains, without the ramp at the start and the tail at the end.
+    steady_requests_per_s: float = math.nan
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -250,15 +258,15 @@ def simulate(requests: Requests, model: StepModel, scheduler: Scheduler) -> Serv
                 _finish(running, decoding, state, osl, done, now, page)
                 continue
         decoding = _make_room(running, decoding, waiting, state, isl, page)
-        tokens, cached_read, pairs, chunks = _fill(running, decoding, waiting, state,
-                                                   scheduler)
+        tokens, cached_read, pairs, prompt_pairs, chunks = _fill(
+            running, decoding, waiting, state, scheduler)
         if tokens == 0:
             if next_arrival < n:   # nothing fits until a request arrives or ends
                 now = max(now, arrives)
                 continue
             raise RooflineError("the scheduler can place no request: its pages or its "
                                 "token budget are too small for any prompt chunk")
-        now += model.seconds(tokens, cached_read, pairs)
+        now += model.seconds(tokens, cached_read, pairs, prompt_pairs)
         steps += 1
         batch_sum += len(decoding) + len(chunks)
         state.cached[decoding] += 1
@@ -278,7 +286,20 @@ def simulate(requests: Requests, model: StepModel, scheduler: Scheduler) -> Serv
     tpot = (latency[several] - ttft[several]) / (osl[several] - 1)
     return ServingRun(n, now - start, int(osl.sum()), int(isl.sum()), steps,
                       state.preemptions, Percentiles.of(ttft), Percentiles.of(tpot),
-                      Percentiles.of(latency), batch_sum / max(steps, 1))
+                      Percentiles.of(latency), batch_sum / max(steps, 1),
+                      _steady_rate(done))
+
+
+STEADY_SPAN = (0.1, 0.9)
+
+
+def _steady_rate(done: np.ndarray) -> float:
+    """Requests ended a second between two percentiles of the end times (``STEADY_SPAN``);
+    NaN for too few requests to tell."""
+    ends = np.sort(done)
+    first, last = (int(share * (len(ends) - 1)) for share in STEADY_SPAN)
+    span = ends[last] - ends[first]
+    return (last - first) / span if last > first and span > 0 else math.nan
 
 
 def _pages(tokens: int | np.ndarray, page: int) -> int | np.ndarray:
@@ -347,13 +368,15 @@ def _make_room(running: list[int], decoding: np.ndarray, waiting: deque[int],
 
 
 def _fill(running: list[int], decoding: np.ndarray, waiting: deque[int], state: _State,
-          scheduler: Scheduler) -> tuple[int, float, float, list[tuple[int, int]]]:
+          scheduler: Scheduler) -> tuple[int, float, float, float, list[tuple[int, int]]]:
     """The step's prompt chunks after its decode tokens, within the token budget and the
-    free pages: (tokens, cached tokens read, query-key pairs, chunks)."""
+    free pages: (tokens, cached tokens read, decoding and prompt query-key pairs,
+    chunks)."""
     page = scheduler.page_tokens
     tokens = len(decoding)
     contexts = float(state.cached[decoding].sum()) + tokens
     cached_read = pairs = contexts
+    prompt_pairs = 0.0
     budget = scheduler.token_budget - tokens
     chunks: list[tuple[int, int]] = []
     index = np.asarray(running, dtype=np.int64)
@@ -378,8 +401,8 @@ def _fill(running: list[int], decoding: np.ndarray, waiting: deque[int], state: 
         budget -= chunk
         tokens += chunk
         cached_read += prior + chunk
-        pairs += causal_pairs(chunk, prior)
-    return tokens, cached_read, pairs, chunks
+        prompt_pairs += causal_pairs(chunk, prior)
+    return tokens, cached_read, pairs, prompt_pairs, chunks
 
 
 def _finish(running: list[int], candidates: np.ndarray, state: _State, osl: np.ndarray,
