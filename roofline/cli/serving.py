@@ -174,6 +174,21 @@ def _save_phases_roofline(answer: Any, label: str, path: str) -> None:
                                    f"and decode ops on {label}"), path)
 
 
+def _devices_and_output(parser: argparse.ArgumentParser) -> None:
+    """The options both commands take: the devices, how each compiles, where the answer
+    goes."""
+    parser.add_argument("--hardware", action="append", required=True, metavar="ID",
+                        help="the device (repeat to compare devices, e.g. h100-sxm and "
+                             "h200)")
+    parser.add_argument("--target", help="compile target (default: each hardware's own: "
+                                         "its TPU, its NVIDIA GPU without one, else host); "
+                                         "a sharded SPEC takes a slice big enough, or name "
+                                         "one (tpu-v5e:2x4, h100-sxm:8)")
+    parser.add_argument("--overlap", choices=("max", "sum"), default="max")
+    parser.add_argument("--out", metavar="FILE",
+                        help="write the output to FILE instead of stdout")
+
+
 def add_parsers(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "llm", parents=[parents.common, parents.formatted, parents.compiling],
@@ -183,17 +198,10 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="a decoder SPEC: decoder:config=llama2-7b,batch=16,prompt=512,"
                         "context=4096[,tp=8] (its batch, prompt and context are the "
                         "served ones; its phase is ignored)")
-    p.add_argument("--hardware", action="append", required=True, metavar="ID",
-                   help="the device (repeat to compare devices, e.g. h100-sxm and h200)")
-    p.add_argument("--target", help="compile target (default: each hardware's own: its "
-                                    "TPU, its NVIDIA GPU without one, else host); a "
-                                    "sharded SPEC takes a slice big enough, or name one "
-                                    "(tpu-v5e:2x4, h100-sxm:8)")
+    _devices_and_output(p)
     p.add_argument("--scale", action="append", default=[], metavar="PARAM=FACTOR",
                    help="also answer on the one --hardware with these parameters scaled, "
                         "e.g. memory_bandwidth=1.5, memory_capacity=2")
-    p.add_argument("--overlap", choices=("max", "sum"), default="max")
-    p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
     p.add_argument("--plot", metavar="FILE",
                    help="also draw tokens/s per device against latency, batch 1 to 256 "
                         "(each batch compiled for each device)")
@@ -215,8 +223,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="a decoder SPEC (decoder:config=llama2-70b,weights=fp8,kv=fp8,"
                         "batch=64): its batch is the first of the compiled steps the "
                         "step-time model is solved from")
-    s.add_argument("--hardware", action="append", required=True, metavar="ID",
-                   help="the device (repeat to compare devices)")
+    _devices_and_output(s)
     s.add_argument("--input-len", required=True, metavar="TOKENS",
                    help="prompt tokens of each request: 512, or a range drawn uniformly: "
                         "128-2048")
@@ -239,9 +246,6 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    metavar="N", help="sequences one step may hold (default 256)")
     s.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=0,
                    help="seed of arrivals and lengths drawn (default 0)")
-    s.add_argument("--target", help="compile target (default: each hardware's own)")
-    s.add_argument("--overlap", choices=("max", "sum"), default="max")
-    s.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
     s.add_argument("--plot", metavar="FILE",
                    help="also draw the latency-throughput curve and the Pareto frontier "
                         "over the most sequences a step holds, one line per device")

@@ -182,6 +182,19 @@ class StepSource:
         return self.steps[key]
 
 
+def _solved(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
+            placement: PlacementOptions, compile: CompileOptions
+            ) -> tuple[Workload, StepSource, FittedSteps]:
+    """A served decoder's workload, its compiled steps and the step model through them,
+    after its lengths and formats are checked against the model and the device."""
+    workload = decoder_workload(spec)
+    _lengths_within(workload, inputs, outputs)
+    source = StepSource(workload, hardware, placement, compile)
+    check_formats(workload, source.hardware)
+    fitted = fit_steps(workload, int(workload.params["batch"]), inputs, outputs, source)
+    return workload, source, fitted
+
+
 def _lengths_within(workload: Workload, inputs: Lengths, outputs: Lengths) -> None:
     """Refuse lengths past the model's context."""
     from roofline.program.workloads.decoder import resolved_config
@@ -234,12 +247,8 @@ def generation(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengt
                compile: CompileOptions = CompileOptions()) -> Generation:
     """The SPEC's batch generating ``outputs`` tokens after ``inputs`` prompt tokens each
     (module docstring); lengths that vary are drawn with ``seed``."""
-    workload = decoder_workload(spec)
-    _lengths_within(workload, inputs, outputs)
-    source = StepSource(workload, hardware, placement, compile)
-    check_formats(workload, source.hardware)
+    workload, source, fitted = _solved(spec, hardware, inputs, outputs, placement, compile)
     batch = int(workload.params["batch"])
-    fitted = fit_steps(workload, batch, inputs, outputs, source)
     rng = np.random.default_rng(seed)
     isl, osl = inputs.draw(batch, rng), outputs.draw(batch, rng)
     prompt = _tile_rows(int(isl.max()))    # a static batch pads its prompts
@@ -336,12 +345,8 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     step model's first batch."""
     from roofline.model.llm import capacity_of
 
-    workload = decoder_workload(spec)
-    _lengths_within(workload, inputs, outputs)
-    source = StepSource(workload, hardware, placement, compile)
-    check_formats(workload, source.hardware)
+    workload, source, fitted = _solved(spec, hardware, inputs, outputs, placement, compile)
     batch = int(workload.params["batch"])
-    fitted = fit_steps(workload, batch, inputs, outputs, source)
     longest = inputs.high + outputs.high
     capacity = capacity_of(variant(workload, context=longest),
                            source("decode", batch, longest),
