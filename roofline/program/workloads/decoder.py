@@ -319,9 +319,11 @@ def _quantized_product(equation: str, x: Any, w: Any, w_scale: Any, fmt: str,
         # kernels do.
         return jnp.einsum(equation, x, w.astype(x.dtype)) * w_scale.astype(x.dtype)
     if fmt == "fp8":
+        # The product accumulates in f32 and comes out in the compute dtype, as fp8 GEMMs
+        # write their results (cuBLASLt's fp8 matmul with a bf16 D matrix).
         xq = (x.astype(jnp.float32) / x_scale).astype(STORAGE["fp8"])
-        return (jnp.einsum(equation, xq, w, preferred_element_type=jnp.float32)
-                * (x_scale * w_scale)).astype(x.dtype)
+        return jnp.einsum(equation, xq, w, preferred_element_type=x.dtype) \
+            * (x_scale * w_scale).astype(x.dtype)
     amax = jnp.max(jnp.abs(x), axis=-1, keepdims=True).astype(jnp.float32)
     row_scale = jnp.maximum(amax, jnp.finfo(jnp.float32).tiny) / INT8_RANGE
     xq = jnp.round(x.astype(jnp.float32) / row_scale).astype(jnp.int8)
@@ -349,10 +351,6 @@ def _to_cache(x: Any, scale: Any, fmt: str | None) -> Any:
     if fmt == "int8":
         scaled = jnp.clip(jnp.round(scaled), -INT8_RANGE, INT8_RANGE)
     return scaled.astype(STORAGE[fmt])
-
-
-def _from_cache(cached: Any, scale: Any, fmt: str | None, dtype: Any) -> Any:
-    return cached if fmt is None else cached.astype(dtype) * scale.astype(dtype)
 
 
 def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
@@ -388,13 +386,20 @@ def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
                 cache[0].dtype), (0, 0, pos, 0)),
             jax.lax.dynamic_update_slice(cache[1], _to_cache(v, v_scale, fmt).astype(
                 cache[1].dtype), (0, 0, pos, 0)))
-        keys = _from_cache(stored[0], k_scale, fmt, x.dtype)
-        values = _from_cache(stored[1], v_scale, fmt, x.dtype)
+        # A quantized cache is converted inside the attention products and scaled after
+        # them (the same numbers): scaled first, XLA writes the whole cache out again in
+        # bf16 before the products read it, where fused attention kernels read it once.
+        keys, values = (c.astype(x.dtype) for c in stored)
         mask = jnp.arange(keys.shape[2])[None, :] <= positions[:, None]
     scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(hd)
+    if fmt and cache is not None:
+        scores = scores * k_scale.astype(scores.dtype)
     scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
     weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
-    out = jnp.einsum("bkgqt,bktc->bqkgc", weights, values).reshape(b, s, cfg.heads * hd)
+    out = jnp.einsum("bkgqt,bktc->bqkgc", weights, values)
+    if fmt and cache is not None:
+        out = out * v_scale.astype(out.dtype)
+    out = out.reshape(b, s, cfg.heads * hd)
     return _project(P.scope("o"), out, cfg.d_model, bias, quant), stored
 
 
