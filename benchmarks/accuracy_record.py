@@ -2,9 +2,10 @@
 (roofline/model/accuracy.json, read by roofline/model/accuracy.py).
 
 Runs the independent suites of ``roofline validate`` (published, and host unless
-``--published-only``) and keeps, for each case, what it compares, its op mix (the share
-of the source's predicted time in memory-bound ops) and its error. Commit the file it
-writes: a prediction's band is only as current as this record.
+``--published-only``, which keeps the record's host cases) and keeps, for each case,
+what it compares, its op mix (the share of the source's predicted time in memory-bound
+ops) and its error. Commit the file it writes: a prediction's band is only as current as
+this record.
 
 Run: .venv/bin/python benchmarks/accuracy_record.py [--published-only] [--workdir DIR]
      (about 10 minutes for the published suite with a cold compile cache, 5 more for host)
@@ -24,7 +25,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--published-only", action="store_true",
-                        help="leave out the host suite (its runs are measured here)")
+                        help="run the published suite alone, keeping the record's host "
+                             "cases as they were measured (host runs are measured here)")
     parser.add_argument("--workdir", type=Path,
                         help="keep the suite's compile cache and host runs here")
     parser.add_argument("--out", type=Path, help="write here instead of the package's record")
@@ -34,7 +36,7 @@ def main() -> int:
 
     from dataclasses import asdict
 
-    from roofline.model.accuracy import RECORD, ValidatedCase
+    from roofline.model.accuracy import RECORD, ValidatedCase, load_record
     from roofline.outputs import write_text_atomic
     from roofline.studies.validation import Validation, validate
 
@@ -47,6 +49,12 @@ def main() -> int:
                                 case.execution or "fused")
                   for case in result.cases
                   if case.independent and case.kind and case.memory_share is not None]
+    if args.published_only:
+        published = {case.case for case in results}
+        names = {case.name for case in cases}
+        cases += [case for case in load_record()
+                  if case.name not in published and case.name not in names
+                  and case.kind.startswith("transfer")]
     document = {"schema": "roofline/accuracy/1", "written_by": "benchmarks/accuracy_record.py",
                 "cases": [asdict(case) for case in cases]}
     out = args.out or RECORD
