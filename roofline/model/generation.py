@@ -120,7 +120,15 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     fixed, per_token, per_pair, prompt_pair = np.linalg.solve(
         np.array(rows), [one.compute_s, three.compute_s, *(p.compute_s for p in prefills)])
     compute = Line(float(fixed), float(per_token), float(per_pair))
-    bare = StepModel(compute, memory, link, 0.0, float(prompt_pair))
+    # A prompt token's memory and the scores XLA's attention writes, from the two
+    # prefills past the fixed part and the cache they write (a prompt token writes no
+    # logits of its own, which a decoding token does).
+    prompt_rows = [(batch * p, batch * causal_pairs(p, 0)) for p in (prompt, half)]
+    prompt_token_memory, scores_memory = np.linalg.solve(np.array(prompt_rows), [
+        step.memory_s - memory.fixed_s - memory.per_attended_s * batch * p
+        for step, p in zip(prefills, (prompt, half))])
+    bare = StepModel(compute, memory, link, 0.0, float(prompt_pair),
+                     float(prompt_token_memory), float(scores_memory))
     overhead = float(np.mean([s.seconds - bare.decode_s(s.batch, c) for s, c in decodes]))
     model = dataclasses.replace(bare, overhead_s=overhead)
     middle = (low + high) // 2
@@ -128,8 +136,9 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     checked = [(f"decode, batch {batch}, context {middle}", step_at("decode", batch, middle),
                 model.decode_s(batch, middle))]
     if between not in (prompt, half):
-        checked.append((f"prefill, batch {batch}, prompt {between}",
-                        step_at("prefill", batch, between), model.prefill_s(batch, between)))
+        checked.append((f"prefill, batch {batch}, prompt {between} (its scores written, as "
+                        "XLA's program writes them)", step_at("prefill", batch, between),
+                        model.prefill_s(batch, between, scores=True)))
     checks = tuple(StepCheck(what, step.seconds, modelled)
                    for what, step, modelled in checked)
     return FittedSteps(model, (one, two, three, *prefills), checks, one.program.devices)

@@ -59,27 +59,38 @@ class Line:
 class StepModel:
     """One step's time from what it holds (module docstring)."""
 
-    compute: Line     # attended: decoding sequences' query-key pairs
-    memory: Line      # attended: cached tokens read
-    link: Line        # attended: unused
+    compute: Line     # per token: any token; attended: decoding sequences' query-key pairs
+    memory: Line      # per token: a decoding token; attended: cached tokens read
+    link: Line        # per token: any token
     overhead_s: float
-    prompt_pair_s: float = 0.0   # compute a query-key pair of a prompt chunk
+    prompt_pair_s: float = 0.0           # compute, a query-key pair of a prompt chunk
+    prompt_token_memory_s: float = 0.0   # memory, a prompt token (no logits of its own)
+    # Memory a prompt chunk's query-key pair costs where attention writes its scores out,
+    # as XLA's unfused program does; fused attention kernels do not, and steps leave it
+    # out unless asked (``scores=True``: to check the model against XLA's own prefill).
+    scores_memory_s: float = 0.0
 
     def seconds(self, tokens: float, cached_read: float, decode_pairs: float,
-                prompt_pairs: float = 0.0) -> float:
+                prompt_pairs: float = 0.0, prompt_tokens: float = 0.0,
+                scores: bool = False) -> float:
+        """A step of ``tokens`` tokens, ``prompt_tokens`` of them prompt chunks'."""
         compute = self.compute.at(tokens, decode_pairs) + self.prompt_pair_s * prompt_pairs
-        return (max(compute, self.memory.at(tokens, cached_read))
-                + self.link.at(tokens, 0.0) + self.overhead_s)
+        memory = (self.memory.at(tokens - prompt_tokens, cached_read)
+                  + self.prompt_token_memory_s * prompt_tokens
+                  + (self.scores_memory_s * prompt_pairs if scores else 0.0))
+        return max(compute, memory) + self.link.at(tokens, 0.0) + self.overhead_s
 
     def decode_s(self, batch: int, context: int) -> float:
         """A decode step of ``batch`` sequences, each with ``context`` cached tokens."""
         return self.seconds(batch, batch * context, batch * context)
 
-    def prefill_s(self, batch: int, prompt: int, prior: int = 0) -> float:
+    def prefill_s(self, batch: int, prompt: int, prior: int = 0, scores: bool = False
+                  ) -> float:
         """The prefill of ``batch`` chunks of ``prompt`` tokens each, after ``prior``
-        tokens of the same sequence already cached."""
+        tokens of the same sequence already cached (``scores``: as XLA's program runs
+        attention, writing its scores out)."""
         return self.seconds(batch * prompt, batch * (prior + prompt), 0.0,
-                            batch * causal_pairs(prompt, prior))
+                            batch * causal_pairs(prompt, prior), batch * prompt, scores)
 
 
 def causal_pairs(chunk: int, prior: int) -> float:
@@ -260,13 +271,14 @@ def simulate(requests: Requests, model: StepModel, scheduler: Scheduler) -> Serv
         decoding = _make_room(running, decoding, waiting, state, isl, page)
         tokens, cached_read, pairs, prompt_pairs, chunks = _fill(
             running, decoding, waiting, state, scheduler)
+        prompt_tokens = sum(chunk for _, chunk in chunks)
         if tokens == 0:
             if next_arrival < n:   # nothing fits until a request arrives or ends
                 now = max(now, arrives)
                 continue
             raise RooflineError("the scheduler can place no request: its pages or its "
                                 "token budget are too small for any prompt chunk")
-        now += model.seconds(tokens, cached_read, pairs, prompt_pairs)
+        now += model.seconds(tokens, cached_read, pairs, prompt_pairs, prompt_tokens)
         steps += 1
         batch_sum += len(decoding) + len(chunks)
         state.cached[decoding] += 1
