@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from roofline.errors import RooflineError
 from roofline.render.plot.layout import new_figure
@@ -82,6 +83,8 @@ def build_served_curves(answers: Sequence[Served], labels: Sequence[str], *,
     curve_ax.set_title("rising arrival rate", fontsize=10)
     frontier_ax.set_xscale("log")
     frontier_ax.set_yscale("log")
+    for axis in (frontier_ax.xaxis, frontier_ax.yaxis, curve_ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())   # decades only: minor labels collide
     frontier_ax.set_xlabel("tokens/s per request (1 / mean TPOT)")
     frontier_ax.set_ylabel("output tokens/s per device")
     frontier_ax.set_title("offline, most sequences a step at each point", fontsize=10)
