@@ -89,10 +89,10 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     through decode at (``batch``, the shortest context), (a second batch, that context)
     and (``batch``, the longest context). Its compute line through the two decode steps
     at ``batch`` (the fixed part and a decoding sequence's pairs) and two prefills of
-    ``batch`` prompts, of the longest input and of half of it (a token's cost and a
-    prompt's pairs): a step's compute grows with its tokens only past a GEMM tile's rows,
-    which decode batches do not reach. Checked by decode at the middle context and a
-    prefill of three quarters of the prompt."""
+    ``batch`` prompts (fewer where they do not fit), of the longest input and of half of
+    it (a token's cost and a prompt's pairs): a step's compute grows with its tokens
+    only past a GEMM tile's rows, which decode batches do not reach. Checked by decode at
+    the middle context and a prefill of three quarters of the prompt."""
     low = inputs.low
     high = max(inputs.high + outputs.high, low + 16)
     prompt = _tile_rows(inputs.high)
@@ -109,23 +109,24 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
         other = batch // 2
         two = step_at("decode", other, low)
     three = step_at("decode", batch, high)
-    prefills = (step_at("prefill", batch, prompt), step_at("prefill", batch, half))
+    rows_batch, prefills = _prefills(step_at, batch, prompt, half)
     decodes = ((one, low), (two, low), (three, high))
     memory = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
                    [s.memory_s for s, _ in decodes])
     link = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
                  [s.link_s for s, _ in decodes])
     rows = [(1.0, s.batch, s.batch * c, 0.0) for s, c in ((one, low), (three, high))]
-    rows += [(1.0, batch * p, 0.0, batch * causal_pairs(p, 0)) for p in (prompt, half)]
+    rows += [(1.0, rows_batch * p, 0.0, rows_batch * causal_pairs(p, 0))
+             for p in (prompt, half)]
     fixed, per_token, per_pair, prompt_pair = np.linalg.solve(
         np.array(rows), [one.compute_s, three.compute_s, *(p.compute_s for p in prefills)])
     compute = Line(float(fixed), float(per_token), float(per_pair))
     # A prompt token's memory and the scores XLA's attention writes, from the two
     # prefills past the fixed part and the cache they write (a prompt token writes no
     # logits of its own, which a decoding token does).
-    prompt_rows = [(batch * p, batch * causal_pairs(p, 0)) for p in (prompt, half)]
+    prompt_rows = [(rows_batch * p, rows_batch * causal_pairs(p, 0)) for p in (prompt, half)]
     prompt_token_memory, scores_memory = np.linalg.solve(np.array(prompt_rows), [
-        step.memory_s - memory.fixed_s - memory.per_attended_s * batch * p
+        step.memory_s - memory.fixed_s - memory.per_attended_s * rows_batch * p
         for step, p in zip(prefills, (prompt, half))])
     bare = StepModel(compute, memory, link, 0.0, float(prompt_pair),
                      float(prompt_token_memory), float(scores_memory))
@@ -136,12 +137,26 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     checked = [(f"decode, batch {batch}, context {middle}", step_at("decode", batch, middle),
                 model.decode_s(batch, middle))]
     if between not in (prompt, half):
-        checked.append((f"prefill, batch {batch}, prompt {between} (its scores written, as "
-                        "XLA's program writes them)", step_at("prefill", batch, between),
-                        model.prefill_s(batch, between, scores=True)))
+        checked.append((f"prefill, batch {rows_batch}, prompt {between} (its scores "
+                        "written, as XLA's program writes them)",
+                        step_at("prefill", rows_batch, between),
+                        model.prefill_s(rows_batch, between, scores=True)))
     checks = tuple(StepCheck(what, step.seconds, modelled)
                    for what, step, modelled in checked)
     return FittedSteps(model, (one, two, three, *prefills), checks, one.program.devices)
+
+
+def _prefills(step_at: StepSource, batch: int, prompt: int, half: int
+              ) -> tuple[int, tuple[PhaseStep, PhaseStep]]:
+    """Prefills of ``prompt`` and ``half`` tokens at ``batch`` sequences, or at half as
+    many until they fit (XLA's prefill holds every prompt's activations at once)."""
+    while True:
+        try:
+            return batch, (step_at("prefill", batch, prompt), step_at("prefill", batch, half))
+        except DoesNotFitError:
+            if batch == 1:
+                raise
+            batch //= 2
 
 
 def _line(rows: list[tuple[float, float, float]], values: list[float]) -> Line:
