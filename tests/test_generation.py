@@ -106,6 +106,12 @@ def test_fp8_on_a_device_without_an_fp8_roof_is_refused(capsys):
     assert code == 2 and "tpu-v5e has no fp8 matrix roof" in err and "Traceback" not in err
 
 
+def test_experts_that_do_not_divide_over_the_devices_are_refused(capsys):
+    code = main(["llm", "decoder:config=mixtral-8x7b,ep=3,batch=6", "--hardware", "h100-sxm"])
+    err = capsys.readouterr().err
+    assert code == 2 and "ep=3 does not divide experts=8" in err and "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_fp8_llama2_70b_decode_fits_one_h200_where_bf16_does_not(tmp_path):
     # 69 G parameters: 138 GB in bf16 leave an H200's 141 GB no room for a cache of 64 x
