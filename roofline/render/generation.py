@@ -28,7 +28,9 @@ def _rate(value: float) -> str:
 def _fitted_document(fitted: FittedSteps) -> dict[str, Any]:
     m = fitted.model
     return {"compute": vars(m.compute), "memory": vars(m.memory), "link": vars(m.link),
-            "overhead_s": m.overhead_s,
+            "overhead_s": m.overhead_s, "prompt_pair_s": m.prompt_pair_s,
+            "prompt_token_memory_s": m.prompt_token_memory_s,
+            "scores_memory_s": m.scores_memory_s,
             "solved_from": [{"phase": s.phase, "batch": s.batch, "seconds": s.seconds,
                              "tokens": s.tokens} for s in fitted.solved_from],
             "checks": [{"step": c.what, "compiled_s": c.compiled_s,
