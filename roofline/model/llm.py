@@ -46,9 +46,10 @@ FAMILY = "decoder"
 
 LEFT_OUT = (
     "sampling, detokenization and the serving loop between steps (scheduling, batching "
-    "requests as they come, moving prefill and decode between devices)",
+    "requests as they come, moving prefill and decode between devices: 'roofline serve' "
+    "simulates the batching)",
     "the cache's growth within a request: decode is placed at the full context, prefill "
-    "at the whole prompt",
+    "at the whole prompt (--input-len and --output-len place every step)",
     "prefill and decode of different requests overlapping on one device",
 )
 
