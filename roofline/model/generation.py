@@ -100,14 +100,7 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     if half == prompt:
         prompt, half = prompt * 2, prompt
     one = step_at("decode", batch, low)
-    other = batch * 2
-    try:
-        two = step_at("decode", other, low)
-    except DoesNotFitError:
-        if batch == 1:
-            raise
-        other = batch // 2
-        two = step_at("decode", other, low)
+    two = _second(step_at, batch, low)
     three = step_at("decode", batch, high)
     rows_batch, prefills = _prefills(step_at, batch, prompt, half)
     decodes = ((one, low), (two, low), (three, high))
@@ -279,7 +272,7 @@ def generation(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengt
     ttft = source("prefill", batch, prompt).seconds
     steps = int(osl.max()) - 1
     contexts = prompt + np.arange(1, steps + 1)
-    each = np.array([fitted.model.decode_s(batch, int(c)) for c in contexts])
+    each = fitted.model.decode_steps_s(batch, batch * contexts)
     elapsed = np.concatenate([[0.0], np.cumsum(each)])
     latency = tuple(float(ttft + elapsed[o - 1]) for o in osl)
     shown = _shown(workload)
@@ -408,7 +401,8 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
 
 
 def _second(source: StepSource, batch: int, context: int) -> PhaseStep:
-    """A second decode step at ``context``, for the footprint's line in the batch."""
+    """A second decode step at ``context``, at twice the batch or else half of it: the
+    step model's and the footprint's lines in the batch go through it."""
     try:
         return source("decode", batch * 2, context)
     except DoesNotFitError:

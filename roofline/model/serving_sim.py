@@ -84,6 +84,13 @@ class StepModel:
         """A decode step of ``batch`` sequences, each with ``context`` cached tokens."""
         return self.seconds(batch, batch * context, batch * context)
 
+    def decode_steps_s(self, batch: int, cached: np.ndarray) -> np.ndarray:
+        """Decode steps of ``batch`` sequences at once, one a summed cache of ``cached``
+        tokens (every sequence's together): :meth:`seconds` over an array."""
+        compute = self.compute.at(batch, cached)
+        memory = self.memory.at(batch, cached)
+        return np.maximum(compute, memory) + self.link.at(batch, 0.0) + self.overhead_s
+
     def prefill_s(self, batch: int, prompt: int, prior: int = 0, scores: bool = False
                   ) -> float:
         """The prefill of ``batch`` chunks of ``prompt`` tokens each, after ``prior``
@@ -338,7 +345,7 @@ def _decode_run(decoding: np.ndarray, state: _State, model: StepModel, page: int
     cached = state.cached[decoding]
     most = int((osl[decoding] - state.made[decoding]).min())
     contexts = float(cached.sum()) + batch * np.arange(1, most + 1)
-    elapsed = np.cumsum(_decode_seconds(model, batch, contexts))
+    elapsed = np.cumsum(model.decode_steps_s(batch, contexts))
     taken = min(most, int(np.searchsorted(elapsed, until_arrival_s)) + 1)
     while taken > 0:
         needed = int((_pages(cached + taken, page) - _pages(cached, page)).sum())
@@ -351,13 +358,6 @@ def _decode_run(decoding: np.ndarray, state: _State, model: StepModel, page: int
     state.cached[decoding] += taken
     state.made[decoding] += taken
     return taken, float(elapsed[taken - 1])
-
-
-def _decode_seconds(model: StepModel, batch: int, contexts: np.ndarray) -> np.ndarray:
-    """:meth:`StepModel.seconds` of decode steps at many summed contexts at once."""
-    compute = model.compute.at(batch, contexts)
-    memory = model.memory.at(batch, contexts)
-    return np.maximum(compute, memory) + model.link.at(batch, 0.0) + model.overhead_s
 
 
 def _make_room(running: list[int], decoding: np.ndarray, waiting: deque[int],

@@ -10,19 +10,11 @@ from typing import Any
 
 from roofline.model.generation import FittedSteps, Generation, Served
 from roofline.model.serving_sim import Percentiles, ServingRun
+from roofline.render.serving import rate_text, time_text
 from roofline.render.tables import format_table
-from roofline.units import Kind, format_quantity
 
 GENERATION_SCHEMA = "roofline/generation/1"
 SERVED_SCHEMA = "roofline/served/1"
-
-
-def _time(seconds: float) -> str:
-    return format_quantity(seconds, Kind.TIME)
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _fitted_document(fitted: FittedSteps) -> dict[str, Any]:
@@ -39,8 +31,8 @@ def _fitted_document(fitted: FittedSteps) -> dict[str, Any]:
 
 
 def _checks_text(fitted: FittedSteps) -> str:
-    return "; ".join(f"{c.what}: {c.error:+.1%} ({_time(c.modelled_s)} against "
-                     f"{_time(c.compiled_s)} compiled)" for c in fitted.checks)
+    return "; ".join(f"{c.what}: {c.error:+.1%} ({time_text(c.modelled_s)} against "
+                     f"{time_text(c.compiled_s)} compiled)" for c in fitted.checks)
 
 
 def generation_document(answers: Sequence[Generation], labels: Sequence[str]
@@ -66,12 +58,12 @@ def _array(values: Sequence[float]) -> Any:
 
 GENERATION_ROWS: tuple[tuple[str, Callable[[Generation], str]], ...] = (
     ("devices", lambda a: f"{a.devices}"),
-    ("time to first token (TTFT)", lambda a: _time(a.time_to_first_token_s)),
-    ("time per output token (TPOT)", lambda a: _time(a.time_per_output_token_s)),
-    ("request latency, mean", lambda a: _time(Percentiles.of(_array(a.latency)).mean)),
-    ("request latency, longest", lambda a: _time(max(a.latency))),
-    ("output tokens/s (system)", lambda a: _rate(a.output_tokens_per_s)),
-    ("output tokens/s (device)", lambda a: _rate(a.per_device(a.output_tokens_per_s))),
+    ("time to first token (TTFT)", lambda a: time_text(a.time_to_first_token_s)),
+    ("time per output token (TPOT)", lambda a: time_text(a.time_per_output_token_s)),
+    ("request latency, mean", lambda a: time_text(Percentiles.of(_array(a.latency)).mean)),
+    ("request latency, longest", lambda a: time_text(max(a.latency))),
+    ("output tokens/s (system)", lambda a: rate_text(a.output_tokens_per_s)),
+    ("output tokens/s (device)", lambda a: rate_text(a.per_device(a.output_tokens_per_s))),
     ("decode steps", lambda a: f"{a.decode_steps:,}"),
 )
 
@@ -119,7 +111,7 @@ def served_document(answers: Sequence[Served], labels: Sequence[str]) -> dict[st
 
 
 def _spread(p: Percentiles) -> str:
-    return f"{_time(p.p50)} / {_time(p.p90)} / {_time(p.p99)}"
+    return f"{time_text(p.p50)} / {time_text(p.p90)} / {time_text(p.p99)}"
 
 
 def _run_rows(run_of: Callable[[Served], ServingRun | None]
@@ -131,9 +123,9 @@ def _run_rows(run_of: Callable[[Served], ServingRun | None]
         return cell
     return (
         ("requests/s served", show(lambda r, a: f"{r.requests_per_s:.3g}")),
-        ("output tokens/s (system)", show(lambda r, a: _rate(r.output_tokens_per_s))),
+        ("output tokens/s (system)", show(lambda r, a: rate_text(r.output_tokens_per_s))),
         ("output tokens/s (device)",
-         show(lambda r, a: _rate(a.per_device(r.output_tokens_per_s)))),
+         show(lambda r, a: rate_text(a.per_device(r.output_tokens_per_s)))),
         ("TTFT p50 / p90 / p99", show(lambda r, a: _spread(r.ttft))),
         ("TPOT p50 / p90 / p99", show(lambda r, a: _spread(r.tpot))),
         ("latency p50 / p90 / p99", show(lambda r, a: _spread(r.latency))),
@@ -166,17 +158,17 @@ def served_text(answers: Sequence[Served], labels: Sequence[str]) -> str:
         *_run_rows(lambda a: a.run)))
     if first.latency is not None:
         t = first.latency
-        table(f"highest rate with p99 TTFT <= {_time(t.ttft_s)} and p99 TPOT <= "
-              f"{_time(t.tpot_s)}", (
+        table(f"highest rate with p99 TTFT <= {time_text(t.ttft_s)} and p99 TPOT <= "
+              f"{time_text(t.tpot_s)}", (
                   ("requests/s", lambda a: "-" if a.best_rate is None
                    else f"{a.best_rate:.3g}"),
                   *_run_rows(lambda a: a.best_run)[1:6]))
     for label, a in zip(labels, answers):
         best = [p for p in a.frontier if p.on_frontier]
+        points = (f"{p.sequences}: {rate_text(a.per_device(p.run.output_tokens_per_s))} "
+                  f"tokens/s/device at TPOT {time_text(p.run.tpot.mean)}" for p in best)
         lines.append(f"{label}: Pareto frontier over the most sequences a step (offline): "
-                     + ", ".join(f"{p.sequences}: {_rate(a.per_device(p.run.output_tokens_per_s))}"
-                                 f" tokens/s/device at TPOT {_time(p.run.tpot.mean)}"
-                                 for p in best))
+                     + ", ".join(points))
         lines.append(f"{label}: step model checked against compiles: "
                      f"{_checks_text(a.fitted)}")
     return "\n".join(lines) + "\n"

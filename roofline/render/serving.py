@@ -58,11 +58,13 @@ def serving_document(answers: Sequence[Serving], labels: Sequence[str]) -> dict[
             "left_out": list(answers[0].left_out)}
 
 
-def _time(seconds: float) -> str:
+def time_text(seconds: float) -> str:
+    """A time in its readable unit (``15.25 ms``), as the serving answers print them."""
     return format_quantity(seconds, Kind.TIME)
 
 
-def _rate(value: float) -> str:
+def rate_text(value: float) -> str:
+    """Tokens or requests a second: whole from 100 up, three digits below."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
@@ -102,11 +104,11 @@ def _checked_text(a: Serving) -> str:
 
 ROWS: tuple[tuple[str, Callable[[Serving], str]], ...] = (
     ("devices", lambda a: f"{a.devices}"),
-    ("time to first token", lambda a: _time(a.time_to_first_token_s)),
-    ("time per output token", lambda a: _time(a.time_per_output_token_s)),
-    ("decode tokens/s (system)", lambda a: _rate(a.decode_tokens_per_s)),
-    ("decode tokens/s (device)", lambda a: _rate(a.per_device(a.decode_tokens_per_s))),
-    ("prefill tokens/s (system)", lambda a: _rate(a.prefill_tokens_per_s)),
+    ("time to first token", lambda a: time_text(a.time_to_first_token_s)),
+    ("time per output token", lambda a: time_text(a.time_per_output_token_s)),
+    ("decode tokens/s (system)", lambda a: rate_text(a.decode_tokens_per_s)),
+    ("decode tokens/s (device)", lambda a: rate_text(a.per_device(a.decode_tokens_per_s))),
+    ("prefill tokens/s (system)", lambda a: rate_text(a.prefill_tokens_per_s)),
     ("decode bound", lambda a: f"{a.decode.bound} ({a.decode.memory_bound_share:.0%} "
                                "memory)"),
     ("prefill bound", lambda a: a.prefill.bound),
@@ -149,7 +151,7 @@ def serving_text(answers: Sequence[Serving], labels: Sequence[str]) -> str:
             p = a.pipeline
             lines.append(f"{label}: pipeline of {p.stages} stages: a token passes each in "
                          f"turn (TPOT = {p.stages} stage steps + {p.stages - 1} hand-overs "
-                         f"of {_time(p.decode_hop_s)}); {p.stages} batches in flight keep "
+                         f"of {time_text(p.decode_hop_s)}); {p.stages} batches in flight keep "
                          f"every stage busy in decode, one batch alone leaves each stage "
                          f"idle {p.bubble(1):.0%} of the time (bubble (p-1)/(m+p-1) with m "
                          "batches)")
