@@ -44,6 +44,9 @@ def test_the_documentation_builds_in_strict_mode(tmp_path):
 def _hook(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    # Registered before it runs, as an import would be: a dataclass of the hook looks its
+    # module up by name.
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
