@@ -79,10 +79,10 @@ def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
     from roofline.render.annotate import write_annotated_trace
 
-    if args.device == "all":
+    if args.device == "all" or args.host == "all":
         return _explain_devices(args)
     try:
-        explanation = explain(args.run_dir, args.hardware, device=args.device,
+        explanation = explain(args.run_dir, args.hardware, device=args.device, host=args.host,
                               overlap=args.overlap, hardware_dir=args.hardware_dir)
     except NoXlaOpsError as exc:
         return _explain_kernels(args, exc)
@@ -114,10 +114,14 @@ def _explain_devices(args: argparse.Namespace) -> int:
     from roofline.model.placement import Overlap
 
     if args.annotate or args.plot or args.html:
-        raise RooflineError("--device all explains every device side by side; --annotate, "
-                            "--plot and --html take one device (--device N)")
+        raise RooflineError("--device all and --host all explain every device side by side; "
+                            "--annotate, --plot and --html take one device (--device N, "
+                            "--host NAME)")
+    if args.host == "all" and isinstance(args.device, int):
+        raise RooflineError(f"--host all explains every device of every host; drop --device "
+                            f"{args.device}, or pass --host NAME for that host's device")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    result = explain_devices(args.run_dir, hardware, Overlap(args.overlap))
+    result = explain_devices(args.run_dir, hardware, Overlap(args.overlap), args.host)
     doc = devices_document(result)
     emit(args, text=devices_text(result), document=doc, rows=doc["devices"])
     return 0
@@ -195,6 +199,10 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--device", type=device_choice, metavar="N|all",
                    help="device plane of a GPU/TPU trace (default: the first with XLA ops); "
                         "'all': every device side by side, with its step time")
+    p.add_argument("--host", metavar="NAME|all",
+                   help="host of a profiling session that traced several (its NAME.xplane.pb; "
+                        "default: the first by name); 'all': every device of every host side "
+                        "by side")
     p.add_argument("--overlap", choices=("max", "sum"), default="max")
     p.add_argument("--top", type=int, default=25, help="ops shown in the table (0: all)")
     p.add_argument("--annotate", metavar="FILE.trace.json.gz",

@@ -53,7 +53,7 @@ from roofline.model.xprof_comparison import (
 from roofline.program.hlo import ModuleCosts
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
-from roofline.program.run import LoadedRun, load_devices, load_run
+from roofline.program.run import LoadedRun, hosts_to_read, load_devices, load_run
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
@@ -292,6 +292,7 @@ class Explanation:
             "schema": "roofline/explanation/1",
             "flop_convention": FLOP_CONVENTION,
             "run": run.path, "platform": run.platform, "device": run.device,
+            "host": run.host, "hosts": list(run.hosts),
             "cost_source": self.loaded.cost_source,
             "hardware": {"ref": hw.ref, "label": hw.label, "overlap": self.overlap.value},
             "steps": run.steps,
@@ -343,7 +344,7 @@ class DevicesExplanation:
         flops = [sum(op.cost.flops for op in ex.ops if op.cost is not None)
                  for ex in self.explanations]
         return coverage(
-            dataclasses.replace(o, op=f"{ex.run.device} {o.op}",
+            dataclasses.replace(o, op=f"{ex.run.device_label} {o.op}",
                                 time_share=o.time_share * time / (sum(times) or 1),
                                 flops_share=o.flops_share * work / (sum(flops) or 1))
             for ex, time, work in zip(self.explanations, times, flops)
@@ -375,20 +376,29 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
 
 
 def explain_devices(path: str | Path, hardware: Hardware | None = None,
-                    overlap: Overlap = Overlap.MAX) -> DevicesExplanation:
+                    overlap: Overlap = Overlap.MAX, host: str | None = None
+                    ) -> DevicesExplanation:
     """Every device plane of a GPU/TPU trace explained on its own (``hardware`` defaults
     to the first device's spec), and the planes skipped because their kernels carry no
-    XLA op."""
+    XLA op. ``host``: one host's trace of a session with several (default the first by
+    name), or ``"all"`` for every host's devices."""
     from roofline.hardware import load_hardware
 
-    loaded, skipped = load_devices(path)
+    hosts = hosts_to_read(path, host)
+    loaded: list[LoadedRun] = []
+    skipped: list[str] = []
+    for name in hosts:
+        found, missed = load_devices(path, name)
+        loaded += found
+        skipped += [f"{name}:{plane}" if len(hosts) > 1 else plane for plane in missed]
     hardware = hardware or load_hardware(default_hardware_ref(loaded[0].run))
     return DevicesExplanation(tuple(explain(device, hardware, overlap) for device in loaded),
                               tuple(skipped))
 
 
 def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,
-                device: int | None = None, overlap: Overlap | str = Overlap.MAX,
+                device: int | None = None, host: str | None = None,
+                overlap: Overlap | str = Overlap.MAX,
                 hardware_dir: str | Path | Sequence[str | Path] | None = None
                 ) -> Explanation:
     """The measured per-op times of ``run`` (a run directory from ``profile``, an
@@ -396,11 +406,12 @@ def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,
     ``hardware``: each op's bound, efficiency and time lost. ``hardware`` defaults to the
     host's measured spec (``host``) for a host run, the traced device's spec for a TPU or
     GPU trace; ``device`` picks a device plane of a GPU or TPU trace (default: the first
-    with XLA ops). ``hardware_dir``: one or more directories of spec files, searched
+    with XLA ops); ``host`` a host's trace of a profiling session with several (default:
+    the first by name). ``hardware_dir``: one or more directories of spec files, searched
     too. A trace of kernels without XLA ops raises :class:`NoXlaOpsError`."""
     from roofline.hardware import load_hardware
 
-    loaded = load_run(run, device)
+    loaded = load_run(run, device, host)
     if isinstance(hardware, Hardware):
         return explain(loaded, hardware, Overlap(overlap))
     ref = hardware or default_hardware_ref(loaded.run)

@@ -23,12 +23,14 @@ from roofline.program.trace.hlo_protos import (
 )
 from roofline.program.trace.kineto import kineto_trace, read_kineto
 from roofline.program.trace.reader import (
+    ALL_HOSTS,
     MeasuredOp,
     MeasuredRun,
     device_planes,
     find_xplane,
     load_xspace,
     read_trace,
+    session_hosts,
 )
 from roofline.program.trace.xprof_stats import XprofOp, hlo_stats
 
@@ -53,25 +55,27 @@ class LoadedRun:
         return rows[0] if len(rows) == 1 else None
 
 
-def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
+def load_run(path: str | Path, device: int | None = None, host: str | None = None
+             ) -> LoadedRun:
     """Read a run directory (from ``roofline profile``) or a trace file with its costs.
 
     A run directory from ``roofline profile`` must hold the HLO of its modules. A GPU
     trace is costed from the ``*.hlo_proto.pb`` files of its profiler run directory, or
     else from the HLO protos inside the trace; a bare TPU trace from the instruction text
-    its events carry.
+    its events carry. ``host`` picks a host's trace of a session with several.
     """
     path = Path(path)
     torch_trace = kineto_trace(path)
     if torch_trace is not None:
-        if device not in (None, 0):
+        if device not in (None, 0) or host is not None:
             raise RooflineError(f"{torch_trace}: a PyTorch profiler trace is read for its "
-                                "first GPU; --device picks a plane of an xplane trace")
+                                "first GPU; --device and --host pick a plane and a host of "
+                                "an xplane trace")
         run, torch_costs, source = read_kineto(torch_trace)
         return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
-    run = read_trace(path, device)
-    xprof = (tuple(hlo_stats(find_xplane(path)))
-             if run.platform in ("tpu", "gpu") else ())
+    xplane = find_xplane(path, host)
+    run = read_trace(path, device, host)
+    xprof = tuple(hlo_stats(xplane)) if run.platform in ("tpu", "gpu") else ()
     manifest = _manifest(path / MANIFEST) if path.is_dir() else None
     hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
     if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
@@ -84,12 +88,12 @@ def load_run(path: str | Path, device: int | None = None) -> LoadedRun:
         raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
                             "HLO of its modules; capture it again with 'roofline profile'")
     if run.platform == "tpu":
-        return _tpu_costs(path, run, manifest, xprof)
+        return _tpu_costs(xplane, run, manifest, xprof)
     if run.platform == "cpu":
-        raise RooflineError(f"{find_xplane(path)}: an XLA:CPU trace names ops but carries no "
+        raise RooflineError(f"{xplane}: an XLA:CPU trace names ops but carries no "
                             "HLO; explain needs the run directory written by "
                             "'roofline profile' (with its hlo/)")
-    texts, source = _gpu_module_texts(run, path)
+    texts, source = _gpu_module_texts(run, path, xplane)
     costs = {key: _module_costs(key, text, run.platform, path) for key, text in texts.items()}
     return LoadedRun(run, costs, manifest, source, xprof)
 
@@ -98,13 +102,14 @@ DIRECTORY_PROTOS = f"the *{PROTO_SUFFIX} files of the profiler run directory"
 TRACE_PROTOS = "the HLO protos saved in the trace (xprof's source)"
 
 
-def _gpu_module_texts(run: MeasuredRun, path: Path) -> tuple[dict[str, str], str]:
+def _gpu_module_texts(run: MeasuredRun, path: Path, xplane: Path
+                      ) -> tuple[dict[str, str], str]:
     """The HLO of each module a GPU run ran (keyed ``module(program_id)``) and where it
     came from. A profiler run directory's protos are named with the program id or, in some
     versions, without it (then one matches where one program of that name ran); the
     protos the trace carries stand in for any module the directory's do not match."""
     directory = modules_in_directory(path) if path.is_dir() else {}
-    carried = modules_in_xplane(find_xplane(path))
+    carried = modules_in_xplane(xplane)
     names = defaultdict(list)
     for key in run.module_runs:
         names[split_program(key)[0]].append(key)
@@ -165,13 +170,13 @@ def _saved_module(file: Path) -> Any:
         raise RooflineError(f"{file}: {exc}; capture the run again") from None
 
 
-def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
+def _tpu_costs(xplane: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
                xprof: tuple[XprofOp, ...]) -> LoadedRun:
     """A TPU trace names modules without their program ids: each is costed from the
     trace's HLO proto where exactly one proto has its name, else from the instruction
     texts its events carry (no fusion bodies: those FLOPs are listed as unknown)."""
     protos: dict[str, list[str]] = defaultdict(list)
-    for key, text in modules_in_xplane(find_xplane(path)).items():
+    for key, text in modules_in_xplane(xplane).items():
         protos[split_program(key)[0]].append(text)
     texts: dict[str, list[str]] = defaultdict(list)
     for op in run.ops:
@@ -179,7 +184,7 @@ def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
     costs = {}
     for module, instructions in texts.items():
         if len(protos.get(module, ())) == 1:
-            costs[module] = _module_costs(module, protos[module][0], run.platform, path)
+            costs[module] = _module_costs(module, protos[module][0], run.platform, xplane)
         else:
             costs[module] = costs_from_instruction_texts(module, instructions, run.platform)
     whole = sum(1 for module in texts if len(protos.get(module, ())) == 1)
@@ -189,12 +194,24 @@ def _tpu_costs(path: Path, run: MeasuredRun, manifest: dict[str, Any] | None,
     return LoadedRun(run, costs, manifest, source, xprof)
 
 
-def load_devices(path: str | Path) -> tuple[list[LoadedRun], list[str]]:
-    """Every device plane of a GPU/TPU trace loaded on its own, and the planes skipped
-    because their kernels carry no XLA op; a PyTorch profiler trace is one device."""
+def hosts_to_read(path: str | Path, host: str | None) -> list[str | None]:
+    """The hosts a choice names: ``host`` itself, or every host of the session for
+    :data:`ALL_HOSTS` (a PyTorch profiler trace is one host)."""
+    if host != ALL_HOSTS:
+        return [host]
     if kineto_trace(path) is not None:
-        return [load_run(path)], []
-    xplane = find_xplane(path)
+        return [None]
+    return list(session_hosts(path))
+
+
+def load_devices(path: str | Path, host: str | None = None
+                 ) -> tuple[list[LoadedRun], list[str]]:
+    """Every device plane of a GPU/TPU trace (of ``host``, in a session with several)
+    loaded on its own, and the planes skipped because their kernels carry no XLA op; a
+    PyTorch profiler trace is one device."""
+    if kineto_trace(path) is not None:
+        return [load_run(path, host=host)], []
+    xplane = find_xplane(path, host)
     planes = {plane.name: plane for plane in load_xspace(xplane).planes}
     names = (device_planes(xplane, planes, "tpu", None)
              or device_planes(xplane, planes, "gpu", None))
@@ -204,7 +221,7 @@ def load_devices(path: str | Path) -> tuple[list[LoadedRun], list[str]]:
     loaded, skipped = [], []
     for name in names:
         try:
-            loaded.append(load_run(path, int(name.rsplit(":", 1)[1])))
+            loaded.append(load_run(path, int(name.rsplit(":", 1)[1]), host))
         except NoXlaOpsError:
             skipped.append(name)
     if not loaded:

@@ -3,6 +3,7 @@ xprof's own costs), devices side by side, and kernel tables."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline.model.placement import class_text
@@ -24,7 +25,7 @@ def devices_document(result: DevicesExplanation) -> dict[str, Any]:
     rows = []
     for ex in result.explanations:
         achieved = ex.achieved()
-        rows.append({"device": ex.run.device, "ops": len(ex.ops),
+        rows.append({"device": ex.run.device_label, "ops": len(ex.ops),
                      "step_s": ex.step_seconds, "step_from": ex.step_from,
                      "op_seconds_per_step": ex.run.op_seconds_per_step,
                      "lower_bound_s": achieved.lower_bound_s,
@@ -34,28 +35,33 @@ def devices_document(result: DevicesExplanation) -> dict[str, Any]:
                      "collective_s": ex.collective_seconds(),
                      "left_out_time_share": ex.coverage.left_out_share()[1]})
     return {"schema": "roofline/explanation-devices/1", "run": docs[0]["run"],
+            "hosts": list(dict.fromkeys(ex.run.host for ex in result.explanations)),
             "hardware": docs[0]["hardware"], "devices": rows,
-            "slowest": result.slowest.run.device, "spread": result.spread,
+            "slowest": result.slowest.run.device_label, "spread": result.spread,
             "skipped_without_xla_ops": list(result.skipped),
             "coverage": result.coverage.to_document(), "explanations": docs}
 
 
 def devices_text(result: DevicesExplanation) -> str:
     q = format_quantity
-    slowest = result.slowest.run.device
+    slowest = result.slowest.run.device_label
     rows = []
     for ex in result.explanations:
         achieved = ex.achieved()
-        rows.append({"device": ex.run.device + (" (slowest)" if ex.run.device == slowest
-                                                else ""),
+        label = ex.run.device_label
+        rows.append({"device": label + (" (slowest)" if label == slowest else ""),
                      "ops": len(ex.ops), "step": q(ex.step_seconds, Kind.TIME),
                      "op time": q(ex.run.op_seconds_per_step, Kind.TIME),
                      "bound": q(achieved.lower_bound_s_per_step, Kind.TIME),
                      "efficiency": achieved.efficiency_per_step,
                      "collectives": q(ex.collective_seconds(), Kind.TIME)})
     first = result.explanations[0]
-    lines = [f"{first.run.path}: {len(rows)} devices explained on {first.hardware.label}; "
+    read = list(dict.fromkeys(ex.run.host for ex in result.explanations))
+    where = (f"{len(read)} hosts ({', '.join(read)}) of {Path(first.run.path).parent}"
+             if len(read) > 1 else first.run.path)
+    lines = [f"{where}: {len(rows)} devices explained on {first.hardware.label}; "
              f"step per device from {first.step_from}",
+             *(hosts_lines(first.run.host, first.run.hosts) if len(read) == 1 else []),
              f"slowest device {slowest}, {result.spread:.1%} above the fastest"]
     if result.skipped:
         lines.append("no XLA ops (not explained): " + ", ".join(result.skipped))
@@ -116,6 +122,15 @@ def _xprof_lines(versus: XprofComparison) -> list[str]:
     return lines
 
 
+def hosts_lines(host: str, hosts: tuple[str, ...]) -> list[str]:
+    """Which host of a profiling session with several was read (none for one host)."""
+    if len(hosts) < 2:
+        return []
+    others = [name for name in hosts if name != host]
+    return [f"host {host} read, of {len(hosts)} in this profiling session (also "
+            f"{', '.join(others)}): --host NAME reads another, --host all every one"]
+
+
 def explanation_text(result: Explanation, top: int) -> str:
     q = format_quantity
     run, hw = result.run, result.hardware
@@ -125,6 +140,7 @@ def explanation_text(result: Explanation, top: int) -> str:
              "--hardware to choose another" for f in facts if f.differs]
     lines += [f"{run.path} ({run.platform}, {run.device}), {run.steps} steps; "
               f"explained on {hw.label} (overlap {result.overlap.value})",
+              *hosts_lines(run.host, run.hosts),
               f"costs from: {result.loaded.cost_source}",
               "wall time per step "
               + (q(run.wall_seconds_per_step, Kind.TIME) if run.wall_seconds_per_step

@@ -26,7 +26,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -63,6 +63,8 @@ class MeasuredRun:
     device_stats: dict[str, Any] = field(default_factory=dict)
     events: int = 0
     timeline: tuple[OpEvent, ...] = field(default=(), repr=False)
+    host: str = ""                   # the host whose trace file this is
+    hosts: tuple[str, ...] = ()      # every host of its profiling session, this one too
 
     @property
     def op_seconds_per_step(self) -> float:
@@ -73,6 +75,11 @@ class MeasuredRun:
     @property
     def wall_seconds_per_step(self) -> float:
         return sum(self.step_wall_s) / len(self.step_wall_s) if self.step_wall_s else 0.0
+
+    @property
+    def device_label(self) -> str:
+        """The device, with its host where its profiling session has several."""
+        return f"{self.host}:{self.device}" if len(self.hosts) > 1 else self.device
 
     def op(self, module: str, name: str) -> MeasuredOp:
         """The synchronous measurement of an op (async copies have their own record)."""
@@ -105,18 +112,43 @@ class MeasuredRun:
         return peaks
 
 
-def find_xplane(path: str | Path) -> Path:
-    """The xplane file of a run: ``path`` itself, or the newest one below a directory."""
+XPLANE_SUFFIX = ".xplane.pb"
+ALL_HOSTS = "all"   # the host choice that reads every host of a session
+
+
+def session_hosts(path: str | Path) -> dict[str, Path]:
+    """The hosts of a profiling session and the xplane file of each: below a directory,
+    the ``HOST.xplane.pb`` files of its newest session (jax.profiler writes one file per
+    host into ``plugins/profile/<session>/``); a trace file is its own host."""
     path = Path(path)
-    if path.is_dir():
-        found = sorted(path.glob("**/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
-        if not found:
-            raise TraceError(f"{path}: no *.xplane.pb trace below this directory; capture "
-                             "one with 'roofline profile' or jax.profiler.trace")
-        return found[-1]
-    if not path.exists():
-        raise TraceError(f"{path}: no such trace file")
-    return path
+    if not path.is_dir():
+        if not path.exists():
+            raise TraceError(f"{path}: no such trace file")
+        return {host_of(path): path}
+    found = sorted(path.glob(f"**/*{XPLANE_SUFFIX}"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise TraceError(f"{path}: no *{XPLANE_SUFFIX} trace below this directory; capture "
+                         "one with 'roofline profile' or jax.profiler.trace")
+    return {host_of(file): file
+            for file in sorted(found[-1].parent.glob(f"*{XPLANE_SUFFIX}")) if file.is_file()}
+
+
+def host_of(xplane: Path) -> str:
+    """The host a trace file records: jax.profiler names each file ``HOST.xplane.pb``."""
+    return xplane.name.removesuffix(XPLANE_SUFFIX) if xplane.name.endswith(XPLANE_SUFFIX) \
+        else xplane.stem
+
+
+def find_xplane(path: str | Path, host: str | None = None) -> Path:
+    """The xplane file of a run: ``path`` itself, or below a directory the newest
+    session's file of ``host`` (by default the first host by name)."""
+    hosts = session_hosts(path)
+    if host is None:
+        return next(iter(hosts.values()))
+    if host not in hosts:
+        raise TraceError(f"{path}: no host {host!r} in this profiling session; its hosts are "
+                         f"{', '.join(hosts)} (pass --host with one of them, or all)")
+    return hosts[host]
 
 
 def load_xspace(path: Path, data: bytes | None = None) -> Any:
@@ -135,12 +167,19 @@ def _parsed(path: Path, data: bytes, parse: Callable[[bytes], Any]) -> Any:
 
 
 @gc_paused()
-def read_trace(path: str | Path, device: int | None = None) -> MeasuredRun:
+def read_trace(path: str | Path, device: int | None = None, host: str | None = None
+               ) -> MeasuredRun:
     """Read a trace file (or run directory) into measured per-op times.
 
     ``device`` picks a device plane on GPU/TPU traces; by default the first with XLA ops.
+    ``host`` picks a host's file of a session with several (by default the first by name).
     """
-    xplane = find_xplane(path)
+    hosts = session_hosts(path)
+    xplane = find_xplane(path, host)
+    return replace(_read_xplane(xplane, device), host=host_of(xplane), hosts=tuple(hosts))
+
+
+def _read_xplane(xplane: Path, device: int | None) -> MeasuredRun:
     data = read_input(xplane, XPLANE_TRACE)
     # The protobuf message is the host reader's view; device traces are read through
     # jaxlib's ProfileData, which also resolves TPU op texts and device stats.
