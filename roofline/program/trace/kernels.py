@@ -9,29 +9,21 @@ are invented for them.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import TraceError
+from roofline.program.trace.kernel_names import (
+    UNNAMED,
+    distinct_short_names,
+    kernel_category,
+    short_kernel_name,
+)
 from roofline.program.trace.reader import check_durations, device_planes, find_xplane, load_xspace
 
-# First match wins: a convolution run as an implicit GEMM is a convolution.
-NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("collective", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|"
-                              r"all_?to_?all|sendrecv", re.I)),
-    ("convolution", re.compile(r"conv|winograd|wgrad|dgrad|fprop|miopen|implicit_?gemm",
-                               re.I)),
-    ("matmul", re.compile(r"gemm|gemv|matmul|cublas|hipblas|Cijk_|cutlass|xmma", re.I)),
-    ("copy", re.compile(r"memcpy|memset|copy_?buffer|fill_?buffer|\bcopy|broadcast|transpose",
-                        re.I)),
-    ("reduction", re.compile(r"reduc|softmax|norm|argmax|argmin|top_?k|\bsum\b|mean",
-                             re.I)),
-    ("elementwise", re.compile(r"elementwise|pointwise|unary|binary|vectorized|relu|gelu|bias|"
-                               r"sigmoid|tanh|add_kernel|mul_kernel", re.I)),
-)
-UNNAMED = "other (the name does not say)"
+__all__ = ["UNNAMED", "KernelRow", "KernelRun", "StreamRow", "distinct_short_names",
+           "is_stream_line", "kernel_category", "read_kernels", "short_kernel_name"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +34,19 @@ class KernelRow:
     category: str
     launches: int
     total_s: float
+    bytes: int | None = None    # what a copy moved (memcpy, memset); None for a kernel
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    """One stream of a device: what ran on it over the whole trace. Its busy time is the
+    sum of its kernels' and copies' times (a stream runs one thing at a time)."""
+
+    stream: int
+    kernels: int            # distinct kernel names
+    launches: int           # kernel launches
+    copies: int             # memcpy and memset operations
+    busy_s: float
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,9 @@ class KernelRun:
     device: str
     steps: int              # step annotations in the trace (1 when it records none)
     rows: tuple[KernelRow, ...]
+    streams: tuple[StreamRow, ...] = ()
+    steps_from: str = ""    # what the steps were counted from, where the format says
+    notes: tuple[str, ...] = ()   # what the reader chose for the user (a device, steps)
 
     @property
     def total_s(self) -> float:
@@ -63,19 +71,16 @@ class KernelRun:
             totals[row.category] += row.total_s / self.steps
         return dict(totals)
 
+    def short_names(self) -> dict[str, str]:
+        """Each row's kernel name shortened, distinct within this run."""
+        return distinct_short_names(row.name for row in self.rows)
+
 
 def is_stream_line(name: str) -> bool:
     """A line of a GPU plane that records what one stream ran: CUPTI's ``Stream #17(Kernel)``
     and ``Stream #17(MemcpyH2D)``, TensorFlow's ``Stream #134(Compute)`` (any suffix); not
     the lines a profiler derives from them (``XLA Ops``, ``TensorFlow Ops``, ``Steps``)."""
     return name.startswith("Stream #") or "Kernel" in name
-
-
-def kernel_category(name: str) -> str:
-    for category, pattern in NAME_CATEGORIES:
-        if pattern.search(name):
-            return category
-    return UNNAMED
 
 
 def read_kernels(path: str | Path, device: int | None = None) -> KernelRun:
