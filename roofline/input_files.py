@@ -85,8 +85,17 @@ SWEEP_TABLE = InputKind("sweep table", "run the sweep again with this --out to g
                         "anew", 1 << 31)
 VALIDATION_SUITE = InputKind("validation cases", "reinstall roofline: the validation.toml "
                              "it ships is damaged", 1 << 20)
+# SQLite reads the pages a query needs, never the whole file: large exports are fine.
+NSYS_REPORT = InputKind("Nsight Systems report", "give the SQLite export of the report: nsys "
+                        "export --type sqlite --output REPORT.sqlite REPORT.nsys-rep",
+                        1 << 40, _trace_error)
 GPU_MEASUREMENT = InputKind("GPU measurement", "give the JSON written by 'roofline hardware "
                             "measure --json'", 16 << 20)
+# A raw page of 10,000 kernels with every metric is a few hundred MB.
+NSIGHT_COMPUTE_REPORT = InputKind("Nsight Compute report", "give the CSV that 'ncu --csv "
+                                  "--page raw' (or 'ncu --csv' with --metrics) prints, e.g. "
+                                  "ncu --import REPORT.ncu-rep --csv --page raw > REPORT.csv",
+                                  1 << 30, _trace_error)
 
 
 def check_input(path: str | Path, kind: InputKind) -> None:
@@ -107,8 +116,19 @@ def read_input(path: str | Path, kind: InputKind) -> bytes:
     return data
 
 
-def read_optional_input(path: str | Path, kind: InputKind) -> bytes | None:
-    """As :func:`read_input`, but None where nothing is at ``path``."""
+def read_input_head(path: str | Path, kind: InputKind, size: int) -> bytes:
+    """The first ``size`` bytes of the file at ``path`` (all of it where it is shorter),
+    refused as :func:`read_input` refuses: to tell a file's format by its header."""
+    data = read_optional_input(path, kind, head=size)
+    if data is None:
+        raise _missing(Path(path), kind)
+    return data
+
+
+def read_optional_input(path: str | Path, kind: InputKind, *, head: int | None = None
+                        ) -> bytes | None:
+    """As :func:`read_input`, but None where nothing is at ``path``; only the first
+    ``head`` bytes where given."""
     path = Path(path)
     if _checked_stat(path, kind) is None:
         return None
@@ -122,7 +142,8 @@ def read_optional_input(path: str | Path, kind: InputKind) -> bytes | None:
     try:
         with os.fdopen(fd, "rb") as handle:
             _check_file(path, os.fstat(fd), kind)
-            data = handle.read(kind.max_bytes + 1)   # it may have grown since
+            # Past the limit by one byte at most: the file may have grown since the check.
+            data = handle.read(kind.max_bytes + 1 if head is None else head)
     except OSError as exc:
         raise _unreadable(path, kind, exc) from None
     _refuse_past_limit(path, len(data), kind)

@@ -169,3 +169,45 @@ def _scaled(value: float, prefixes: dict[str, float]) -> tuple[float, str]:
 
 def _digits(mantissa: float) -> str:
     return f"{mantissa:.12g}".replace(".", "").replace("-", "").strip("0")
+
+
+# Nsight Compute's unit names (ncu --csv): a count, byte, cycle or second, with an SI prefix
+# scaled by 1000 (Kbyte, Mbyte; --print-units base turns scaling off), over an optional
+# per-unit (byte/second, inst/cycle, cycle/nsecond); frequencies also as hz, Khz, Mhz, Ghz.
+_PROFILER_PREFIXES = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+# second-prefix -> (seconds in one, how many in a second): exact both ways
+_PROFILER_SUBSECOND = {"n": (1e-9, 1e9), "u": (1e-6, 1e6), "m": (1e-3, 1e3), "": (1.0, 1.0)}
+_PROFILER_COUNTS = ("byte", "inst", "cycle", "warp", "thread", "sector", "request")
+
+
+def profiler_unit(unit: str) -> tuple[str, float] | None:
+    """Nsight Compute's spelling of a metric's unit as (base unit, SI factor): "Kbyte" is
+    ("byte", 1e3), "usecond" ("second", 1e-6), "Gbyte/second" ("byte/second", 1e9),
+    "cycle/nsecond" and "Ghz" ("cycle/second", 1e9), "inst" and "" counts ("inst" and ""
+    with factor 1); None for a unit it does not write."""
+    text = unit.strip()
+    lowered = text.lower()
+    if lowered.endswith("hz") and text[:-2] in ("", "K", "M", "G"):
+        return "cycle/second", _PROFILER_PREFIXES[text[:-2]]
+    top, slash, bottom = text.partition("/")
+    above = _profiler_term(top)
+    over = _profiler_term(bottom, per=True) if slash else ("", 1.0)
+    if above is None or over is None or (slash and not over[0]):
+        return None
+    if not slash:
+        return above
+    return f"{above[0]}/{over[0]}", above[1] * over[1]
+
+
+def _profiler_term(term: str, per: bool = False) -> tuple[str, float] | None:
+    """A unit's numerator, or with ``per`` its denominator (factor inverted)."""
+    if term.endswith("second"):
+        scale = _PROFILER_SUBSECOND.get(term[:-len("second")])
+        return None if scale is None else ("second", scale[1] if per else scale[0])
+    if term == "":
+        return "", 1.0
+    for base in _PROFILER_COUNTS:
+        if term.endswith(base) and term[:-len(base)] in _PROFILER_PREFIXES:
+            factor = _PROFILER_PREFIXES[term[:-len(base)]]
+            return base, 1 / factor if per else factor
+    return None

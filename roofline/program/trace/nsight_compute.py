@@ -1,0 +1,412 @@
+"""Reading Nsight Compute reports (``ncu --csv``) into measured kernels with their costs.
+
+Two layouts are read, told apart by their header:
+
+- the raw page (``ncu --csv --page raw``): one row per kernel, one column per metric
+  (``gpu__time_duration.sum``, ``dram__bytes.sum``...), and a second row giving each
+  column's unit;
+- the long layout (``ncu --csv`` with ``--metrics`` or sections, the details page): one
+  row per kernel and metric, with the columns "Metric Name", "Metric Unit" and "Metric
+  Value". Older versions have a "Kernel Time" column and no "Block Size"/"Grid Size".
+
+Lines ncu writes around the table (``==PROF==``, ``==WARNING==``) and the application's
+own output before the header are skipped. Values may carry thousands separators
+("1,234,567") and units scaled by 1000 ("Kbyte", "usecond", "Gbyte/second"): every value
+is converted to SI by :func:`roofline.units.profiler_unit`, and a unit of the wrong kind
+for its metric (a time where bytes belong) is refused.
+
+A kernel's FLOPs come from its instruction counters as Nsight Compute's roofline sections
+and the hierarchical roofline method (Yang, Kurth, Williams, "Hierarchical Roofline
+analysis for GPUs", CCPE 2020) count them: per precision (fp64, fp32, fp16) add + mul +
+2 x fma of the predicated-on thread instructions (``smsp__sass_thread_inst_executed_op_
+{d,f,h}{add,mul,fma}_pred_on.sum``), and tensor-pipe instructions
+(``sm__inst_executed_pipe_tensor.sum``) as 512 FLOPs each, the factor of Nsight Compute's
+``SpeedOfLight_HierarchicalTensorRooflineChart`` section
+(``derived__sm__inst_executed_pipe_tensor_x512``). Its bytes per level are
+``dram__bytes.sum``, ``lts__t_bytes.sum`` (L2) and ``l1tex__t_bytes.sum`` (L1). Each also
+reads from its rate forms: ``.sum.per_cycle_elapsed`` times the unit's
+``__cycles_elapsed.avg.per_second`` and the duration, or ``.sum.per_second`` times the
+duration. A metric the report lacks is recorded as missing, never taken as zero.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from roofline.errors import TraceError
+from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_head, read_input_text
+from roofline.program.trace.kernels import kernel_category
+from roofline.units import profiler_unit
+
+TIME_METRIC = "gpu__time_duration.sum"
+GPU_NAME_METRIC = "device__attribute_display_name"
+# The SpeedOfLight section's label for the duration, in the long layout of --page details.
+_TIME_LABEL = "Duration"
+TENSOR_FLOP_PER_INST = 512
+# precision -> the letter of its SASS opcodes (dadd, ffma, hmul...)
+PRECISIONS = {"fp64": "d", "fp32": "f", "fp16": "h"}
+TENSOR = "tensor"
+# level -> the unit whose bytes it counts
+LEVELS = {"DRAM": "dram__bytes", "L2": "lts__t_bytes", "L1": "l1tex__t_bytes"}
+# level -> the unit's clock, for its peak bytes per cycle
+_LEVEL_CLOCKS = {"DRAM": "dram__cycles_elapsed.avg.per_second",
+                 "L2": "lts__cycles_elapsed.avg.per_second",
+                 "L1": "l1tex__cycles_elapsed.avg.per_second"}
+_SM_CLOCK = "sm__cycles_elapsed.avg.per_second"
+_IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time",
+             "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")
+_LONG_COLUMNS = ("Metric Name", "Metric Unit", "Metric Value")
+_MISSING_VALUES = ("", "n/a", "N/A")
+_SNIFF_BYTES = 64 << 10
+COLLECT_HINT = ("collect them with ncu --metrics gpu__time_duration.sum,dram__bytes.sum,"
+                "lts__t_bytes.sum,l1tex__t_bytes.sum,smsp__sass_thread_inst_executed_op_"
+                "{d,f,h}{add,mul,fma}_pred_on.sum,sm__inst_executed_pipe_tensor.sum (or "
+                "--section SpeedOfLight_RooflineChart and the hierarchical roofline sections)")
+
+
+@dataclass(frozen=True)
+class NsightKernel:
+    """One profiled kernel launch: its measured time and the costs its counters give.
+
+    ``flops`` holds each precision whose counters the report has (fp64, fp32, fp16,
+    tensor), ``bytes`` each memory level (DRAM, L2, L1) whose bytes it has; ``missing``
+    names the metrics it lacks (for a precision or level that is therefore left out)."""
+
+    id: int
+    name: str
+    stream: str
+    grid: str
+    block: str
+    seconds: float
+    flops: dict[str, float]
+    bytes: dict[str, float]
+    missing: tuple[str, ...] = ()
+
+    @property
+    def short_name(self) -> str:
+        return self.name
+
+    @property
+    def category(self) -> str:
+        return kernel_category(self.name)
+
+    @property
+    def total_flops(self) -> float | None:
+        """FLOPs over the counted precisions; None where no precision was counted."""
+        return sum(self.flops.values()) if self.flops else None
+
+
+@dataclass(frozen=True)
+class NsightReport:
+    """What an Nsight Compute report says of its kernels and of its GPU.
+
+    ``peak_flop_per_s`` (per precision) and ``peak_bytes_per_s`` (per level) are the
+    GPU's own peaks, from the report's ``.peak_sustained`` metrics times the unit's clock
+    (the median over its kernels), where it carries them."""
+
+    path: str
+    layout: str                 # "raw" (one row per kernel) or "long" (one row per metric)
+    gpu: str | None             # device__attribute_display_name, where the report has it
+    kernels: tuple[NsightKernel, ...]
+    peak_flop_per_s: dict[str, float]
+    peak_bytes_per_s: dict[str, float]
+    absent: tuple[str, ...]     # metrics no kernel of the report carries
+
+    @property
+    def seconds(self) -> float:
+        return sum(kernel.seconds for kernel in self.kernels)
+
+
+@dataclass(frozen=True)
+class _Form:
+    """One way a report may carry a count: the metric itself, a per-cycle rate (times
+    ``clock`` and the duration) or a per-second rate (times the duration)."""
+
+    metric: str
+    clock: str | None = None
+    per_second: bool = False
+
+
+def _count_forms(base: str) -> tuple[_Form, ...]:
+    """The forms of an SM counter (``sass_thread_inst_executed_op_ffma_pred_on``): its
+    per-SM-subpartition and per-SM sums are the same count."""
+    forms: list[_Form] = []
+    for unit in ("smsp", "sm"):
+        forms += [_Form(f"{unit}__{base}.sum"),
+                  _Form(f"{unit}__{base}.sum.per_cycle_elapsed",
+                        clock=f"{unit}__cycles_elapsed.avg.per_second"),
+                  _Form(f"{unit}__{base}.sum.per_second", per_second=True)]
+    return tuple(forms)
+
+
+def _byte_forms(unit: str) -> tuple[_Form, ...]:
+    return (_Form(f"{unit}.sum"), _Form(f"{unit}.sum.per_second", per_second=True))
+
+
+_FLOP_TERMS: dict[str, tuple[tuple[tuple[_Form, ...], float], ...]] = {
+    precision: tuple((_count_forms(f"sass_thread_inst_executed_op_{letter}{op}_pred_on"),
+                      2.0 if op == "fma" else 1.0) for op in ("add", "mul", "fma"))
+    for precision, letter in PRECISIONS.items()}
+_FLOP_TERMS[TENSOR] = ((_count_forms("inst_executed_pipe_tensor"), TENSOR_FLOP_PER_INST),)
+_BYTE_FORMS = {level: _byte_forms(unit) for level, unit in LEVELS.items()}
+# precision -> (the peak per cycle of its widest instruction, FLOPs per instruction)
+_PEAK_FLOPS = {**{precision: (f"sm__sass_thread_inst_executed_op_{letter}fma_pred_on.sum"
+                              ".peak_sustained", 2.0)
+                  for precision, letter in PRECISIONS.items()},
+               TENSOR: ("sm__inst_executed_pipe_tensor.sum.peak_sustained",
+                        float(TENSOR_FLOP_PER_INST))}
+
+
+def _needed_metrics() -> frozenset[str]:
+    names = {TIME_METRIC, _SM_CLOCK, *_LEVEL_CLOCKS.values(),
+             *(metric for metric, _ in _PEAK_FLOPS.values()),
+             *(f"{unit}.sum.peak_sustained" for unit in LEVELS.values())}
+    for terms in _FLOP_TERMS.values():
+        for forms, _ in terms:
+            names.update(form.metric for form in forms)
+            names.update(form.clock for form in forms if form.clock)
+    for forms in _BYTE_FORMS.values():
+        names.update(form.metric for form in forms)
+    return frozenset(names)
+
+
+NEEDED_METRICS = _needed_metrics()
+
+
+def is_nsight_compute_report(path: str | Path) -> bool:
+    """Whether ``path`` is a file to read as an Nsight Compute CSV: one named ``.csv``
+    (refused by the reader if it is not one), or any file whose first lines hold ncu's
+    header row."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() == ".csv":
+        return True
+    if path.name.endswith((".pb", ".pb.gz", ".json", ".json.gz", ".sqlite", ".nsys-rep")):
+        return False
+    head = read_input_head(path, NSIGHT_COMPUTE_REPORT, _SNIFF_BYTES)
+    text = head.decode("utf-8", errors="replace")
+    return any(_is_header(line) for line in text.splitlines()[:200])
+
+
+def _is_header(line: str) -> bool:
+    return line.startswith(('"ID",', "ID,")) and "Kernel Name" in line
+
+
+def read_nsight_compute(path: str | Path) -> NsightReport:
+    """Read the CSV ncu printed (``--csv``, raw page or one row per metric)."""
+    path = Path(path)
+    text = read_input_text(path, NSIGHT_COMPUTE_REPORT).lstrip("\ufeff")
+    lines = [line for line in text.splitlines() if not line.startswith("==")]
+    start = next((i for i, line in enumerate(lines) if _is_header(line)), None)
+    if start is None:
+        first = next((line for line in lines if line.strip()), "")
+        raise TraceError(
+            f"{path}: not an Nsight Compute report: no header row starting with \"ID\" and "
+            f"naming \"Kernel Name\" (its first line is {first[:80]!r}); "
+            f"{NSIGHT_COMPUTE_REPORT.fix}")
+    rows = _rows(path, lines, start)
+    header = next(rows)
+    if all(column in header for column in _LONG_COLUMNS):
+        layout, per_kernel, gpus = "long", *_read_long(path, header, rows)
+    else:
+        layout, per_kernel, gpus = "raw", *_read_raw(path, header, rows, start)
+    if not per_kernel:
+        raise TraceError(f"{path}: the Nsight Compute report has no kernel rows: profile "
+                         "at least one kernel launch")
+    if len(gpus) > 1:
+        raise TraceError(f"{path}: the report profiles kernels on several GPUs "
+                         f"({', '.join(sorted(gpus))}); explain one GPU at a time: profile "
+                         "with ncu --devices N")
+    kernels = tuple(_kernel(path, identity, metrics) for identity, metrics in per_kernel)
+    present = set().union(*(metrics for _, metrics in per_kernel))
+    absent = tuple(sorted({name for kernel in kernels for name in kernel.missing}
+                          - present))
+    flop_peaks, byte_peaks = _peaks([metrics for _, metrics in per_kernel])
+    return NsightReport(str(path), layout, next(iter(gpus), None), kernels, flop_peaks,
+                        byte_peaks, absent)
+
+
+def _rows(path: Path, lines: list[str], start: int) -> Iterator[list[str]]:
+    """The CSV rows from the header on, refusing a row cut short (a truncated file)."""
+    reader = csv.reader(lines[start:], strict=True)
+    width = None
+    try:
+        for row in reader:
+            if not row:
+                continue
+            if width is None:
+                width = len(row)
+            elif len(row) != width:
+                raise TraceError(
+                    f"{path}: row {reader.line_num} has {len(row)} columns, the header "
+                    f"{width}: the report is truncated or damaged; export it again "
+                    "(ncu --import REPORT.ncu-rep --csv --page raw > REPORT.csv)")
+            yield row
+    except csv.Error as exc:
+        raise TraceError(f"{path}: row {reader.line_num} is not a whole CSV row ({exc}): the "
+                         "report is truncated or damaged; export it again (ncu --import "
+                         "REPORT.ncu-rep --csv --page raw > REPORT.csv)") from None
+
+
+_Identity = dict[str, str]
+_Metrics = dict[str, float]
+
+
+def _read_raw(path: Path, header: list[str], rows: Iterator[list[str]], start: int
+              ) -> tuple[list[tuple[_Identity, _Metrics]], set[str]]:
+    units = next(rows, None)
+    if units is None or units[0].strip():
+        raise TraceError(f"{path}: the raw page has no row of units under its header (line "
+                         f"{start + 2}): export it again with ncu --csv --page raw, which "
+                         "writes one")
+    identity = {name: i for i, name in enumerate(header) if name in _IDENTITY}
+    columns = [(name, i, _unit_factor(path, name, units[i]))
+               for i, name in enumerate(header) if name in NEEDED_METRICS]
+    gpu_column = header.index(GPU_NAME_METRIC) if GPU_NAME_METRIC in header else None
+    found, gpus = [], set()
+    for row in rows:
+        metrics = {}
+        for name, i, factor in columns:
+            value = _number(path, row[i], name, row[0])
+            if value is not None:
+                metrics[name] = value * factor
+        if gpu_column is not None and row[gpu_column].strip():
+            gpus.add(row[gpu_column].strip())
+        found.append(({name: row[i] for name, i in identity.items()}, metrics))
+    return found, gpus
+
+
+def _read_long(path: Path, header: list[str], rows: Iterator[list[str]]
+               ) -> tuple[list[tuple[_Identity, _Metrics]], set[str]]:
+    at = {name: i for i, name in enumerate(header)}
+    name_at, unit_at, value_at = (at[column] for column in _LONG_COLUMNS)
+    identity = {name: i for name, i in at.items() if name in _IDENTITY}
+    kernels: dict[str, tuple[_Identity, _Metrics]] = {}
+    factors: dict[tuple[str, str], float] = {}
+    gpus = set()
+    for row in rows:
+        kernel_id, metric = row[at["ID"]], row[name_at]
+        if kernel_id not in kernels:
+            kernels[kernel_id] = ({name: row[i] for name, i in identity.items()}, {})
+        if metric == GPU_NAME_METRIC and row[value_at].strip():
+            gpus.add(row[value_at].strip())
+        name = TIME_METRIC if metric == _TIME_LABEL else metric
+        if name not in NEEDED_METRICS:
+            continue
+        key = (name, row[unit_at])
+        if key not in factors:
+            factors[key] = _unit_factor(path, name, row[unit_at])
+        value = _number(path, row[value_at], name, kernel_id)
+        metrics = kernels[kernel_id][1]
+        if value is not None and (metric != _TIME_LABEL or name not in metrics):
+            metrics[name] = value * factors[key]
+    return list(kernels.values()), gpus
+
+
+def _expected_units(metric: str) -> tuple[str, ...]:
+    """The base units a metric's values may be written in."""
+    if metric == TIME_METRIC:
+        return ("second",)
+    if metric.endswith("cycles_elapsed.avg.per_second"):
+        return ("cycle/second",)
+    counts = ("byte",) if "bytes" in metric else ("inst", "")
+    if metric.endswith(".per_second"):
+        return tuple(f"{count}/second" for count in counts)
+    if metric.endswith((".per_cycle_elapsed", ".peak_sustained")):
+        return tuple(f"{count}/cycle" for count in counts)
+    return counts
+
+
+def _unit_factor(path: Path, metric: str, unit: str) -> float:
+    """The SI factor of a metric's unit; a unit ncu does not write, or one of the wrong
+    kind for the metric, is refused."""
+    expected = _expected_units(metric)
+    parsed = profiler_unit(unit)
+    if parsed is None or parsed[0] not in expected:
+        what = "an unknown unit" if parsed is None else f"a unit of {parsed[0] or 'counts'}"
+        raise TraceError(
+            f"{path}: metric {metric} is in {unit!r}, {what}; it is written in "
+            f"{' or '.join(repr(e) for e in expected if e)} (or with a prefix, such as "
+            f"'K{expected[0]}'): the report was edited or is not ncu's; export it again "
+            "with ncu --csv")
+    return parsed[1]
+
+
+def _number(path: Path, text: str, metric: str, kernel: str) -> float | None:
+    """A metric's value ("1,234,567.5"), None where ncu left it empty or "n/a"."""
+    text = text.strip()
+    if text in _MISSING_VALUES:
+        return None
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        raise TraceError(f"{path}: kernel {kernel}: metric {metric} has the value "
+                         f"{text!r}, which is not a number: export the report again with "
+                         "ncu --csv") from None
+
+
+def _kernel(path: Path, identity: _Identity, metrics: _Metrics) -> NsightKernel:
+    kernel_id = identity.get("ID", "").strip()
+    if not kernel_id.isdigit():
+        raise TraceError(f"{path}: a kernel row has the ID {kernel_id!r}, not a whole "
+                         "number: export the report again with ncu --csv")
+    seconds = metrics.get(TIME_METRIC)
+    if seconds is None or seconds <= 0:
+        raise TraceError(f"{path}: kernel {kernel_id} has no {TIME_METRIC} (its measured "
+                         f"time), which placing it needs: {COLLECT_HINT}")
+    missing: list[str] = []
+    flops = {}
+    for precision, terms in _FLOP_TERMS.items():
+        counts = [_counted(metrics, forms, seconds) for forms, _ in terms]
+        if all(count is not None for count in counts):
+            flops[precision] = sum(count * per for count, (_, per) in zip(counts, terms))
+        else:
+            missing += [forms[0].metric for count, (forms, _) in zip(counts, terms)
+                        if count is None]
+    levels = {}
+    for level, forms in _BYTE_FORMS.items():
+        count = _counted(metrics, forms, seconds)
+        if count is None:
+            missing.append(forms[0].metric)
+        else:
+            levels[level] = count
+    return NsightKernel(int(kernel_id), identity.get("Kernel Name", ""),
+                        identity.get("Stream", ""), identity.get("Grid Size", ""),
+                        identity.get("Block Size", ""), seconds, flops, levels,
+                        tuple(missing))
+
+
+def _counted(metrics: _Metrics, forms: Sequence[_Form], seconds: float) -> float | None:
+    """The count the first form the report has gives; None where it has none."""
+    for form in forms:
+        value = metrics.get(form.metric)
+        if value is None:
+            continue
+        if form.clock is not None:
+            clock = metrics.get(form.clock)
+            if clock is None:
+                continue
+            return value * clock * seconds
+        return value * seconds if form.per_second else value
+    return None
+
+
+def _peaks(per_kernel: list[_Metrics]) -> tuple[dict[str, float], dict[str, float]]:
+    """The GPU's peaks (FLOP/s per precision, bytes/s per level), each the median over
+    the kernels that carry it: a peak per cycle times the unit's clock."""
+    def median(metric: str, clock: str, scale: float) -> float | None:
+        values = [m[metric] * m[clock] * scale for m in per_kernel
+                  if metric in m and clock in m and m[metric] > 0 and m[clock] > 0]
+        return statistics.median(values) if values else None
+
+    flops = {precision: median(metric, _SM_CLOCK, per)
+             for precision, (metric, per) in _PEAK_FLOPS.items()}
+    bytes_ = {level: median(f"{unit}.sum.peak_sustained", _LEVEL_CLOCKS[level], 1.0)
+              for level, unit in LEVELS.items()}
+    return ({k: v for k, v in flops.items() if v is not None},
+            {k: v for k, v in bytes_.items() if v is not None})
