@@ -15,6 +15,7 @@ from roofline.cli.common import (
     emit,
     save_plot,
 )
+from roofline.cli.nsight_systems import explain_nsys
 from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
 from roofline.limits import PROFILE_STEPS
@@ -77,8 +78,11 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
+    from roofline.program.trace.nsight_systems import is_nsys_input
     from roofline.render.annotate import write_annotated_trace
 
+    if is_nsys_input(args.run_dir):
+        return explain_nsys(args)
     if args.device == "all" or args.host == "all":
         return _explain_devices(args)
     try:
@@ -190,9 +194,10 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "explain", parents=[parents.common, parents.formatted],
         help="measured per-op times against the roofline: bounds, efficiency, losses")
-    p.add_argument("run_dir", metavar="RUN", help="a run directory, an .xplane.pb trace, or "
+    p.add_argument("run_dir", metavar="RUN", help="a run directory, an .xplane.pb trace, "
                    "a PyTorch profiler trace (torch.profiler's Chrome-trace .json or .json.gz, "
-                   "with record_shapes=True for costs)")
+                   "with record_shapes=True for costs), or an Nsight Systems report's SQLite "
+                   "export (nsys export --type sqlite): its kernel tables per GPU and stream")
     p.add_argument("--hardware", metavar="ID",
                    help="spec to explain against (default: the host's measured spec for "
                         "host runs, the traced device's spec for TPU/GPU traces)")

@@ -80,6 +80,7 @@ def kernel_document(run: KernelRun) -> dict[str, Any]:
                      "total_s": row.total_s, "seconds_per_step": row.total_s / run.steps,
                      "launches_per_step": row.launches / run.steps}
                     for row in run.rows],
+        **copies_and_streams_document(run),
     }
 
 
@@ -89,7 +90,10 @@ def kernel_text(run: KernelRun, top: int) -> str:
     per_step = sum(by_category.values()) or 1.0
     steps = (f"{run.steps} steps" if run.steps > 1
              else "no step annotations: times are for the whole trace")
+    if run.steps_from:
+        steps = f"{run.steps} step{'s' if run.steps > 1 else ''} from {run.steps_from}"
     lines = [f"{run.path} ({run.device}): kernels without XLA ops; {steps}",
+             *run.notes,
              f"NO COST: {KERNELS_NO_COST}.",
              f"kernel time per step {q(per_step, Kind.TIME)} by the category its name says:"]
     for name, seconds in sorted(by_category.items(), key=lambda kv: -kv[1]):
@@ -100,7 +104,48 @@ def kernel_text(run: KernelRun, top: int) -> str:
              "time/step": q(k.total_s / run.steps, Kind.TIME),
              "share": f"{k.total_s / run.steps / per_step:.1%}"} for k in kernels]
     title = f"top {len(kernels)} of {len(run.rows)} kernels by time"
-    return "\n".join(lines) + "\n\n" + format_table(rows, title=title)
+    return ("\n".join(lines) + "\n\n" + format_table(rows, title=title)
+            + copies_and_streams_text(run))
+
+
+def copies_and_streams_document(run: KernelRun) -> dict[str, Any]:
+    """What a kernel table adds where its format records it (an Nsight Systems report):
+    what the steps were counted from, the reader's notes, each kind of copy with its bytes
+    and achieved bandwidth, and each stream with what it ran."""
+    return {
+        "steps_from": run.steps_from or None, "notes": list(run.notes),
+        "copies": [{"name": row.name, "operations": row.launches, "bytes": row.bytes,
+                    "total_s": row.total_s, "bytes_per_step": row.bytes / run.steps,
+                    "bytes_per_s": row.bytes / row.total_s if row.total_s else None}
+                   for row in run.rows if row.bytes is not None],
+        "streams": [{"stream": s.stream, "kernels": s.kernels, "launches": s.launches,
+                     "copies": s.copies, "busy_s": s.busy_s,
+                     "busy_s_per_step": s.busy_s / run.steps} for s in run.streams],
+    }
+
+
+def copies_and_streams_text(run: KernelRun) -> str:
+    """The copies (bytes, bandwidth) and streams (kernels, launches, busy time) of a
+    kernel table, per step, as tables; empty where the format records neither."""
+    q, steps = format_quantity, run.steps
+    copies = [{"copy": row.name, "operations/step": f"{row.launches / steps:.3g}",
+               "bytes/step": q(row.bytes / steps, Kind.BYTES),
+               "time/step": q(row.total_s / steps, Kind.TIME),
+               "bandwidth": q(row.bytes / row.total_s, Kind.BANDWIDTH) if row.total_s
+               else None}
+              for row in run.rows if row.bytes is not None]
+    streams = [{"stream": s.stream, "kernels": s.kernels,
+                "launches/step": f"{s.launches / steps:.3g}",
+                "copies/step": f"{s.copies / steps:.3g}",
+                "busy/step": q(s.busy_s / steps, Kind.TIME)} for s in run.streams]
+    text = ""
+    if copies:
+        text += "\n\n" + format_table(copies, title="copies (memcpy, memset): achieved "
+                                      "bandwidth = bytes / time", right=("bandwidth",))
+    if streams:
+        text += "\n\n" + format_table(streams, title="streams: busy = the time of their "
+                                      "kernels and copies")
+    return text
 
 
 def _xprof_lines(versus: XprofComparison) -> list[str]:

@@ -1,0 +1,396 @@
+"""Nsight Systems reports: the SQLite export of a report (``nsys export --type sqlite``)
+read into kernel tables, one per GPU, as a GPU trace without XLA ops gives them.
+
+What the export holds (NVIDIA, Nsight Systems User Guide, "SQLite Export Schema
+Reference"; a table exists only where the report recorded its kind of event):
+
+- ``CUPTI_ACTIVITY_KIND_KERNEL``: a row per kernel run: ``start``, ``end`` (ns),
+  ``deviceId`` (the CUDA device as its process saw it), ``streamId``, ``globalPid``, and
+  its names as ids into ``StringIds`` (``demangledName``, ``shortName``; ``mangledName``
+  in recent versions).
+- ``CUPTI_ACTIVITY_KIND_MEMCPY`` and ``_MEMSET``: copies and sets, with their ``bytes``;
+  a copy's ``copyKind`` is an id of ``ENUM_CUDA_MEMCPY_OPER`` (1 HtoD, 2 DtoH, 8 DtoD...).
+- ``NVTX_EVENTS``: the program's annotations, ``eventType`` 59 for push/pop ranges and
+  60 for start/end ranges (``ENUM_NSYS_EVENT_TYPE``), named by ``text`` (every name in
+  older versions, unregistered strings in newer ones) or ``textId`` into ``StringIds``.
+- ``TARGET_INFO_GPU`` (``id``, ``name``) and ``TARGET_INFO_CUDA_DEVICE`` (``gpuId``,
+  ``cudaId``, ``pid``): the GPUs, and which GPU each process's CUDA device is.
+
+Devices are the report's GPUs (``TARGET_INFO_GPU`` ids) where ``TARGET_INFO_CUDA_DEVICE``
+says which GPU every process's CUDA device is, so that ranks that each see their GPU as
+device 0 stay apart; else the CUDA device ids of the kernel table.
+
+Steps come from NVTX ranges: a range whose name, its numbers set aside, says ``step`` or
+``iteration`` (``train_step``, ``ProfilerStep#3``, ``step 12``) marks a step; of several
+such names, the one with the most ranges on one thread (then the longest in all) is the
+step, and the step count is its ranges on that thread. Without one, the report is one
+step. Times are those of the whole report divided by the steps, as for an xplane trace.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import struct
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from roofline.errors import TraceError
+from roofline.input_files import NSYS_REPORT, check_input, read_input_head
+from roofline.program.trace.kernels import (
+    KernelRow,
+    KernelRun,
+    StreamRow,
+    kernel_category,
+)
+from roofline.program.trace.reader import MAX_OP_SECONDS
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+NSYS_SUFFIXES = (".nsys-rep", ".qdrep")        # the report itself, .qdrep before 2021.3
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+EXPORT_COMMAND = "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep"
+
+KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+NVTX = "NVTX_EVENTS"
+EXPECTED_TABLES = (f"{KERNELS} (with StringIds for its names), and where recorded {MEMCPY}, "
+                   f"{MEMSET}, {NVTX}, TARGET_INFO_GPU, TARGET_INFO_CUDA_DEVICE")
+NAME_COLUMNS = ("demangledName", "shortName", "mangledName", "name")   # first found is read
+# CUPTI's CUpti_ActivityMemcpyKind, for exports without ENUM_CUDA_MEMCPY_OPER.
+MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA",
+                6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD",
+                12: "UVM DtoH", 13: "UVM DtoD"}
+RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
+STEP_NAME = re.compile(r"step|iteration", re.I)
+
+
+def is_nsys_input(path: str | Path) -> bool:
+    """Whether ``path`` names an Nsight Systems report or its export: a file named
+    ``.nsys-rep``, ``.qdrep`` or ``.sqlite``, or any file that starts as SQLite does."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if path.name.endswith(NSYS_SUFFIXES + SQLITE_SUFFIXES):
+        return True
+    return read_input_head(path, NSYS_REPORT, len(SQLITE_HEADER)) == SQLITE_HEADER
+
+
+@dataclass
+class _Device:
+    """What one GPU ran, gathered from the tables."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    launches: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    stream_kernels: dict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    stream_launches: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    stream_copies: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    stream_busy: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    processes: set[int | None] = field(default_factory=set)
+
+
+def read_nsys_devices(path: str | Path) -> dict[int, KernelRun]:
+    """The kernel table of every GPU of an Nsight Systems SQLite export, by GPU number."""
+    path = Path(path)
+    with _opened(path) as report:
+        try:
+            devices, labels = _read_devices(path, report)
+            steps, steps_from, notes = _steps(report)
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(path, exc) from None
+    return {number: _run(path, labels[number], devices[number], steps, steps_from, notes)
+            for number in sorted(devices)}
+
+
+def read_nsys(path: str | Path, device: int | None = None) -> KernelRun:
+    """The kernel table of one GPU of an Nsight Systems SQLite export: ``device``, or by
+    default the GPU with the most kernel time (a note of the run says so)."""
+    runs = read_nsys_devices(path)
+    if device is not None:
+        if device not in runs:
+            raise TraceError(f"{path}: no GPU {device} in this report; its GPUs are "
+                             f"{', '.join(map(str, runs))} (pass --device with one of "
+                             "them, or all)")
+        return runs[device]
+    number = max(runs, key=lambda n: (kernel_seconds(runs[n]), -n))
+    busiest = runs[number]
+    if len(runs) == 1:
+        return busiest
+    each = ", ".join(f"GPU {n} {kernel_seconds(run) * 1e3:.4g} ms" for n, run in runs.items())
+    note = (f"GPU {number} shown: the GPU with the most kernel time of {len(runs)} ({each}); "
+            "--device N picks another, --device all shows each")
+    return replace(busiest, notes=(note, *busiest.notes))
+
+
+def kernel_seconds(run: KernelRun) -> float:
+    """The time of a run's kernels, its copies left out."""
+    return sum(row.total_s for row in run.rows if row.bytes is None)
+
+
+def _run(path: Path, label: str, device: _Device, steps: int, steps_from: str,
+         notes: tuple[str, ...]) -> KernelRun:
+    rows = sorted((KernelRow(name, "copy" if name in device.bytes else kernel_category(name),
+                             device.launches[name], seconds, device.bytes.get(name))
+                   for name, seconds in device.seconds.items()),
+                  key=lambda row: (-row.total_s, row.name))
+    streams = tuple(StreamRow(stream, len(device.stream_kernels[stream]),
+                              device.stream_launches[stream], device.stream_copies[stream],
+                              busy) for stream, busy in sorted(device.stream_busy.items()))
+    if len(device.processes) > 1:
+        notes += (f"{label} holds the work of {len(device.processes)} processes "
+                  f"({', '.join(map(str, sorted(device.processes)))}), summed: the report "
+                  "does not say which GPU each one's CUDA device is (no "
+                  "TARGET_INFO_CUDA_DEVICE); if each saw its own GPU as this device, "
+                  "profile each rank apart",)
+    return KernelRun(str(path), label, steps, tuple(rows), streams, steps_from, notes)
+
+
+class _Report:
+    """An open export: its tables and their columns."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self.tables = {row[0] for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self.tables:
+            return set()
+        return {row[1] for row in self.db.execute(f'PRAGMA table_info("{table}")')}
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[_Report]:
+    """The export at ``path``, opened read-only once it is checked to be a whole SQLite
+    database with a kernel table."""
+    if path.name.endswith(NSYS_SUFFIXES):
+        raise TraceError(f"{path}: an Nsight Systems report is read from its SQLite "
+                         f"export: run '{EXPORT_COMMAND}' and give REPORT.sqlite")
+    check_input(path, NSYS_REPORT)
+    _check_header(path, read_input_head(path, NSYS_REPORT, 100))
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        try:
+            report = _Report(db)
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(path, exc) from None
+        if KERNELS not in report.tables:
+            found = ", ".join(sorted(report.tables)[:12]) or "none"
+            raise TraceError(f"{path}: no {KERNELS} table, so no kernels: this is no "
+                             f"Nsight Systems export of a CUDA run (its tables: {found}). "
+                             f"Expected {EXPECTED_TABLES}. Profile with 'nsys profile "
+                             f"--trace cuda' (the table exists only where kernels ran) and "
+                             f"run '{EXPORT_COMMAND}'")
+        yield report
+    finally:
+        db.close()
+
+
+def _check_header(path: Path, header: bytes) -> None:
+    """Refuse what is no SQLite file, and a database file shorter than its header says
+    (a copy cut off): SQLite itself would read the missing pages as empty."""
+    if not header.startswith(SQLITE_HEADER):
+        raise TraceError(f"{path}: not an SQLite database (it does not start with "
+                         f"'SQLite format 3'): give the export written by "
+                         f"'{EXPORT_COMMAND}'")
+    if len(header) < 100:
+        raise _truncated(path, f"its header is {len(header)} of 100 bytes")
+    # The header's page size (bytes 16-17, 1 meaning 65536) and page count (28-31), valid
+    # where the version-valid-for number (92-95) matches the change counter (24-27).
+    page_size, = struct.unpack(">H", header[16:18])
+    pages, = struct.unpack(">I", header[28:32])
+    if header[24:28] == header[92:96] and pages:
+        expected = (65536 if page_size == 1 else page_size) * pages
+        size = path.stat().st_size
+        if size < expected:
+            raise _truncated(path, f"its header says {expected:,} bytes, the file has "
+                             f"{size:,}")
+
+
+def _truncated(path: Path, how: str) -> TraceError:
+    return TraceError(f"{path}: the SQLite file is truncated ({how}): copy it again, or "
+                      f"export it again with '{EXPORT_COMMAND}'")
+
+
+def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TraceError:
+    return TraceError(f"{path}: not a readable SQLite database ({exc}): export it again "
+                      f"with '{EXPORT_COMMAND}'")
+
+
+def _require(path: Path, report: _Report, table: str, needed: tuple[str, ...]) -> set[str]:
+    columns = report.columns(table)
+    missing = [name for name in needed if name not in columns]
+    if missing:
+        raise TraceError(f"{path}: table {table} has no column {', '.join(missing)} (its "
+                         f"columns: {', '.join(sorted(columns))}): this is no Nsight "
+                         f"Systems export; run '{EXPORT_COMMAND}'")
+    return columns
+
+
+def _name_expression(report: _Report, table: str, columns: set[str], alias: str
+                     ) -> tuple[str, str]:
+    """The SQL of a kernel's name and the join it needs: the first of NAME_COLUMNS the
+    table has, an id into StringIds (or, in a variant that stores it, the text itself)."""
+    column = next(name for name in NAME_COLUMNS if name in columns)
+    if "StringIds" not in report.tables:
+        return f'CAST({alias}."{column}" AS TEXT)', ""
+    return (f'COALESCE(s.value, CAST({alias}."{column}" AS TEXT))',
+            f'LEFT JOIN StringIds AS s ON s.id = {alias}."{column}"')
+
+
+def _pid_expression(columns: set[str], alias: str) -> str:
+    # A serialized GlobalId holds the process id in bits 24 to 47 (the schema reference).
+    return f"({alias}.globalPid >> 24) & 16777215" if "globalPid" in columns else "NULL"
+
+
+def _read_devices(path: Path, report: _Report) -> tuple[dict[int, _Device], dict[int, str]]:
+    timing = ("start", "end", "deviceId", "streamId")
+    columns = report.columns(KERNELS)
+    if not any(name in columns for name in NAME_COLUMNS):
+        raise TraceError(f"{path}: table {KERNELS} has no kernel name column (one of "
+                         f"{', '.join(NAME_COLUMNS)}): run '{EXPORT_COMMAND}'")
+    _require(path, report, KERNELS, timing)
+    name, join = _name_expression(report, KERNELS, columns, "k")
+    groups: list[tuple[int, int | None, int, str, int, float, int | None]] = []
+    for device, pid, stream, kernel, count, total, low, high in _query(
+            path, report, KERNELS,
+            f"SELECT k.deviceId, {_pid_expression(columns, 'k')}, k.streamId, {name}, "
+            f'COUNT(*), SUM(k."end" - k.start), MIN(k."end" - k.start), '
+            f'MAX(k."end" - k.start) FROM {KERNELS} AS k {join} GROUP BY 1, 2, 3, 4'):
+        _check_span(path, KERNELS, kernel, low, high)
+        groups.append((device, pid, stream, kernel, count, total * 1e-9, None))
+    if not groups:
+        raise TraceError(f"{path}: the {KERNELS} table is empty: no kernel ran while "
+                         "the report was recorded")
+    for table, kind in ((MEMCPY, "copyKind"), (MEMSET, None)):
+        if table not in report.tables:
+            continue
+        copy_columns = _require(path, report, table, (*timing, "bytes")
+                                + ((kind,) if kind else ()))
+        kinds = _memcpy_kinds(report) if kind else {}
+        for device, pid, stream, code, count, total, moved, low, high in _query(
+                path, report, table,
+                f"SELECT deviceId, {_pid_expression(copy_columns, table)}, streamId, "
+                f'{kind or "NULL"}, COUNT(*), SUM("end" - start), SUM(bytes), '
+                f'MIN("end" - start), MAX("end" - start) FROM {table} GROUP BY 1, 2, 3, 4'):
+            label = (f"memcpy {kinds.get(code, f'kind {code}')}" if kind else "memset")
+            _check_span(path, table, label, low, high)
+            groups.append((device, pid, stream, label, count, total * 1e-9, moved))
+    numbers, labels = _device_numbers(report, {(d, pid) for d, pid, *_ in groups})
+    devices: dict[int, _Device] = defaultdict(_Device)
+    for device_id, pid, stream, label, count, seconds, moved in groups:
+        device = devices[numbers[device_id, pid]]
+        device.processes.add(pid)
+        device.seconds[label] += seconds
+        device.launches[label] += count
+        device.stream_busy[stream] += seconds
+        if moved is None:
+            device.stream_kernels[stream].add(label)
+            device.stream_launches[stream] += count
+        else:
+            device.bytes[label] += moved
+            device.stream_copies[stream] += count
+    return dict(devices), {number: labels[number] for number in devices}
+
+
+def _query(path: Path, report: _Report, table: str, sql: str) -> list[tuple]:
+    try:
+        return report.db.execute(sql).fetchall()
+    except sqlite3.OperationalError as exc:
+        raise TraceError(f"{path}: table {table} cannot be read as Nsight Systems writes it "
+                         f"({exc}): run '{EXPORT_COMMAND}'") from None
+
+
+def _check_span(path: Path, table: str, name: str, low: int, high: int) -> None:
+    if low < 0 or high > MAX_OP_SECONDS * 1e9:
+        raise TraceError(f"{path}: a row of {table} ({name!r}) lasts "
+                         f"{(low if low < 0 else high) * 1e-9:.6g} s (negative or over "
+                         f"{MAX_OP_SECONDS:.0f} s): the report is damaged; record it again")
+
+
+def _memcpy_kinds(report: _Report) -> dict[int, str]:
+    """Copy kinds by id: ``CUDA_MEMCPY_KIND_HTOD`` of ENUM_CUDA_MEMCPY_OPER read as
+    ``HtoD``, as Nsight names them; CUPTI's numbering where the export has no table."""
+    if not {"id", "name"} <= report.columns("ENUM_CUDA_MEMCPY_OPER"):
+        return MEMCPY_KINDS
+    kinds = dict(MEMCPY_KINDS)
+    for code, name in report.db.execute("SELECT id, name FROM ENUM_CUDA_MEMCPY_OPER"):
+        words = str(name).removeprefix("CUDA_MEMCPY_KIND_").split("_")
+        kinds[code] = " ".join(re.sub(r"^([A-Z])TO([A-Z])$", r"\1to\2", word)
+                               for word in words)
+    return kinds
+
+
+def _device_numbers(report: _Report, used: set[tuple[int, int | None]]
+                    ) -> tuple[dict[tuple[int, int | None], int], dict[int, str]]:
+    """Each (CUDA device, process) of the tables as a GPU number, and each GPU's label."""
+    gpus: dict[tuple[int, int | None], int] = {}
+    if {"gpuId", "cudaId", "pid"} <= report.columns("TARGET_INFO_CUDA_DEVICE"):
+        gpus = {(cuda, pid): gpu for gpu, cuda, pid in report.db.execute(
+            "SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE WHERE gpuId IS NOT NULL")}
+    if not used <= gpus.keys():
+        gpus = {key: key[0] for key in used}
+    names: dict[int, str] = {}
+    if {"id", "name"} <= report.columns("TARGET_INFO_GPU"):
+        names = {gpu: name for gpu, name in report.db.execute(
+            "SELECT id, name FROM TARGET_INFO_GPU") if name}
+    labels = {number: f"GPU {number}" + (f": {names[number]}" if number in names else "")
+              for number in gpus.values()}
+    return gpus, labels
+
+
+def _steps(report: _Report) -> tuple[int, str, tuple[str, ...]]:
+    """The steps of the report by the NVTX rule above: their count, what they were
+    counted from, and a note where no range names a step."""
+    columns = report.columns(NVTX)
+    if not columns >= {"start", "end"} or not columns & {"text", "textId"}:
+        return 1, "", ()
+    texts = [f"n.{c}" for c in ("text",) if c in columns]
+    join = ""
+    if "textId" in columns and "StringIds" in report.tables:
+        texts.append("s.value")
+        join = "LEFT JOIN StringIds AS s ON s.id = n.textId"
+    name = f"COALESCE({', '.join(texts)})" if len(texts) > 1 else texts[0]
+    where = 'n."end" IS NOT NULL AND n."end" >= n.start'
+    if "eventType" in columns:
+        where += f" AND n.eventType IN ({', '.join(map(str, _range_types(report)))})"
+    thread = "n.globalTid" if "globalTid" in columns else "NULL"
+    counts: dict[str, Counter[object]] = defaultdict(Counter)
+    lengths: dict[str, int] = defaultdict(int)
+    for text, tid, count, length in report.db.execute(
+            f'SELECT {name}, {thread}, COUNT(*), SUM(n."end" - n.start) FROM {NVTX} AS n '
+            f"{join} WHERE {where} GROUP BY 1, 2"):
+        if text is None:
+            continue
+        key = re.sub(r"\d+", "N", str(text))
+        counts[key][tid] += count
+        lengths[key] += length
+    steps = [key for key in counts if STEP_NAME.search(key)]
+    if not steps:
+        if not counts:
+            return 1, "", ()
+        seen = sorted(counts, key=lambda key: -sum(counts[key].values()))
+        listed = ", ".join(f"{key!r} x{sum(counts[key].values())}" for key in seen[:4])
+        return 1, "", (f"no NVTX range names a step (a name with 'step' or 'iteration'); "
+                       f"its ranges: {listed}",)
+    best = max(steps, key=lambda key: (max(counts[key].values()), lengths[key]))
+    count = max(counts[best].values())
+    others = [key for key in steps if key != best]
+    notes = ((f"NVTX step ranges not used: {', '.join(map(repr, others))}",)
+             if others else ())
+    return count, f"NVTX ranges {best!r} ({count} on one thread)", notes
+
+
+def _range_types(report: _Report) -> tuple[int, ...]:
+    """The eventType ids of NVTX ranges: from ENUM_NSYS_EVENT_TYPE where the export has
+    it, else the ids every version so far has used."""
+    if {"id", "name"} <= report.columns("ENUM_NSYS_EVENT_TYPE"):
+        found = tuple(code for code, name in report.db.execute(
+            "SELECT id, name FROM ENUM_NSYS_EVENT_TYPE") if name in RANGE_TYPES)
+        if found:
+            return found
+    return tuple(RANGE_TYPES.values())
