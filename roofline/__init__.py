@@ -4,9 +4,12 @@ The public surface is :mod:`roofline.api`, re-exported here: every name in ``__a
 Each loads on first use, so ``import roofline`` stays light and does not import JAX.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.api import __all__
+
+if TYPE_CHECKING:
+    from roofline.api import *  # noqa: F403  (type checkers see the public names here)
 
 
 def __getattr__(name: str) -> Any:

@@ -28,129 +28,163 @@ devices are its ``source`` and ``target``, the compiler a SPEC is compiled for i
 :func:`write_html_report` writes a result's ``to_document()`` as one HTML page.
 
 Each name loads from its home module on first use (JAX, matplotlib and the trace readers
-cost seconds to import; a command or script pays only for what it uses). ``_HOMES`` says
-where each one lives: ``module`` or ``module:name`` where the name differs.
+cost seconds to import; a command or script pays only for what it uses). The imports under
+``TYPE_CHECKING`` say where each one lives: type checkers and editors read them, and the
+lazy loading is built from them.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-_QUESTIONS = "roofline.model.questions"
-_PLOT = "roofline.render.plot"
+if TYPE_CHECKING:
+    from roofline.errors import (
+        NoXlaOpsError,
+        OpsTableError,
+        RooflineError,
+        ScaleError,
+        SpecError,
+        TraceError,
+        UnitError,
+        UnknownHardwareError,
+    )
+    from roofline.hardware import (
+        Ceilings,
+        ComputeRoof,
+        ExecutionUnit,
+        Hardware,
+        HardwareKind,
+        Link,
+        MemoryLevel,
+        list_hardware,
+        load_hardware,
+        load_spec_file,
+    )
+    from roofline.hardware.gpu_measure import GpuMeasurement
+    from roofline.hardware.measure import HostMeasurement
+    from roofline.hardware.measured_spec import WrittenSpec, measure, write_spec
+    from roofline.model.analysis import CapacityThroughput, ProgramPlacement
+    from roofline.model.comparison import Comparison, Sensitivity
+    from roofline.model.coverage import Coverage
+    from roofline.model.explain import Explanation
+    from roofline.model.explain import explain_run as explain
+    from roofline.model.generation import (
+        Generation,
+        LatencyTarget,
+        Served,
+        ServeOptions,
+        generation,
+        serve,
+    )
+    from roofline.model.llm import Serving, serving, serving_curve
+    from roofline.model.placement import (
+        Bound,
+        BoundKind,
+        Overlap,
+        Placement,
+        Work,
+        attainable_flop_per_s,
+        place,
+        ridge_point,
+        ridge_points,
+    )
+    from roofline.model.questions import (
+        Analysis,
+        CompileOptions,
+        PlacementOptions,
+        Prediction,
+        PredictionMode,
+        SideOptions,
+        WhatIf,
+        analyze,
+        largest_batch,
+        predict,
+        predict_ops,
+        sensitivity,
+        whatif,
+    )
+    from roofline.model.serving_sim import Lengths, Scheduler, ServingRun
+    from roofline.model.sides import ComparedUnit
+    from roofline.program.hlo.rules import OpCategory
+    from roofline.program.ops_table import OpsTable, read_ops_table
+    from roofline.program.trace.capture import capture_spec as profile
+    from roofline.render.html import write_html_report
+    from roofline.render.plot import (
+        bound_points,
+        build_breakdown,
+        build_heatmap,
+        build_roofline,
+        build_sensitivity,
+        build_speedup,
+        measured_points,
+        predicted_points,
+        save_figure,
+        scenario_bars,
+    )
+    from roofline.render.plot.serving import build_served_curves, build_serving_curves
+    from roofline.studies.sweep import SweepPlan
+    from roofline.studies.sweep import run_sweep as sweep
+    from roofline.studies.validation import Validation, validate
+    from roofline.units import Kind, format_quantity, parse_quantity
 
-_HOMES: dict[str, str] = {
+
+def _homes() -> dict[str, tuple[str, str]]:
+    """Each public name's (module, attribute), read from the imports above, which only
+    static tools execute: one list serves both them and the lazy loading."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+    return {alias.asname or alias.name: (node.module, alias.name)
+            for node in block.body if isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names}
+
+
+_HOMES = _homes()
+# A literal list, as type checkers require of what a module exports; a test holds it to
+# the imports above.
+__all__ = [
     # the questions
-    "analyze": _QUESTIONS,
-    "explain": "roofline.model.explain:explain_run",
-    "largest_batch": _QUESTIONS,
-    "measure": "roofline.hardware.measured_spec",
-    "predict": _QUESTIONS,
-    "predict_ops": _QUESTIONS,
-    "profile": "roofline.program.trace.capture:capture_spec",
-    "sensitivity": _QUESTIONS,
-    "serving": "roofline.model.llm",
-    "serving_curve": "roofline.model.llm",
-    "generation": "roofline.model.generation",
-    "serve": "roofline.model.generation",
-    "sweep": "roofline.studies.sweep:run_sweep",
-    "validate": "roofline.studies.validation",
-    "whatif": _QUESTIONS,
-    "write_spec": "roofline.hardware.measured_spec",
+    "analyze", "explain", "largest_batch", "measure", "predict", "predict_ops", "profile",
+    "sensitivity", "serving", "serving_curve", "generation", "serve", "sweep", "validate",
+    "whatif", "write_spec",
     # their options: records of the options rarely given
-    "ComparedUnit": "roofline.model.sides",
-    "CompileOptions": _QUESTIONS,
-    "PlacementOptions": _QUESTIONS,
-    "SideOptions": _QUESTIONS,
-    "Lengths": "roofline.model.serving_sim",
-    "LatencyTarget": "roofline.model.generation",
-    "Scheduler": "roofline.model.serving_sim",
-    "ServeOptions": "roofline.model.generation",
+    "ComparedUnit", "CompileOptions", "PlacementOptions", "SideOptions", "Lengths",
+    "LatencyTarget", "Scheduler", "ServeOptions",
     # their results
-    "Analysis": _QUESTIONS,
-    "CapacityThroughput": "roofline.model.analysis",
-    "Comparison": "roofline.model.comparison",
-    "Coverage": "roofline.model.coverage",
-    "Explanation": "roofline.model.explain",
-    "GpuMeasurement": "roofline.hardware.gpu_measure",
-    "HostMeasurement": "roofline.hardware.measure",
-    "Prediction": _QUESTIONS,
-    "PredictionMode": _QUESTIONS,
-    "ProgramPlacement": "roofline.model.analysis",
-    "Sensitivity": "roofline.model.comparison",
-    "Serving": "roofline.model.llm",
-    "Generation": "roofline.model.generation",
-    "Served": "roofline.model.generation",
-    "ServingRun": "roofline.model.serving_sim",
-    "Validation": "roofline.studies.validation",
-    "WhatIf": _QUESTIONS,
-    "WrittenSpec": "roofline.hardware.measured_spec",
+    "Analysis", "CapacityThroughput", "Comparison", "Coverage", "Explanation", "GpuMeasurement",
+    "HostMeasurement", "Prediction", "PredictionMode", "ProgramPlacement", "Sensitivity",
+    "Serving", "Generation", "Served", "ServingRun", "Validation", "WhatIf", "WrittenSpec",
     # inputs
-    "OpsTable": "roofline.program.ops_table",
-    "SweepPlan": "roofline.studies.sweep",
-    "read_ops_table": "roofline.program.ops_table",
+    "OpsTable", "SweepPlan", "read_ops_table",
     # hardware specs
-    "Ceilings": "roofline.hardware",
-    "ComputeRoof": "roofline.hardware",
-    "ExecutionUnit": "roofline.hardware",
-    "Hardware": "roofline.hardware",
-    "HardwareKind": "roofline.hardware",
-    "Link": "roofline.hardware",
-    "MemoryLevel": "roofline.hardware",
-    "list_hardware": "roofline.hardware",
-    "load_hardware": "roofline.hardware",
-    "load_spec_file": "roofline.hardware",
+    "Ceilings", "ComputeRoof", "ExecutionUnit", "Hardware", "HardwareKind", "Link",
+    "MemoryLevel", "list_hardware", "load_hardware", "load_spec_file",
     # the roofline of one op
-    "Bound": "roofline.model.placement",
-    "BoundKind": "roofline.model.placement",
-    "Overlap": "roofline.model.placement",
-    "Placement": "roofline.model.placement",
-    "Work": "roofline.model.placement",
-    "attainable_flop_per_s": "roofline.model.placement",
-    "place": "roofline.model.placement",
-    "ridge_point": "roofline.model.placement",
-    "ridge_points": "roofline.model.placement",
-    "OpCategory": "roofline.program.hlo.rules",
+    "Bound", "BoundKind", "Overlap", "Placement", "Work", "attainable_flop_per_s", "place",
+    "ridge_point", "ridge_points", "OpCategory",
     # units
-    "Kind": "roofline.units",
-    "format_quantity": "roofline.units",
-    "parse_quantity": "roofline.units",
+    "Kind", "format_quantity", "parse_quantity",
     # errors
-    "NoXlaOpsError": "roofline.errors",
-    "OpsTableError": "roofline.errors",
-    "RooflineError": "roofline.errors",
-    "ScaleError": "roofline.errors",
-    "SpecError": "roofline.errors",
-    "TraceError": "roofline.errors",
-    "UnitError": "roofline.errors",
-    "UnknownHardwareError": "roofline.errors",
+    "NoXlaOpsError", "OpsTableError", "RooflineError", "ScaleError", "SpecError", "TraceError",
+    "UnitError", "UnknownHardwareError",
     # figures: build_* take results and return a matplotlib Figure
-    "bound_points": _PLOT,
-    "build_breakdown": _PLOT,
-    "build_heatmap": _PLOT,
-    "build_roofline": _PLOT,
-    "build_sensitivity": _PLOT,
-    "build_serving_curves": "roofline.render.plot.serving",
-    "build_served_curves": "roofline.render.plot.serving",
-    "build_speedup": _PLOT,
-    "measured_points": _PLOT,
-    "predicted_points": _PLOT,
-    "save_figure": _PLOT,
-    "scenario_bars": _PLOT,
+    "bound_points", "build_breakdown", "build_heatmap", "build_roofline", "build_sensitivity",
+    "build_serving_curves", "build_served_curves", "build_speedup", "measured_points",
+    "predicted_points", "save_figure", "scenario_bars",
     # reports: one self-contained HTML page per answer, from its JSON document
-    "write_html_report": "roofline.render.html",
-}
-
-__all__ = list(_HOMES)
+    "write_html_report",
+]
 
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'roofline.api' has no attribute {name!r}")
-    module, _, attribute = home.partition(":")
-    value = getattr(importlib.import_module(module), attribute or name)
+    module, attribute = home
+    value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value   # loaded once
     return value
 

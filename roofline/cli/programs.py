@@ -25,6 +25,8 @@ from roofline.render.runs import (
     devices_document,
     devices_text,
     explanation_text,
+    kernel_devices_document,
+    kernel_devices_text,
     kernel_document,
     kernel_text,
 )
@@ -114,6 +116,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _explain_devices(args: argparse.Namespace) -> int:
+    from roofline.api import NoXlaOpsError
     from roofline.model.explain import explain_devices
     from roofline.model.placement import Overlap
 
@@ -125,7 +128,10 @@ def _explain_devices(args: argparse.Namespace) -> int:
         raise RooflineError(f"--host all explains every device of every host; drop --device "
                             f"{args.device}, or pass --host NAME for that host's device")
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
-    result = explain_devices(args.run_dir, hardware, Overlap(args.overlap), args.host)
+    try:
+        result = explain_devices(args.run_dir, hardware, Overlap(args.overlap), args.host)
+    except NoXlaOpsError as exc:
+        return _explain_kernel_devices(args, exc)
     doc = devices_document(result)
     emit(args, text=devices_text(result), document=doc, rows=doc["devices"])
     return 0
@@ -137,10 +143,22 @@ def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
 
     if args.annotate or args.plot or args.html:
         raise RooflineError(f"{why}; --annotate, --plot and --html need costed ops")
-    run = read_kernels(args.run_dir, args.device)
+    run = read_kernels(args.run_dir, args.device, args.host)
     doc = kernel_document(run)
     print(f"roofline: {why}", file=sys.stderr)
     emit(args, text=kernel_text(run, args.top), document=doc, rows=doc["kernels"])
+    return 0
+
+
+def _explain_kernel_devices(args: argparse.Namespace, why: Exception) -> int:
+    """Every GPU of a trace of kernels without XLA ops: a summary row per device, then
+    each device's kernel table."""
+    from roofline.program.trace.kernels import read_kernel_devices
+
+    runs = read_kernel_devices(args.run_dir, args.host)
+    doc = kernel_devices_document(runs)
+    print(f"roofline: {why}", file=sys.stderr)
+    emit(args, text=kernel_devices_text(runs, args.top), document=doc, rows=doc["devices"])
     return 0
 
 

@@ -72,14 +72,20 @@ def devices_text(result: DevicesExplanation) -> str:
 
 def kernel_document(run: KernelRun) -> dict[str, Any]:
     """A trace without XLA ops as JSON: schema ``roofline/kernels/1`` (no costs)."""
+    short = run.short_names()
     return {
         "schema": "roofline/kernels/1", "run": run.path, "device": run.device,
         "steps": run.steps, "no_cost": KERNELS_NO_COST,
         "seconds_by_category": run.seconds_by_category(),
-        "kernels": [{"name": row.name, "category": row.category, "launches": row.launches,
+        "kernels": [{"name": row.name, "short_name": short[row.name],
+                     "category": row.category, "launches": row.launches,
                      "total_s": row.total_s, "seconds_per_step": row.total_s / run.steps,
                      "launches_per_step": row.launches / run.steps}
                     for row in run.rows],
+        "tf_ops": [{"op_type": row.op_type, "ops": row.ops, "launches": row.launches,
+                    "total_s": row.total_s, "seconds_per_step": row.total_s / run.steps,
+                    "share": row.total_s / run.kernel_s if run.kernel_s else None}
+                   for row in run.tf_ops],
         **copies_and_streams_document(run),
     }
 
@@ -95,17 +101,74 @@ def kernel_text(run: KernelRun, top: int) -> str:
     lines = [f"{run.path} ({run.device}): kernels without XLA ops; {steps}",
              *run.notes,
              f"NO COST: {KERNELS_NO_COST}.",
-             f"kernel time per step {q(per_step, Kind.TIME)} by the category its name says:"]
+             f"time per step {q(per_step, Kind.TIME)} (kernels "
+             f"{q(run.kernel_s / run.steps, Kind.TIME)}, copies apart) by the category its "
+             "name says:"]
     for name, seconds in sorted(by_category.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {name:30s} {q(seconds, Kind.TIME):>10s} {seconds / per_step:7.1%}")
     kernels = run.rows if top <= 0 else run.rows[:top]
-    rows = [{"kernel": k.name if len(k.name) <= 70 else k.name[:67] + "...",
-             "category": k.category, "launches/step": f"{k.launches / run.steps:.3g}",
+    short = run.short_names()
+    rows = [{"kernel": short[k.name], "category": k.category,
+             "launches/step": f"{k.launches / run.steps:.3g}",
              "time/step": q(k.total_s / run.steps, Kind.TIME),
              "share": f"{k.total_s / run.steps / per_step:.1%}"} for k in kernels]
     title = f"top {len(kernels)} of {len(run.rows)} kernels by time"
     return ("\n".join(lines) + "\n\n" + format_table(rows, title=title)
-            + copies_and_streams_text(run))
+            + tf_ops_text(run) + copies_and_streams_text(run))
+
+
+def tf_ops_text(run: KernelRun) -> str:
+    """The kernels by the TensorFlow op type that launched them, as xprof's TF op
+    statistics show them; empty where the trace names no TensorFlow op."""
+    if not run.tf_ops:
+        return ""
+    q, steps = format_quantity, run.steps
+    rows = [{"op type": row.op_type, "ops": row.ops or "",
+             "launches/step": f"{row.launches / steps:.3g}",
+             "time/step": q(row.total_s / steps, Kind.TIME),
+             "share": f"{row.total_s / run.kernel_s:.1%}" if run.kernel_s else None}
+            for row in run.tf_ops]
+    return "\n\n" + format_table(rows, title="kernel time by TensorFlow op type (each "
+                                 "kernel's tf_op, else the TensorFlow Ops line)")
+
+
+def _device_summary(run: KernelRun) -> dict[str, Any]:
+    """One device of a kernel trace in a row: its kernels (copies apart) and the class
+    that took the most time."""
+    kernels = [row for row in run.rows if not row.is_copy]
+    return {"device": run.device, "kernels": len(kernels),
+            "launches": sum(row.launches for row in kernels),
+            "copies": sum(row.launches for row in run.rows if row.is_copy),
+            "kernel_s_per_step": run.kernel_s / run.steps, "steps": run.steps,
+            "busiest_category": run.busiest_category()}
+
+
+def kernel_devices_document(runs: list[KernelRun]) -> dict[str, Any]:
+    """Every device of a trace without XLA ops: schema ``roofline/kernel-devices/1``, a
+    summary row per device, then each device's ``roofline/kernels/1`` document."""
+    busiest = max(runs, key=lambda run: run.kernel_s)
+    return {"schema": "roofline/kernel-devices/1", "run": runs[0].path,
+            "no_cost": KERNELS_NO_COST, "devices": [_device_summary(run) for run in runs],
+            "busiest": busiest.device, "tables": [kernel_document(run) for run in runs]}
+
+
+def kernel_devices_text(runs: list[KernelRun], top: int) -> str:
+    q = format_quantity
+    busiest = max(runs, key=lambda run: run.kernel_s).device
+    rows = []
+    for run in runs:
+        summary = _device_summary(run)
+        rows.append({"device": run.device + (" (busiest)" if run.device == busiest else ""),
+                     "kernels": summary["kernels"],
+                     "launches/step": f"{summary['launches'] / run.steps:.3g}",
+                     "copies/step": f"{summary['copies'] / run.steps:.3g}",
+                     "kernel time/step": q(summary["kernel_s_per_step"], Kind.TIME),
+                     "busiest class": summary["busiest_category"]})
+    head = (f"{runs[0].path}: {len(runs)} GPU planes with kernels (no XLA ops); "
+            f"NO COST: {KERNELS_NO_COST}")
+    tables = "\n\n".join(kernel_text(run, top) for run in runs)
+    return (head + "\n\n" + format_table(rows, title="per device: kernel time per step, "
+                                         "copies apart") + "\n\n" + tables)
 
 
 def copies_and_streams_document(run: KernelRun) -> dict[str, Any]:
