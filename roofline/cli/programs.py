@@ -15,6 +15,7 @@ from roofline.cli.common import (
     emit,
     save_plot,
 )
+from roofline.cli.nsight_compute import explain_ncu
 from roofline.cli.nsight_systems import explain_nsys
 from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
@@ -80,11 +81,14 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
+    from roofline.program.trace.nsight_compute import is_nsight_compute_report
     from roofline.program.trace.nsight_systems import is_nsys_input
     from roofline.render.annotate import write_annotated_trace
 
     if is_nsys_input(args.run_dir):
         return explain_nsys(args)
+    if is_nsight_compute_report(args.run_dir):
+        return explain_ncu(args)
     if args.device == "all" or args.host == "all":
         return _explain_devices(args)
     try:

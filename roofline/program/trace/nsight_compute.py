@@ -39,7 +39,7 @@ from pathlib import Path
 
 from roofline.errors import TraceError
 from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_head, read_input_text
-from roofline.program.trace.kernels import kernel_category
+from roofline.program.trace.kernel_names import kernel_category, short_kernel_name
 from roofline.units import profiler_unit
 
 TIME_METRIC = "gpu__time_duration.sum"
@@ -84,15 +84,9 @@ class NsightKernel:
     seconds: float
     flops: dict[str, float]
     bytes: dict[str, float]
-    missing: tuple[str, ...] = ()
-
-    @property
-    def short_name(self) -> str:
-        return self.name
-
-    @property
-    def category(self) -> str:
-        return kernel_category(self.name)
+    missing: tuple[str, ...]
+    short_name: str             # the name as people read it (kernel_names)
+    category: str               # the class its name says
 
     @property
     def total_flops(self) -> float | None:
@@ -222,7 +216,10 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
         raise TraceError(f"{path}: the report profiles kernels on several GPUs "
                          f"({', '.join(sorted(gpus))}); explain one GPU at a time: profile "
                          "with ncu --devices N")
-    kernels = tuple(_kernel(path, identity, metrics) for identity, metrics in per_kernel)
+    names = {identity.get("Kernel Name", "") for identity, _ in per_kernel}
+    readings = {name: (short_kernel_name(name), kernel_category(name)) for name in names}
+    kernels = tuple(_kernel(path, identity, metrics, readings)
+                    for identity, metrics in per_kernel)
     present = set().union(*(metrics for _, metrics in per_kernel))
     absent = tuple(sorted({name for kernel in kernels for name in kernel.missing}
                           - present))
@@ -350,7 +347,8 @@ def _number(path: Path, text: str, metric: str, kernel: str) -> float | None:
                          "ncu --csv") from None
 
 
-def _kernel(path: Path, identity: _Identity, metrics: _Metrics) -> NsightKernel:
+def _kernel(path: Path, identity: _Identity, metrics: _Metrics,
+            readings: dict[str, tuple[str, str]]) -> NsightKernel:
     kernel_id = identity.get("ID", "").strip()
     if not kernel_id.isdigit():
         raise TraceError(f"{path}: a kernel row has the ID {kernel_id!r}, not a whole "
@@ -375,10 +373,10 @@ def _kernel(path: Path, identity: _Identity, metrics: _Metrics) -> NsightKernel:
             missing.append(forms[0].metric)
         else:
             levels[level] = count
-    return NsightKernel(int(kernel_id), identity.get("Kernel Name", ""),
-                        identity.get("Stream", ""), identity.get("Grid Size", ""),
-                        identity.get("Block Size", ""), seconds, flops, levels,
-                        tuple(missing))
+    name = identity.get("Kernel Name", "")
+    return NsightKernel(int(kernel_id), name, identity.get("Stream", ""),
+                        identity.get("Grid Size", ""), identity.get("Block Size", ""),
+                        seconds, flops, levels, tuple(missing), *readings[name])
 
 
 def _counted(metrics: _Metrics, forms: Sequence[_Form], seconds: float) -> float | None:

@@ -31,6 +31,9 @@ class OpPoint:
     flop_per_s: float
     seconds: float
     measured: bool
+    # The memory level whose bytes ``intensity`` counts, on a hierarchical roofline (one
+    # point per op per level); "" for main memory alone.
+    level: str = ""
 
 
 def predicted_points(placement: ProgramPlacement) -> list[OpPoint]:

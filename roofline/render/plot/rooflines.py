@@ -223,6 +223,8 @@ def _draw_points(ax: Axes, points: Sequence[OpPoint], labels: _Labels) -> list[L
     handles = [Line2D([], [], color=c, marker="o", linestyle="", label=category)
                for category, c in colors.items()]
     kinds = [m for m in (True, False) if any(p.measured is m for p in points)]
+    # A whole program has one intensity per memory level: no star where points span levels.
+    one_level = len({p.level for p in points}) == 1
     for measured in kinds:
         subset = [p for p in points if p.measured is measured]
         total = sum(p.seconds for p in subset) or 1.0
@@ -232,17 +234,18 @@ def _draw_points(ax: Axes, points: Sequence[OpPoint], labels: _Labels) -> list[L
                    s=sizes, facecolors=edges if measured else "none", edgecolors=edges,
                    linewidths=1.0, alpha=0.75, zorder=3, gid="measured" if measured
                    else "predicted")
-        flops = sum(p.flops for p in subset)
-        traffic = sum(p.flops / p.intensity for p in subset)
-        star = (flops / traffic, flops / total / 1e12)
-        ax.scatter([star[0]], [star[1]], marker="*", s=_STAR_POINTS ** 2,
-                   facecolors=_star_color(measured), edgecolors="black", zorder=4,
-                   gid="program")
-        labels.keep_clear.append((star[0], star[1], _STAR_POINTS))
+        if one_level:
+            flops = sum(p.flops for p in subset)
+            traffic = sum(p.flops / p.intensity for p in subset)
+            star = (flops / traffic, flops / total / 1e12)
+            ax.scatter([star[0]], [star[1]], marker="*", s=_STAR_POINTS ** 2,
+                       facecolors=_star_color(measured), edgecolors="black", zorder=4,
+                       gid="program")
+            labels.keep_clear.append((star[0], star[1], _STAR_POINTS))
         handles.append(Line2D([], [], marker="o", linestyle="", color="gray",
                               markerfacecolor="gray" if measured else "none",
                               label="measured op" if measured else "predicted op"))
-    for measured in kinds:
+    for measured in kinds if one_level else ():
         handles.append(Line2D([], [], marker="*", linestyle="", color="black",
                               markerfacecolor=_star_color(measured), markersize=10,
                               label="whole program" + (f", {_kind(measured)}"
@@ -282,7 +285,9 @@ def _op_labels(ax: Axes, points: Sequence[OpPoint], label_top: int) -> list[Anno
     sit on top of each other share one label ("fusion.3 +2")."""
     named: dict[tuple[str, float, float], OpPoint] = {}
     for p in points:
-        key = (p.name, p.flops, p.intensity)   # one op, measured or predicted
+        # One op, measured or predicted; on a hierarchical roofline one kernel at every
+        # level, named once, at its first (DRAM) point.
+        key = (p.name, p.flops, p.seconds if p.level else p.intensity)
         if key not in named or (p.measured and not named[key].measured):
             named[key] = p
     top = sorted(named.values(), key=lambda p: -p.seconds)[:label_top]

@@ -1,0 +1,40 @@
+"""``roofline explain REPORT.csv``: an Nsight Compute report on a hierarchical roofline."""
+
+from __future__ import annotations
+
+import argparse
+
+from roofline.cli.common import emit, save_plot
+from roofline.errors import RooflineError
+
+
+def explain_ncu(args: argparse.Namespace) -> int:
+    """Each kernel of the report: time, GFLOP/s, intensity per level, bound, efficiency;
+    with --plot, its points on the levels' rooflines."""
+    from roofline.model.hierarchical import explain_nsight_compute
+    from roofline.render.nsight_compute import nsight_compute_rows, nsight_compute_text
+
+    path = args.run_dir
+    if args.annotate or args.html:
+        raise RooflineError(f"{path}: an Nsight Compute report has no timeline to annotate "
+                            "and no HTML report yet; drop --annotate and --html (--plot "
+                            "draws its kernels)")
+    if args.device is not None or args.host is not None:
+        raise RooflineError(f"{path}: an Nsight Compute report is read whole (one GPU); "
+                            "drop --device and --host")
+    result = explain_nsight_compute(path, args.hardware, hardware_dir=args.hardware_dir)
+    emit(args, text=nsight_compute_text(result, args.top), document=result.to_document(),
+         rows=nsight_compute_rows(result))
+    if args.plot:
+        plot_ncu(result, args.plot)
+    return 0
+
+
+def plot_ncu(result: object, out: str, label_top: int = 5) -> None:
+    """Draw ``result`` (a :class:`HierarchicalRoofline`) to ``out``."""
+    from roofline.render.plot.hierarchical import build_hierarchical_roofline
+
+    title = (f"{result.report.path}: kernels at each memory level on "  # type: ignore[attr-defined]
+             f"{result.hardware.label}")  # type: ignore[attr-defined]
+    save_plot(build_hierarchical_roofline(result, title,  # type: ignore[arg-type]
+                                          label_top=label_top), out)
