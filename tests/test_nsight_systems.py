@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +124,17 @@ def test_the_cli_explains_a_report_per_device_and_per_stream(report, capsys):
     assert [d["device"][:5] for d in doc["devices"]] == ["GPU 0", "GPU 1"]
     assert main(["explain", str(report), "--device", "3"]) == 2
     assert "no GPU 3 in this report; its GPUs are 0, 1" in capsys.readouterr().err
+
+
+def test_the_docs_show_what_the_command_prints(tmp_path, monkeypatch, capsys):
+    page = (Path(__file__).parent.parent / "docs" / "explain.md").read_text()
+    section = page.split("## Nsight Systems reports")[1].split("\n## ")[0]
+    excerpt = section.split("```")[3].strip("\n").splitlines()
+    monkeypatch.chdir(tmp_path)
+    nsys_export(Path("report.sqlite"))
+    assert main(["explain", "report.sqlite"]) == 0
+    printed = {line.rstrip() for line in capsys.readouterr().out.splitlines()}
+    assert [line for line in excerpt if line != "..." and line.rstrip() not in printed] == []
 
 
 def test_an_sqlite_file_is_told_by_its_header_not_its_name(report, tmp_path, capsys):

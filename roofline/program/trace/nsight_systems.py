@@ -231,20 +231,23 @@ def _require(path: Path, report: _Report, table: str, needed: tuple[str, ...]) -
     return columns
 
 
-def _name_expression(report: _Report, table: str, columns: set[str], alias: str
-                     ) -> tuple[str, str]:
-    """The SQL of a kernel's name and the join it needs: the first of NAME_COLUMNS the
-    table has, an id into StringIds (or, in a variant that stores it, the text itself)."""
-    column = next(name for name in NAME_COLUMNS if name in columns)
-    if "StringIds" not in report.tables:
-        return f'CAST({alias}."{column}" AS TEXT)', ""
-    return (f'COALESCE(s.value, CAST({alias}."{column}" AS TEXT))',
-            f'LEFT JOIN StringIds AS s ON s.id = {alias}."{column}"')
+def _strings(report: _Report, values: set[object]) -> dict[object, str]:
+    """Kernel names by the value of their name column: an id into StringIds, or (in a
+    variant that stores it there) the text itself; an id StringIds lacks stays a number."""
+    ids = sorted(value for value in values if isinstance(value, int))
+    names = {value: str(value) for value in values}
+    if "StringIds" in report.tables:
+        for start in range(0, len(ids), 500):   # within SQLite's limit of bound values
+            chunk = ids[start:start + 500]
+            names.update(report.db.execute(
+                f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk))
+    return names
 
 
-def _pid_expression(columns: set[str], alias: str) -> str:
+def _process(global_pid: int | None) -> int | None:
     # A serialized GlobalId holds the process id in bits 24 to 47 (the schema reference).
-    return f"({alias}.globalPid >> 24) & 16777215" if "globalPid" in columns else "NULL"
+    return None if global_pid is None else (global_pid >> 24) & 0xFFFFFF
 
 
 def _read_devices(path: Path, report: _Report) -> tuple[dict[int, _Device], dict[int, str]]:
@@ -254,15 +257,19 @@ def _read_devices(path: Path, report: _Report) -> tuple[dict[int, _Device], dict
         raise TraceError(f"{path}: table {KERNELS} has no kernel name column (one of "
                          f"{', '.join(NAME_COLUMNS)}): run '{EXPORT_COMMAND}'")
     _require(path, report, KERNELS, timing)
-    name, join = _name_expression(report, KERNELS, columns, "k")
+    # Grouped by the name's id, named after: a join per row would double the query's time.
+    column = next(name for name in NAME_COLUMNS if name in columns)
+    process = "globalPid" if "globalPid" in columns else "NULL"
+    kernels = _query(path, report, KERNELS,
+                     f'SELECT deviceId, {process}, streamId, "{column}", COUNT(*), '
+                     f'SUM("end" - start), MIN("end" - start), MAX("end" - start) '
+                     f"FROM {KERNELS} GROUP BY 1, 2, 3, 4")
+    names = _strings(report, {row[3] for row in kernels})
     groups: list[tuple[int, int | None, int, str, int, float, int | None]] = []
-    for device, pid, stream, kernel, count, total, low, high in _query(
-            path, report, KERNELS,
-            f"SELECT k.deviceId, {_pid_expression(columns, 'k')}, k.streamId, {name}, "
-            f'COUNT(*), SUM(k."end" - k.start), MIN(k."end" - k.start), '
-            f'MAX(k."end" - k.start) FROM {KERNELS} AS k {join} GROUP BY 1, 2, 3, 4'):
-        _check_span(path, KERNELS, kernel, low, high)
-        groups.append((device, pid, stream, kernel, count, total * 1e-9, None))
+    for device, global_pid, stream, name, count, total, low, high in kernels:
+        _check_span(path, KERNELS, names[name], low, high)
+        groups.append((device, _process(global_pid), stream, names[name], count,
+                       total * 1e-9, None))
     if not groups:
         raise TraceError(f"{path}: the {KERNELS} table is empty: no kernel ran while "
                          "the report was recorded")
@@ -272,14 +279,16 @@ def _read_devices(path: Path, report: _Report) -> tuple[dict[int, _Device], dict
         copy_columns = _require(path, report, table, (*timing, "bytes")
                                 + ((kind,) if kind else ()))
         kinds = _memcpy_kinds(report) if kind else {}
-        for device, pid, stream, code, count, total, moved, low, high in _query(
+        process = "globalPid" if "globalPid" in copy_columns else "NULL"
+        for device, global_pid, stream, code, count, total, moved, low, high in _query(
                 path, report, table,
-                f"SELECT deviceId, {_pid_expression(copy_columns, table)}, streamId, "
+                f"SELECT deviceId, {process}, streamId, "
                 f'{kind or "NULL"}, COUNT(*), SUM("end" - start), SUM(bytes), '
                 f'MIN("end" - start), MAX("end" - start) FROM {table} GROUP BY 1, 2, 3, 4'):
             label = (f"memcpy {kinds.get(code, f'kind {code}')}" if kind else "memset")
             _check_span(path, table, label, low, high)
-            groups.append((device, pid, stream, label, count, total * 1e-9, moved))
+            groups.append((device, _process(global_pid), stream, label, count,
+                           total * 1e-9, moved))
     numbers, labels = _device_numbers(report, {(d, pid) for d, pid, *_ in groups})
     devices: dict[int, _Device] = defaultdict(_Device)
     for device_id, pid, stream, label, count, seconds, moved in groups:
