@@ -6,9 +6,12 @@ import argparse
 
 from roofline.cli.common import emit
 from roofline.errors import RooflineError
-from roofline.render.runs import kernel_document, kernel_text
-
-KERNELS_DEVICES_SCHEMA = "roofline/kernels-devices/1"
+from roofline.render.runs import (
+    kernel_devices_document,
+    kernel_devices_text,
+    kernel_document,
+    kernel_text,
+)
 
 
 def explain_nsys(args: argparse.Namespace) -> int:
@@ -29,8 +32,6 @@ def explain_nsys(args: argparse.Namespace) -> int:
         emit(args, text=kernel_text(run, args.top), document=doc, rows=doc["kernels"])
         return 0
     runs = list(read_nsys_devices(path).values())
-    docs = [kernel_document(run) for run in runs]
-    emit(args, text="\n\n".join(kernel_text(run, args.top) for run in runs),
-         document={"schema": KERNELS_DEVICES_SCHEMA, "run": str(path), "devices": docs},
-         rows=[{"device": doc["device"], **row} for doc in docs for row in doc["kernels"]])
+    doc = kernel_devices_document(runs)
+    emit(args, text=kernel_devices_text(runs, args.top), document=doc, rows=doc["summary"])
     return 0

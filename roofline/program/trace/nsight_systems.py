@@ -50,7 +50,7 @@ from roofline.program.trace.reader import MAX_OP_SECONDS
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 NSYS_SUFFIXES = (".nsys-rep", ".qdrep")        # the report itself, .qdrep before 2021.3
-SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 EXPORT_COMMAND = "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep"
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -116,19 +116,14 @@ def read_nsys(path: str | Path, device: int | None = None) -> KernelRun:
                              f"{', '.join(map(str, runs))} (pass --device with one of "
                              "them, or all)")
         return runs[device]
-    number = max(runs, key=lambda n: (kernel_seconds(runs[n]), -n))
+    number = max(runs, key=lambda n: (runs[n].kernel_s, -n))
     busiest = runs[number]
     if len(runs) == 1:
         return busiest
-    each = ", ".join(f"GPU {n} {kernel_seconds(run) * 1e3:.4g} ms" for n, run in runs.items())
+    each = ", ".join(f"GPU {n} {run.kernel_s * 1e3:.4g} ms" for n, run in runs.items())
     note = (f"GPU {number} shown: the GPU with the most kernel time of {len(runs)} ({each}); "
             "--device N picks another, --device all shows each")
     return replace(busiest, notes=(note, *busiest.notes))
-
-
-def kernel_seconds(run: KernelRun) -> float:
-    """The time of a run's kernels, its copies left out."""
-    return sum(row.total_s for row in run.rows if row.bytes is None)
 
 
 def _run(path: Path, label: str, device: _Device, steps: int, steps_from: str,
