@@ -195,10 +195,12 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
     """Read the CSV ncu printed (``--csv``, raw page or one row per metric)."""
     path = Path(path)
     text = read_input_text(path, NSIGHT_COMPUTE_REPORT).lstrip("\ufeff")
-    lines = [line for line in text.splitlines() if not line.startswith("==")]
-    start = next((i for i, line in enumerate(lines) if _is_header(line)), None)
+    # (line number in the file, line), without ncu's own log lines
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1)
+             if not line.startswith("==")]
+    start = next((i for i, (_, line) in enumerate(lines) if _is_header(line)), None)
     if start is None:
-        first = next((line for line in lines if line.strip()), "")
+        first = next((line for _, line in lines if line.strip()), "")
         raise TraceError(
             f"{path}: not an Nsight Compute report: no header row starting with \"ID\" and "
             f"naming \"Kernel Name\" (its first line is {first[:80]!r}); "
@@ -208,7 +210,7 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
     if all(column in header for column in _LONG_COLUMNS):
         layout, per_kernel, gpus = "long", *_read_long(path, header, rows)
     else:
-        layout, per_kernel, gpus = "raw", *_read_raw(path, header, rows, start)
+        layout, per_kernel, gpus = "raw", *_read_raw(path, header, rows, lines[start][0])
     if not per_kernel:
         raise TraceError(f"{path}: the Nsight Compute report has no kernel rows: profile "
                          "at least one kernel launch")
@@ -228,9 +230,13 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
                         byte_peaks, absent)
 
 
-def _rows(path: Path, lines: list[str], start: int) -> Iterator[list[str]]:
+def _rows(path: Path, lines: list[tuple[int, str]], start: int) -> Iterator[list[str]]:
     """The CSV rows from the header on, refusing a row cut short (a truncated file)."""
-    reader = csv.reader(lines[start:], strict=True)
+    reader = csv.reader((line for _, line in lines[start:]), strict=True)
+
+    def line() -> int:
+        return lines[min(start + reader.line_num, len(lines)) - 1][0]
+
     width = None
     try:
         for row in reader:
@@ -240,12 +246,12 @@ def _rows(path: Path, lines: list[str], start: int) -> Iterator[list[str]]:
                 width = len(row)
             elif len(row) != width:
                 raise TraceError(
-                    f"{path}: row {reader.line_num} has {len(row)} columns, the header "
+                    f"{path}: line {line()} has {len(row)} columns, the header "
                     f"{width}: the report is truncated or damaged; export it again "
                     "(ncu --import REPORT.ncu-rep --csv --page raw > REPORT.csv)")
             yield row
     except csv.Error as exc:
-        raise TraceError(f"{path}: row {reader.line_num} is not a whole CSV row ({exc}): the "
+        raise TraceError(f"{path}: line {line()} is not a whole CSV row ({exc}): the "
                          "report is truncated or damaged; export it again (ncu --import "
                          "REPORT.ncu-rep --csv --page raw > REPORT.csv)") from None
 
@@ -254,12 +260,12 @@ _Identity = dict[str, str]
 _Metrics = dict[str, float]
 
 
-def _read_raw(path: Path, header: list[str], rows: Iterator[list[str]], start: int
+def _read_raw(path: Path, header: list[str], rows: Iterator[list[str]], header_line: int
               ) -> tuple[list[tuple[_Identity, _Metrics]], set[str]]:
     units = next(rows, None)
     if units is None or units[0].strip():
         raise TraceError(f"{path}: the raw page has no row of units under its header (line "
-                         f"{start + 2}): export it again with ncu --csv --page raw, which "
+                         f"{header_line + 1}): export it again with ncu --csv --page raw, which "
                          "writes one")
     identity = {name: i for i, name in enumerate(header) if name in _IDENTITY}
     columns = [(name, i, _unit_factor(path, name, units[i]))

@@ -1,0 +1,241 @@
+"""Nsight Compute CSV reports read into kernels with FLOPs and bytes per level, and placed
+on a hierarchical roofline (fixtures in tests/data/nsight/, built from ncu's documented
+CSV layouts: see tests/data/nsight/SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roofline.cli import main
+from roofline.errors import TraceError
+from roofline.hardware.library import load_hardware
+from roofline.model.hierarchical import explain_nsight_compute, place_report
+from roofline.program.trace.nsight_compute import is_nsight_compute_report, read_nsight_compute
+from roofline.units import profiler_unit
+
+DATA = Path(__file__).parent / "data" / "nsight"
+RAW = DATA / "h100_raw.csv"       # NVIDIA H100 80GB HBM3, raw page, 4 kernels
+LONG = DATA / "v100_long.csv"     # older ncu, one row per metric, no GPU name, 2 kernels
+US = 1e-6
+
+
+@pytest.mark.parametrize("unit, expected", [
+    ("Kbyte", ("byte", 1e3)), ("Mbyte", ("byte", 1e6)), ("usecond", ("second", 1e-6)),
+    ("msecond", ("second", 1e-3)), ("Gbyte/second", ("byte/second", 1e9)),
+    ("cycle/nsecond", ("cycle/second", 1e9)), ("Ghz", ("cycle/second", 1e9)),
+    ("inst", ("inst", 1.0)), ("", ("", 1.0)), ("inst/cycle", ("inst/cycle", 1.0)),
+    ("furlong", None), ("byte/fortnight", None)])
+def test_ncu_units_are_read_into_si(unit, expected):
+    # ncu scales byte units by 1000 (Kbyte = 1,000 bytes), not 1024.
+    assert profiler_unit(unit) == expected
+
+
+def test_the_raw_page_gives_each_kernel_its_time_flops_and_bytes_per_level():
+    report = read_nsight_compute(RAW)
+    assert (report.layout, report.gpu, report.absent) == ("raw", "NVIDIA H100 80GB HBM3", ())
+    copy, gemm, gelu, reduce_ = report.kernels
+    assert (copy.id, copy.category, copy.short_name) == (0, "copy", "copy_kernel<float>")
+    # 100.00 usecond; DRAM "300.00" Mbyte, L2 "300,000,000" byte, L1 "0.30" Gbyte: 300 MB
+    # at every level; every instruction counter 0: a copy, 0 FLOPs in each precision.
+    assert copy.seconds == pytest.approx(100 * US)
+    assert copy.bytes == pytest.approx({"DRAM": 300e6, "L2": 300e6, "L1": 300e6})
+    assert copy.total_flops == 0 and set(copy.flops) == {"fp64", "fp32", "fp16", "tensor"}
+    # The GEMM: 268,435,456 tensor-pipe instructions x 512 = 2 x 4096^3 = 137,438,953,472
+    # FLOPs (a 4096^3 fp16 matrix product), plus 16,777,216 fp32 FMULs (1 FLOP each).
+    assert gemm.category == "matmul" and gemm.grid == "(132, 1, 1)"
+    assert gemm.flops["tensor"] == 2 * 4096 ** 3
+    assert gemm.total_flops == 2 * 4096 ** 3 + 16_777_216
+    # GELU: fadd 67,108,864 + fmul 67,108,864 + 2 x ffma 134,217,728 = 402,653,184 FLOPs.
+    assert gelu.flops["fp32"] == 402_653_184 and gelu.category == "elementwise"
+    assert reduce_.flops["fp16"] == 1_048_576 and reduce_.bytes["L1"] == 0
+
+
+def test_the_report_peaks_are_its_per_cycle_peaks_times_the_clocks():
+    report = read_nsight_compute(RAW)
+    # fp32: 16,896 FFMA/cycle x 2 FLOPs x 1.755 GHz = 59.30496 TFLOP/s; tensor: 1,056
+    # inst/cycle x 512 x 1.755 GHz = 948.87936 TFLOP/s; DRAM: 1,280 B/cycle x 2.6 GHz =
+    # 3.328 TB/s; L2: 3,200 B/cycle x 1.875 GHz = 6 TB/s.
+    assert report.peak_flop_per_s["fp32"] == pytest.approx(59.30496e12)
+    assert report.peak_flop_per_s["tensor"] == pytest.approx(948.87936e12)
+    assert report.peak_bytes_per_s == pytest.approx(
+        {"DRAM": 3.328e12, "L2": 6e12, "L1": 16_896 * 1.755e9})
+
+
+def test_the_long_layout_reads_rates_and_reports_what_is_missing():
+    report = read_nsight_compute(LONG)
+    assert (report.layout, report.gpu) == ("long", None)
+    copy, sgemm = report.kernels
+    # Duration "2,048.00" usecond. FFMA 4,096 per cycle x 1.024 GHz x 2.048 ms = 2^33
+    # FMAs, FMUL 2 per cycle = 4,194,304: 2 x 2^33 + 4,194,304 = 17,184,063,488 FLOPs.
+    assert sgemm.seconds == pytest.approx(2048 * US)
+    assert sgemm.flops["fp32"] == pytest.approx(17_184_063_488)
+    # DRAM as a rate: 50 GB/s x 2.048 ms = 102.4 MB; L2 "1.50" Gbyte.
+    assert sgemm.bytes == pytest.approx({"DRAM": 102.4e6, "L2": 1.5e9})
+    assert copy.bytes == pytest.approx({"DRAM": 800e6, "L2": 800e6})
+    # No L1 bytes and no half-precision counters: left out, never zero, and named.
+    assert "L1" not in sgemm.bytes and "fp16" not in sgemm.flops
+    assert "l1tex__t_bytes.sum" in report.absent
+    assert "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum" in report.absent
+
+
+def test_kernels_are_placed_per_level_and_bound_by_the_slowest():
+    result = explain_nsight_compute(RAW)
+    assert result.hardware.id == "h100-sxm"
+    placed = {p.kernel.id: p for p in result.kernels}
+    assert [p.kernel.id for p in result.kernels] == [1, 0, 2, 3]    # most time first
+    gemm = placed[1]
+    # GEMM, 137,455,730,688 FLOPs in 200 us, mostly tensor: the fp16 matrix roof, 989.4
+    # TFLOP/s: 138.93 us. DRAM 120 MB: intensity 1,145.46, 35.82 us at 3.35 TB/s; L2
+    # 800 MB: 171.82, 133.33 us at the report's 6 TB/s (the spec has no L2 bandwidth);
+    # L1 2 GB: 68.73, 59.78 us at 253.44 GB/s x 132 SMs = 33.454 TB/s. Compute is the
+    # slowest: compute-bound, 138.93 / 200 = 69.5% efficient, 687.3 TFLOP/s achieved.
+    flops = 2 * 4096 ** 3 + 16_777_216
+    assert (gemm.precision, gemm.bound) == ("tensor", "compute")
+    assert gemm.compute_s == pytest.approx(flops / 989.4e12)
+    assert gemm.point("DRAM").intensity == pytest.approx(flops / 120e6)
+    assert gemm.point("L2").seconds == pytest.approx(800e6 / 6e12)
+    assert gemm.point("L1").seconds == pytest.approx(2e9 / 33.45408e12)
+    assert gemm.efficiency == pytest.approx(flops / 989.4e12 / 200e-6)
+    assert gemm.achieved_flop_per_s == pytest.approx(flops / 200e-6)
+    copy = placed[0]
+    # The copy: no FLOPs, no intensity, still classified: DRAM 300 MB at 3.35 TB/s is
+    # 89.55 us, L2 50 us, L1 8.97 us: DRAM-bound, 89.55 / 100 = 89.6%.
+    assert copy.precision is None and copy.point("DRAM").intensity is None
+    assert (copy.bound, copy.efficiency) == ("DRAM", pytest.approx(300e6 / 3.35e12 / 1e-4))
+    gelu = placed[2]
+    # GELU: 402,653,184 FLOPs; DRAM 134.22 MB: intensity 3.0, 40.07 us; compute at the
+    # fp32 vector roof, 66.9 TFLOP/s: 6.02 us. DRAM-bound, 40.07 / 50 = 80.1%.
+    assert (gelu.precision, gelu.bound) == ("fp32", "DRAM")
+    assert gelu.point("DRAM").intensity == pytest.approx(402_653_184 / 134.22e6)
+    assert gelu.efficiency == pytest.approx(134.22e6 / 3.35e12 / 50e-6)
+    # The fp16 reduction moved no L1 bytes: no L1 intensity, and no time there.
+    assert placed[3].point("L1").intensity is None and placed[3].bound == "DRAM"
+
+
+def test_the_spec_level_the_report_supplies_is_said_and_drawn():
+    result = explain_nsight_compute(RAW)
+    l2 = next(roof for roof in result.roofs if roof.level == "L2")
+    assert (l2.source, l2.bytes_per_s) == ("report", pytest.approx(6e12))
+    assert any("no L2 bandwidth" in note for note in result.notes)
+    assert result.hardware.level("L2").bytes_per_s == pytest.approx(6e12)
+
+
+def test_report_peaks_set_against_the_spec():
+    facts = {f.fact: f for f in explain_nsight_compute(RAW).facts}
+    # ncu locks the clocks to base: fp32 59.30 TFLOP/s against 66.9 (0.886x) differs by
+    # more than 10%; DRAM 3.328 against 3.35 TB/s (0.993x) and the tensor peak, 948.9
+    # against 989.4 TFLOP/s (0.959x), do not.
+    assert facts["fp32_flop_per_s"].differs
+    assert facts["fp32_flop_per_s"].ratio == pytest.approx(59.30496 / 66.9)
+    assert not facts["dram_bytes_per_s"].differs and not facts["tensor_flop_per_s"].differs
+    assert facts["l2_bytes_per_s"].spec is None       # the report's own roof: nothing to compare
+
+
+def test_the_long_layout_needs_hardware_and_places_on_it():
+    result = place_report(read_nsight_compute(LONG), load_hardware("v100-sxm2"))
+    sgemm = next(p for p in result.kernels if p.kernel.id == 1)
+    # 17,184,063,488 FLOPs at the V100's fp32 15.7 TFLOP/s: 1,094.5 us, over DRAM 102.4 MB
+    # at 900 GB/s (113.8 us, intensity 167.8) and L2 1.5 GB at 3.13 TB/s (479.2 us,
+    # intensity 11.46): compute-bound, 1,094.5 / 2,048 = 53.4%. No L1 point: no bytes.
+    assert sgemm.bound == "compute"
+    assert sgemm.efficiency == pytest.approx(17_184_063_488 / 15.7e12 / 2.048e-3)
+    assert sgemm.point("L2").intensity == pytest.approx(17_184_063_488 / 1.5e9)
+    assert sgemm.point("L1") is None
+    copy = next(p for p in result.kernels if p.kernel.id == 0)
+    assert copy.bound == "DRAM" and copy.efficiency == pytest.approx(800e6 / 900e9 / 1e-3)
+
+
+def test_the_cli_explains_a_report_as_text_and_json(capsys):
+    assert main(["explain", str(RAW)]) == 0
+    out = capsys.readouterr().out
+    assert "Nsight Compute report (raw page), 4 kernels" in out
+    assert "L2 6 TB/s [report]" in out
+    gemm_line = next(line for line in out.splitlines() if line.startswith(" 1  sm90_xmma"))
+    assert "tensor" in gemm_line and "compute" in gemm_line and "69%" in gemm_line
+    assert main(["explain", str(LONG), "--hardware", "v100-sxm2", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "roofline/nsight-compute/1" and doc["hardware"] == "v100-sxm2:device"
+    sgemm = next(k for k in doc["kernels"] if k["id"] == 1)
+    assert sgemm["bound"] == "compute" and "L1" not in sgemm["levels"]
+    assert "l1tex__t_bytes.sum" in sgemm["missing"]
+
+
+def test_a_report_is_told_by_its_header_not_its_name(tmp_path, capsys):
+    renamed = tmp_path / "ncu_output.log"
+    renamed.write_bytes(RAW.read_bytes())
+    assert is_nsight_compute_report(renamed)
+    assert main(["explain", str(renamed), "--top", "1"]) == 0
+    assert "top 1 of 4 kernels" in capsys.readouterr().out
+
+
+def test_the_plot_draws_every_level(tmp_path, capsys):
+    out = tmp_path / "levels.png"
+    assert main(["explain", str(RAW), "--plot", str(out), "--format", "json"]) == 0
+    assert out.stat().st_size > 10_000
+    assert f"wrote {out}" in capsys.readouterr().err
+
+
+def _cut(tmp_path: Path) -> Path:
+    text = RAW.read_text()
+    path = tmp_path / "cut.csv"
+    path.write_text(text[:text.rindex('"3","4242"') + 60])     # inside the last row
+    return path
+
+
+def _foreign_gpu(tmp_path: Path) -> Path:
+    path = tmp_path / "rtx.csv"
+    path.write_text(RAW.read_text().replace("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"))
+    return path
+
+
+def _not_ncu(tmp_path: Path) -> Path:
+    path = tmp_path / "ops.csv"
+    path.write_text("kind,shapes,dtype,time\nmatmul,1024x1024x1024,bf16,1 ms\n")
+    return path
+
+
+def _wrong_unit(tmp_path: Path) -> Path:
+    text = RAW.read_text()
+    header, units, *rest = text.split("\n")[6:]
+    path = tmp_path / "unit.csv"
+    # dram__bytes.sum in "nsecond": a time where a byte count belongs.
+    path.write_text("\n".join([header, units.replace('"Mbyte"', '"nsecond"', 1), *rest]))
+    return path
+
+
+def _no_time(tmp_path: Path) -> Path:
+    path = tmp_path / "no_time.csv"
+    path.write_text(LONG.read_text().replace('"Duration"', '"Elapsed Cycles"'))
+    return path
+
+
+@pytest.mark.parametrize("make, message", [
+    (_cut, "the report is truncated or damaged; export it again"),
+    (_foreign_gpu, "its GPU, 'NVIDIA GeForce RTX 4090', has no spec in the library. Give "
+                   "the spec to place them on with --hardware ID"),
+    (_not_ncu, "not an Nsight Compute report: no header row"),
+    (_wrong_unit, "metric dram__bytes.sum is in 'nsecond', a unit of second; it is written "
+                  "in 'byte'"),
+    (_no_time, "kernel 0 has no gpu__time_duration.sum"),
+])
+def test_bad_reports_are_refused_with_exit_2(tmp_path, capsys, make, message):
+    path = make(tmp_path)
+    args = ["explain", str(path)] + (["--hardware", "v100-sxm2"] if make is _no_time else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err and "Traceback" not in err
+
+
+def test_a_report_without_its_gpu_name_asks_for_hardware(capsys):
+    assert main(["explain", str(LONG)]) == 2
+    assert "it does not name its GPU" in capsys.readouterr().err
+
+
+def test_a_cut_report_is_a_trace_error(tmp_path):
+    # The file's line 12: six ncu log lines, the header, the units, kernels 0 to 2, then
+    # kernel 3 cut inside its grid size.
+    with pytest.raises(TraceError, match="line 12 is not a whole CSV row"):
+        read_nsight_compute(_cut(tmp_path))
