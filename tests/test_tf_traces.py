@@ -93,10 +93,12 @@ def test_the_busiest_device_is_read_by_default(trace, capsys):
     run = read_kernels(trace)
     assert run.device == "/device:GPU:4" and run.steps == 2
     assert run.kernel_s == pytest.approx(21.4e-6)
-    assert run.notes[0].startswith("device /device:GPU:4: the most kernel time of the 3 GPU "
-                                   "planes with kernels") and "next /device:GPU:5" in run.notes[0]
+    assert run.notes[0] == (
+        "/device:GPU:4 shown: the GPU with the most kernel time of 3 (/device:GPU:1 0 ns, "
+        "/device:GPU:4 21.4 us, /device:GPU:5 2 us; copies apart); --device N picks another, "
+        "--device all shows each")
     assert main(["explain", str(trace)]) == 0
-    assert "device /device:GPU:4: the most kernel time" in capsys.readouterr().out
+    assert run.notes[0] in capsys.readouterr().out
     # --device still picks any plane: GPU:1's table is its copies.
     assert [row.name for row in read_kernels(trace, 1).rows] == ["MemcpyH2D"]
 
@@ -148,8 +150,8 @@ def test_every_device_side_by_side(trace, capsys):
 
     assert main(["explain", str(trace), "--device", "all", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "roofline/kernel-devices/1" and doc["busiest"] == "/device:GPU:4"
-    devices = {row["device"]: row for row in doc["devices"]}
+    assert doc["schema"] == "roofline/kernels-devices/1" and doc["busiest"] == "/device:GPU:4"
+    devices = {row["device"]: row for row in doc["summary"]}
     assert list(devices) == ["/device:GPU:1", "/device:GPU:4", "/device:GPU:5"]
     assert (devices["/device:GPU:1"]["kernels"], devices["/device:GPU:1"]["copies"]) == (0, 19)
     assert devices["/device:GPU:1"]["busiest_category"] == "copy"
@@ -158,7 +160,7 @@ def test_every_device_side_by_side(trace, capsys):
     assert (gpu4["kernels"], gpu4["launches"], gpu4["copies"]) == (7, 26, 2)
     assert gpu4["kernel_s_per_step"] == pytest.approx(10.7e-6)
     assert gpu4["busiest_category"] == "matmul"
-    assert [t["device"] for t in doc["tables"]] == list(devices)
+    assert [table["device"] for table in doc["devices"]] == list(devices)
     assert main(["explain", str(trace), "--device", "all"]) == 0
     text = capsys.readouterr().out
-    assert "3 GPU planes with kernels" in text and "/device:GPU:4 (busiest)" in text
+    assert "3 GPUs with kernels" in text and "/device:GPU:4 (busiest)" in text

@@ -162,7 +162,7 @@ def _explain_kernel_devices(args: argparse.Namespace, why: Exception) -> int:
     runs = read_kernel_devices(args.run_dir, args.host)
     doc = kernel_devices_document(runs)
     print(f"roofline: {why}", file=sys.stderr)
-    emit(args, text=kernel_devices_text(runs, args.top), document=doc, rows=doc["devices"])
+    emit(args, text=kernel_devices_text(runs, args.top), document=doc, rows=doc["summary"])
     return 0
 
 

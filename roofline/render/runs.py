@@ -144,12 +144,12 @@ def _device_summary(run: KernelRun) -> dict[str, Any]:
 
 
 def kernel_devices_document(runs: list[KernelRun]) -> dict[str, Any]:
-    """Every device of a trace without XLA ops: schema ``roofline/kernel-devices/1``, a
-    summary row per device, then each device's ``roofline/kernels/1`` document."""
+    """Every device of a trace without XLA ops: schema ``roofline/kernels-devices/1``,
+    each device's ``roofline/kernels/1`` document and a summary row per device."""
     busiest = max(runs, key=lambda run: run.kernel_s)
-    return {"schema": "roofline/kernel-devices/1", "run": runs[0].path,
-            "no_cost": KERNELS_NO_COST, "devices": [_device_summary(run) for run in runs],
-            "busiest": busiest.device, "tables": [kernel_document(run) for run in runs]}
+    return {"schema": "roofline/kernels-devices/1", "run": runs[0].path,
+            "no_cost": KERNELS_NO_COST, "summary": [_device_summary(run) for run in runs],
+            "busiest": busiest.device, "devices": [kernel_document(run) for run in runs]}
 
 
 def kernel_devices_text(runs: list[KernelRun], top: int) -> str:
@@ -164,8 +164,7 @@ def kernel_devices_text(runs: list[KernelRun], top: int) -> str:
                      "copies/step": f"{summary['copies'] / run.steps:.3g}",
                      "kernel time/step": q(summary["kernel_s_per_step"], Kind.TIME),
                      "busiest class": summary["busiest_category"]})
-    head = (f"{runs[0].path}: {len(runs)} GPU planes with kernels (no XLA ops); "
-            f"NO COST: {KERNELS_NO_COST}")
+    head = f"{runs[0].path}: {len(runs)} GPUs with kernels (no XLA ops)"
     tables = "\n\n".join(kernel_text(run, top) for run in runs)
     return (head + "\n\n" + format_table(rows, title="per device: kernel time per step, "
                                          "copies apart") + "\n\n" + tables)

@@ -140,12 +140,10 @@ def read_kernels(path: str | Path, device: int | None = None, host: str | None =
     if device is not None or len(runs) == 1:
         return runs[0]
     busiest = max(runs, key=lambda run: (run.kernel_s, run.total_s))
-    others = sorted((run for run in runs if run is not busiest), key=lambda run: -run.kernel_s)
-    q = format_quantity
-    note = (f"device {busiest.device}: the most kernel time of the {len(runs)} GPU planes "
-            f"with kernels ({q(busiest.kernel_s, Kind.TIME)}; next {others[0].device} with "
-            f"{q(others[0].kernel_s, Kind.TIME)}); --device N picks another, --device all "
-            "shows each")
+    times = ", ".join(f"{run.device} {format_quantity(run.kernel_s, Kind.TIME)}"
+                      for run in runs)
+    note = (f"{busiest.device} shown: the GPU with the most kernel time of {len(runs)} "
+            f"({times}; copies apart); --device N picks another, --device all shows each")
     return replace(busiest, notes=(note, *busiest.notes))
 
 
