@@ -164,3 +164,18 @@ def test_every_device_side_by_side(trace, capsys):
     assert main(["explain", str(trace), "--device", "all"]) == 0
     text = capsys.readouterr().out
     assert "3 GPUs with kernels" in text and "/device:GPU:4 (busiest)" in text
+
+
+def test_every_host_of_a_session_side_by_side(tmp_path, capsys):
+    from roofline.cli import main
+
+    # Two hosts of one session, each the BERT trace: 2 x 3 GPUs, named by host.
+    session = tmp_path / "plugins" / "profile" / "2026_11_27_10_00_00"
+    session.mkdir(parents=True)
+    for host in ("worker0", "worker1"):
+        bert_trace(session / f"{host}.xplane.pb")
+    assert main(["explain", str(tmp_path), "--host", "all", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [row["device"] for row in doc["summary"]] == [
+        f"{host}:/device:GPU:{n}" for host in ("worker0", "worker1") for n in (1, 4, 5)]
+    assert doc["busiest"] == "worker0:/device:GPU:4"
