@@ -261,20 +261,7 @@ def main() -> None:
         print(prediction.comparison.basis)
         print(repeatability(args.out, "one-core-f32"))
         print(repeatability(args.out, condition))
-    _gpu_ground_truth()
-
-
-def _gpu_ground_truth() -> None:
-    """The same errors on the GPUs measured so far (benchmarks/gpu_accuracy.py, from the
-    committed measurements/gpu/), beside the host's."""
-    from gpu_accuracy import ROOT
-    from gpu_accuracy import report as gpu_report
-
-    results = gpu_report(ROOT / "measurements" / "gpu")
-    if not results:
-        print("\n== GPUs: no committed GPU measurements yet (benchmarks/gpu_ground_truth.py)")
-    for errors in results:
-        errors.print()
+    print("\n== GPUs: benchmarks/gpu_accuracy.py replays the committed measurements/gpu/")
 
 
 if __name__ == "__main__":

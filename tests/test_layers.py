@@ -73,3 +73,34 @@ def test_the_package_root_holds_only_the_foundation_and_the_public_api() -> None
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert top == ["__init__", "__main__", "api", "errors", "input_files", "limits", "outputs",
                    "progress", "units"]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the package and of benchmarks/ -> the modules it imports, anywhere in
+    its body (inside functions and under TYPE_CHECKING too). A package and its own
+    submodules are left out: a package's __init__ gathers what its modules define."""
+    benchmarks = PACKAGE.parent / "benchmarks"
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    files |= {f"benchmarks.{p.stem}": p for p in benchmarks.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        if module.startswith("benchmarks."):   # benchmarks import each other by file name
+            found |= {f"benchmarks.{name}" for name in found}
+        graph[module] = {t for t in found if t in files and t != module
+                         and not t.startswith(module + ".") and not module.startswith(t + ".")}
+    return graph
+
+
+def test_no_two_modules_import_each_other_round_a_circle() -> None:
+    # A circle (a -> b -> a, even through TYPE_CHECKING or a function's import) means
+    # neither module can be read, tested or replaced without the other.
+    import networkx
+
+    graph = networkx.DiGraph([(m, t) for m, targets in _module_graph().items() for t in targets])
+    assert [sorted(c) for c in networkx.simple_cycles(graph)] == []

@@ -44,6 +44,7 @@ from roofline.model.placement import (
     class_text,
 )
 from roofline.model.xprof_comparison import (
+    ComparedOp,
     DeviceFact,
     XprofComparison,
     device_facts,
@@ -262,7 +263,17 @@ class Explanation:
 
     def xprof_comparison(self) -> XprofComparison:
         """Our costs against xprof's own, where the trace carries them."""
-        return xprof_comparison(self)
+        both = []
+        for op in self.ops:
+            theirs = self.loaded.xprof_for(op.measured)
+            if theirs is None or not theirs.occurrences or op.cost is None \
+                    or op.measured.is_async:
+                continue
+            predicted = class_text(op.placement.bound) if op.placement else None
+            both.append(ComparedOp(f"{op.measured.module}/{op.measured.name}", op.cost,
+                                   predicted, theirs))
+        return xprof_comparison(both, self.run.platform == "gpu",
+                                any(fact.differs for fact in self.device_facts()))
 
     def to_document(self) -> dict[str, Any]:
         """As JSON (schema ``roofline/explanation/1``), compared with xprof's costs."""

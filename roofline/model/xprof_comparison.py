@@ -5,15 +5,14 @@ the trace records of its device, and our per-op costs against xprof's own
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roofline.hardware.records import ExecutionUnit
-from roofline.model.placement import class_text
+from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
-
-if TYPE_CHECKING:
-    from roofline.model.explain import Explanation
+from roofline.program.trace.xprof_stats import XprofOp
 
 DEVICE_FACT_TOLERANCE = 0.10
 
@@ -103,19 +102,26 @@ class XprofComparison:
                 "differences": [dataclasses.asdict(d) for d in self.differences]}
 
 
-def xprof_comparison(explanation: Explanation, rel: float = XPROF_TOLERANCE
-                     ) -> XprofComparison:
+@dataclass(frozen=True)
+class ComparedOp:
+    """An op both sides cost: our cost and predicted bound class, and xprof's row."""
+
+    name: str                       # module/op
+    cost: OpCost
+    predicted_bound: str | None     # our class text; None where the op was not placed
+    xprof: XprofOp
+
+
+def xprof_comparison(ops: Iterable[ComparedOp], gpu: bool, facts_differ: bool,
+                     rel: float = XPROF_TOLERANCE) -> XprofComparison:
     """Our FLOPs and bytes against xprof's hlo_stats, op by op: how many agree within
-    ``rel``, and every difference with its reason."""
-    facts_differ = any(fact.differs for fact in explanation.device_facts())
-    gpu = explanation.run.platform == "gpu"
+    ``rel``, and every difference with its reason. ``gpu``: a GPU trace (xprof counts its
+    element-wise work as cycles, its library calls as nothing); ``facts_differ``: the
+    trace's device facts differ from the spec's (xprof places ops on the trace's)."""
     compared, differences = 0, []
-    for op in explanation.ops:
-        theirs = explanation.loaded.xprof_for(op.measured)
-        if theirs is None or not theirs.occurrences or op.cost is None or op.measured.is_async:
-            continue
+    for op in ops:
+        theirs = op.xprof
         compared += 1
-        name = f"{op.measured.module}/{op.measured.name}"
         for quantity, ours, other in (
                 ("flops", op.cost.flops, theirs.flops / theirs.occurrences),
                 ("bytes", op.cost.bytes, theirs.bytes / theirs.occurrences)):
@@ -123,9 +129,8 @@ def xprof_comparison(explanation: Explanation, rel: float = XPROF_TOLERANCE
                 continue
             reason = _xprof_reason(gpu, op.cost.category, theirs.category, quantity, ours,
                                    other)
-            differences.append(XprofDifference(name, quantity, ours, other, reason))
-        predicted = class_text(op.placement.bound) if op.placement else None
-        bound = _bound_difference(name, predicted, theirs.bound_by, facts_differ)
+            differences.append(XprofDifference(op.name, quantity, ours, other, reason))
+        bound = _bound_difference(op.name, op.predicted_bound, theirs.bound_by, facts_differ)
         if bound is not None:
             differences.append(bound)
     differing = {d.op for d in differences}

@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from roofline.program.hlo.parser import Instruction
+
+class Attributed(Protocol):
+    """What :func:`attributes_key` reads of an instruction (the parser's ``Instruction``,
+    which imports this module: named here by its shape, not imported)."""
+
+    @property
+    def attribute_text(self) -> str: ...
+
+    @property
+    def plain_fusion(self) -> tuple[str, str, str, str] | None: ...
 
 # Metadata (source op names, stack frames) changes from layer to layer, and no cost reads
 # it but the op name of an op. It is left out of comparisons where it is an attribute of
@@ -81,7 +89,7 @@ def _structure_key(text: str, first: Mapping[str, str], computations: Mapping[st
     return tuple(parts[0::2]), tuple(map(ids.__getitem__, names))
 
 
-def attributes_key(instruction: Instruction, called: Sequence[str], firsts: Sequence[str]
+def attributes_key(instruction: Attributed, called: Sequence[str], firsts: Sequence[str]
                    ) -> Hashable | None:
     """A key equal for two instructions' attributes exactly when they differ only in
     metadata and in calling alike computations (``called``: the computations the

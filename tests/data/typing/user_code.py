@@ -2,6 +2,8 @@
 tests/test_typing.py: each reveal_type below has its expected type beside it, and the
 last line is a deliberate error the checker must report."""
 
+from typing import reveal_type
+
 import roofline
 from roofline import Hardware, explain, load_hardware
 from roofline.api import Overlap, analyze
