@@ -23,8 +23,11 @@ def explain_ncu(args: argparse.Namespace) -> int:
         raise RooflineError(f"{path}: an Nsight Compute report is read whole (one GPU); "
                             "drop --device and --host")
     result = explain_nsight_compute(path, args.hardware, hardware_dir=args.hardware_dir)
-    emit(args, text=nsight_compute_text(result, args.top), document=result.to_document(),
-         rows=nsight_compute_rows(result))
+    # Only the form asked for is built: a report of 10,000 kernels takes a second to lay
+    # out in each.
+    emit(args, text=nsight_compute_text(result, args.top) if args.format == "table" else "",
+         document=result.to_document() if args.format == "json" else {},
+         rows=nsight_compute_rows(result) if args.format == "csv" else [])
     if args.plot:
         plot_ncu(result, args.plot)
     return 0

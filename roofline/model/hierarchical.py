@@ -249,8 +249,7 @@ def _compute_roof(hardware: Hardware, precision: str) -> ComputeRoof | None:
 def _place(kernel: NsightKernel, roofs: tuple[LevelRoof, ...],
            compute_roofs: dict[str, ComputeRoof | None]) -> PlacedKernel:
     flops = kernel.total_flops
-    precision = (max(kernel.flops, key=lambda p: kernel.flops[p])
-                 if flops else None)
+    precision = max(kernel.flops, key=kernel.flops.__getitem__) if flops else None
     roof = compute_roofs.get(precision) if precision else None
     compute_s = flops / roof.flop_per_s if roof is not None and flops else None
     levels = []
@@ -262,18 +261,15 @@ def _place(kernel: NsightKernel, roofs: tuple[LevelRoof, ...],
             level_roof.level, moved,
             flops / moved if flops and moved > 0 else None,
             moved / level_roof.bytes_per_s if level_roof.bytes_per_s else None))
-    times = [(p.seconds, p.level) for p in levels if p.seconds is not None]
-    if compute_s is not None:
-        times.append((compute_s, COMPUTE))
-    # Ties go to compute, then to the nearest level: the farthest resource need not be
-    # the one to speed up.
-    bound = max(times, key=lambda t: (t[0], t[1] == COMPUTE, _depth(t[1])))[1] \
-        if times and max(times)[0] > 0 else UNKNOWN
+    # The slowest bounds; ties go to compute, then to the nearest level (the farthest
+    # resource need not be the one to speed up).
+    bound, bound_s = UNKNOWN, 0.0
+    if compute_s:
+        bound, bound_s = COMPUTE, compute_s
+    for point in reversed(levels):
+        if point.seconds is not None and point.seconds > bound_s:
+            bound, bound_s = point.level, point.seconds
     return PlacedKernel(kernel, precision, compute_s, tuple(levels), bound)
-
-
-def _depth(level: str) -> int:
-    return list(LEVELS).index(level) if level in LEVELS else len(LEVELS)
 
 
 def _with_report_levels(hardware: Hardware, roofs: tuple[LevelRoof, ...]) -> Hardware:

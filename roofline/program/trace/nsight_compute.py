@@ -32,6 +32,7 @@ duration. A metric the report lacks is recorded as missing, never taken as zero.
 from __future__ import annotations
 
 import csv
+import functools
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -275,9 +276,12 @@ def _read_raw(path: Path, header: list[str], rows: Iterator[list[str]], header_l
     for row in rows:
         metrics = {}
         for name, i, factor in columns:
-            value = _number(path, row[i], name, row[0])
-            if value is not None:
-                metrics[name] = value * factor
+            try:
+                metrics[name] = float(row[i].replace(",", "")) * factor
+            except ValueError:   # empty, n/a, or no number: told apart by _number
+                value = _number(path, row[i], name, row[0])
+                if value is not None:
+                    metrics[name] = value * factor
         if gpu_column is not None and row[gpu_column].strip():
             gpus.add(row[gpu_column].strip())
         found.append(({name: row[i] for name, i in identity.items()}, metrics))
@@ -363,41 +367,56 @@ def _kernel(path: Path, identity: _Identity, metrics: _Metrics,
     if seconds is None or seconds <= 0:
         raise TraceError(f"{path}: kernel {kernel_id} has no {TIME_METRIC} (its measured "
                          f"time), which placing it needs: {COLLECT_HINT}")
-    missing: list[str] = []
-    flops = {}
-    for precision, terms in _FLOP_TERMS.items():
-        counts = [_counted(metrics, forms, seconds) for forms, _ in terms]
-        if all(count is not None for count in counts):
-            flops[precision] = sum(count * per for count, (_, per) in zip(counts, terms))
-        else:
-            missing += [forms[0].metric for count, (forms, _) in zip(counts, terms)
-                        if count is None]
-    levels = {}
-    for level, forms in _BYTE_FORMS.items():
-        count = _counted(metrics, forms, seconds)
-        if count is None:
-            missing.append(forms[0].metric)
-        else:
-            levels[level] = count
+    flop_plan, byte_plan, missing = _plan(frozenset(metrics))
+    flops = {precision: sum(_counted(metrics, form, seconds) * per for form, per in terms)
+             for precision, terms in flop_plan}
+    levels = {level: _counted(metrics, form, seconds) for level, form in byte_plan}
     name = identity.get("Kernel Name", "")
     return NsightKernel(int(kernel_id), name, identity.get("Stream", ""),
                         identity.get("Grid Size", ""), identity.get("Block Size", ""),
-                        seconds, flops, levels, tuple(missing), *readings[name])
+                        seconds, flops, levels, missing, *readings[name])
 
 
-def _counted(metrics: _Metrics, forms: Sequence[_Form], seconds: float) -> float | None:
-    """The count the first form the report has gives; None where it has none."""
-    for form in forms:
-        value = metrics.get(form.metric)
-        if value is None:
-            continue
-        if form.clock is not None:
-            clock = metrics.get(form.clock)
-            if clock is None:
-                continue
-            return value * clock * seconds
-        return value * seconds if form.per_second else value
-    return None
+_FlopPlan = tuple[tuple[str, tuple[tuple[_Form, float], ...]], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(present: frozenset[str]) -> tuple[_FlopPlan, tuple[tuple[str, _Form], ...],
+                                            tuple[str, ...]]:
+    """For kernels that carry the metrics ``present`` (a report's kernels mostly carry
+    the same): the form each precision's terms and each level's bytes are read from, and
+    the metrics missing (each counter named by its first form) for those left out."""
+    missing: list[str] = []
+    flops = []
+    for precision, terms in _FLOP_TERMS.items():
+        chosen = [(_first_form(present, forms), per) for forms, per in terms]
+        if all(form is not None for form, _ in chosen):
+            flops.append((precision, tuple(chosen)))
+        else:
+            missing += [forms[0].metric for (form, _), (forms, _) in zip(chosen, terms)
+                        if form is None]
+    levels = []
+    for level, forms in _BYTE_FORMS.items():
+        form = _first_form(present, forms)
+        if form is None:
+            missing.append(forms[0].metric)
+        else:
+            levels.append((level, form))
+    return tuple(flops), tuple(levels), tuple(missing)  # type: ignore[return-value]
+
+
+def _first_form(present: frozenset[str], forms: Sequence[_Form]) -> _Form | None:
+    """The first form of a count whose metrics (and clock) the report carries."""
+    return next((form for form in forms if form.metric in present
+                 and (form.clock is None or form.clock in present)), None)
+
+
+def _counted(metrics: _Metrics, form: _Form, seconds: float) -> float:
+    """The count ``form`` gives (its metrics present)."""
+    value = metrics[form.metric]
+    if form.clock is not None:
+        return value * metrics[form.clock] * seconds
+    return value * seconds if form.per_second else value
 
 
 def _peaks(per_kernel: list[_Metrics]) -> tuple[dict[str, float], dict[str, float]]:
