@@ -254,12 +254,23 @@ def _click_heading(driver, title: str) -> None:
     _move_to(driver, rect["x"], rect["y"], click=True)
 
 
+def test_the_op_table_opens_on_the_longest_op_in_readable_units(browser, reports):
+    from roofline.units import Kind, format_quantity
+
+    page = reports["synthetic"].read_text()
+    seconds = [s for s in embedded_source(page, "ops_table")["seconds"] if s == s]  # not NaN
+    _open(browser, reports["synthetic"])
+    column = ["op", "category", "bound", "time"].index("time")
+    # As the text tables print it: format_quantity's "740.6 us", not "7.406e-4".
+    assert _first_row(browser)[column] == format_quantity(max(seconds), Kind.TIME)
+
+
 def test_clicking_a_heading_sorts_the_op_table(browser, reports):
     # The synthetic ops' FLOPs, smallest first after one click, largest after two.
     page = reports["synthetic"].read_text()
     flops = embedded_source(page, "ops_table")["flops"]
     _open(browser, reports["synthetic"])
-    column = ["op", "category", "bound", "time (s)", "FLOPs"].index("FLOPs")
+    column = ["op", "category", "bound", "time", "FLOPs"].index("FLOPs")
     _click_heading(browser, "FLOPs")
     assert float(_first_row(browser)[column]) == pytest.approx(min(flops), rel=1e-3)
     _click_heading(browser, "FLOPs")

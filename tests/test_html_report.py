@@ -70,6 +70,14 @@ def test_an_analysis_report_draws_the_matmul_at_the_fp32_roof(analysis):
     assert "coverage" in page and "fp32 vector" in page
 
 
+def test_the_op_table_lists_the_ops_largest_time_first():
+    doc = explanation_document()
+    seconds = embedded_source(html_report(doc), "ops_table")["seconds"]
+    assert len(seconds) == len(doc["ops"]) > 5
+    timed = [s for s in seconds if s == s]    # NaN: an op without a time, listed last
+    assert timed == sorted(timed, reverse=True) and seconds[:len(timed)] == timed
+
+
 def test_a_saved_document_gives_the_same_report(analysis, tmp_path):
     doc, path = analysis
     saved = tmp_path / "doc.json"

@@ -22,7 +22,8 @@ OpRow = dict[str, Any]
 @dataclass(frozen=True)
 class Column:
     """A column of a table: its key in the rows, its heading, and how it is shown
-    (``text``, ``number``: scientific, ``share``: a percentage)."""
+    (``text``, ``number``: scientific, ``share``: a percentage, ``time``: seconds in
+    readable units, as the text tables show them: 740.6 us, 1.138 ms)."""
 
     key: str
     title: str
@@ -84,6 +85,12 @@ def _ratio(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
+def _largest_first(rows: list[OpRow], key: str) -> tuple[OpRow, ...]:
+    """Rows by ``key`` (a time), largest first, those without one last: a table opens
+    on the ops that take the time."""
+    return tuple(sorted(rows, key=lambda row: -(_ratio(row.get(key)) or 0.0)))
+
+
 def _analysis(doc: dict[str, Any]) -> ReportData:
     placed = "predicted" in doc
     rows = []
@@ -119,9 +126,9 @@ def _analysis(doc: dict[str, Any]) -> ReportData:
              Column("bound", "bound"))
     return ReportData(
         kind="analysis", title=f"{doc['spec']}: roofline analysis", facts=tuple(facts),
-        coverage=doc["coverage"], rows=tuple(rows),
+        coverage=doc["coverage"], rows=_largest_first(rows, "seconds"),
         columns=(Column("name", "op"), Column("category", "category"),
-                 Column("bound", "bound"), Column("seconds", "time (s)", "number"),
+                 Column("bound", "bound"), Column("seconds", "time", "time"),
                  Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
                  Column("intensity", "FLOP/byte", "number"), Column("dtype", "dtype"),
                  Column("source_op", "source op")),
@@ -131,8 +138,8 @@ def _analysis(doc: dict[str, Any]) -> ReportData:
                         "ops without FLOPs, bytes or time are in the table only" if placed
                         else "no time without a device: analyze with --hardware ID"),
         color_by="bound", classes=tuple(classes),
-        classes_title="predicted time by bound class (s)",
-        classes_columns=(Column("class", "class"), Column("value", "time (s)", "number"),
+        classes_title="predicted time by bound class",
+        classes_columns=(Column("class", "class"), Column("value", "time", "time"),
                          Column("share", "share", "share")),
         hardware=hardware)
 
@@ -168,12 +175,12 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
              Column("efficiency", "efficiency", "share"))
     return ReportData(
         kind="explanation", title=f"{doc['run']}: measured against the roofline",
-        facts=facts, coverage=doc["coverage"], rows=tuple(rows),
+        facts=facts, coverage=doc["coverage"], rows=_largest_first(rows, "seconds"),
         columns=(Column("name", "op"), Column("category", "category"),
                  Column("bound", "predicted bound"),
                  Column("measured_class", "measured class"),
-                 Column("seconds", "measured (s)", "number"),
-                 Column("lower_bound_s", "bound (s)", "number"),
+                 Column("seconds", "measured", "time"),
+                 Column("lower_bound_s", "bound", "time"),
                  Column("efficiency", "efficiency", "share"),
                  Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
                  Column("intensity", "FLOP/byte", "number"),
@@ -183,8 +190,8 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
                         "(FLOP/byte)", "measured FLOP/s", hover,
                         "ops without FLOPs, bytes or time are in the table only"),
         color_by="bound", classes=tuple(classes),
-        classes_title="measured time by predicted bound class (s)",
-        classes_columns=(Column("class", "class"), Column("value", "time (s)", "number"),
+        classes_title="measured time by predicted bound class",
+        classes_columns=(Column("class", "class"), Column("value", "time", "time"),
                          Column("share", "share", "share")),
         hardware=(("device", doc["hardware"]["ref"], {}),))
 
@@ -235,12 +242,11 @@ def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, 
     versus_hover = (Column("name", "op"), Column("source_op", "source op"),
                     Column("category", "category"), *times)
     return ReportData(
-        kind="", title="", facts=(), coverage=doc["coverage"], rows=tuple(rows),
+        kind="", title="", facts=(), coverage=doc["coverage"], rows=_largest_first(rows, "new_s"),
         columns=(Column("name", "op"), Column("category", "category"),
                  Column("bound", f"{old_name} bound"),
                  Column("new_bound", f"{new_name} bound"),
-                 Column("old_s", f"{old_name} (s)", "number"),
-                 Column("new_s", f"{new_name} (s)", "number"),
+                 Column("old_s", old_name, "time"), Column("new_s", new_name, "time"),
                  Column("speedup", "speedup", "number"),
                  Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
                  Column("source_op", "source op")),
@@ -252,16 +258,14 @@ def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, 
                         (old_name, new_name)),
         color_by="bound", classes=classes,
         classes_title=f"speedup by {old_name} bound class",
-        classes_columns=(Column("class", "class"),
-                         Column("old_s", f"{old_name} (s)", "number"),
-                         Column("new_s", f"{new_name} (s)", "number"),
+        classes_columns=(Column("class", "class"), Column("old_s", old_name, "time"),
+                         Column("new_s", new_name, "time"),
                          Column("share", "share", "share"),
                          Column("value", "speedup", "number")),
         changed=changed,
         changed_columns=(Column("name", "op"), Column("old_bound", f"{old_name} bound"),
                          Column("new_bound", f"{new_name} bound"),
-                         Column("old_s", f"{old_name} (s)", "number"),
-                         Column("new_s", f"{new_name} (s)", "number"),
+                         Column("old_s", old_name, "time"), Column("new_s", new_name, "time"),
                          Column("speedup", "speedup", "number")),
         points=tuple(points), point_color_by="class",
         # Every op with a time on both sides, those without FLOPs (copies, layout

@@ -18,6 +18,7 @@ from bokeh.models import (
     CustomJS,
     DataTable,
     HoverTool,
+    HTMLTemplateFormatter,
     Legend,
     LegendItem,
     NumberFormatter,
@@ -72,7 +73,17 @@ def data_source(rows: Sequence[OpRow], columns: Sequence[Column], name: str
                             name=name)
 
 
+# Seconds as the text tables print them (roofline.units.format_quantity, Kind.TIME): four
+# significant digits in the largest unit that leaves one or more.
+_TIME_TEMPLATE = """<%
+const v = value, a = Math.abs(v);
+const [f, u] = a >= 1 ? [1, 's'] : a >= 1e-3 ? [1e3, 'ms'] : a >= 1e-6 ? [1e6, 'us'] : [1e9, 'ns'];
+%><%= (v === null || Number.isNaN(v)) ? '-' : Number((v * f).toPrecision(4)) + ' ' + u %>"""
+
+
 def _formatter(column: Column) -> Any:
+    if column.kind == "time":
+        return HTMLTemplateFormatter(template=_TIME_TEMPLATE)
     if column.kind == "number":
         return ScientificFormatter(precision=3, power_limit_low=-1, nan_format="-",
                                    null_format="-")
