@@ -79,6 +79,22 @@ def test_the_tour_figure_is_what_the_command_it_shows_draws(tmp_path):
         "'.venv/bin/python docs/hooks/tour_figure.py'")
 
 
+def test_the_nsight_compute_figure_is_what_the_command_it_shows_draws(tmp_path):
+    # One report of four kernels and one figure: a few seconds.
+    hook = _hook("nsight_figure")
+    printed, drawn = hook.draw(tmp_path / "nsight-compute.png")
+    assert drawn.read_bytes() == hook.FIGURE.read_bytes(), (
+        "docs/nsight-compute.png is not what docs/explain.md's command draws: redraw it "
+        "with '.venv/bin/python docs/hooks/nsight_figure.py'")
+    # Every line of the page's excerpt (but its "..." elisions) is one the command prints.
+    page = hook.PAGE.read_text()
+    excerpt = page[page.index("```\ntests/data/nsight/h100_raw.csv:") + 4:]
+    excerpt = excerpt[:excerpt.index("```")]
+    printed_lines = {line.rstrip() for line in printed.splitlines()}
+    assert [line for line in excerpt.splitlines()
+            if line != "..." and line.rstrip() not in printed_lines] == []
+
+
 def test_the_readme_is_a_front_page():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"

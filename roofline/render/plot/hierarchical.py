@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
     from roofline.model.hierarchical import HierarchicalRoofline
 
+_LABEL_CHARS = 40
+
 
 def hierarchical_points(result: HierarchicalRoofline) -> list[OpPoint]:
     """Each kernel with FLOPs at each level the report has its bytes for, coloured by
@@ -28,10 +30,15 @@ def hierarchical_points(result: HierarchicalRoofline) -> list[OpPoint]:
             continue
         for point in placed.levels:
             if point.intensity is not None:
-                points.append(OpPoint(kernel.short_name, names[point.level],
+                points.append(OpPoint(_label(kernel.short_name), names[point.level],
                                       kernel.total_flops, point.intensity, achieved,
                                       kernel.seconds, True, point.level))
     return points
+
+
+def _label(name: str) -> str:
+    """A kernel's name short enough for a label to find room beside its point."""
+    return name if len(name) <= _LABEL_CHARS else name[:_LABEL_CHARS - 3] + "..."
 
 
 def hierarchical_left_off(result: HierarchicalRoofline) -> str:
