@@ -239,3 +239,13 @@ def test_a_cut_report_is_a_trace_error(tmp_path):
     # kernel 3 cut inside its grid size.
     with pytest.raises(TraceError, match="line 12 is not a whole CSV row"):
         read_nsight_compute(_cut(tmp_path))
+
+
+def test_plot_roofline_takes_a_report_on_one_device(tmp_path, capsys):
+    out = tmp_path / "v100.png"
+    assert main(["plot", "roofline", str(LONG), "--hardware", "v100-sxm2",
+                 "--out", str(out)]) == 0
+    assert out.stat().st_size > 10_000
+    assert main(["plot", "roofline", str(LONG), "--hardware", "v100-sxm2", "--hardware",
+                 "h100-sxm", "--out", str(out)]) == 2
+    assert "give --hardware once" in capsys.readouterr().err

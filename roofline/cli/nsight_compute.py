@@ -41,3 +41,18 @@ def plot_ncu(result: object, out: str, label_top: int = 5) -> None:
              f"{result.hardware.label}")  # type: ignore[attr-defined]
     save_plot(build_hierarchical_roofline(result, title,  # type: ignore[arg-type]
                                           label_top=label_top), out)
+
+
+def plot_ncu_roofline(args: argparse.Namespace) -> int:
+    """``plot roofline REPORT.csv --hardware ID``: the report's kernels at each level of
+    the device's roofline (one device: a hierarchical roofline overlays levels, not
+    devices)."""
+    from roofline.model.hierarchical import explain_nsight_compute
+
+    if len(args.hardware) > 1:
+        raise RooflineError(f"{args.input}: an Nsight Compute report is drawn on one device's "
+                            "levels; give --hardware once")
+    result = explain_nsight_compute(args.input, args.hardware[0],
+                                    hardware_dir=args.hardware_dir)
+    plot_ncu(result, args.out, args.label_top)
+    return 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from roofline.api import load_hardware
 from roofline.cli.common import Parents, cache_dir_of, key_values, save_plot, scale_factor
+from roofline.cli.nsight_compute import plot_ncu_roofline
 from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError
 
@@ -15,8 +16,11 @@ from roofline.errors import RooflineError
 def _plot_roofline(args: argparse.Namespace) -> int:
     from roofline.model.analysis import aligned_scope
     from roofline.model.questions import CompileOptions, place_input
+    from roofline.program.trace.nsight_compute import is_nsight_compute_report
     from roofline.render.plot import build_roofline, input_points
 
+    if is_nsight_compute_report(args.input):
+        return plot_ncu_roofline(args)
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
     placed = place_input(args.input, devices[0], compile=CompileOptions(
         compile_target=args.target, cache_dir=cache_dir_of(args)))

@@ -218,8 +218,10 @@ def add_parsers(commands: Any, parents: Parents) -> None:
         help="measured per-op times against the roofline: bounds, efficiency, losses")
     p.add_argument("run_dir", metavar="RUN", help="a run directory, an .xplane.pb trace, "
                    "a PyTorch profiler trace (torch.profiler's Chrome-trace .json or .json.gz, "
-                   "with record_shapes=True for costs), or an Nsight Systems report's SQLite "
-                   "export (nsys export --type sqlite): its kernel tables per GPU and stream")
+                   "with record_shapes=True for costs), an Nsight Systems report's SQLite "
+                   "export (nsys export --type sqlite): its kernel tables per GPU and stream, "
+                   "or an Nsight Compute report's CSV (ncu --csv --page raw): its kernels on "
+                   "a hierarchical roofline")
     p.add_argument("--hardware", metavar="ID",
                    help="spec to explain against (default: the host's measured spec for "
                         "host runs, the traced device's spec for TPU/GPU traces)")
