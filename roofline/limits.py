@@ -41,3 +41,6 @@ class Limit:
 
 SWEEP_TASKS = Limit("ROOFLINE_MAX_SWEEP_TASKS", 100_000, "sweep tasks (models x targets)")
 PROFILE_STEPS = Limit("ROOFLINE_MAX_PROFILE_STEPS", 10_000, "profiled and warm-up steps")
+# Local sweep workers: each is a Python process holding JAX (about 0.5 GB), one per core
+# at most being useful.
+SWEEP_WORKERS_MAX = 1024

@@ -55,7 +55,7 @@ CASES = [
     ("kernel past the image", ["analyze", "conv2d:height=1,width=1,kernel=7"],
      "a 7x7 kernel does not fit a 1x1 image"),
     ("sweep workers 0", ["sweep", "fc", "--hardware", "tpu-v2", "--out", "never", "--workers",
-                         "0"], "give a whole number of 1 or more"),
+                         "0"], "'0': give a whole number from 1 to 1,024"),
     # Issue 34: an empty output path wrote nothing (and `sweep --out ''` wrote into the
     # current directory); `out.png/` wrote out.png.
     ("out empty", ["analyze", SPEC, "--out", ""], "--out is an empty path: give a file name"),

@@ -224,7 +224,7 @@ def test_sweep_cli_bad_input(tmp_path, capsys):
     (["--set", "nodes=0"], "nodes must be positive"),
     (["--grid", "nodes=32", "--set", "dtype=nosuch"], "choose one of"),
     (["--grid", "nodes=32", "--target", "nosuch"], "unknown target 'nosuch'"),
-    (["--grid", "nodes=32", "--workers", "0"], "give a whole number of 1 or more"),
+    (["--grid", "nodes=32", "--workers", "0"], "give a whole number from 1 to 1,024"),
     (["--grid", "nodes=32", "--limit", "-1"], "give a whole number of 1 or more"),
 ])
 def test_sweep_values_are_checked_before_any_task(tmp_path, capsys, extra, message):
@@ -370,7 +370,7 @@ def test_a_part_of_another_sweep_is_set_aside_not_gathered(tmp_path, capsys):
     assert result["ran"] == 0 and result["complete"]
     err = capsys.readouterr().err
     assert err == (f"roofline: set aside in {out / PARTS / 'foreign'}, not gathered, as "
-                   f"written by another sweep: {copied.name}\n")
+                   f"written by no task of this directory's sweeps: {copied.name}\n")
     models = pd.read_parquet(out / "models.parquet")
     # 2 models x 1 hardware, all of this sweep's family.
     assert len(models) == 2 and set(models["family"]) == {"fc"}

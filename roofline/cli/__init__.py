@@ -72,6 +72,7 @@ def _run(argv: Sequence[str] | None) -> int:
     from roofline.program._xla import cuda_plugin_installed, nvidia_gpu_present
 
     plugin = cuda_plugin_installed()
+    platforms_given = "JAX_PLATFORMS" in os.environ   # checked as JAX starts
     if not (plugin and nvidia_gpu_present()):
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     args = build_parser().parse_args(argv)
@@ -84,7 +85,7 @@ def _run(argv: Sequence[str] | None) -> int:
                 from roofline.program._xla import check_xla_flags, start_quietly
 
                 check_xla_flags()
-                if plugin:
+                if plugin or platforms_given:
                     start_quietly()
             check_output_files(args)
             code = args.handler(args)

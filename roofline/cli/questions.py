@@ -64,13 +64,13 @@ def _predict(args: argparse.Namespace) -> int:
     if (args.input is None) == (args.ops is None):
         raise RooflineError("give either INPUT (a SPEC or a run directory) or --ops FILE "
                             "(a table of measured ops), not both")
-    placement = PlacementOptions(overlap=args.overlap, ceilings=args.ceilings,
+    placement = PlacementOptions(overlap=args.overlap, ceilings=Ceilings(args.ceilings),
                                  clamp=args.clamp_efficiency, floor=args.floor,
                                  host_floor=args.host_floor, target_floor=args.target_floor,
                                  execution=args.execution)
     source = load_hardware(args.source, args.hardware_dir)
     target = load_hardware(args.dest, args.hardware_dir)   # --to
-    per = args.per
+    per = ComparedUnit(args.per) if args.per else None
     if args.data_parallel:
         if per not in (None, ComparedUnit.BOARD):
             raise RooflineError(f"--data-parallel compares boards; it contradicts --per "
@@ -164,7 +164,9 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
                         "see docs/predict.md), carried to --to without compiling")
     p.add_argument("--to-dtype", metavar="DTYPE",
                    help="with --ops: predict the same ops in this dtype (bf16, f16, f32)")
-    p.add_argument("--ceilings", choices=tuple(Ceilings), default=Ceilings.ACHIEVABLE,
+    # Choices as text: argparse lists an enum's members by their repr when it refuses one.
+    p.add_argument("--ceilings", choices=[c.value for c in Ceilings],
+                   default=Ceilings.ACHIEVABLE.value,
                    help="place both devices at the measured rates their spec files cite "
                         "(peaks where none is cited), or at the datasheet peaks")
     p.add_argument("--target-floor", metavar="TIME", type=floor_seconds,
@@ -186,7 +188,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
     p.add_argument("--target", help="compile target (default: the --from TPU, else host); "
                                     "with --per, the compile a GPU or CPU side takes its "
                                     "ops from (default: the TPU side's, else host)")
-    p.add_argument("--per", choices=tuple(ComparedUnit),
+    p.add_argument("--per", choices=[unit.value for unit in ComparedUnit],
                    help="compare the same step (global batch) on each device as a whole, "
                         "per board, chip or TPU core: a TPU board runs it data-parallel "
                         "over its cores, a GPU as one device (default: device for devices "

@@ -10,10 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from roofline.api import load_hardware
-from roofline.cli.common import Parents, emit, key_values, positive_int, save_plot
+from roofline.cli.common import (
+    Parents,
+    bounded_int,
+    emit,
+    key_values,
+    positive_int,
+    save_plot,
+)
 from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError, did_you_mean
-from roofline.limits import SWEEP_TASKS
+from roofline.limits import SWEEP_TASKS, SWEEP_WORKERS_MAX
 from roofline.outputs import check_output_directory
 from roofline.progress import say
 from roofline.render.questions import (
@@ -57,6 +64,11 @@ def _sweep(args: argparse.Namespace) -> int:
     hardware = [h for h in args.hardware.split(",") if h]
     for ref in hardware:
         load_hardware(ref, args.hardware_dir)  # fail before any work
+    axes = [name for name, values in grid.items() if len(values) > 1]
+    if args.plot and len(axes) < 2:
+        raise RooflineError(f"--plot {args.plot} draws a heat map over two grid axes; this "
+                            f"sweep varies {' and '.join(axes) or 'none'}: give two --grid "
+                            "axes of two or more values each, or leave out --plot")
     out = Path(args.out)
     cache = (Path(args.cache) if args.cache is not None else
              check_output_directory(out / "cache", "the sweep's cache (default of --cache)"))
@@ -82,10 +94,6 @@ def _sweep(args: argparse.Namespace) -> int:
         if not result["complete"]:
             raise RooflineError("--plot needs the whole sweep: run the same command again "
                                 "to finish it")
-        axes = [name for name, values in grid.items() if len(values) > 1]
-        if len(axes) < 2:
-            raise RooflineError("--plot draws a heat map over two grid axes; this sweep "
-                                f"varies {axes or 'none'}")
         models, _ = select_models(args.out, hardware[0], targets[0])
         save_plot(build_heatmap(heatmap_slice(models, axes[0], axes[1]), axes[0], axes[1],
                                 "utilization"), args.plot)
@@ -142,8 +150,10 @@ def _add_sweep_parser(commands: Any, parents: Parents) -> None:
     p.add_argument("--target", default="host", help="comma-separated targets")
     p.add_argument("--hardware", required=True, help="comma-separated hardware ids")
     p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
-                   help="local worker processes (default: one per core)")
+    p.add_argument("--workers", type=bounded_int(1, SWEEP_WORKERS_MAX),
+                   default=min(os.cpu_count() or 1, SWEEP_WORKERS_MAX),
+                   help=f"local worker processes, 1 to {SWEEP_WORKERS_MAX:,} (default: one "
+                        "per core)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run the tasks on this Dask scheduler's workers instead")
     p.add_argument("--cache", metavar="DIR", help="compiled-program cache (default DIR/cache)")

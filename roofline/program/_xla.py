@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -277,11 +278,34 @@ def nvidia_gpu_present() -> bool:
 def start_quietly() -> None:
     """Start JAX's backends with native logging silenced: JAX's CUDA plugin, installed for
     deviceless XLA:GPU compiles, logs that it found no driver when JAX is imported on a
-    machine without a GPU."""
+    machine without a GPU. A ``JAX_PLATFORMS`` that names no backend JAX can start here is
+    refused with the reason JAX gives."""
     with quiet_native_stderr():
         import jax
 
-        jax.devices()
+        try:
+            jax.devices()
+            return
+        # JAX raises RuntimeError for a platform it cannot start, and fails an assert when
+        # the only one named (cuda without a GPU) registered no backend at all.
+        except (RuntimeError, AssertionError) as exc:
+            error = exc
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    raise RooflineError(f"JAX_PLATFORMS={platforms!r}: JAX cannot start it "
+                        f"({_backend_failure(error, platforms)}): name a platform this "
+                        "machine has (cpu), or unset JAX_PLATFORMS")
+
+
+def _backend_failure(error: BaseException, platforms: str) -> str:
+    """Why JAX started no backend, in its own words without its advice on JAX_PLATFORMS,
+    or (where it gives none) what is missing."""
+    text = str(error).split(" (set JAX_PLATFORMS=")[0].strip()
+    text = re.sub(r"^Unable to initialize backend '[^']*': ", "", text)
+    if text:
+        return text.splitlines()[0]
+    if re.search(r"cuda|gpu", platforms) and not nvidia_gpu_present():
+        return "no backend started: this machine has no NVIDIA GPU and driver"
+    return "no backend started"
 
 
 XLA_FLAGS_CHECK_TIMEOUT_S = 120

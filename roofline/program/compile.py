@@ -475,10 +475,29 @@ def _lower(fn: Callable[..., Any], placed: list[Any], donate_argnums: tuple[int,
 
 def _compile_error(exc: BaseException, spec: Target) -> RooflineError:
     message = _first_line(exc)
-    if "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message:
+    if _is_memory_refusal(message):
         return DoesNotFitError(f"the program does not fit one {spec.name} device: {message}")
     return RooflineError(f"cannot compile the program for {spec.name}: "
                          f"{type(exc).__name__}: {message}")
+
+
+def _is_memory_refusal(message: str) -> bool:
+    """Whether a compiler's error says the program needs more memory than a device has."""
+    return "RESOURCE_EXHAUSTED" in message or "Ran out of memory" in message
+
+
+def _verdict_problem(verdict: Any, target: str) -> str:
+    """What is wrong with a cached "does not fit" verdict ("" for nothing): it must be the
+    one line :func:`_compile_error` makes of the compiler's refusal, for this target."""
+    if not isinstance(verdict, str):
+        return f"its 'does not fit' verdict is a JSON {type(verdict).__name__}, not text"
+    # The target as compiled: a sharded workload's is a slice of it (tpu-v3:2x4).
+    said = re.fullmatch(rf"the program does not fit one {re.escape(target)}(:\w+)? "
+                        r"device: (.+)", verdict)
+    if said is None or not _is_memory_refusal(said.group(2)):
+        return ("its 'does not fit' verdict is not the compiler's refusal for "
+                f"{target}: {verdict[:60]!r}")
+    return ""
 
 
 def compile_workload(workload: Workload, target: str, *, data_parallel: bool = False,
@@ -501,8 +520,12 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
     if cache_dir is None or index is None:
         return compile_it()
     entry = _cache_read(cache_dir, index) or {}
-    if isinstance(entry.get("does_not_fit"), str):
-        raise DoesNotFitError(entry["does_not_fit"])
+    if "does_not_fit" in entry:
+        problem = _verdict_problem(entry["does_not_fit"], target)
+        if not problem:
+            raise DoesNotFitError(entry["does_not_fit"])
+        _set_aside(_record_path(cache_dir, index), ValueError(problem))
+        entry = {}
     lowered = entry.get("lowered")
     if isinstance(lowered, str) and _CACHE_KEY.fullmatch(lowered):
         spec = get_target(target)

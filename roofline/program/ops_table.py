@@ -30,13 +30,14 @@ optional
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.errors import OpsTableError, UnitError
+from roofline.errors import OpsTableError, RooflineError, UnitError
 from roofline.input_files import OPS_TABLE, read_input
 from roofline.program.hlo.costs import analyze_module
 from roofline.program.hlo.op_cost import OpCost
@@ -88,8 +89,9 @@ class OpsTable:
         """The same ops in another dtype (``bf16``...), costed again, without times."""
         hlo = DTYPES.get(dtype.lower())
         if hlo is None:
-            raise OpsTableError(self.source, None, "dtype", f"unknown dtype {dtype!r}; use "
-                                f"one of {', '.join(DTYPES)}")
+            raise RooflineError(f"the dtype to predict the ops in (--to-dtype) is "
+                                f"{dtype[:40]!r}, not one an ops table's ops are costed in: "
+                                f"give one of {', '.join(DTYPES)}")
         rows = tuple(replace(row, dtype=hlo) for row in self.rows)
         return OpsTable(self.source, _cost_rows(rows, self.source), {}, rows)
 
@@ -131,20 +133,46 @@ def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
     else:
         data = read_input(table, OPS_TABLE)
         try:
-            frame = pandas.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False,
+            text = data.decode("utf-8-sig")
+            _check_row_lengths(list(csv.reader(io.StringIO(text), skipinitialspace=True)),
+                               where)
+            frame = pandas.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
                                     skipinitialspace=True)
-        except (ValueError, UnicodeDecodeError, pandas.errors.ParserError) as exc:
+        except OpsTableError:
+            raise
+        except (ValueError, UnicodeDecodeError, pandas.errors.ParserError, csv.Error) as exc:
             raise OpsTableError(where, None, None, f"not a readable CSV ({exc})") from None
     rows, times = _rows(frame, where)
     ops = _cost_rows(tuple(rows), where)
     return OpsTable(where, ops, {op.name: t for op, t in zip(ops, times)}, tuple(rows))
 
 
+def _check_row_lengths(rows: list[list[str]], where: str) -> None:
+    """Refuse a row of more or fewer values than the header has columns: read as it is,
+    its values would land in the wrong columns (pandas takes extra leading values for an
+    index)."""
+    lines = [row for row in rows if row]
+    if not lines:
+        return
+    header = lines[0]
+    for number, row in enumerate(lines[1:], start=1):
+        if len(row) != len(header):
+            raise OpsTableError(where, number, None, f"{len(row)} values for the "
+                                f"{len(header)} columns of the header "
+                                f"({', '.join(header)[:80]}): give each row one value per "
+                                "column, an empty one between two commas, and quote a "
+                                'value that holds a comma ("64,64")')
+
+
 def _rows(frame: Any, where: str) -> tuple[list[OpRow], list[float]]:
     columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in ("kind", "shapes", "dtype") if c not in columns]
     time_columns = [c for c in ("time", *_TIME_COLUMNS) if c in columns]
-    if missing or len(time_columns) != 1:
+    if len(time_columns) > 1:
+        raise OpsTableError(where, None, None, f"{len(time_columns)} time columns "
+                            f"({', '.join(time_columns)}): keep one, so that each op has "
+                            "one measured time")
+    if missing or not time_columns:
         need = ", ".join(missing) or "one time column"
         raise OpsTableError(where, None, None, f"missing {need}: the table needs kind, "
                             "shapes, dtype and one of time (with a unit, '35 us'), time_s, "

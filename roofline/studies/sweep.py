@@ -46,7 +46,7 @@ from roofline.input_files import (
     read_input,
     read_optional_input,
 )
-from roofline.limits import SWEEP_TASKS
+from roofline.limits import SWEEP_TASKS, SWEEP_WORKERS_MAX
 from roofline.outputs import remove_abandoned_temporaries, write_atomic
 from roofline.progress import bar, set_quiet, shown
 from roofline.units import Kind, format_quantity
@@ -157,6 +157,11 @@ class SweepPlan:
             get_target(target)
         if not self.targets or not self.hardware:
             raise RooflineError("a sweep needs at least one --target and one --hardware")
+        return self.combinations(known)
+
+    def combinations(self, known: Sequence[str]) -> list[Task]:
+        """Every task of the grid, unchecked; ``known``: the family's parameters, in the
+        order its SPEC gives them."""
         names = list(self.grid)
         tasks = []
         for combination in itertools.product(*(self.grid[n] for n in names)):
@@ -308,57 +313,100 @@ def _required_bytes(message: str) -> float | None:
     return float(match.group(1)) * scale
 
 
-def set_aside_foreign_parts(out: Path, identity: str) -> list[Path]:
-    """Move the parts that another sweep directory wrote (copied in) to
-    ``parts/foreign/``, so that they are neither counted as done nor gathered; returns
-    where they went. A part written before sweeps had identities carries none: kept."""
+# The columns a part of each kind holds (see run_task): what identifies its rows.
+PART_COLUMNS = {"models": ("key", "spec", "family", "target", "data_parallel", "hardware",
+                           "status"),
+                "ops": ("key", "spec", "target", "data_parallel", "hardware", "op")}
+
+
+@dataclass(frozen=True)
+class SortedParts:
+    """What a sweep directory's parts are, read once as a sweep starts: the tasks whose
+    parts are in place (``done``), and the parts moved out of the way, either written by
+    no task of this directory's sweeps (``foreign``) or unreadable (``unreadable``: their
+    tasks run again)."""
+
+    done: set[str]
+    foreign: list[Path]
+    unreadable: list[Path]
+
+
+def sort_parts(out: Path, identity: str, produced: Mapping[str, Task]) -> SortedParts:
+    """Read each part's footer once and keep only the parts of a task in ``produced``
+    (every task of the directory's sweeps, by key), written into this directory
+    (``identity``; a part written before sweeps had identities carries none) with the
+    columns its kind has. Other parts move to ``parts/foreign/``; parts that cannot be
+    read, or lack their columns, to ``parts/unreadable/`` with the other part of their
+    task, which runs again."""
     import pyarrow.parquet as pq
 
     parts = out / PARTS
     if not parts.is_dir():
-        return []
-    moved = []
-    for path in sorted(parts.glob("*.parquet")):
-        check_input(path, SWEEP_PART)
-        try:
-            owner = (pq.read_schema(path).metadata or {}).get(SWEEP_KEY)
-        except Exception:  # a damaged part: finished_keys sets it aside as unreadable
-            continue
-        if owner is not None and owner.decode(errors="replace") != identity:
-            aside = parts / FOREIGN
-            aside.mkdir(exist_ok=True)
-            moved.append(path.replace(aside / path.name))
-    return moved
-
-
-def finished_keys(out: Path, set_aside: list[str] | None = None) -> set[str]:
-    """Keys whose parts are written and readable. Unreadable parts move to
-    ``parts/unreadable/`` (named in ``set_aside``) so that their tasks run again."""
-    import pyarrow.parquet as pq
-
-    parts = out / PARTS
-    if not parts.is_dir():
-        return set()
+        return SortedParts(set(), [], [])
     remove_abandoned_temporaries(parts)
-    keys = set()
-    for path in sorted(parts.glob("*.models.parquet")):
-        key = path.name.split(".")[0]
-        held = [part for part in (path, parts / f"{key}.ops.parquet") if part.exists()]
-        for part in held:
-            check_input(part, SWEEP_PART)   # pyarrow opens it: only a regular file
-        try:
-            for part in held:
-                pq.read_metadata(part)
-        except Exception:  # pyarrow raises several types for a damaged file
-            aside = parts / UNREADABLE
-            aside.mkdir(exist_ok=True)
-            for part in parts.glob(f"{key}.*.parquet"):
-                part.replace(aside / part.name)
-            if set_aside is not None:
-                set_aside.append(str(aside / path.name))
+    foreign, rerun = [], set()
+    for path in sorted(parts.glob("*.parquet")):
+        check_input(path, SWEEP_PART)   # pyarrow opens it: only a regular file
+        key, _, kind = path.name.removesuffix(".parquet").partition(".")
+        if key not in produced or kind not in PART_COLUMNS:
+            foreign.append(_set_aside(path, FOREIGN))
             continue
-        keys.add(key)
-    return keys
+        try:
+            footer = pq.read_metadata(path)
+            columns = footer.schema.to_arrow_schema().names
+        except Exception:  # pyarrow raises several types for a damaged file
+            rerun.add(key)
+            continue
+        owner = (footer.metadata or {}).get(SWEEP_KEY)
+        if owner is not None and owner.decode(errors="replace") != identity:
+            foreign.append(_set_aside(path, FOREIGN))
+            rerun.add(key)   # with the other part of its task, if that is this sweep's
+        elif not set(PART_COLUMNS[kind]) <= set(columns):
+            rerun.add(key)
+    unreadable = [_set_aside(part, UNREADABLE) for key in sorted(rerun)
+                  for part in sorted(parts.glob(f"{key}.*.parquet"))]
+    return SortedParts(finished_keys(out), foreign, unreadable)
+
+
+def _set_aside(part: Path, folder: str) -> Path:
+    """Move a part into ``parts/<folder>/``; where it went."""
+    aside = part.parent / folder
+    if aside.exists() and not aside.is_dir():
+        raise RooflineError(f"{aside} is not a directory: a sweep sets {folder} parts aside "
+                            "there; remove it, or use a new --out")
+    aside.mkdir(exist_ok=True)
+    try:
+        return part.replace(aside / part.name)
+    except OSError as exc:
+        raise RooflineError(f"cannot set {part} aside into {aside} ({exc.strerror}): "
+                            f"remove {aside / part.name}, or use a new --out") from None
+
+
+def finished_keys(out: Path) -> set[str]:
+    """The tasks whose parts are in place: a task writes its models part last, and every
+    part atomically."""
+    return {path.name.split(".")[0] for path in (out / PARTS).glob("*.models.parquet")}
+
+
+def produced_tasks(plan: SweepPlan, definitions: Sequence[Mapping[str, Any]]
+                   ) -> dict[str, Task]:
+    """Every task of a directory's sweeps (``sweep.json``'s definitions), by key: the
+    only tasks whose parts it gathers. A family no longer known has none."""
+    from roofline.program.workloads import FAMILIES
+
+    produced = {}
+    for held in definitions:
+        family = FAMILIES.get(held["family"])
+        if family is None:
+            continue
+        SWEEP_TASKS.check(math.prod(len(v) for v in held["grid"].values())
+                          * len(held["targets"]), f"{plan.out / DEFINITION_FILE}'s grid")
+        other = replace(plan, family=held["family"], grid=held["grid"], fixed=held["fixed"],
+                        targets=held["targets"], hardware=held["hardware"],
+                        data_parallel=held["data_parallel"])
+        produced.update((task.key, task)
+                        for task in other.combinations([p.name for p in family.params]))
+    return produced
 
 
 # A row's identity in the gathered tables: an extended sweep can place one model on one
@@ -367,18 +415,22 @@ ROW_KEYS = {"models": ("spec", "target", "data_parallel", "hardware"),
             "ops": ("spec", "target", "data_parallel", "hardware", "op")}
 
 
-def gather(out: Path) -> tuple[Path, Path]:
-    """Combine the parts into ``models.parquet`` and ``ops.parquet`` (atomically), each
-    row once (:data:`ROW_KEYS`)."""
+def gather(out: Path, produced: Mapping[str, Task]) -> tuple[Path, Path]:
+    """Combine the parts of the tasks in ``produced`` into ``models.parquet`` and
+    ``ops.parquet`` (atomically), each row once (:data:`ROW_KEYS`). A row that its part's
+    task does not produce (another spec, target or hardware) is left out, and said."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     written = []
     for suffix, name in (("models", MODELS_FILE), ("ops", OPS_FILE)):
-        paths = sorted((out / PARTS).glob(f"*.{suffix}.parquet"),
+        paths = sorted((p for p in (out / PARTS).glob(f"*.{suffix}.parquet")
+                        if p.name.split(".")[0] in produced),
                        key=lambda p: (p.stat().st_mtime_ns, p.name))
-        tables = [t for t in (pq.read_table(pa.BufferReader(read_input(p, SWEEP_PART)))
-                              for p in paths) if t.num_rows]
+        tables = [_rows_produced(pq.read_table(pa.BufferReader(read_input(p, SWEEP_PART))),
+                                 produced[p.name.split(".")[0]], p)
+                  for p in paths]
+        tables = [t for t in tables if t.num_rows]
         table = (pa.concat_tables(tables, promote_options="permissive") if tables
                  else pa.table({}))
         keys = [k for k in ROW_KEYS[suffix] if k in table.column_names]
@@ -389,6 +441,31 @@ def gather(out: Path) -> tuple[Path, Path]:
         pq.write_table(table, buffer)
         written.append(write_atomic(out / name, lambda h, b=buffer.getvalue(): h.write(b)))
     return written[0], written[1]
+
+
+def _rows_produced(table: Any, task: Task, path: Path) -> Any:
+    """The rows of a part that its task writes: its key, spec, target and data
+    parallelism, on one of its hardware."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def among(column: str, values: Sequence[Any]) -> Any:
+        try:
+            found = pc.is_in(table[column], value_set=pa.array(values))
+        except (KeyError, pa.ArrowException):   # no such column, or one of another type
+            return pa.array([False] * table.num_rows)
+        return pc.fill_null(found, False)
+
+    keep = among("hardware", task.hardware)
+    for column, value in (("key", task.key), ("spec", task.spec), ("target", task.target),
+                          ("data_parallel", task.data_parallel)):
+        keep = pc.and_(keep, among(column, [value]))
+    kept = table.filter(keep)
+    if kept.num_rows < table.num_rows:   # a warning, shown whether or not progress is
+        print(f"roofline: {table.num_rows - kept.num_rows} rows of {path} not gathered: "
+              f"its task ({task.spec} for {task.target}) writes none of them",
+              file=sys.stderr)
+    return kept
 
 
 def _progress_line(done: int, total: int, started: float, skipped: int) -> str:
@@ -409,10 +486,11 @@ def definition(plan: SweepPlan) -> dict[str, Any]:
             "hardware": list(plan.hardware), "data_parallel": plan.data_parallel}
 
 
-def record_definition(plan: SweepPlan, extend: bool) -> str:
+def record_definition(plan: SweepPlan, extend: bool
+                      ) -> tuple[str, list[dict[str, Any]]]:
     """Refuse a directory holding a sweep of something else, unless ``extend``: then the
     new definition is added to those it holds. Returns the directory's identity, which
-    every part written into it carries (see :func:`set_aside_foreign_parts`)."""
+    every part written into it carries (see :func:`sort_parts`), and its definitions."""
     path = plan.out / DEFINITION_FILE
     wanted = definition(plan)
     held: list[dict[str, Any]] = []
@@ -433,9 +511,10 @@ def record_definition(plan: SweepPlan, extend: bool) -> str:
     elif any((plan.out / PARTS).glob("*.parquet")) and not extend:
         raise RooflineError(f"{plan.out} holds sweep parts but no {DEFINITION_FILE} (written "
                             "by an older roofline): it is not known what they are a sweep "
-                            "of; use a new --out, or pass --extend to add this sweep to them")
+                            "of; use a new --out, or pass --extend to run this sweep there "
+                            "(the parts of no task of it are set aside, not gathered)")
     if wanted in held and recorded == {"id": identity, "definitions": held}:
-        return identity
+        return identity, held
     if held and wanted not in held and not extend:
         differ = sorted(k for k in wanted if all(d.get(k) != wanted[k] for d in held))
         raise RooflineError(f"{plan.out} holds a sweep of something else ({DEFINITION_FILE} "
@@ -444,7 +523,7 @@ def record_definition(plan: SweepPlan, extend: bool) -> str:
     definitions = held if wanted in held else [*held, wanted]
     write_atomic(path, lambda handle: handle.write(
         json.dumps({"id": identity, "definitions": definitions}, indent=2).encode()))
-    return identity
+    return identity, definitions
 
 
 def _definition_problem(recorded: Any) -> str:
@@ -456,9 +535,25 @@ def _definition_problem(recorded: Any) -> str:
         return f"'definitions' is {_short(held)}, not a list of one or more sweeps"
     if not all(isinstance(d, dict) for d in held):
         return "'definitions' holds an entry that is not a sweep (a JSON object)"
+    for entry in held:
+        if not _is_definition(entry):
+            return (f"the sweep {_short(entry)} is not a family, grid, fixed, targets, "
+                    "hardware and data_parallel")
     if "id" in recorded and not (isinstance(recorded["id"], str) and recorded["id"]):
         return f"'id' is {_short(recorded['id'])}, not the sweep's identity (a string)"
     return ""
+
+
+def _is_definition(entry: dict[str, Any]) -> bool:
+    """Whether an entry of ``sweep.json`` is what :func:`definition` writes."""
+    def names(value: Any) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    grid, fixed = entry.get("grid"), entry.get("fixed")
+    return (isinstance(entry.get("family"), str) and isinstance(grid, dict)
+            and all(isinstance(v, list) for v in grid.values()) and isinstance(fixed, dict)
+            and names(entry.get("targets")) and names(entry.get("hardware"))
+            and isinstance(entry.get("data_parallel"), bool))
 
 
 def _short(value: Any) -> str:
@@ -471,24 +566,29 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
               limit: int | None = None, extend: bool = False) -> dict[str, Any]:
     """Run every unfinished task of ``plan``; returns counts and the output files. A
     directory already holding another sweep is refused unless ``extend``."""
+    if not 1 <= workers <= SWEEP_WORKERS_MAX:
+        raise RooflineError(f"workers={workers!r}: give a whole number from 1 to "
+                            f"{SWEEP_WORKERS_MAX:,} (local worker processes)")
     tasks = plan.tasks()
     plan.out.mkdir(parents=True, exist_ok=True)
     parts = plan.out / PARTS
     if parts.exists() and not parts.is_dir():
         raise RooflineError(f"{parts} is not a directory: a sweep keeps its finished tasks "
                             "there; remove it or use a new --out")
-    identity = record_definition(plan, extend)
-    foreign = set_aside_foreign_parts(plan.out, identity)
+    identity, definitions = record_definition(plan, extend)
+    produced = produced_tasks(plan, definitions)
+    parts_found = sort_parts(plan.out, identity, produced)
+    foreign = parts_found.foreign
     if foreign:   # a warning, shown whether or not progress is
         names = ", ".join(path.name for path in foreign[:2])
         more = f" and {len(foreign) - 2} more" if len(foreign) > 2 else ""
         print(f"roofline: set aside in {foreign[0].parent}, not gathered, as written by "
-              f"another sweep: {names}{more}", file=sys.stderr)
-    set_aside: list[str] = []
-    done_keys = finished_keys(plan.out, set_aside)
-    for path in set_aside:   # a warning, shown whether or not progress is
-        print(f"roofline: unreadable part set aside, its task runs again: {path}",
-              file=sys.stderr)
+              f"no task of this directory's sweeps: {names}{more}", file=sys.stderr)
+    for path in parts_found.unreadable:   # a warning, shown whether or not progress is
+        if path.name.endswith(".models.parquet"):
+            print(f"roofline: unreadable part set aside, its task runs again: {path}",
+                  file=sys.stderr)
+    done_keys = parts_found.done
     todo = [replace(t, sweep=identity) for t in tasks if t.key not in done_keys]
     if limit is not None:
         todo = todo[:limit]
@@ -514,7 +614,7 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
     tracker.close()
     finished = finished_keys(plan.out)
     complete = finished >= {t.key for t in tasks}
-    files = gather(plan.out) if complete or interrupted else None
+    files = gather(plan.out, produced) if complete or interrupted else None
     return {"tasks": len(tasks), "ran": len(todo), "skipped": skipped, "statuses": statuses,
             "complete": complete, "files": files, "interrupted": interrupted,
             "done": len(finished & {t.key for t in tasks}),
@@ -526,10 +626,16 @@ PARENT_POLL_S = 1.0
 
 def start_worker(parent: int) -> None:
     """A worker's set-up: its compiles show no progress (the main process shows the
-    sweep's), it leaves SIGINT to the main process, and it ends with its parent."""
+    sweep's), it leaves SIGINT to the main process, it ends with its parent, and it starts
+    JAX as the main process does, without the native start-up logging of JAX's plugins
+    (the main process checked that JAX starts)."""
+    from roofline.program._xla import start_quietly
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_quiet(True)
     end_with_parent(parent)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    start_quietly()
 
 
 def end_with_parent(parent: int) -> None:

@@ -116,7 +116,21 @@ def _load(path: Path) -> dict[str, Any]:
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         raise TraceError(f"{path}: no 'traceEvents' list: not the Chrome-trace JSON "
                          "torch.profiler writes (prof.export_chrome_trace)")
+    if _converted_from_xplane(trace["traceEvents"]):
+        raise TraceError(f"{path}: a JAX or TensorFlow profiler trace (the Chrome-trace JSON "
+                         "the profiler converts from its xplane), not a PyTorch one: give "
+                         "the .xplane.pb written beside it, or its run directory")
     return trace
+
+
+def _converted_from_xplane(events: list[Any]) -> bool:
+    """Whether a Chrome trace's processes are xplane planes (``/host:CPU``,
+    ``/device:GPU:0``), as in the ``.trace.json.gz`` JAX's profiler writes; Kineto names
+    its processes by the program and its GPUs by number."""
+    return any(isinstance(event, dict) and event.get("ph") == "M"
+               and event.get("name") == "process_name" and isinstance(event.get("args"), dict)
+               and str(event["args"].get("name", "")).startswith(("/host:", "/device:"))
+               for event in events)
 
 
 def _events(path: Path, events: list[Any]

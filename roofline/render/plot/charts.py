@@ -145,6 +145,7 @@ def heatmap_slice(models: pandas.DataFrame, x: str, y: str,
         if column not in models.columns:
             raise RooflineError(f"the sweep table has no column {column!r}; it has: "
                                 f"{', '.join(map(str, models.columns))}")
+    _check_axes(models, x, y)
     for column, value in (where or {}).items():
         models = models[models[column].astype(str) == str(value)]
     if models.empty:
@@ -154,6 +155,23 @@ def heatmap_slice(models: pandas.DataFrame, x: str, y: str,
         if models[column].nunique() > 1:
             models = models[models[column] == models[column].min()]
     return models
+
+
+def _check_axes(models: pandas.DataFrame, x: str, y: str) -> None:
+    """Refuse a heat map whose axes are one parameter, or a parameter of one value."""
+    varied = [c for c in _grid_columns(models) if models[c].nunique() > 1]
+    choose = (f"the sweep varies {', '.join(varied)}" if len(varied) >= 2 else
+              f"the sweep varies {', '.join(varied) or 'nothing'}: sweep two parameters "
+              "(two --grid axes of two or more values each) for a heat map")
+    if x == y:
+        raise RooflineError(f"--x and --y are both {x!r}: a heat map needs two different "
+                            f"parameters; {choose}")
+    for option, column in (("--x", x), ("--y", y)):
+        values = models[column].unique()
+        if len(values) < 2:
+            raise RooflineError(f"{option} {column}: the sweep has one value of {column} "
+                                f"({values[0] if len(values) else 'none'}), a heat map of "
+                                f"a single row; {choose}")
 
 
 def _grid_columns(models: pandas.DataFrame) -> list[str]:
