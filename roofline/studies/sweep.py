@@ -7,9 +7,11 @@ loses no finished task and a rerun skips what is done; the key is a hash of the 
 spec and target, so no row is ever written twice. When every task is done the parts are
 gathered into ``models.parquet`` and ``ops.parquet``. A model that does not fit, or that
 fails to compile, is a row with its status and message, not a stopped sweep. Every part
-carries the identity of its directory (``sweep.json``'s ``id``), so a part copied in from
-another sweep is set aside, never gathered. SIGINT stops a sweep: the running tasks
-finish, the others are cancelled, and the finished parts are gathered.
+carries the identity of its directory (``sweep.json``'s ``id``): a part copied in from
+another sweep, or named for no task of the directory's grids, is set aside, never
+gathered, and of a part only the rows its task writes are gathered (:func:`sort_parts`,
+:func:`gather`). SIGINT stops a sweep: the running tasks finish, the others are
+cancelled, and the finished parts are gathered.
 
 Tasks run in local worker processes, or on a Dask cluster (``scheduler="tcp://..."``)
 whose workers see the same ``out`` directory (a shared filesystem across machines).
