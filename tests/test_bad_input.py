@@ -54,6 +54,15 @@ CASES = [
      "m='99999999999999999999'... (5000 characters) is not a valid int"),
     ("kernel past the image", ["analyze", "conv2d:height=1,width=1,kernel=7"],
      "a 7x7 kernel does not fit a 1x1 image"),
+    # Issue 46: a row or label count outside what can be shown is refused, not taken as
+    # Python's slice (--top -5 left out the last five rows).
+    ("top negative", ["explain", "traces/mi300x_jax08_conv.xplane.pb", "--top", "-5"],
+     "'-5': give a whole number from 0 to 1,000,000"),
+    ("label-top past the figure", ["plot", "roofline", SPEC, "--hardware", "tpu-v3",
+                                   "--label-top", "5000"],
+     "'5000': give a whole number from 0 to 100"),
+    ("whatif top", [*WHATIF, "--scale", "flops=2", "--top", "ten"],
+     "'ten': give a whole number from 0 to 1,000,000"),
     ("sweep workers 0", ["sweep", "fc", "--hardware", "tpu-v2", "--out", "never", "--workers",
                          "0"], "'0': give a whole number from 1 to 1,024"),
     # Issue 34: an empty output path wrote nothing (and `sweep --out ''` wrote into the

@@ -145,6 +145,12 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+# Rows a table shows (0: all) and ops a figure names: more labels than this never fit on a
+# figure (those that would overlap are left out).
+table_rows = bounded_int(0, 1_000_000)
+labelled_ops = bounded_int(0, 100)
+
+
 def positive_float(text: str) -> float:
     """A finite number above 0 (a rate)."""
     try:

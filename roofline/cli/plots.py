@@ -7,7 +7,14 @@ import sys
 from typing import Any
 
 from roofline.api import load_hardware
-from roofline.cli.common import Parents, cache_dir_of, key_values, save_plot, scale_factor
+from roofline.cli.common import (
+    Parents,
+    cache_dir_of,
+    key_values,
+    labelled_ops,
+    save_plot,
+    scale_factor,
+)
 from roofline.cli.nsight_compute import plot_ncu_roofline
 from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError
@@ -114,7 +121,8 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                          help="the ops of INPUT on the rooflines of one or more devices")
     p.add_argument("--hardware", action="append", required=True, metavar="ID",
                    help="the device the ops are placed on; repeat to overlay more roofs")
-    p.add_argument("--label-top", type=int, default=5, help="name this many ops (default 5)")
+    p.add_argument("--label-top", type=labelled_ops, default=5,
+                   help="name this many ops, up to 100 (default 5)")
     p.set_defaults(handler=_plot_roofline)
     p = plots.add_parser("speedup", parents=[parents.common, out, spec_input],
                          help="per-op speedup against intensity between two devices")

@@ -14,6 +14,7 @@ from roofline.cli.common import (
     device_choice,
     emit,
     save_plot,
+    table_rows,
 )
 from roofline.cli.nsight_compute import explain_ncu
 from roofline.cli.nsight_systems import explain_nsys
@@ -190,7 +191,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--overlap", choices=("max", "sum"), default="max",
                    help="how an op's time terms combine (default: max)")
     add_execution_option(p)
-    p.add_argument("--top", type=int, default=25,
+    p.add_argument("--top", type=table_rows, default=25,
                    help="ops shown in the table format (0: all)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
     p.add_argument("--plot", metavar="FILE",
@@ -233,7 +234,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                         "default: the first by name); 'all': every device of every host side "
                         "by side")
     p.add_argument("--overlap", choices=("max", "sum"), default="max")
-    p.add_argument("--top", type=int, default=25, help="ops shown in the table (0: all)")
+    p.add_argument("--top", type=table_rows, default=25, help="ops shown in the table (0: all)")
     p.add_argument("--annotate", metavar="FILE.trace.json.gz",
                    help="also write a Perfetto/Chrome trace annotated with the analysis")
     p.add_argument("--plot", metavar="FILE",

@@ -18,6 +18,7 @@ from roofline.cli.common import (
     power_watts,
     save_plot,
     scale_factor,
+    table_rows,
 )
 from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
@@ -147,7 +148,7 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
             p.add_argument("--plot", metavar="FILE",
                            help="also draw the time by bound class before and after")
             add_html_option(p)
-            p.add_argument("--top", type=int, default=10, metavar="N",
+            p.add_argument("--top", type=table_rows, default=10, metavar="N",
                            help="ops shown in the tables of the ops that take the most time "
                                 "and of those that change class (0: all)")
         p.set_defaults(handler=handler)
@@ -210,7 +211,7 @@ def _add_predict_parser(commands: Any, parents: Parents) -> None:
     p.add_argument("--plot", metavar="FILE",
                    help="also draw the per-op speedup against intensity")
     add_html_option(p)
-    p.add_argument("--top", type=int, default=10, metavar="N",
+    p.add_argument("--top", type=table_rows, default=10, metavar="N",
                    help="ops shown in the table of those that change class (0: all)")
     p.add_argument("--max-batch", action="store_true",
                    help="also predict throughput at the largest batch that fits each device "
