@@ -138,3 +138,36 @@ def test_a_prediction_between_gpus_compiles_each_for_its_own(gemm_on_h100):
         Placer(load_hardware("h100-sxm")).program(gemm_on_h100).seconds)
     assert all(o.gap.value != "ops of another compiler"
                for o in prediction.comparison.coverage.omissions)
+
+
+def test_a_bf16_mlps_gelu_takes_its_tanh_time_on_the_special_function_units():
+    # x (256 x 1024) @ w1 (1024 x 4096), tanh-form GELU, @ w2 (4096 x 1024), in bf16, as
+    # XLA:GPU compiles it for an H100 SXM: the GELU is a loop fusion of one tanh per element
+    # of the 256 x 4096 hidden layer, 2^20 transcendentals. At the special-function units'
+    # 16 x 132 x 1.98e9 = 4.18176e12/s they take 250.7 ns, more than its 10 FLOPs an element
+    # take on the vector units (1.05e7 / 133.8 TFLOP/s = 78 ns): its compute term.
+    import dataclasses
+
+    from roofline.model.analysis import Placer
+
+    program = compile_workload(parse_spec("tests.user_models:bf16_gelu_mlp"), "h100-sxm")
+    h100 = load_hardware("h100-sxm")
+    bare = dataclasses.replace(h100, compute=tuple(r for r in h100.compute
+                                                   if r.unit != "transcendental"))
+    now, before = Placer(h100).program(program), Placer(bare).program(program)
+    (gelu,) = [op for op in now.ops if op.cost.transcendentals]
+    assert gelu.cost.transcendentals == 256 * 4096
+    assert gelu.placement.compute_s == pytest.approx(2**20 / 4.18176e12)
+    untimed = "transcendentals not timed"
+    assert all(o.gap.value != untimed for o in now.coverage.omissions)
+    # The spec without its rate (as every GPU spec was): the tanh cost nothing, the compute
+    # term was the FLOPs' alone, and the answer listed the op as approximated.
+    (gelu_before,) = [op for op in before.ops if op.cost.transcendentals]
+    assert gelu_before.placement.compute_s == pytest.approx(
+        gelu.cost.flops / gelu_before.placement.roof.flop_per_s)
+    assert [o.op for o in before.coverage.omissions if o.gap.value == untimed] \
+        == [gelu.cost.name]
+    # Its 4 MiB of bf16 in and out take longer (1.25 us + 375 ns of latency) and its launch
+    # longer still (2.5 us): the tanh hide under them, and the step's time does not move.
+    assert gelu.placement.bound.kind.value == "overhead"
+    assert now.seconds == pytest.approx(before.seconds)

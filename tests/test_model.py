@@ -177,6 +177,24 @@ def test_transcendentals_take_time_at_the_transcendental_roof_beside_the_flops()
     assert roof.peak_text == "4 G/s"
 
 
+def test_a_gpus_transcendentals_overlap_its_flops_on_their_own_units():
+    # 2^24 f32 exponentials, one multiply each, on an H100 SXM: its special-function units
+    # take 2^24 / (16 x 132 x 1.98e9 = 4.18176e12/s) = 4.012 us, its FMA units
+    # 2^24 / 66.9 TFLOP/s = 0.251 us, in pipes of their own, so the compute term is the
+    # larger, 4.012 us (its 1 MiB take 0.313 us + 375 ns of latency, its launch 2.5 us):
+    # compute-bound on the transcendental roof.
+    h100 = load_hardware("h100-sxm")
+    work = Work(flops=2**24, bytes=2**20, dtype="fp32", transcendentals=2**24)
+    placed = place(work, h100)
+    assert placed.compute_s == pytest.approx(2**24 / 4.18176e12)
+    assert placed.seconds == placed.compute_s
+    assert (placed.bound.kind, placed.bound.resource) == (BoundKind.COMPUTE,
+                                                          "fp32 transcendental")
+    # Where nothing overlaps, the two add up: 4.012 + 0.251 = 4.263 us.
+    summed = place(work, h100, Overlap.SUM)
+    assert summed.compute_s == pytest.approx(2**24 / 4.18176e12 + 2**24 / 66.9e12)
+
+
 def test_memory_latency_is_paid_once_per_kernel_before_its_bytes_stream():
     # v100-pcie cites a 316.6 ns HBM2 load latency (pointer chase, ernst-cuda-latency):
     # 8 MB at the 900 GB/s peak is 8.889 us, plus 0.3166 us = 9.2055 us; a fusion of two

@@ -22,10 +22,11 @@ def test_figure_content(devices):
     texts = {t.get_text() for t in ax.texts}
     # Ridge labels: TPU v2 75, TPU v3 117 (420/3.6 = 116.7), V100 tensor 139 (125/0.9).
     assert {"75", "117", "139"} <= texts
-    # One horizontal line and one ridge marker per distinct roof (TPU fp32 matmuls share the
-    # bf16 MXU roof, drawn once), and one slanted bandwidth line per device.
-    roofs = sum(len(merge_equal_roofs(hw.compute)) for hw in devices)
-    assert roofs == sum(len(hw.compute) for hw in devices) - 2
+    # One horizontal line and one ridge marker per distinct FLOP roof (TPU fp32 matmuls share
+    # the bf16 MXU roof, drawn once; the V100's transcendental roof draws none), and one
+    # slanted bandwidth line per device.
+    roofs = sum(len(merge_equal_roofs(hw.arithmetic)) for hw in devices)
+    assert roofs == sum(len(hw.arithmetic) for hw in devices) - 2
     assert len(ax.lines) == 2 * roofs + len(devices)
     # fp32 marked: it reaches the bf16 rate only at XLA's DEFAULT precision (footnoted).
     assert any(t.get_text().startswith("bf16/fp32* matrix 180") for t in ax.texts)

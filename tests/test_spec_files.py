@@ -393,6 +393,49 @@ def test_every_gpu_cites_a_measured_ceiling_or_says_it_found_none():
     assert missing == []
 
 
+
+# CUDA C++ Programming Guide, 'Throughput of Native Arithmetic Instructions', row
+# '32-bit floating-point reciprocal, reciprocal square root, base-2 logarithm, base 2
+# exponential, sine, cosine': results per clock per SM, by compute capability.
+SFU_RESULTS_PER_SM_CLOCK = {"3.5": 32, "6.0": 16, "6.1": 32, "7.0": 16, "7.5": 16, "8.0": 16,
+                            "8.9": 16, "9.0": 16, "10.0": 16}
+
+
+def test_an_h100s_transcendental_rate_is_its_special_function_units_at_its_clock():
+    # cc 9.0: 16 results per clock per SM; 132 SMs at the 1980 MHz [clock] boost:
+    # 16 x 132 x 1.98e9 = 4.18176e12 exponentials (log2, rcp, rsqrt, sin, cos) per second.
+    h100 = load_hardware("h100-sxm")
+    roof = h100.roof("fp32", "transcendental")
+    assert roof.flop_per_s == pytest.approx(16 * 132 * 1.98e9) == pytest.approx(4.18176e12)
+    assert roof.peak_text == "4.182 T/s"
+    assert set(roof.sources) == {"cuda-guide-sfu", "derived-sfu", "fa3-sfu"}
+    # One SM holds one SM's share: 16 x 1.98e9 = 31.68e9 per second.
+    assert h100.at_scope("sm").roof("fp32", "transcendental").flop_per_s == pytest.approx(
+        31.68e9)
+    # A K40 (cc 3.5: 32 per SMX, 15 SMX) at its 745 MHz base clock: 357.6e9 per second,
+    # and 32 x 15 x 875 MHz = 420e9 at its @boost875 application clock.
+    assert load_hardware("k40").roof("fp32", "transcendental").flop_per_s == pytest.approx(
+        357.6e9)
+    assert load_hardware("k40@boost875").roof(
+        "fp32", "transcendental").flop_per_s == pytest.approx(420e9)
+
+
+def test_every_nvidia_spec_places_transcendentals_at_its_special_function_units():
+    # Each NVIDIA spec's transcendental roof is the guide's per-SM rate for its compute
+    # capability times its SM count times its [clock] boost.
+    from roofline.hardware import list_hardware
+
+    checked = []
+    for entry in list_hardware():
+        hw = entry.hardware
+        if hw is None or hw.compute_capability is None:
+            continue
+        per_sm = SFU_RESULTS_PER_SM_CLOCK[hw.compute_capability]
+        expected = per_sm * dict(hw.counts)["sm"] * hw.clock.value
+        assert hw.roof("fp32", "transcendental").flop_per_s == pytest.approx(expected), hw.id
+        checked.append(hw.id)
+    assert len(checked) == 13
+
 def test_a_transfer_places_both_devices_at_ceilings_measured_alike():
     # A T4 cites a cuBLAS SGEMM rate (4.2 of 8.1 TFLOP/s), a V100 PCIe no fp32 figure:
     # carrying a measured V100 op's efficiency to the T4's achieved rate would count the

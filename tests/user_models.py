@@ -55,3 +55,11 @@ def interrupts():
 
 def exits():
     raise SystemExit(3)
+
+
+def bf16_gelu_mlp():
+    x = jax.ShapeDtypeStruct((256, 1024), jnp.bfloat16)
+    w1 = jax.ShapeDtypeStruct((1024, 4096), jnp.bfloat16)
+    w2 = jax.ShapeDtypeStruct((4096, 1024), jnp.bfloat16)
+    return ((lambda w1, w2, x: jax.nn.gelu(x @ w1, approximate=True) @ w2), (w1, w2, x),
+            (2,))

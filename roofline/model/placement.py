@@ -14,7 +14,14 @@ import enum
 from dataclasses import dataclass
 
 from roofline.errors import UnknownHardwareError
-from roofline.hardware.records import ComputeRoof, ExecutionUnit, Hardware, Link, MemoryLevel
+from roofline.hardware.records import (
+    ComputeRoof,
+    ExecutionUnit,
+    Hardware,
+    HardwareKind,
+    Link,
+    MemoryLevel,
+)
 
 FLOP_CONVENTION = "dense peaks; a fused multiply-add counts as 2 FLOPs"
 
@@ -72,7 +79,7 @@ class Work:
     ``wave_efficiency`` is the share of the compute roof a GPU matrix product can use after
     tile and wave quantization (:meth:`roofline.program.hlo.formulas.GemmShape.wave_efficiency`).
     ``transcendentals`` (exponentials, tanh...) take time at the device's transcendental
-    roof where its spec has one, on the same units as the FLOPs (the two add up).
+    roof where its spec has one (:func:`_compute_seconds` says how it meets the FLOPs' time).
     ``algorithm`` names a convolution algorithm that does fewer FLOPs than the direct one
     (Winograd: ``flops`` are then its own, :func:`roofline.model.analysis.work_of`).
     """
@@ -186,6 +193,18 @@ def transcendental_roof(hw: Hardware, dtype: str) -> ComputeRoof | None:
     return None
 
 
+def _compute_seconds(flops_s: float, transcendental_s: float, hw: Hardware,
+                    overlap: Overlap) -> float:
+    """An op's compute term from its FLOPs' time and its transcendentals' time. A GPU
+    evaluates transcendentals on its special-function units, a pipe of their own that
+    issues beside the FMA and tensor-core pipes, so under ``Overlap.MAX`` the two times
+    overlap; a CPU computes them with polynomials on the same FMA units (and ``SUM``
+    overlaps nothing), so they add up."""
+    if hw.kind == HardwareKind.GPU and overlap is Overlap.MAX:
+        return max(flops_s, transcendental_s)
+    return flops_s + transcendental_s
+
+
 def compute_roof(hw: Hardware, dtype: str, unit: str) -> ComputeRoof:
     """:func:`choose_roof`, or an error that lists the roofs the device has."""
     roof = choose_roof(hw, dtype, unit)
@@ -239,15 +258,15 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
     op's dtype and unit, its compute term is left out (``compute_left_out``).
     """
     roof = choose_roof(hw, work.dtype, work.unit)
-    compute_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
+    flops_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
     transcendental = transcendental_roof(hw, work.dtype) if work.transcendentals else None
     transcendental_s = (work.transcendentals / transcendental.flop_per_s if transcendental
                         else 0.0)
-    compute_label = (transcendental.label if transcendental and transcendental_s > compute_s
+    compute_label = (transcendental.label if transcendental and transcendental_s > flops_s
                      else roof.label if roof else "")
     if work.algorithm and compute_label == (roof.label if roof else None):
         compute_label += f", {work.algorithm}"
-    compute_s += transcendental_s
+    compute_s = _compute_seconds(flops_s, transcendental_s, hw, overlap)
     main_s = work.bytes / _bandwidth(hw, hw.main_memory)
     latency = hw.main_memory.latency
     if latency is not None and latency.value and work.bytes > 0:
