@@ -7,8 +7,10 @@ prints its message (one paragraph, no traceback) and exits with code 2.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -17,6 +19,17 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     if not close:
         return ""
     return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def quoted(value: Any, limit: int = 40) -> str:
+    """A value as a message quotes it: a string as its repr, anything else (a value read
+    from JSON) as JSON; whole where it fits ``limit`` characters, else its start and its
+    length, so that no message runs to pages."""
+    is_text = isinstance(value, str)
+    text = value if is_text else json.dumps(value, default=str)
+    shown = text if len(text) <= limit else text[:limit // 2]
+    shown = repr(shown) if is_text else shown
+    return shown if len(text) <= limit else f"{shown}... ({len(text)} characters)"
 
 
 class RooflineError(Exception):

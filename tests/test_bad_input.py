@@ -517,7 +517,7 @@ def _bad_xla_flags(tmp, monkeypatch):
 REGRESS = ["regress", "DIR", "--hardware", "v100-sxm2"]
 PREPARED_CASES = [
     ("definitions a string", _sweep_json('{"definitions": "abc"}'),
-     "sweep.json: unreadable sweep definition ('definitions' is \"abc\", not a list"),
+     "sweep.json: unreadable sweep definition ('definitions' is 'abc', not a list"),
     ("definitions of numbers", _sweep_json('{"definitions": [1, 2]}'),
      "'definitions' holds an entry that is not a sweep"),
     ("definitions {}", _sweep_json('{"definitions": {}}'), "'definitions' is {}, not a list"),
@@ -584,3 +584,13 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
         err = child.stderr.read().decode()
         code = child.wait(timeout=120)
     assert code == 141 and err == "", err
+
+
+def test_a_message_quotes_a_long_value_by_its_start_and_length():
+    from roofline.errors import quoted
+
+    assert quoted("abc") == "'abc'" and quoted([]) == "[]"
+    assert quoted("9" * 5000) == f"'{'9' * 20}'... (5000 characters)"   # 40 // 2 shown
+    # JSON of {"a": 100 x's}: 7 characters before the x's and 2 after, 109 in all; the
+    # first 30 // 2 = 15 are shown.
+    assert quoted({"a": "x" * 100}, 30) == '{"a": "xxxxxxxx... (109 characters)'

@@ -40,7 +40,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import DoesNotFitError, RooflineError, did_you_mean
+from roofline.errors import DoesNotFitError, RooflineError, did_you_mean, quoted
 from roofline.input_files import (
     SWEEP_DEFINITION,
     SWEEP_PART,
@@ -531,18 +531,18 @@ def record_definition(plan: SweepPlan, extend: bool
 def _definition_problem(recorded: Any) -> str:
     """What is wrong with the JSON of a ``sweep.json`` ("" for nothing)."""
     if not isinstance(recorded, dict) or "definitions" not in recorded:
-        return f"{_short(recorded)} is not an object with 'definitions'"
+        return f"{quoted(recorded)} is not an object with 'definitions'"
     held = recorded["definitions"]
     if not isinstance(held, list) or not held:
-        return f"'definitions' is {_short(held)}, not a list of one or more sweeps"
+        return f"'definitions' is {quoted(held)}, not a list of one or more sweeps"
     if not all(isinstance(d, dict) for d in held):
         return "'definitions' holds an entry that is not a sweep (a JSON object)"
     for entry in held:
         if not _is_definition(entry):
-            return (f"the sweep {_short(entry)} is not a family, grid, fixed, targets, "
+            return (f"the sweep {quoted(entry)} is not a family, grid, fixed, targets, "
                     "hardware and data_parallel")
     if "id" in recorded and not (isinstance(recorded["id"], str) and recorded["id"]):
-        return f"'id' is {_short(recorded['id'])}, not the sweep's identity (a string)"
+        return f"'id' is {quoted(recorded['id'])}, not the sweep's identity (a string)"
     return ""
 
 
@@ -556,11 +556,6 @@ def _is_definition(entry: dict[str, Any]) -> bool:
             and all(isinstance(v, list) for v in grid.values()) and isinstance(fixed, dict)
             and names(entry.get("targets")) and names(entry.get("hardware"))
             and isinstance(entry.get("data_parallel"), bool))
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 30 else text[:27] + "..."
 
 
 def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None,

@@ -129,8 +129,7 @@ def session_hosts(path: str | Path) -> dict[str, Path]:
     if not found:
         raise TraceError(f"{path}: no *{XPLANE_SUFFIX} trace below this directory; capture "
                          "one with 'roofline profile' or jax.profiler.trace")
-    return {host_of(file): file
-            for file in sorted(found[-1].parent.glob(f"*{XPLANE_SUFFIX}")) if file.is_file()}
+    return {host_of(file): file for file in sorted(found[-1].parent.glob(f"*{XPLANE_SUFFIX}"))}
 
 
 def host_of(xplane: Path) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofline.errors import RooflineError, did_you_mean
+from roofline.errors import RooflineError, did_you_mean, quoted
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,8 @@ MAX_SIZE = 1 << 40     # any size parameter: beyond it no array fits anywhere
 LAYER_LIMIT = 1024     # stacked layers or blocks (ParaDnn's largest FC has 128)
 
 
-def _shown(text: str) -> str:
-    """A value as a message quotes it: whole, or its start where it is longer than a line."""
-    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text)} characters)"
-
-
 def _number_shown(value: int, text: str) -> str:
-    return str(value) if len(text) <= 40 else _shown(text)
+    return str(value) if len(text) <= 40 else quoted(text)
 
 
 def convert_parameter(family: Family, param: Param, text: str) -> Any:
@@ -121,7 +116,7 @@ def convert_parameter(family: Family, param: Param, text: str) -> Any:
     try:
         value = param.kind(text)
     except (TypeError, ValueError):
-        raise RooflineError(f"workload {family.name!r}: {param.name}={_shown(text)} is not "
+        raise RooflineError(f"workload {family.name!r}: {param.name}={quoted(text)} is not "
                             f"a valid {getattr(param.kind, '__name__', 'value')}") from None
     if param.choices and value not in param.choices:
         raise RooflineError(f"workload {family.name!r}: {param.name}={text!r}; choose one "
