@@ -12,8 +12,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from tqdm import tqdm
+if TYPE_CHECKING:   # tqdm is imported where a display is made: it takes 80 ms to import
+    from tqdm import tqdm
 
 _quiet = False
 _REFRESH_S = 0.5
@@ -32,6 +34,8 @@ def shown() -> bool:
 
 def bar(total: int, description: str, unit: str = "it") -> tqdm:
     """A bar of ``total`` steps (call ``update()`` per step, ``close()`` at the end)."""
+    from tqdm import tqdm
+
     return tqdm(total=total, desc=description, unit=unit, file=sys.stderr,
                 disable=not shown(), leave=False, dynamic_ncols=True)
 
@@ -43,6 +47,8 @@ def waiting(description: str) -> Iterator[None]:
     if not shown():
         yield
         return
+    from tqdm import tqdm
+
     line = tqdm(total=None, desc=description, file=sys.stderr, leave=False,
                 bar_format="{desc} {elapsed}", dynamic_ncols=True)
     done = threading.Event()
@@ -63,4 +69,6 @@ def waiting(description: str) -> Iterator[None]:
 def say(message: str) -> None:
     """One line about long work (a phase begun, a round done), shown like the bars."""
     if shown():
+        from tqdm import tqdm
+
         tqdm.write(message, file=sys.stderr)

@@ -594,3 +594,26 @@ def test_a_message_quotes_a_long_value_by_its_start_and_length():
     # JSON of {"a": 100 x's}: 7 characters before the x's and 2 after, 109 in all; the
     # first 30 // 2 = 15 are shown.
     assert quoted({"a": "x" * 100}, 30) == '{"a": "xxxxxxxx... (109 characters)'
+
+
+def test_xla_flags_xla_accepted_are_checked_once(tmp_path, monkeypatch):
+    import subprocess
+
+    from roofline.errors import RooflineError
+    from roofline.program import _xla
+
+    # A flag XLA knows (it is XLA:CPU's): the child accepts it, and the verdict is marked.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=true")
+    children = []
+    real = subprocess.run
+    monkeypatch.setattr(_xla.subprocess, "run",
+                        lambda *a, **k: children.append(a) or real(*a, **k))
+    _xla.check_xla_flags(tmp_path)
+    _xla.check_xla_flags(tmp_path)
+    assert len(children) == 1 and len(list(tmp_path.iterdir())) == 1
+    # Flags XLA refuses are never marked: refused again, by a child each time.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_no_such_flag=1")
+    for _ in range(2):
+        with pytest.raises(RooflineError, match="XLA refuses it"):
+            _xla.check_xla_flags(tmp_path)
+    assert len(children) == 3 and len(list(tmp_path.iterdir())) == 1

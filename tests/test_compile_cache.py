@@ -83,15 +83,15 @@ def test_capacity_search_compiles_each_batch_once_and_names_the_best(tmp_path, m
     # 512 and 15.3 MiB at 4096. Every batch the search tries is compiled once (the largest
     # that fits is not compiled again to be placed), and the best throughput is that of
     # one of the fitting batches, at least the largest's.
-    import roofline.model.analysis as analysis
+    import roofline.program.compile as compile_module
 
     specs = []
-    real = analysis.compile_workload
+    real = compile_module.compile_workload
 
     def recorded(workload, *args, **kwargs):
         specs.append(workload.spec)
         return real(workload, *args, **kwargs)
-    monkeypatch.setattr(analysis, "compile_workload", recorded)
+    monkeypatch.setattr(compile_module, "compile_workload", recorded)
     small = load_hardware("tpu-v2").scaled({"memory_capacity": 1 / 1024})
     build = lambda batch: parse_spec(f"fc:layers=2,nodes=256,input=256,output=256,"  # noqa: E731
                                      f"batch={batch},dtype=bf16")

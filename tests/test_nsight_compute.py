@@ -13,7 +13,8 @@ from roofline.cli import main
 from roofline.errors import TraceError
 from roofline.hardware.library import load_hardware
 from roofline.model.hierarchical import explain_nsight_compute, place_report
-from roofline.program.trace.nsight_compute import is_nsight_compute_report, read_nsight_compute
+from roofline.program.trace.formats import is_nsight_compute_report
+from roofline.program.trace.nsight_compute import read_nsight_compute
 from roofline.units import profiler_unit
 
 DATA = Path(__file__).parent / "data" / "nsight"

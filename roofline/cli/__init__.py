@@ -1,5 +1,8 @@
 """The ``roofline`` command: thin subcommands over the library, one module per command
-group, each with its own parser builder (``add_parsers``).
+group, each with its own parser builder (``add_parsers``). A handler imports the library
+it uses when it runs, not its module: building the parser stays light, and a command
+loads only what it uses (an explain of a trace neither compiles nor draws; see
+tests/test_startup.py).
 
 Bad input raises :class:`RooflineError`; ``main`` prints its message (no traceback) and
 returns exit code 2, as argparse does for a bad command line.
@@ -12,7 +15,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 from roofline.cli import hardware, plots, programs, questions, report, serving, studies
 from roofline.cli.common import EXIT_BAD_INPUT, check_output_files, parents
@@ -23,11 +25,24 @@ from roofline.errors import RooflineError, StdoutError
 GROUPS = (hardware, programs, questions, serving, studies, plots, report)
 
 
-def _package_version() -> str:
-    try:
-        return version("roofline")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
+class _VersionAction(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for
+    (importlib.metadata takes longer to import than an explain of a trace takes to run)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("roofline")
+        except PackageNotFoundError:
+            found = "unknown (not installed)"
+        print(found)
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="roofline",
         description="Roofline and analytical performance modeling for JAX/XLA programs.",
     )
-    parser.add_argument("--version", action="version", version=_package_version())
+    parser.add_argument("--version", action=_VersionAction,
+                        help="show the installed version and exit")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress display (shown on a terminal only, on stderr)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -45,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Below the compile cache: the XLA_FLAGS that XLA accepted, so they are checked once.
+XLA_FLAGS_VERDICTS = "xla-flags-accepted"
 EXIT_CLOSED_PIPE = 128 + 13   # as a shell reports a process ended by SIGPIPE
 
 _running = False   # whether main is running, in this process
@@ -82,9 +100,11 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         with contextlib.redirect_stdout(GuardedStdout(sys.stdout)):
             if _uses_jax(args):
+                from roofline.cli.common import cache_dir_of
                 from roofline.program._xla import check_xla_flags, start_quietly
 
-                check_xla_flags()
+                cache = cache_dir_of(args)
+                check_xla_flags(cache / XLA_FLAGS_VERDICTS if cache else None)
                 if plugin or platforms_given:
                     start_quietly()
             check_output_files(args)

@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError, UnitError
 from roofline.hardware.spec_fields import PLAUSIBLE
-from roofline.render.tables import FORMATS, coverage_headline, to_csv, to_json
 from roofline.units import Kind, parse_quantity
 
 EXIT_BAD_INPUT = 2
@@ -30,6 +29,8 @@ class Parents(NamedTuple):
 
 
 def parents() -> Parents:
+    from roofline.render.tables import FORMATS
+
     common = Parser(add_help=False)
     common.add_argument("--hardware-dir", action="append", default=[], metavar="DIR",
                         help="extra directory of <id>.toml spec files (repeatable; also "
@@ -86,6 +87,8 @@ def cache_dir_of(args: argparse.Namespace) -> Path | None:
 
 def emit(args: argparse.Namespace, *, text: str, document: dict,
          rows: list[dict], columns: Sequence[str] | None = None) -> None:
+    from roofline.render.tables import to_csv, to_json
+
     if args.format == "json":
         sys.stdout.write(to_json(document))
     elif args.format == "csv":
@@ -179,6 +182,8 @@ def duration_seconds(text: str) -> float:
 
 def power_watts(text: str) -> float:
     """--power: watts, within the bounds a spec file's power must keep."""
+    from roofline.hardware.spec_fields import PLAUSIBLE
+
     low, high = PLAUSIBLE[Kind.POWER]
     try:
         value = float(text)
@@ -217,6 +222,7 @@ def device_choice(text: str) -> int | str:
 def save_plot(fig: Any, path: str, coverage: Any = None) -> None:
     """Save a figure; the gaps of the result it draws go to stderr first."""
     from roofline.render.plot import save_figure
+    from roofline.render.tables import coverage_headline
 
     if coverage is not None:
         for line in coverage_headline(coverage.to_document()):

@@ -8,26 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roofline.api import list_hardware, load_hardware, load_spec_file
 from roofline.cli.common import EXIT_BAD_INPUT, Parents, emit
 from roofline.errors import RooflineError
 from roofline.input_files import GPU_MEASUREMENT, read_input
 from roofline.outputs import write_text_atomic
 from roofline.progress import say
-from roofline.render.hardware import (
-    hardware_check_document,
-    hardware_check_text,
-    hardware_document,
-    hardware_list_document,
-    hardware_list_rows,
-    hardware_text,
-    measured_spec_text,
-    ridge_rows,
-)
-from roofline.render.tables import format_table
 
 
 def _hardware_list(args: argparse.Namespace) -> int:
+    from roofline.api import list_hardware
+    from roofline.render.hardware import hardware_list_document, hardware_list_rows
+    from roofline.render.tables import format_table
+
     entries = list_hardware(args.hardware_dir)
     doc = hardware_list_document(entries)
     emit(args, text=format_table(hardware_list_rows(doc)), document=doc,
@@ -38,6 +30,9 @@ def _hardware_list(args: argparse.Namespace) -> int:
 
 
 def _hardware_show(args: argparse.Namespace) -> int:
+    from roofline.api import load_hardware
+    from roofline.render.hardware import hardware_document, hardware_text, ridge_rows
+
     hw = load_hardware(args.ref, args.hardware_dir)
     emit(args, text=hardware_text(hw), document=hardware_document(hw),
          rows=ridge_rows(hw))
@@ -45,6 +40,9 @@ def _hardware_show(args: argparse.Namespace) -> int:
 
 
 def _hardware_check(args: argparse.Namespace) -> int:
+    from roofline.api import load_spec_file
+    from roofline.render.hardware import hardware_check_document, hardware_check_text
+
     hw = load_spec_file(args.file)
     variants = [name for name, _ in hw.variants]
     for name in variants:  # every alternative must build a valid record too
@@ -56,6 +54,8 @@ def _hardware_check(args: argparse.Namespace) -> int:
 
 
 def _hardware_plot(args: argparse.Namespace) -> int:
+    from roofline.api import load_hardware
+
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.refs]
     from roofline.render.plot import build_roofline, save_figure
 
@@ -71,7 +71,9 @@ def _hardware_plot(args: argparse.Namespace) -> int:
 
 
 def _hardware_measure(args: argparse.Namespace) -> int:
-    from roofline.api import GpuMeasurement, measure, write_spec
+    from roofline.api import GpuMeasurement, load_spec_file, measure, write_spec
+    from roofline.render.hardware import measured_spec_text
+    from roofline.render.tables import format_table
 
     out = Path(args.out)
     if out.suffix != ".toml":

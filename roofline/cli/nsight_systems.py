@@ -6,18 +6,18 @@ import argparse
 
 from roofline.cli.common import emit
 from roofline.errors import RooflineError
-from roofline.render.runs import (
-    kernel_devices_document,
-    kernel_devices_text,
-    kernel_document,
-    kernel_text,
-)
 
 
 def explain_nsys(args: argparse.Namespace) -> int:
     """The kernels, copies and streams of one GPU of the report (``--device N``, by
     default the one with the most kernel time), or of each (``--device all``)."""
     from roofline.program.trace.nsight_systems import read_nsys, read_nsys_devices
+    from roofline.render.runs import (
+        kernel_devices_document,
+        kernel_devices_text,
+        kernel_document,
+        kernel_text,
+    )
 
     path = args.run_dir
     if args.annotate or args.plot or args.html:

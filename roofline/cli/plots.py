@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-from roofline.api import load_hardware
 from roofline.cli.common import (
     Parents,
     cache_dir_of,
@@ -21,9 +20,10 @@ from roofline.errors import RooflineError
 
 
 def _plot_roofline(args: argparse.Namespace) -> int:
+    from roofline.api import load_hardware
     from roofline.model.analysis import aligned_scope
     from roofline.model.questions import CompileOptions, place_input
-    from roofline.program.trace.nsight_compute import is_nsight_compute_report
+    from roofline.program.trace.formats import is_nsight_compute_report
     from roofline.render.plot import build_roofline, input_points
 
     if is_nsight_compute_report(args.input):
@@ -44,7 +44,7 @@ def _plot_roofline(args: argparse.Namespace) -> int:
 
 
 def _plot_speedup(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, predict
+    from roofline.api import CompileOptions, load_hardware, predict
     from roofline.render.plot import build_speedup
 
     result = predict(args.input, load_hardware(args.source, args.hardware_dir),
@@ -56,7 +56,7 @@ def _plot_speedup(args: argparse.Namespace) -> int:
 
 
 def _plot_breakdown(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, predict, whatif
+    from roofline.api import CompileOptions, load_hardware, predict, whatif
     from roofline.render.plot import build_breakdown, scenario_bars
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
@@ -94,7 +94,7 @@ def _plot_heatmap(args: argparse.Namespace) -> int:
 
 
 def _plot_sensitivity(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, sensitivity
+    from roofline.api import CompileOptions, load_hardware, sensitivity
     from roofline.render.plot import build_sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),

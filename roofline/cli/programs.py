@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-from roofline.api import load_hardware
 from roofline.cli.common import (
     Parents,
     add_execution_option,
@@ -22,21 +21,12 @@ from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
 from roofline.limits import PROFILE_STEPS
 from roofline.outputs import write_text_atomic
-from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
-from roofline.render.runs import (
-    devices_document,
-    devices_text,
-    explanation_text,
-    kernel_devices_document,
-    kernel_devices_text,
-    kernel_document,
-    kernel_text,
-)
-from roofline.render.tables import to_csv, to_json
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, analyze
+    from roofline.api import CompileOptions, PlacementOptions, analyze, load_hardware
+    from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
+    from roofline.render.tables import to_csv, to_json
 
     if args.plot and not args.hardware:
         raise RooflineError("--plot places the ops on a roofline: give --hardware ID")
@@ -82,9 +72,8 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
-    from roofline.program.trace.nsight_compute import is_nsight_compute_report
-    from roofline.program.trace.nsight_systems import is_nsys_input
-    from roofline.render.annotate import write_annotated_trace
+    from roofline.program.trace.formats import is_nsight_compute_report, is_nsys_input
+    from roofline.render.runs import explanation_text
 
     if is_nsys_input(args.run_dir):
         return explain_nsys(args)
@@ -100,6 +89,8 @@ def _explain(args: argparse.Namespace) -> int:
     hardware = explanation.hardware
     doc = explanation.to_document()
     if args.annotate:
+        from roofline.render.annotate import write_annotated_trace
+
         write_annotated_trace(explanation, args.annotate)
         print(f"wrote {args.annotate}", file=sys.stderr)
     emit(args, text=explanation_text(explanation, args.top), document=doc,
@@ -121,9 +112,10 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _explain_devices(args: argparse.Namespace) -> int:
-    from roofline.api import NoXlaOpsError
+    from roofline.api import NoXlaOpsError, load_hardware
     from roofline.model.explain import explain_devices
     from roofline.model.placement import Overlap
+    from roofline.render.runs import devices_document, devices_text
 
     if args.annotate or args.plot or args.html:
         raise RooflineError("--device all and --host all explain every device side by side; "
@@ -145,6 +137,7 @@ def _explain_devices(args: argparse.Namespace) -> int:
 def _explain_kernels(args: argparse.Namespace, why: Exception) -> int:
     """A GPU trace of kernels without XLA ops: their times by name, with no costs."""
     from roofline.program.trace.kernels import read_kernels
+    from roofline.render.runs import kernel_document, kernel_text
 
     if args.annotate or args.plot or args.html:
         raise RooflineError(f"{why}; --annotate, --plot and --html need costed ops")
@@ -159,6 +152,7 @@ def _explain_kernel_devices(args: argparse.Namespace, why: Exception) -> int:
     """Every GPU of a trace of kernels without XLA ops: a summary row per device, then
     each device's kernel table."""
     from roofline.program.trace.kernels import read_kernel_devices
+    from roofline.render.runs import kernel_devices_document, kernel_devices_text
 
     runs = read_kernel_devices(args.run_dir, args.host)
     doc = kernel_devices_document(runs)

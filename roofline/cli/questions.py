@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from roofline.api import Ceilings, ComparedUnit, load_hardware
 from roofline.cli.common import (
     FLOOR_MAX_S,
     Parents,
@@ -22,16 +21,11 @@ from roofline.cli.common import (
 )
 from roofline.cli.report import add_html_option, write_html
 from roofline.errors import RooflineError
-from roofline.render.questions import (
-    prediction_text,
-    sensitivity_rows,
-    sensitivity_text,
-    whatif_text,
-)
 
 
 def _whatif(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, whatif
+    from roofline.api import CompileOptions, PlacementOptions, load_hardware, whatif
+    from roofline.render.questions import whatif_text
 
     factors = key_values(args.scale, scale_factor, "--scale")
     result = whatif(args.input, load_hardware(args.hardware, args.hardware_dir), factors,
@@ -55,12 +49,16 @@ def _whatif(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     from roofline.api import (
+        Ceilings,
+        ComparedUnit,
         CompileOptions,
         PlacementOptions,
         SideOptions,
+        load_hardware,
         predict,
         predict_ops,
     )
+    from roofline.render.questions import prediction_text
 
     if (args.input is None) == (args.ops is None):
         raise RooflineError("give either INPUT (a SPEC or a run directory) or --ops FILE "
@@ -104,7 +102,8 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, sensitivity
+    from roofline.api import CompileOptions, PlacementOptions, load_hardware, sensitivity
+    from roofline.render.questions import sensitivity_rows, sensitivity_text
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
                          placement=PlacementOptions(overlap=args.overlap,
@@ -155,6 +154,8 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
 
 
 def _add_predict_parser(commands: Any, parents: Parents) -> None:
+    from roofline.api import Ceilings, ComparedUnit
+
     p = commands.add_parser(
         "predict", parents=[parents.common, parents.formatted, parents.compiling],
         help="predict a program's time on another device, class by class")

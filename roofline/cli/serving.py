@@ -8,7 +8,6 @@ import argparse
 import sys
 from typing import Any
 
-from roofline.api import load_hardware
 from roofline.cli.common import (
     Parents,
     bounded_int,
@@ -24,7 +23,7 @@ from roofline.outputs import write_text_atomic
 
 
 def _llm(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, serving, serving_curve
+    from roofline.api import CompileOptions, PlacementOptions, load_hardware, serving, serving_curve
     from roofline.model.llm import decoder_workload
     from roofline.render.serving import serving_document, serving_text
     from roofline.render.tables import to_csv, to_json
@@ -122,6 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
         Scheduler,
         ServeOptions,
         build_served_curves,
+        load_hardware,
         serve,
     )
     from roofline.model.llm import decoder_workload

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roofline.api import load_hardware
 from roofline.cli.common import (
     Parents,
     bounded_int,
@@ -23,17 +22,11 @@ from roofline.errors import RooflineError, did_you_mean
 from roofline.limits import SWEEP_TASKS, SWEEP_WORKERS_MAX
 from roofline.outputs import check_output_directory
 from roofline.progress import say
-from roofline.render.questions import (
-    regression_title,
-    validation_text,
-    workloads_document,
-    workloads_rows,
-    workloads_text,
-)
-from roofline.render.tables import format_table
 
 
 def _workloads_list(args: argparse.Namespace) -> int:
+    from roofline.render.questions import workloads_document, workloads_rows, workloads_text
+
     rows = workloads_rows()
     emit(args, text=workloads_text(rows, shutil.get_terminal_size((100, 24)).columns),
          document=workloads_document(), rows=rows)
@@ -41,7 +34,7 @@ def _workloads_list(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from roofline.api import SweepPlan, sweep
+    from roofline.api import SweepPlan, load_hardware, sweep
     from roofline.program.workloads import FAMILIES
     from roofline.program.workloads.paradnn import DEFAULT_GRIDS
     from roofline.studies.sweep import parse_values
@@ -101,6 +94,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
+    from roofline.render.questions import regression_title
+    from roofline.render.tables import format_table
     from roofline.studies.regress import regress_sweep, regression_document
 
     weights = regress_sweep(args.sweep_dir, args.metric, args.hardware, args.baseline,
@@ -115,6 +110,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from roofline.api import validate
+    from roofline.render.questions import validation_text
 
     result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
                       workdir=args.keep, progress=say)

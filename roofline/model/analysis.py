@@ -25,12 +25,12 @@ from roofline.model.placement import (
     place_group,
     transcendental_roof,
 )
-from roofline.program.compile import CompiledProgram, compile_target_of, compile_workload
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
 from roofline.progress import waiting
 
-if TYPE_CHECKING:   # workloads import jax: explaining a trace needs neither
+if TYPE_CHECKING:   # compiling imports jax, and workloads: explaining a trace needs neither
+    from roofline.program.compile import CompiledProgram
     from roofline.program.workloads.registry import Workload
 
 # A measured time within this fraction of a bound is taken to be at the bound (timer
@@ -304,6 +304,7 @@ def place_spec(spec: str, placer: Placer, *, target: str | None = None,
     """The one path from a SPEC to placed ops: compile it for ``target`` (default: the
     placer's hardware's own compile target, else this host) and place it on one device
     of that hardware."""
+    from roofline.program.compile import compile_target_of, compile_workload
     from roofline.program.workloads import parse_spec
 
     program = compile_workload(parse_spec(spec), target or compile_target_of(placer.hardware),
@@ -505,6 +506,8 @@ def _search_batches(build: Callable[[int], Workload], target: str, hardware: Har
                     cache_dir: str | Path | None
                     ) -> tuple[MaxBatch, dict[int, CompiledProgram]]:
     """:func:`max_batch`, and the programs of every batch it found to fit."""
+    from roofline.program.compile import compile_workload
+
     fitting: dict[int, CompiledProgram] = {}
     compiles = 0
     device_capacity = hardware.main_memory.capacity_bytes

@@ -24,18 +24,12 @@ from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
 from roofline.model.analysis import compiler_gap, compiler_note, device_hardware
 from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
-from roofline.program.compile import (
-    LOCAL_GPU,
-    board_devices,
-    compile_target_of,
-    compile_workload,
-    get_target,
-    resolve_target,
-)
 from roofline.program.execution import Execution, compile_target_for
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
 
+# Compiling is imported where a side is compiled: the CLI reads ComparedUnit as it starts,
+# and an explain of a trace compiles nothing.
 if TYPE_CHECKING:   # workloads import jax
     from roofline.program.workloads.registry import Workload
 
@@ -107,6 +101,8 @@ def default_stand_in(source: Hardware, destination: Hardware, devices: int = 1
     where XLA:CPU leaves them apart (a ResNet-50 step: 333 element-wise kernels and 3.2 GB
     on TPU, 660 and 13.6 GB on the host). None (each side's own compile, else this host's)
     otherwise."""
+    from roofline.program.compile import compile_target_of
+
     tpus = [hw for hw in (source, destination) if hw.kind == HardwareKind.TPU]
     others = [hw for hw in (source, destination) if hw.kind != HardwareKind.TPU]
     if len(tpus) != 1 or (devices == 1 and compile_target_of(others[0]) != "host"):
@@ -122,6 +118,13 @@ def place_side(spec: str, hardware: Hardware, unit: ComparedUnit | str, *,
     compile target (a GPU, a CPU) takes its ops from the ``stand_in`` target's compile
     (default: this host's), or runs the program eagerly (``execution``), and is
     ``devices`` of it running the step data-parallel."""
+    from roofline.program.compile import (
+        LOCAL_GPU,
+        board_devices,
+        compile_target_of,
+        compile_workload,
+        resolve_target,
+    )
     from roofline.program.workloads import parse_spec
 
     if unit not in tuple(ComparedUnit):
@@ -193,6 +196,8 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: Compa
     gradients are those the ``gradients_from`` compiler reduces in its board compile of
     the whole step: a ring over n devices sends 2 (n - 1) / n of them from each, so they
     are its collectives' link bytes divided by that factor (none for inference)."""
+    from roofline.program.compile import board_devices, compile_workload, get_target
+
     if not get_target(gradients_from).is_tpu:
         raise RooflineError(
             f"{devices} {hardware.id}s need the step's gradients, which only a board "
@@ -226,6 +231,8 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: Compa
 
 
 def _compile_text(target: str) -> str:
+    from roofline.program.compile import get_target
+
     return f"{target} compile ({get_target(target).compiler})"
 
 

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from roofline.errors import RooflineError
@@ -33,6 +33,8 @@ os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
 
 def versions() -> dict[str, str]:
     """Installed versions of the compiler stack."""
+    from importlib.metadata import PackageNotFoundError, version  # 40 ms: where asked
+
     found = {}
     for package in ("jax", "jaxlib", "libtpu"):
         try:
@@ -311,12 +313,21 @@ def _backend_failure(error: BaseException, platforms: str) -> str:
 XLA_FLAGS_CHECK_TIMEOUT_S = 120
 
 
-def check_xla_flags() -> None:
+def check_xla_flags(verdicts: Path | None = None) -> None:
     """Refuse an ``XLA_FLAGS`` that XLA will not read. XLA reads it once, when JAX's first
     backend or compile needs it, and ends the process with exit 1 on a flag it does not
-    know (silently where native output is quieted): a child process reads it first."""
+    know (silently where native output is quieted): a child process reads it first.
+    ``verdicts``: a directory where flags XLA accepted are marked (one empty file per
+    jaxlib version and flags), so that the child (half a second) runs once for them."""
+    import hashlib
+
+    import jaxlib
+
     flags = os.environ.get("XLA_FLAGS", "").strip()
     if not flags:
+        return
+    key = hashlib.sha256(f"{jaxlib.__version__}\0{flags}".encode()).hexdigest()
+    if verdicts is not None and (verdicts / key).is_file():
         return
     probe = "from jax._src.lib import _jax; _jax.CompileOptions()"   # parses XLA_FLAGS
     try:
@@ -326,6 +337,10 @@ def check_xla_flags() -> None:
     except subprocess.TimeoutExpired:
         return   # no verdict: JAX itself reads the flags next
     if child.returncode == 0:
+        if verdicts is not None:
+            with contextlib.suppress(OSError):   # unmarked: checked again next time
+                verdicts.mkdir(parents=True, exist_ok=True)
+                (verdicts / key).touch()
         return
     said = [line for line in child.stderr.splitlines() if "XLA_FLAGS" in line]
     reason = said[-1].split("] ", 1)[-1] if said else f"exit {child.returncode}"

@@ -11,7 +11,7 @@ from pathlib import Path
 from roofline.errors import RooflineError
 from roofline.input_files import PROGRAM_INPUT, check_input
 from roofline.program.hlo_dump import is_dump
-from roofline.program.trace.kineto import KINETO_SUFFIXES
+from roofline.program.trace.formats import KINETO_SUFFIXES
 
 TRACE_SUFFIX = ".xplane.pb"
 

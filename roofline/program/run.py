@@ -15,13 +15,13 @@ from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optio
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.standalone import costs_from_instruction_texts
 from roofline.program.trace.capture import HLO_DIR, MANIFEST
+from roofline.program.trace.formats import kineto_trace
 from roofline.program.trace.hlo_protos import (
     PROTO_SUFFIX,
     modules_in_directory,
     modules_in_xplane,
     split_program,
 )
-from roofline.program.trace.kineto import kineto_trace, read_kineto
 from roofline.program.trace.reader import (
     ALL_HOSTS,
     MeasuredOp,
@@ -71,6 +71,8 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
             raise RooflineError(f"{torch_trace}: a PyTorch profiler trace is read for its "
                                 "first GPU; --device and --host pick a plane and a host of "
                                 "an xplane trace")
+        from roofline.program.trace.kineto import read_kineto
+
         run, torch_costs, source = read_kineto(torch_trace)
         return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
     xplane = find_xplane(path, host)

@@ -39,7 +39,6 @@ from roofline.program.ops_table_hlo import OpRow
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun, check_durations
 
 MODULE = "torch"
-KINETO_SUFFIXES = (".json", ".json.gz")
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 STEP = re.compile(r"^ProfilerStep#\d+$")
 # Kineto's names of the dtypes the ops table knows.
@@ -47,19 +46,6 @@ TORCH_DTYPES = {"float": "f32", "c10::Half": "f16", "c10::BFloat16": "bf16"}
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
            "minimum": "min"}
 _UNARY = {"relu": "relu", "exp": "exp", "tanh": "tanh", "sigmoid": "sigmoid", "gelu": "gelu"}
-
-
-def kineto_trace(path: str | Path) -> Path | None:
-    """The PyTorch profiler trace ``path`` names: a ``*.json`` or ``*.json.gz`` file, or the
-    newest ``*.pt.trace.json(.gz)`` of a directory without an xplane trace; else None."""
-    path = Path(path)
-    if path.name.endswith(KINETO_SUFFIXES) and not path.is_dir():
-        return path
-    if path.is_dir() and not any(path.glob("**/*.xplane.pb")):
-        found = sorted((*path.glob("**/*.pt.trace.json"), *path.glob("**/*.pt.trace.json.gz")),
-                       key=lambda p: p.stat().st_mtime)
-        return found[-1] if found else None
-    return None
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import TraceError
-from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_head, read_input_text
+from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_text
+from roofline.program.trace.formats import is_nsight_compute_header
 from roofline.program.trace.kernel_names import kernel_category, short_kernel_name
 from roofline.units import profiler_unit
 
@@ -62,7 +63,6 @@ _IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Ke
              "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")
 _LONG_COLUMNS = ("Metric Name", "Metric Unit", "Metric Value")
 _MISSING_VALUES = ("", "n/a", "N/A")
-_SNIFF_BYTES = 64 << 10
 COLLECT_HINT = ("collect them with ncu --metrics gpu__time_duration.sum,dram__bytes.sum,"
                 "lts__t_bytes.sum,l1tex__t_bytes.sum,smsp__sass_thread_inst_executed_op_"
                 "{d,f,h}{add,mul,fma}_pred_on.sum,sm__inst_executed_pipe_tensor.sum (or "
@@ -172,26 +172,6 @@ def _needed_metrics() -> frozenset[str]:
 NEEDED_METRICS = _needed_metrics()
 
 
-def is_nsight_compute_report(path: str | Path) -> bool:
-    """Whether ``path`` is a file to read as an Nsight Compute CSV: one named ``.csv``
-    (refused by the reader if it is not one), or any file whose first lines hold ncu's
-    header row."""
-    path = Path(path)
-    if not path.is_file():
-        return False
-    if path.suffix.lower() == ".csv":
-        return True
-    if path.name.endswith((".pb", ".pb.gz", ".json", ".json.gz", ".sqlite", ".nsys-rep")):
-        return False
-    head = read_input_head(path, NSIGHT_COMPUTE_REPORT, _SNIFF_BYTES)
-    text = head.decode("utf-8", errors="replace")
-    return any(_is_header(line) for line in text.splitlines()[:200])
-
-
-def _is_header(line: str) -> bool:
-    return line.startswith(('"ID",', "ID,")) and "Kernel Name" in line
-
-
 def read_nsight_compute(path: str | Path) -> NsightReport:
     """Read the CSV ncu printed (``--csv``, raw page or one row per metric)."""
     path = Path(path)
@@ -199,7 +179,7 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
     # (line number in the file, line), without ncu's own log lines
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1)
              if not line.startswith("==")]
-    start = next((i for i, (_, line) in enumerate(lines) if _is_header(line)), None)
+    start = next((i for i, (_, line) in enumerate(lines) if is_nsight_compute_header(line)), None)
     if start is None:
         first = next((line for _, line in lines if line.strip()), "")
         raise TraceError(

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from roofline.errors import TraceError
 from roofline.input_files import NSYS_REPORT, check_input, read_input_head
+from roofline.program.trace.formats import NSYS_SUFFIXES, SQLITE_HEADER
 from roofline.program.trace.kernels import (
     KernelRow,
     KernelRun,
@@ -48,9 +49,6 @@ from roofline.program.trace.kernels import (
 )
 from roofline.program.trace.reader import MAX_OP_SECONDS
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-NSYS_SUFFIXES = (".nsys-rep", ".qdrep")        # the report itself, .qdrep before 2021.3
-SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 EXPORT_COMMAND = "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep"
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -66,17 +64,6 @@ MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "At
                 12: "UVM DtoH", 13: "UVM DtoD"}
 RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
 STEP_NAME = re.compile(r"step|iteration", re.I)
-
-
-def is_nsys_input(path: str | Path) -> bool:
-    """Whether ``path`` names an Nsight Systems report or its export: a file named
-    ``.nsys-rep``, ``.qdrep`` or ``.sqlite``, or any file that starts as SQLite does."""
-    path = Path(path)
-    if not path.is_file():
-        return False
-    if path.name.endswith(NSYS_SUFFIXES + SQLITE_SUFFIXES):
-        return True
-    return read_input_head(path, NSYS_REPORT, len(SQLITE_HEADER)) == SQLITE_HEADER
 
 
 @dataclass

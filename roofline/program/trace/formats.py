@@ -1,0 +1,66 @@
+"""Which kind of profile a file is, told from its name and its first bytes: the one
+place the readers are chosen, light enough to import before any reader is.
+
+- an xplane trace (``*.xplane.pb``, or a run directory holding one): jax.profiler, xprof;
+- a PyTorch profiler trace (Kineto's Chrome-trace ``*.json``/``*.json.gz``);
+- an Nsight Compute report printed as CSV (``ncu --csv``);
+- an Nsight Systems report: its SQLite export, or the ``.nsys-rep`` to export first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roofline.input_files import NSIGHT_COMPUTE_REPORT, NSYS_REPORT, read_input_head
+
+KINETO_SUFFIXES = (".json", ".json.gz")
+SQLITE_HEADER = b"SQLite format 3\x00"
+NSYS_SUFFIXES = (".nsys-rep", ".qdrep")        # the report itself, .qdrep before 2021.3
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
+# ncu prints its own log lines (==PROF==) before the CSV: the header is sought this far.
+_SNIFF_BYTES = 64 << 10
+
+
+def kineto_trace(path: str | Path) -> Path | None:
+    """The PyTorch profiler trace ``path`` names: a ``*.json`` or ``*.json.gz`` file, or the
+    newest ``*.pt.trace.json(.gz)`` of a directory without an xplane trace; else None."""
+    path = Path(path)
+    if path.name.endswith(KINETO_SUFFIXES) and not path.is_dir():
+        return path
+    if path.is_dir() and not any(path.glob("**/*.xplane.pb")):
+        found = sorted((*path.glob("**/*.pt.trace.json"), *path.glob("**/*.pt.trace.json.gz")),
+                       key=lambda p: p.stat().st_mtime)
+        return found[-1] if found else None
+    return None
+
+
+def is_nsys_input(path: str | Path) -> bool:
+    """Whether ``path`` names an Nsight Systems report or its export: a file named
+    ``.nsys-rep``, ``.qdrep`` or ``.sqlite``, or any file that starts as SQLite does."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if path.name.endswith(NSYS_SUFFIXES + SQLITE_SUFFIXES):
+        return True
+    return read_input_head(path, NSYS_REPORT, len(SQLITE_HEADER)) == SQLITE_HEADER
+
+
+def is_nsight_compute_report(path: str | Path) -> bool:
+    """Whether ``path`` is a file to read as an Nsight Compute CSV: one named ``.csv``
+    (refused by the reader if it is not one), or any file whose first lines hold ncu's
+    header row."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() == ".csv":
+        return True
+    if path.name.endswith((".pb", ".pb.gz", ".json", ".json.gz", ".sqlite", ".nsys-rep")):
+        return False
+    head = read_input_head(path, NSIGHT_COMPUTE_REPORT, _SNIFF_BYTES)
+    text = head.decode("utf-8", errors="replace")
+    return any(is_nsight_compute_header(line) for line in text.splitlines()[:200])
+
+
+def is_nsight_compute_header(line: str) -> bool:
+    """The header row of ncu's CSV, in either layout."""
+    return line.startswith(('"ID",', "ID,")) and "Kernel Name" in line
