@@ -210,16 +210,29 @@ _XPLANE_MESSAGES = {
 }
 
 
+_PACKAGE = "roofline_xplane"
+
+
 @functools.cache
-def _xspace_class() -> Any:
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+def _xspace_class(message: str = "XSpace", events_as_bytes: bool = False) -> Any:
+    from google.protobuf import message_factory
+
+    pool = _xplane_schema(events_as_bytes)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{message}"))
+
+
+@functools.cache
+def _xplane_schema(events_as_bytes: bool) -> Any:
+    """The xplane messages' descriptor pool; ``events_as_bytes``: a line's events left as
+    their serialized bytes, for :mod:`roofline.program.trace.xplane_wire` to decode."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
 
     field_type = descriptor_pb2.FieldDescriptorProto
     scalars = {"int64": field_type.TYPE_INT64, "uint64": field_type.TYPE_UINT64,
                "double": field_type.TYPE_DOUBLE, "string": field_type.TYPE_STRING,
                "bytes": field_type.TYPE_BYTES}
-    package = "roofline_xplane"
-    file = descriptor_pb2.FileDescriptorProto(name="roofline_xplane.proto", package=package,
+    package = _PACKAGE
+    file = descriptor_pb2.FileDescriptorProto(name=f"{package}.proto", package=package,
                                               syntax="proto3")
 
     def add(message: Any, name: str, number: int, kind: str, oneof: int | None) -> None:
@@ -247,6 +260,8 @@ def _xspace_class() -> Any:
                 add(entry, "value", 2, kind.removeprefix("map:"), None)
                 add(message, field_name, number, f"{name}.{entry.name}[]", None)
                 continue
+            if events_as_bytes and (name, field_name) == ("XLine", "events"):
+                kind = "bytes[]"
             group = spec[3] if len(spec) > 3 else None
             if group is not None and group not in oneofs:
                 oneofs.append(group)
@@ -254,7 +269,7 @@ def _xspace_class() -> Any:
             add(message, field_name, number, kind, oneofs.index(group) if group else None)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.XSpace"))
+    return pool
 
 
 def xspace_message(data: bytes) -> Any:
@@ -262,6 +277,18 @@ def xspace_message(data: bytes) -> Any:
     metadata id). Raises ``google.protobuf.message.DecodeError`` for bytes that are not
     one."""
     return _xspace_class().FromString(data)
+
+
+def xspace_raw_events(data: bytes) -> Any:
+    """As :func:`xspace_message`, with each line's events left as their serialized bytes
+    (``XEvent`` messages, for :func:`xevent_message`): cutting a line into its events is
+    all the protobuf runtime does for them."""
+    return _xspace_class(events_as_bytes=True).FromString(data)
+
+
+def xevent_message(data: bytes) -> Any:
+    """One serialized ``XEvent`` as its message."""
+    return _xspace_class("XEvent").FromString(data)
 
 
 def cuda_plugin_installed() -> bool:

@@ -27,13 +27,25 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from roofline.errors import NoXlaOpsError, TraceError
 from roofline.input_files import XPLANE_TRACE, read_input
 from roofline.program import _xla
 from roofline.program.gc_pause import gc_paused
+from roofline.program.trace.xplane_wire import (
+    STAT_INT64,
+    STAT_REF,
+    WireEvents,
+    WireStat,
+    leading_stats,
+    wire_events,
+)
 
 
 @dataclass(frozen=True)
@@ -182,7 +194,7 @@ def _read_xplane(xplane: Path, device: int | None) -> MeasuredRun:
     data = read_input(xplane, XPLANE_TRACE)
     # The protobuf message is the host reader's view; device traces are read through
     # jaxlib's ProfileData, which also resolves TPU op texts and device stats.
-    space = _parsed(xplane, data, _xla.xspace_message)
+    space = _parsed(xplane, data, _xla.xspace_raw_events)
     names = [plane.name for plane in space.planes]
     if any(n.startswith(("/device:TPU:", "/device:GPU:")) for n in names):
         planes = {plane.name: plane for plane in load_xspace(xplane, data).planes}
@@ -215,36 +227,59 @@ def _stats(event: Any) -> dict[str, Any]:
 
 def _aggregate(events: list[OpEvent]) -> list[MeasuredOp]:
     """Sum events per (module, op); self time excludes op events nested on one line."""
-    self_time = _self_times(events)
-    totals: dict[tuple[str, str, bool], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    texts: dict[tuple[str, str, bool], str] = {}
-    for event, own in zip(events, self_time):
-        key = (event.module, event.op, event.is_async)
-        entry = totals[key]
-        entry[0] += 1
-        entry[1] += (event.end - event.start) * 1e-9
-        entry[2] += own * 1e-9
-        texts.setdefault(key, event.text)
-    return [MeasuredOp(module=m, name=o, occurrences=int(n), total_s=t, self_s=s,
-                       text=texts[(m, o, a)], is_async=a)
-            for (m, o, a), (n, t, s) in totals.items()]
+    keys = list(map(_MODULE_OP_ASYNC, events))
+    order = list(dict.fromkeys(keys))   # as each key first occurs
+    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+    index = {key: number for number, key in enumerate(order)}
+    codes = np.fromiter(map(index.__getitem__, keys), np.intp, len(keys))
+    starts, ends = _column(events, 2), _column(events, 3)
+    own = _self_times(starts, ends, _column(events, 4))
+    # bincount adds each key's values in event order, as a loop over the events would.
+    counts = np.bincount(codes, minlength=len(order)).tolist()
+    totals = np.bincount(codes, (ends - starts) * 1e-9, len(order)).tolist()
+    selfs = np.bincount(codes, own * 1e-9, len(order)).tolist()
+    return [MeasuredOp(module=m, name=o, occurrences=n, total_s=t, self_s=s,
+                       text=events[first[(m, o, a)]].text, is_async=a)
+            for (m, o, a), n, t, s in zip(order, counts, totals, selfs)]
 
 
-def _self_times(events: list[OpEvent]) -> list[float]:
-    own = [e.end - e.start for e in events]
-    by_line: dict[int, list[int]] = defaultdict(list)
-    for index, event in enumerate(events):
-        by_line[event.line].append(index)
-    for indices in by_line.values():
-        indices.sort(key=lambda i: (events[i].start, -(events[i].end - events[i].start)))
+_MODULE_OP_ASYNC = itemgetter(0, 1, 7)
+
+
+def _column(events: list[OpEvent], field: int) -> np.ndarray:
+    return np.fromiter(map(itemgetter(field), events), np.float64, len(events))
+
+
+def _self_times(starts: np.ndarray, ends: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """Each event's time less that of the events nested in it on its line. A line's events
+    are taken by start, the longer first, keeping a stack of those still open; only runs
+    of overlapping events need it: an event that starts after every earlier one on its
+    line has ended is nested in none and nests none of them."""
+    own = ends - starts
+    order = np.lexsort((-own, starts, lines))
+    for run in _overlapping_runs(starts[order], ends[order], lines[order]):
         stack: list[int] = []
-        for i in indices:
-            while stack and events[stack[-1]].end <= events[i].start:
+        for i in order[run].tolist():
+            while stack and ends[stack[-1]] <= starts[i]:
                 stack.pop()
-            if stack and events[i].end <= events[stack[-1]].end:
-                own[stack[-1]] -= events[i].end - events[i].start
+            if stack and ends[i] <= ends[stack[-1]]:
+                own[stack[-1]] -= ends[i] - starts[i]
             stack.append(i)
     return own
+
+
+def _overlapping_runs(starts: np.ndarray, ends: np.ndarray, lines: np.ndarray
+                      ) -> list[slice]:
+    """The runs of two or more events (sorted by line, then start) where each after the
+    first starts before an earlier one of its line has ended."""
+    runs = []
+    bounds = np.flatnonzero(np.diff(lines)) + 1
+    for first, last in zip([0, *bounds.tolist()], [*bounds.tolist(), len(lines)]):
+        reach = np.maximum.accumulate(ends[first:last])
+        alone = np.flatnonzero(reach[:-1] <= starts[first + 1:last]) + first + 1
+        edges = [first, *alone.tolist(), last]
+        runs.extend(slice(a, b) for a, b in zip(edges, edges[1:]) if b - a > 1)
+    return runs
 
 
 # Events of the host plane that are never ops, known by their names (an HLO op's event
@@ -285,59 +320,145 @@ def _tagged_events(plane: Any, with_program: bool = False,
 
 
 def _host_events(plane: Any) -> tuple[list[OpEvent], list[float], int]:
-    """As :func:`_tagged_events`, for the host plane read as a protobuf message
-    (:func:`roofline.program._xla.xspace_message`): only the stats it needs are touched."""
+    """As :func:`_tagged_events`, for the host plane read with its events as bytes
+    (:func:`roofline.program._xla.xspace_raw_events`). The op events XLA:CPU writes are
+    decoded together as columns (:func:`_cpu_ops`); the few others that may be ops or
+    steps are read one by one as messages, touching only the stats needed."""
     names = {key: meta.name for key, meta in plane.stat_metadata.items()}
     ids = {name: key for key, name in names.items()}
-    op_id, module_id, run_id, step_id = (ids.get(name, -1) for name in
-                                         ("hlo_op", "hlo_module", "run_id", "step_num"))
-    wanted = {op_id, module_id, run_id, step_id}
-    skipped = {key for key, meta in plane.event_metadata.items()
-               if meta.name.startswith(CPU_NON_OP_PREFIXES)}
-
-    def value(stat: Any) -> Any:
-        kind = stat.WhichOneof("value")
-        if kind is None:
-            return ""
-        return names.get(stat.ref_value, "") if kind == "ref_value" else getattr(stat, kind)
-
-    # Tags an event's metadata carries for every event of that name (jaxlib's ProfileData
-    # shows them among each event's stats).
-    shared = {key: {s.metadata_id: value(s) for s in meta.stats if s.metadata_id in wanted}
-              for key, meta in plane.event_metadata.items() if meta.stats}
-
+    tag_ids = tuple(ids.get(name, -1) for name in ("hlo_op", "hlo_module", "run_id", "step_num"))
+    skipped = np.array([key for key, meta in plane.event_metadata.items()
+                        if meta.name.startswith(CPU_NON_OP_PREFIXES)], np.int64)
+    read_event = _HostEventReader(plane, names, tag_ids)
     events: list[OpEvent] = []
     steps: list[float] = []
     count = 0
     for line_index, line in enumerate(plane.lines):
-        origin_ns = line.timestamp_ns
-        for event in line.events:
-            count += 1
-            if event.metadata_id in skipped:
-                continue
-            stats = event.stats
-            start = origin_ns + event.offset_ps / 1000
-            # XLA:CPU writes an op's tags first, its names as references to stat names:
-            # hlo_op, hlo_module, program_id, run_id. Read those four alone.
-            first = stats[:4]
-            if (len(first) == 4 and first[0].metadata_id == op_id
-                    and first[1].metadata_id == module_id and first[3].metadata_id == run_id):
-                op_ref, module_ref = first[0].ref_value, first[1].ref_value
-                if op_ref in names and module_ref in names:
-                    events.append(OpEvent(names[module_ref], names[op_ref], start,
-                                          start + event.duration_ps / 1000, line_index,
-                                          str(value(first[3]))))
-                    continue
-            tags = {**shared.get(event.metadata_id, {}),
-                    **{stat.metadata_id: value(stat) for stat in stats
-                       if stat.metadata_id in wanted}}
-            if op_id in tags and module_id in tags:
-                events.append(OpEvent(str(tags[module_id]), str(tags[op_id]), start,
-                                      start + event.duration_ps / 1000, line_index,
-                                      run=str(tags.get(run_id, ""))))
-            elif step_id in tags:
-                steps.append(event.duration_ps / 1000 * 1e-9)   # as ProfileData rounds
+        raw = line.events
+        count += len(raw)
+        wire = wire_events(raw, skipped)
+        stats = leading_stats(wire, 4)
+        is_op = _cpu_ops(stats, tag_ids, names)
+        ops = _cpu_op_events(wire, is_op, stats, names, line.timestamp_ns, line_index)
+        others: list[tuple[int, OpEvent]] = []
+        for row in _maybe_tagged(wire, ~is_op, read_event.shared).tolist():
+            found = read_event(_xla.xevent_message(raw[row]), line.timestamp_ns, line_index)
+            if isinstance(found, OpEvent):
+                others.append((row, found))
+            elif found is not None:
+                steps.append(found)
+        events.extend(_in_order(wire.rows[is_op], ops, others))
     return events, steps, count
+
+
+def _cpu_ops(stats: list[WireStat], tag_ids: tuple[int, ...], names: dict[int, str]
+             ) -> np.ndarray:
+    """Which events are XLA:CPU ops as it writes them: their tags first, hlo_op and
+    hlo_module as references to stat names, then program_id and run_id (a number)."""
+    op_id, module_id, run_id, _ = tag_ids
+    op, module, program, run = stats
+    refs = np.array(list(names), np.int64).view(np.uint64)
+    return (op.plain & (op.metadata_id == op_id) & (op.kind == STAT_REF)
+            & np.isin(op.value, refs)
+            & module.plain & (module.metadata_id == module_id) & (module.kind == STAT_REF)
+            & np.isin(module.value, refs)
+            & program.present
+            & run.plain & (run.metadata_id == run_id) & (run.kind != STAT_REF))
+
+
+def _cpu_op_events(wire: WireEvents, is_op: np.ndarray, stats: list[WireStat],
+                   names: dict[int, str], origin_ns: int, line_index: int) -> list[OpEvent]:
+    op, module, _, run = (stat.select(is_op) for stat in stats)
+    # Times as ProfileData computes them: the line's origin plus the offset, in ns.
+    start = float(origin_ns) + wire.offset_ps[is_op] / 1000
+    end = start + wire.duration_ps[is_op] / 1000
+    count = len(start)
+    # tuple.__new__ builds them in C: OpEvent(...) calls a Python function for each.
+    return list(map(tuple.__new__, repeat(OpEvent, count), zip(
+        _names_of(module.value, names), _names_of(op.value, names), start.tolist(),
+        end.tolist(), repeat(line_index, count), _numbers_as_text(run), repeat("", count),
+        repeat(False, count))))
+
+
+def _names_of(refs: np.ndarray, names: dict[int, str]) -> list[str]:
+    unique, inverse = np.unique(refs, return_inverse=True)
+    texts = np.array([names[key] for key in unique.view(np.int64).tolist()], dtype=object)
+    return texts[inverse].tolist()
+
+
+def _numbers_as_text(stat: WireStat) -> list[str]:
+    """A stat's int64 (signed) or uint64 values, as text."""
+    unique, inverse = np.unique(stat.value, return_inverse=True)
+    unsigned = unique.tolist()
+    as_unsigned = np.array([str(value) for value in unsigned], dtype=object)
+    as_signed = np.array([str(value - 2**64 if value >= 2**63 else value)
+                          for value in unsigned], dtype=object)
+    return np.where(stat.kind == STAT_INT64, as_signed[inverse],
+                    as_unsigned[inverse]).tolist()
+
+
+def _maybe_tagged(wire: WireEvents, candidates: np.ndarray,
+                  shared: dict[int, dict[int, Any]]) -> np.ndarray:
+    """The rows of the ``candidates`` that have stats of their own or tags from their
+    metadata."""
+    tagged_metadata = np.array([key for key, tags in shared.items() if tags], np.int64)
+    return wire.rows[candidates & ((wire.stats_at < wire.ends)
+                                   | np.isin(wire.metadata_id, tagged_metadata))]
+
+
+def _in_order(rows: np.ndarray, events: list[OpEvent], others: list[tuple[int, OpEvent]]
+              ) -> list[OpEvent]:
+    """``events`` (at ``rows``) and ``others`` (row, event) merged in the line's order."""
+    if not others:
+        return events
+    order = np.argsort(np.concatenate([rows, [row for row, _ in others]]), kind="stable")
+    merged = events + [event for _, event in others]
+    return [merged[index] for index in order.tolist()]
+
+
+class _HostEventReader:
+    """Reads one host event message: an op (:class:`OpEvent`), a step annotation's
+    duration in seconds, or None."""
+
+    def __init__(self, plane: Any, names: dict[int, str], tag_ids: tuple[int, ...]):
+        self.names = names
+        self.op_id, self.module_id, self.run_id, self.step_id = tag_ids
+        self.wanted = set(tag_ids)
+        # Tags an event's metadata carries for every event of that name (jaxlib's
+        # ProfileData shows them among each event's stats).
+        self.shared = {key: {s.metadata_id: self.value(s) for s in meta.stats
+                             if s.metadata_id in self.wanted}
+                       for key, meta in plane.event_metadata.items() if meta.stats}
+
+    def value(self, stat: Any) -> Any:
+        kind = stat.WhichOneof("value")
+        if kind is None:
+            return ""
+        return self.names.get(stat.ref_value, "") if kind == "ref_value" \
+            else getattr(stat, kind)
+
+    def __call__(self, event: Any, origin_ns: int, line_index: int) -> OpEvent | float | None:
+        names, stats = self.names, event.stats
+        start = origin_ns + event.offset_ps / 1000
+        first = stats[:4]
+        if (len(first) == 4 and first[0].metadata_id == self.op_id
+                and first[1].metadata_id == self.module_id
+                and first[3].metadata_id == self.run_id):
+            op_ref, module_ref = first[0].ref_value, first[1].ref_value
+            if op_ref in names and module_ref in names:
+                return OpEvent(names[module_ref], names[op_ref], start,
+                               start + event.duration_ps / 1000, line_index,
+                               str(self.value(first[3])))
+        tags = {**self.shared.get(event.metadata_id, {}),
+                **{stat.metadata_id: self.value(stat) for stat in stats
+                   if stat.metadata_id in self.wanted}}
+        if self.op_id in tags and self.module_id in tags:
+            return OpEvent(str(tags[self.module_id]), str(tags[self.op_id]), start,
+                           start + event.duration_ps / 1000, line_index,
+                           run=str(tags.get(self.run_id, "")))
+        if self.step_id in tags:
+            return event.duration_ps / 1000 * 1e-9   # as ProfileData rounds
+        return None
 
 
 # No XLA op or kernel runs for an hour: an event that does is a damaged trace.
@@ -355,10 +476,19 @@ def check_durations(path: Path, events: list[tuple[str, float]]) -> None:
                              "damaged; capture it again")
 
 
+def check_op_durations(path: Path, events: list[OpEvent]) -> None:
+    """:func:`check_durations` of op events, all at once."""
+    durations = _column(events, 3) - _column(events, 2)
+    damaged = ~((durations >= 0) & (durations <= MAX_OP_SECONDS * 1e9))
+    if damaged.any():
+        first = int(np.argmax(damaged))
+        check_durations(path, [(events[first].op, float(durations[first]))])
+
+
 def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
     events, steps, count = _host_events(plane)
-    check_durations(path, [(e.op, e.end - e.start) for e in events]
-                    + [("step annotation", wall * 1e9) for wall in steps])
+    check_op_durations(path, events)
+    check_durations(path, [("step annotation", wall * 1e9) for wall in steps])
     if not events:
         raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
                          "hlo_module stats); was anything compiled and run while tracing?")
@@ -370,10 +500,11 @@ def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
 
 
 def _module_runs(events: list[OpEvent]) -> dict[str, int]:
-    runs: dict[str, set[str]] = defaultdict(set)
-    for event in events:
-        runs[event.module].add(event.run)
-    return {module: len(ids) for module, ids in runs.items()}
+    """How many distinct runs each module's events name."""
+    return dict(Counter(module for module, _ in dict.fromkeys(map(_MODULE_RUN, events))))
+
+
+_MODULE_RUN = itemgetter(0, 5)
 
 
 def _run_walls(events: list[OpEvent]) -> list[float]:
@@ -407,8 +538,8 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
     for name in names:
         events, walls, runs, seen = extract(planes[name], planes)
         count += seen
-        check_durations(path, [(e.op, e.end - e.start) for e in events]
-                        + [("XLA module run", wall * 1e9) for wall in walls])
+        check_op_durations(path, events)
+        check_durations(path, [("XLA module run", wall * 1e9) for wall in walls])
         if events:
             stats = dict(planes[name].stats)
             steps = len(walls) if walls else _main_module_runs(events, runs)
