@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -369,7 +370,7 @@ def _cpu_ops(stats: list[WireStat], tag_ids: tuple[int, ...], names: dict[int, s
 def _cpu_op_events(wire: WireEvents, is_op: np.ndarray, stats: list[WireStat],
                    names: dict[int, str], origin_ns: int, line_index: int) -> list[OpEvent]:
     op, module, _, run = (stat.select(is_op) for stat in stats)
-    # Times as ProfileData computes them: the line's origin plus the offset, in ns.
+    # The line's origin plus the offset (in ps), in ns: the float sums the messages gave.
     start = float(origin_ns) + wire.offset_ps[is_op] / 1000
     end = start + wire.duration_ps[is_op] / 1000
     count = len(start)
@@ -627,6 +628,8 @@ def _tpu_events(plane: Any, planes: dict[str, Any]
             name = _MODULE_NAME.match(event.name).group(1)  # type: ignore[union-attr]
             modules.append((event.start_ns, event.start_ns + event.duration_ns, name))
     modules.sort()
+    module_starts = [start for start, _, _ in modules]
+    op_names: dict[str, str | None] = {}   # an op's text recurs in every run of its module
     events: list[OpEvent] = []
     for line_name, is_async in (("XLA Ops", False), ("Async XLA Ops", True)):
         if line_name not in lines:
@@ -634,13 +637,16 @@ def _tpu_events(plane: Any, planes: dict[str, Any]
         index, line = lines[line_name]
         for event in line.events:
             seen += 1
-            match = _OP_TEXT.match(event.name)
-            if match is None:
+            text = event.name
+            if text not in op_names:
+                match = _OP_TEXT.match(text)
+                op_names[text] = match.group(1) if match else None
+            op = op_names[text]
+            if op is None:
                 continue
             start = event.start_ns
-            events.append(OpEvent(_containing(modules, start), match.group(1), start,
-                                 start + event.duration_ns, index, text=event.name,
-                                 is_async=is_async))
+            events.append(OpEvent(_containing(modules, module_starts, start), op, start,
+                                  start + event.duration_ns, index, "", text, is_async))
     runs: dict[str, int] = defaultdict(int)
     for _, _, name in modules:
         runs[name] += 1
@@ -648,15 +654,11 @@ def _tpu_events(plane: Any, planes: dict[str, Any]
     return events, walls, dict(runs), seen
 
 
-def _containing(modules: list[tuple[float, float, str]], time: float) -> str:
-    """The module execution running at ``time`` (modules sorted by start)."""
-    low, high = 0, len(modules)
-    while low < high:
-        middle = (low + high) // 2
-        if modules[middle][0] <= time:
-            low = middle + 1
-        else:
-            high = middle
+def _containing(modules: list[tuple[float, float, str]], starts: list[float], time: float
+                ) -> str:
+    """The module execution running at ``time`` (modules sorted by start; ``starts``
+    theirs)."""
+    low = bisect_right(starts, time)
     if low and modules[low - 1][0] <= time <= modules[low - 1][1]:
         return modules[low - 1][2]
     return ""
