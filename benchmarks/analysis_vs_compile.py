@@ -3,15 +3,18 @@ placement) next to XLA's compile time, for every model of the zoo on the host an
 v3.
 
 Run: .venv/bin/python benchmarks/analysis_vs_compile.py [--batch 8] [--models resnet50,...]
+[--targets host,tpu-v3]
 
 Each model is compiled once. Work that is not ours is timed apart from ours: tracing and
 lowering (JAX's), the compile and XLA printing the optimized HLO text (XLA's). Our
 analysis is timed on its first pass, as a user's command runs it (not the best of warm
 repeats); time Python's cycle collector spent inside it is shown apart (it is in the
-total). Target (issue 16, "own analysis" as issue 3 defined it: HLO parse, costs,
-placement): at most 5% of the XLA compile for every model. The share with XLA's printing
-added is printed beside it. Both are measured in the same run, so the ratio holds on a
-noisy shared machine.
+total), and so is the CPU time our thread spent in it: on a machine shared with other
+jobs our one thread waits for a core far longer than XLA's compile, which runs on several
+threads, so the wall-clock share grows with the load and the CPU time shows the work
+itself. Target (issue 46, "own analysis" as issue 3 defined it: HLO parse, costs,
+placement): with XLA's printing added, at most 2% of the XLA compile for every model.
+Both are measured in the same run.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from roofline.program.workloads import parse_spec  # noqa: E402
 
 ZOO = ("resnet50", "inception_v3", "vgg16", "transformer", "gpt2", "lstm_lm", "deepspeech2")
 TARGETS = (("host", "xeon-8163", "f32"), ("tpu-v3", "tpu-v3", "bf16"))
-TARGET_SHARE = 0.05
+TARGET_SHARE = 0.02   # own analysis and XLA's printing, of the compile
 
 
 class CollectorClock:
@@ -60,16 +63,31 @@ class CollectorClock:
             self.inside = False
 
 
+class CpuClock:
+    """Adds up the CPU time this thread spends inside ``counting()``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        start = time.thread_time()
+        try:
+            yield
+        finally:
+            self.seconds += time.thread_time() - start
+
+
 @contextmanager
-def collector_counted_inside(names: tuple[str, ...], clock: CollectorClock
-                             ) -> Iterator[None]:
-    """Count the collector's time inside each call of these functions as compile.py calls
-    them (the parse and the cost model run inside ``compile_workload``)."""
+def counted_inside(names: tuple[str, ...], clock: CollectorClock, cpu: CpuClock
+                   ) -> Iterator[None]:
+    """Count the collector's time and our CPU time inside each call of these functions as
+    compile.py calls them (the parse and the cost model run inside ``compile_workload``)."""
     originals = {name: getattr(compile_module, name) for name in names}
 
     def counted(function: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            with clock.counting():
+            with clock.counting(), cpu.counting():
                 return function(*args, **kwargs)
         return call
 
@@ -86,21 +104,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--models", default=",".join(ZOO), help="comma-separated families")
+    parser.add_argument("--targets", default=",".join(t[0] for t in TARGETS),
+                        help="comma-separated: host, tpu-v3")
     args = parser.parse_args()
     print(f"{'model':14s} {'target':7s} {'ops':>5s} {'lower s':>7s} {'compile s':>9s} "
           f"{'print ms':>8s} {'parse+cost':>10s} {'place ms':>8s} {'gc ms':>6s} "
-          f"{'ours':>6s} {'+print':>6s}")
+          f"{'cpu ms':>6s} {'ours':>6s} {'+print':>6s}")
     own_shares, printed_shares = [], []
-    clock = CollectorClock()
+    clock, cpu = CollectorClock(), CpuClock()
     gc.callbacks.append(clock)
     for target, hardware, dtype in TARGETS:
+        if target not in args.targets.split(","):
+            continue
         spec_hw = load_hardware(hardware)
         for family in args.models.split(","):
             workload = parse_spec(f"{family}:batch={args.batch},dtype={dtype}")
-            clock.seconds = 0.0
-            with collector_counted_inside(("parse_hlo_text", "analyze_module"), clock):
+            clock.seconds = cpu.seconds = 0.0
+            with counted_inside(("parse_hlo_text", "analyze_module"), clock, cpu):
                 program = compile_module.compile_workload(workload, target)
-            with clock.counting():
+            with clock.counting(), cpu.counting():
                 start = time.perf_counter()
                 Placer(spec_hw).program(program)
                 place = time.perf_counter() - start
@@ -113,12 +135,12 @@ def main() -> None:
             print(f"{family:14s} {target:7s} {ops:5d} {program.lower_seconds:7.2f} "
                   f"{program.compile_seconds:9.2f} {printing * 1e3:8.1f} "
                   f"{ours * 1e3:10.1f} {place * 1e3:8.1f} {clock.seconds * 1e3:6.1f} "
-                  f"{own_share:6.1%} {printed_share:6.1%}"
-                  + ("" if own_share <= TARGET_SHARE else "  over target"), flush=True)
+                  f"{cpu.seconds * 1e3:6.0f} {own_share:6.1%} {printed_share:6.1%}"
+                  + ("" if printed_share <= TARGET_SHARE else "  over target"), flush=True)
     print(f"own analysis / XLA compile: median {statistics.median(own_shares):.1%}, max "
-          f"{max(own_shares):.1%} (target at most {TARGET_SHARE:.0%} for every model); "
-          f"with XLA's printing: median {statistics.median(printed_shares):.1%}, max "
-          f"{max(printed_shares):.1%}")
+          f"{max(own_shares):.1%}; with XLA's printing: median "
+          f"{statistics.median(printed_shares):.1%}, max {max(printed_shares):.1%} (target at "
+          f"most {TARGET_SHARE:.0%} for every model)")
 
 
 if __name__ == "__main__":
