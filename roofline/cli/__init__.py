@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from roofline.cli import hardware, plots, programs, questions, report, serving, studies
 from roofline.cli.common import EXIT_BAD_INPUT, check_output_files, parents
@@ -100,11 +101,9 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         with contextlib.redirect_stdout(GuardedStdout(sys.stdout)):
             if _uses_jax(args):
-                from roofline.cli.common import cache_dir_of
                 from roofline.program._xla import check_xla_flags, start_quietly
 
-                cache = cache_dir_of(args)
-                check_xla_flags(cache / XLA_FLAGS_VERDICTS if cache else None)
+                check_xla_flags(_xla_flags_verdicts(args))
                 if plugin or platforms_given:
                     start_quietly()
             check_output_files(args)
@@ -123,6 +122,19 @@ def _run(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("roofline: interrupted", file=sys.stderr)
         return 130
+
+
+def _xla_flags_verdicts(args: argparse.Namespace) -> Path | None:
+    """Where the XLA_FLAGS that XLA accepted are marked: below the compile cache the command
+    names (none with --no-cache). Not checked here: the command checks its cache as it
+    uses it, and a verdict that cannot be written is only checked again next time."""
+    if getattr(args, "no_cache", False) or not os.environ.get("XLA_FLAGS", "").strip():
+        return None
+    if getattr(args, "cache", None) is not None:
+        return Path(args.cache) / XLA_FLAGS_VERDICTS
+    from roofline.program.compile import default_cache_dir
+
+    return default_cache_dir() / XLA_FLAGS_VERDICTS
 
 
 def _uses_jax(args: argparse.Namespace) -> bool:
