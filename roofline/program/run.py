@@ -218,8 +218,9 @@ def load_devices(path: str | Path, host: str | None = None
     names = (device_planes(xplane, planes, "tpu", None)
              or device_planes(xplane, planes, "gpu", None))
     if not names:
-        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all explains "
-                            "each device of a device trace")
+        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all and --host "
+                            "all set the devices of a device trace side by side: drop them "
+                            "for a host (XLA:CPU) run")
     loaded, skipped = [], []
     for name in names:
         try:
