@@ -43,7 +43,10 @@ _RIDGE_SPOTS = (Spot(4, -4, "left", "top"), Spot(-4, -4, "right", "top"),
 _LEVEL_SPOTS = (Spot(6, -3, "left", "top"), Spot(20, -3, "left", "top"),
                 Spot(40, -3, "left", "top"), Spot(0, 6, "left", "bottom"),
                 Spot(0, -6, "left", "top"), Spot(20, 6, "left", "bottom"),
-                Spot(20, -6, "left", "top"))
+                Spot(20, -6, "left", "top"),
+                # Above and left of the line, further along it: a label too wide for
+                # the band between it and the next level down (a fast cache's).
+                Spot(120, 100, "right", "bottom"), Spot(160, 130, "right", "bottom"))
 
 
 @dataclass
