@@ -75,8 +75,8 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
 
         run, torch_costs, source = read_kineto(torch_trace)
         return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
-    xplane = find_xplane(path, host)
     run = read_trace(path, device, host)
+    xplane = Path(run.path)   # the host's file read
     xprof = tuple(hlo_stats(xplane)) if run.platform in ("tpu", "gpu") else ()
     manifest = _manifest(path / MANIFEST) if path.is_dir() else None
     hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR

@@ -154,7 +154,11 @@ def host_of(xplane: Path) -> str:
 def find_xplane(path: str | Path, host: str | None = None) -> Path:
     """The xplane file of a run: ``path`` itself, or below a directory the newest
     session's file of ``host`` (by default the first host by name)."""
-    hosts = session_hosts(path)
+    return _host_file(path, session_hosts(path), host)
+
+
+def _host_file(path: str | Path, hosts: dict[str, Path], host: str | None) -> Path:
+    """``host``'s file among a session's ``hosts`` (found from ``path``)."""
     if host is None:
         return next(iter(hosts.values()))
     if host not in hosts:
@@ -187,7 +191,7 @@ def read_trace(path: str | Path, device: int | None = None, host: str | None = N
     ``host`` picks a host's file of a session with several (by default the first by name).
     """
     hosts = session_hosts(path)
-    xplane = find_xplane(path, host)
+    xplane = _host_file(path, hosts, host)
     return replace(_read_xplane(xplane, device), host=host_of(xplane), hosts=tuple(hosts))
 
 
