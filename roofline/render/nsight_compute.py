@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from roofline.render.tables import format_table
+from roofline.render.tables import clipped, format_table
 from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def _row(placed: PlacedKernel) -> dict[str, Any]:
     achieved = placed.achieved_flop_per_s
     row: dict[str, Any] = {
         "id": kernel.id,
-        "kernel": name if len(name) <= _NAME_WIDTH else name[:_NAME_WIDTH - 3] + "...",
+        "kernel": clipped(name, _NAME_WIDTH),
         "category": kernel.category,
         "time": format_quantity(kernel.seconds, Kind.TIME),
         "GFLOP/s": "?" if achieved is None else f"{achieved / 1e9:,.1f}" if achieved

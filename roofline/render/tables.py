@@ -47,6 +47,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def clipped(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters for a table cell or a label, ``...`` marking the
+    cut."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def to_json(document: Mapping[str, Any]) -> str:
     """Strict JSON: a value that is not a finite number (an infinite ratio, say) is
     written as null, never as the ``Infinity`` or ``NaN`` JSON does not have."""

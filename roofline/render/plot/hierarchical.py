@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 from roofline.render.plot.points import OpPoint, left_off_note
 from roofline.render.plot.rooflines import build_roofline
+from roofline.render.tables import clipped
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from roofline.model.hierarchical import HierarchicalRoofline
 
-_LABEL_CHARS = 40
+_LABEL_CHARS = 40   # a kernel label short enough to find room beside its point
 
 
 def hierarchical_points(result: HierarchicalRoofline) -> list[OpPoint]:
@@ -30,15 +31,10 @@ def hierarchical_points(result: HierarchicalRoofline) -> list[OpPoint]:
             continue
         for point in placed.levels:
             if point.intensity is not None:
-                points.append(OpPoint(_label(kernel.short_name), names[point.level],
+                points.append(OpPoint(clipped(kernel.short_name, _LABEL_CHARS), names[point.level],
                                       kernel.total_flops, point.intensity, achieved,
                                       kernel.seconds, True, point.level))
     return points
-
-
-def _label(name: str) -> str:
-    """A kernel's name short enough for a label to find room beside its point."""
-    return name if len(name) <= _LABEL_CHARS else name[:_LABEL_CHARS - 3] + "..."
 
 
 def hierarchical_left_off(result: HierarchicalRoofline) -> str:
