@@ -146,15 +146,19 @@ def _device_summary(run: KernelRun) -> dict[str, Any]:
 def kernel_devices_document(runs: list[KernelRun]) -> dict[str, Any]:
     """Every device of a trace without XLA ops: schema ``roofline/kernels-devices/1``,
     each device's ``roofline/kernels/1`` document and a summary row per device."""
-    busiest = max(runs, key=lambda run: run.kernel_s)
+    from roofline.program.trace.kernels import busiest_run
+
+    busiest = busiest_run(runs)
     return {"schema": "roofline/kernels-devices/1", "run": runs[0].path,
             "no_cost": KERNELS_NO_COST, "summary": [_device_summary(run) for run in runs],
             "busiest": busiest.device, "devices": [kernel_document(run) for run in runs]}
 
 
 def kernel_devices_text(runs: list[KernelRun], top: int) -> str:
+    from roofline.program.trace.kernels import busiest_run
+
     q = format_quantity
-    busiest = max(runs, key=lambda run: run.kernel_s).device
+    busiest = busiest_run(runs).device
     rows = []
     for run in runs:
         summary = _device_summary(run)

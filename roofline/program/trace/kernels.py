@@ -40,7 +40,7 @@ from roofline.program.trace.reader import (
 from roofline.units import Kind, format_quantity
 
 __all__ = ["NO_TF_OP", "UNNAMED", "KernelRow", "KernelRun", "StreamRow", "TfOpRow",
-           "distinct_short_names", "is_stream_line", "kernel_category",
+           "busiest_run", "distinct_short_names", "is_stream_line", "kernel_category",
            "read_kernel_devices", "read_kernels", "short_kernel_name"]
 
 NO_TF_OP = "(no TensorFlow op)"
@@ -139,12 +139,18 @@ def read_kernels(path: str | Path, device: int | None = None, host: str | None =
     runs = _read_devices(find_xplane(path, host), device)
     if device is not None or len(runs) == 1:
         return runs[0]
-    busiest = max(runs, key=lambda run: (run.kernel_s, run.total_s))
+    busiest = busiest_run(runs)
     times = ", ".join(f"{run.device} {format_quantity(run.kernel_s, Kind.TIME)}"
                       for run in runs)
     note = (f"{busiest.device} shown: the GPU with the most kernel time of {len(runs)} "
             f"({times}; copies apart); --device N picks another, --device all shows each")
     return replace(busiest, notes=(note, *busiest.notes))
+
+
+def busiest_run(runs: list[KernelRun]) -> KernelRun:
+    """The device a kernel trace is shown by: the most kernel time (copies apart), then
+    the most time with its copies."""
+    return max(runs, key=lambda run: (run.kernel_s, run.total_s))
 
 
 def read_kernel_devices(path: str | Path, host: str | None = None) -> list[KernelRun]:
