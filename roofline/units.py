@@ -23,6 +23,8 @@ class Kind(enum.Enum):
     FREQUENCY = ("a frequency", "1530 MHz")
     POWER = ("a power", "250 W")
     TIME = ("a time", "5 us")
+    ENERGY_PER_FLOP = ("an energy per FLOP", "0.5 pJ/FLOP")
+    ENERGY_PER_BYTE = ("an energy per byte", "60 pJ/B")
 
     def __init__(self, description: str, example: str):
         self.description = description
@@ -31,6 +33,8 @@ class Kind(enum.Enum):
 
 _DECIMAL = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_SMALL = {"": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9, "p": 1e-12, "f": 1e-15}
+_PER_WORK = {Kind.ENERGY_PER_FLOP: "J/FLOP", Kind.ENERGY_PER_BYTE: "J/B"}
 
 
 def _build_unit_table() -> dict[str, tuple[Kind, float]]:
@@ -50,6 +54,9 @@ def _build_unit_table() -> dict[str, tuple[Kind, float]]:
         table[unit] = (Kind.POWER, factor)
     for unit, factor in {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}.items():
         table[unit] = (Kind.TIME, factor)
+    for prefix, factor in _SMALL.items():
+        for kind, unit in _PER_WORK.items():
+            table[prefix + unit] = (kind, factor)
     return table
 
 
@@ -79,6 +86,8 @@ _ACCEPTED = {
     Kind.FREQUENCY: "Hz, kHz, MHz or GHz",
     Kind.POWER: "mW, W or kW",
     Kind.TIME: "s, ms, us (or µs) or ns",
+    Kind.ENERGY_PER_FLOP: "J/FLOP with a prefix m, u, n, p or f (pJ/FLOP)",
+    Kind.ENERGY_PER_BYTE: "J/B with a prefix m, u, n, p or f (pJ/B)",
 }
 
 _QUANTITY = re.compile(
@@ -144,6 +153,10 @@ def format_quantity(value: float, kind: Kind, *, like: float | None = None) -> s
         for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
             if abs(value) >= factor or unit == "ns":
                 return f"{value / factor:.4g} {unit}"
+    if kind in _PER_WORK:
+        prefix, factor = next(((p, f) for p, f in _SMALL.items() if abs(value) >= f),
+                              ("f", 1e-15))
+        return f"{value / factor:.4g} {prefix}{_PER_WORK[kind]}"
     scaled = _scaled(value, _DECIMAL)
     if kind is Kind.BYTES and binary_prefix_fits(value if like is None else like):
         scaled = _scaled(value, _BINARY)

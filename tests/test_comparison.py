@@ -1,5 +1,6 @@
 """What-if, sensitivity and energy on real compiled programs."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -8,8 +9,15 @@ import pytest
 from roofline.cli import main
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
+from roofline.hardware.records import EnergyCosts, Scalar
 from roofline.model.analysis import device_hardware
-from roofline.model.comparison import energy_per_sample, sensitivity_of, whatif_costs, working_ops
+from roofline.model.comparison import (
+    energy_per_sample,
+    program_energy,
+    sensitivity_of,
+    whatif_costs,
+    working_ops,
+)
 from roofline.model.placement import Bound, BoundKind
 from roofline.program.compile import compile_program
 from roofline.program.workloads import parse_spec
@@ -76,13 +84,37 @@ def test_sensitivity_ranks_the_bottleneck_first(memory_bound, compute_bound):
     assert top.parameter.startswith("flops") and top.elasticity == pytest.approx(-1, abs=0.01)
 
 
-def test_energy_per_sample():
-    # HKBU's definition: power x step time / samples; 300 W x 1 ms / 10 samples = 0.03 J.
+def test_energy_at_a_power_is_power_times_time():
+    # HKBU's definition: power x step time; 300 W (the V100's TDP) x 1 ms = 0.3 J.
     v100 = load_hardware("v100-sxm2")
-    assert energy_per_sample(1e-3, v100, 10) == pytest.approx(0.03)
-    assert energy_per_sample(1e-3, v100, 10, power_w=150) == pytest.approx(0.015)
+    assert program_energy(1e-3, v100, 1e12, 1e9).joules == pytest.approx(0.3)
+    assert program_energy(1e-3, v100, 1e12, 1e9, power_w=150).joules == pytest.approx(0.15)
+    assert "TDP 300 W" in program_energy(1e-3, v100, 0, 0).basis
     with pytest.raises(RooflineError, match="publishes no TDP"):
-        energy_per_sample(1e-3, load_hardware("tpu-v5e"), 10)
+        program_energy(1e-3, load_hardware("tpu-v5e"), 0, 0)
+
+
+def test_energy_per_sample_reads_each_sides_work(memory_bound):
+    ops, _ = memory_bound
+    v100 = load_hardware("v100-sxm2")
+    result = whatif_costs(ops, v100, {"memory_bandwidth": 2})
+    (old, new), basis = energy_per_sample(result, 10)
+    # At the TDP the work does not matter: 300 W x each side's time / 10 samples.
+    assert (old, new) == pytest.approx((30 * result.old_s, 30 * result.new_s))
+    assert basis.startswith("v100-sxm2:device's TDP 300 W")
+    with pytest.raises(RooflineError, match="positive batch"):
+        energy_per_sample(result, 0)
+    # On measured energy costs (round numbers, not a measurement): 50 W idle, 1 pJ per
+    # FLOP, 100 pJ per byte. Same work on both sides, so new - old = 50 W x (new_s -
+    # old_s) / 10 samples; old = (50 x old_s + 1e-12 x FLOPs + 1e-10 x bytes) / 10.
+    costs = EnergyCosts(Scalar(50.0, ("m",)), Scalar(1e-12, ("m",)), Scalar(1e-10, ("m",)))
+    measured = dataclasses.replace(v100, energy=costs)
+    result = whatif_costs(ops, measured, {"memory_bandwidth": 2})
+    (old, new), basis = energy_per_sample(result, 10)
+    flops, moved = sum(op.flops for op in ops), sum(op.bytes for op in ops)
+    assert old == pytest.approx((50 * result.old_s + 1e-12 * flops + 1e-10 * moved) / 10)
+    assert new - old == pytest.approx(50 * (result.new_s - result.old_s) / 10)
+    assert "measured energy costs [m]: idle 50 W x time + 1 pJ/FLOP x FLOPs" in basis
 
 
 @pytest.mark.parametrize("scale, message", [

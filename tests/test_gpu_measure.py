@@ -46,6 +46,11 @@ SYNTHETIC = {
               "sm_mhz_max": 1980.0, "power_w_median": 690.0, "gemm": "bf16 matrix",
               "rate": 7.9e14},
     "date": "2026-11-26", "command": "roofline hardware measure --out h100-sxm.toml",
+    # 90 W idle; 690 W while bf16 GEMMs ran at 750 TFLOP/s: (690 - 90) / 7.5e14 = 0.8 pJ
+    # per FLOP; 450 W while copying at 3.0 TB/s: (450 - 90) / 3e12 = 120 pJ per byte.
+    "power": {"source": "NVML energy counter", "idle_w": 90.0, "matrix_w": 690.0,
+              "matrix_rate": 7.5e14, "matrix_gemm": "bf16 matrix", "memory_w": 450.0,
+              "memory_rate": 3.0e12, "per_flop_j": 8e-13, "per_byte_j": 1.2e-10},
 }
 
 
@@ -74,6 +79,7 @@ def test_every_kernel_runs_on_any_jax_device(on_cpu):
     assert on_cpu.copy["best"] > 0 and on_cpu.l2["best"] > 0
     assert on_cpu.floors["dispatch_s"] > 0 and on_cpu.floors["round_trip_s"] > 0
     assert on_cpu.clock["samples"] == 0 and "no NVML" in on_cpu.clock["source"]
+    assert on_cpu.power == {"source": "none: no NVML or nvidia-smi"}
     assert on_cpu.facts.name == jax.devices("cpu")[0].device_kind
     # It survives its own JSON (the GPU run saves it, another machine writes the spec).
     assert GpuMeasurement.from_json(json.loads(json.dumps(on_cpu.to_json()))) == on_cpu
@@ -92,6 +98,12 @@ def test_the_variant_holds_each_figure_beside_its_peak(tmp_path, h100, synthetic
     assert hw.sustained_clock.value == pytest.approx(1755e6)
     assert hw.overhead.value == pytest.approx(2e-6) and hw.dispatch.value == pytest.approx(8e-6)
     assert hw.roof("bf16", "matrix").achieved.sources == ("measured-2026-11-26",)
+    assert hw.energy.idle.value == pytest.approx(90.0)
+    assert hw.energy.per_flop.value == pytest.approx(0.8e-12)
+    assert hw.energy.per_byte.value == pytest.approx(120e-12)
+    assert "690 W while bf16 matrix GEMMs ran at 750 TFLOP/s" in hw.energy.per_flop.note
+    # 1 ms doing 1 TFLOP and moving 1 GB: 90 W x 1 ms + 0.8 J + 0.12 J = 1.01 J.
+    assert hw.energy.joules(1e-3, 1e12, 1e9) == pytest.approx(1.01)
     assert "NVIDIA H100 80GB HBM3" in dict(hw.sources)["measured-2026-11-26"]
     # Achievable ceilings take the measured figures; peak ceilings the datasheet's.
     achievable = hw.at_ceilings("achievable")
@@ -102,6 +114,7 @@ def test_the_variant_holds_each_figure_beside_its_peak(tmp_path, h100, synthetic
     default = load_spec_file(tmp_path / "h100-sxm.toml")
     assert default.roof("bf16", "matrix").achieved.sources == ("mamf-stas",)
     assert default.overhead.value == pytest.approx(2.5e-6) and default.sustained_clock is None
+    assert default.energy is None
 
 
 def test_the_rest_of_the_file_is_left_as_it_was(tmp_path, h100, synthetic):
@@ -237,3 +250,86 @@ def test_a_measurement_missing_a_part_is_refused_by_name(tmp_path, capsys):
     assert main(["hardware", "measure", "--from-json", str(saved), "--out",
                  str(tmp_path / "x.toml")]) == 2
     assert "lacks or misshapes 'floors'" in capsys.readouterr().err
+
+
+class _Sampled:
+    """A power sampler's answer over a block, as ClockSampler gives it."""
+
+    def __init__(self, joules, seconds, source="NVML energy counter"):
+        self._joules, self.seconds, self.source = joules, seconds, source
+
+    def joules(self):
+        return None if self._joules is None else (self._joules, self.source)
+
+
+def test_energy_costs_are_excess_power_over_the_rate_sustained():
+    from roofline.hardware.gpu_measure import energy_costs
+
+    # 2 s idle drawing 180 J: 90 W. 4 s of GEMMs at 750 TFLOP/s drawing 2,760 J: 690 W,
+    # (690 - 90) / 7.5e14 = 0.8 pJ/FLOP. 3 s of copies at 3 TB/s, 1,350 J: 450 W,
+    # (450 - 90) / 3e12 = 120 pJ/B.
+    costs = energy_costs(_Sampled(180.0, 2.0), (_Sampled(2760.0, 4.0), 7.5e14, "bf16 matrix"),
+                         (_Sampled(1350.0, 3.0), 3e12))
+    assert costs["idle_w"] == pytest.approx(90) and costs["matrix_w"] == pytest.approx(690)
+    assert costs["per_flop_j"] == pytest.approx(0.8e-12)
+    assert costs["per_byte_j"] == pytest.approx(120e-12)
+    # Where any block read no power (a CPU), there are no costs, and the reason is kept.
+    none = energy_costs(_Sampled(None, 2.0, ""), (_Sampled(None, 4.0), 1e12, "bf16 matrix"),
+                        (_Sampled(None, 3.0), 1e11))
+    assert none == {"source": "none: no NVML or nvidia-smi"}
+
+
+def test_energy_lost_in_the_noise_is_not_written(tmp_path, h100):
+    # Copies that drew no more than idle leave per_byte at 0: none of the three figures is
+    # written (the spec takes all three or none), and flags says why.
+    doc = copy.deepcopy(SYNTHETIC)
+    doc["power"].update(memory_w=85.0, per_byte_j=0.0)
+    m = GpuMeasurement.from_json(doc)
+    (tmp_path / "h100-sxm.toml").write_text(measured_variant_toml(h100.path, m, h100,
+                                                                  "h100-sxm"))
+    assert load_spec_file(tmp_path / "h100-sxm.toml", variant="measured").energy is None
+    assert any("energy costs not written" in f for f in flags(m, h100))
+
+
+def test_a_spec_with_part_of_the_energy_costs_is_refused(tmp_path, h100):
+    text = open(h100.path).read().replace(
+        'tdp = "700 W"', 'tdp = "700 W"\nidle = "90 W"\nidle_source = "h100-page"', 1)
+    (tmp_path / "h100-sxm.toml").write_text(text)
+    with pytest.raises(SpecError, match="'per_flop', 'per_byte' missing"):
+        load_spec_file(tmp_path / "h100-sxm.toml")
+
+
+class _FakeNvml:
+    """NVML as pynvml answers on a board drawing 500 W: its energy counter (mJ) runs at
+    500 J/s of the monotonic clock, and the power it reports is 500,000 mW."""
+
+    NVML_CLOCK_SM = 0
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        return 1980
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 500_000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        import time
+
+        return int(time.monotonic() * 500_000)
+
+
+def test_the_sampler_takes_the_energy_counter_over_the_block(monkeypatch):
+    import time
+
+    from roofline.hardware import gpu_facts
+
+    monkeypatch.setattr(gpu_facts, "_nvml", lambda: _FakeNvml())
+    with gpu_facts.ClockSampler(interval_s=0.01, settle_s=0.0) as sampler:
+        time.sleep(0.2)
+    joules, how = sampler.joules()
+    # 500 W over the block's length, read from the counter; the samples say 500 W too.
+    assert how == "NVML energy counter"
+    assert joules == pytest.approx(500 * sampler.seconds, rel=0.02)
+    assert sampler.steady_power_w() == 500.0 and sampler.summary()["sm_mhz_median"] == 1980

@@ -127,24 +127,38 @@ def _l2_bytes() -> float | None:
 class ClockSampler:
     """Samples GPU 0's SM clock (MHz) and board power (W) every ``interval_s`` while the
     ``with`` block runs, through NVML or ``nvidia-smi``; samples nothing where neither
-    answers (a CPU)."""
+    answers (a CPU). Through NVML it also reads the board's energy counter (Volta and
+    newer) at the block's start and end.
 
-    def __init__(self, interval_s: float = 0.05):
-        self.interval_s = interval_s
+    NVML's and nvidia-smi's power on recent boards is an average over about a second, so
+    :meth:`joules` takes the counter where there is one, else the median power of the
+    samples after ``settle_s`` times the block's length."""
+
+    def __init__(self, interval_s: float = 0.05, settle_s: float = 1.0):
+        self.interval_s, self.settle_s = interval_s, settle_s
         self.clocks: list[float] = []
-        self.powers: list[float] = []
+        self.powers: list[tuple[float, float]] = []   # (seconds into the block, W)
         self.source = ""
+        self.counter_j: tuple[float, float] | None = None
+        self._energy: Any = None
+        self._begin_j: float | None = None
+        self._start = self._end = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> ClockSampler:
         read = self._reader()
+        self._start = time.monotonic()
+        self._begin_j = self._energy() if self._energy is not None else None
         if read is not None:
             self._thread = threading.Thread(target=self._run, args=(read,), daemon=True)
             self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._end = time.monotonic()
+        if self._begin_j is not None:
+            self.counter_j = (self._begin_j, self._energy())
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -154,6 +168,7 @@ class ClockSampler:
         if nvml is not None:
             handle = nvml.nvmlDeviceGetHandleByIndex(0)
             self.source = "NVML"
+            self._energy = _energy_counter(nvml, handle)
             return lambda: (float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
                             nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
         if _smi("clocks.sm"):
@@ -170,8 +185,29 @@ class ClockSampler:
             if clock:
                 self.clocks.append(clock)
             if power:
-                self.powers.append(power)
+                self.powers.append((time.monotonic() - self._start, power))
             time.sleep(self.interval_s)
+
+    @property
+    def seconds(self) -> float:
+        return self._end - self._start
+
+    def steady_power_w(self) -> float | None:
+        """The median power sampled after the first ``settle_s`` (all samples where the
+        block was shorter); None where none was sampled."""
+        settled = [w for at, w in self.powers if at >= self.settle_s] or \
+            [w for _, w in self.powers]
+        return statistics.median(settled) if settled else None
+
+    def joules(self) -> tuple[float, str] | None:
+        """The energy the board drew over the block, and how it was found; None where
+        neither the counter nor a power sample answered."""
+        if self.counter_j is not None and self.counter_j[1] > self.counter_j[0]:
+            return self.counter_j[1] - self.counter_j[0], "NVML energy counter"
+        power = self.steady_power_w()
+        if power is None:
+            return None
+        return power * self.seconds, f"median {self.source} power x time"
 
     def summary(self) -> dict[str, Any]:
         if not self.clocks:
@@ -179,4 +215,14 @@ class ClockSampler:
         return {"samples": len(self.clocks), "source": self.source,
                 "sm_mhz_median": statistics.median(self.clocks),
                 "sm_mhz_min": min(self.clocks), "sm_mhz_max": max(self.clocks),
-                "power_w_median": statistics.median(self.powers) if self.powers else None}
+                "power_w_median": self.steady_power_w()}
+
+
+def _energy_counter(nvml: Any, handle: Any) -> Any:
+    """A reader of the board's energy counter in joules, or None where the board has none
+    (older than Volta) or the driver refuses it."""
+    try:
+        nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except Exception:   # NVMLError_NotSupported and kin: sampled power stands in
+        return None
+    return lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0

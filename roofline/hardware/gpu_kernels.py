@@ -127,19 +127,34 @@ def _sweep(device: Any, case: MatrixCase, quick: bool, memory_bytes: float | Non
 def sustain_gemm(device: Any, case: MatrixCase, n: int, seconds: float) -> float:
     """Run ``case``'s GEMM back to back for about ``seconds`` (while a clock is sampled);
     its rate over that time."""
-    import jax
-
-    fn = _gemm(case)
     a, b = _random(device, (n, n), case.jax_dtype, 3), _random(device, (n, n),
                                                                  case.jax_dtype, 4)
-    jax.block_until_ready(fn(a, b))
+    return 2 * n**3 * _calls_per_s(_gemm(case), (a, b), seconds)
+
+
+def sustain_copy(device: Any, quick: bool, seconds: float) -> float:
+    """Run the copy kernel of :func:`copy_bandwidth` on its larger array back to back for
+    about ``seconds`` (while power is sampled); bytes read plus written per second."""
+    import jax
+    import jax.numpy as jnp
+
+    elements = 1 << (22 if quick else 28)
+    x = _random(device, (elements,), "float32", 5)
+    s = jax.device_put(jnp.float32(0.999), device)
+    return 2 * elements * 4 * _calls_per_s(jax.jit(lambda x, s: x * s), (x, s), seconds)
+
+
+def _calls_per_s(fn: Any, args: tuple[Any, ...], seconds: float) -> float:
+    import jax
+
+    jax.block_until_ready(fn(*args))
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         for _ in range(8):
-            result = fn(a, b)
+            result = fn(*args)
         calls += 8
         jax.block_until_ready(result)
-    return 2 * n**3 * calls / (time.perf_counter() - start)
+    return calls / (time.perf_counter() - start)
 
 
 def copy_bandwidth(device: Any, quick: bool) -> dict[str, Any]:

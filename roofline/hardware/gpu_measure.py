@@ -15,8 +15,13 @@ measure`` on a machine whose JAX sees a GPU.
 - per-op floor: that fixed cost of a kernel inside a program (no host work), a tiny
   jitted op dispatched back to back from Python (the host's dispatch, the device never
   idle for long), and the same op waited for after each call (one op at a time);
-- sustained SM clock and power: NVML (or ``nvidia-smi``) sampled every 50 ms while the
-  fastest GEMM runs for a few seconds.
+- sustained SM clock and power: NVML (or ``nvidia-smi``) sampled every 50 ms while bf16
+  GEMMs (the fastest dtype where bf16 was not measured) run for a few seconds;
+- energy costs, the parameters of an energy roofline (Choi, Bedard, Fowler, Vuduc, IPDPS
+  2013): the board's power idle, then while the sustained GEMM runs and while the copy
+  runs for a few seconds (NVML's energy counter over each, else its median power once
+  settled); the energy per FLOP and per byte above idle are each excess power over the
+  rate sustained meanwhile.
 
 The figures are written as a variant (``measured`` by default) of the library's spec of
 the same GPU: every measured figure beside the datasheet peak it belongs to, as that
@@ -28,7 +33,8 @@ record's ``achieved`` (a sustained clock as ``sustained``; the floors as ``per_o
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,7 @@ from roofline.hardware.gpu_kernels import (
     copy_bandwidth,
     matrix_rates,
     op_floors,
+    sustain_copy,
     sustain_gemm,
 )
 from roofline.hardware.records import Hardware
@@ -49,6 +56,8 @@ from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.units import Kind, format_quantity
 
 SUSTAIN_S = 4.0
+IDLE_S = 2.0
+SUSTAIN_COPY_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,9 @@ class Figure:
 @dataclass(frozen=True)
 class GpuMeasurement:
     """A GPU's ceilings as measured: GEMM rates per dtype, HBM copy and L2 bandwidth,
-    per-op floors and the sustained clock, with the device's facts, the date and the
-    command that measured them."""
+    per-op floors, the sustained clock and the energy costs (``power``: empty where no
+    power was read), with the device's facts, the date and the command that measured
+    them."""
 
     facts: GpuFacts
     matrix: dict[str, Any]
@@ -79,12 +89,13 @@ class GpuMeasurement:
     clock: dict[str, Any]
     date: str
     command: str
+    power: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": "roofline/gpu-measurement/1", "facts": self.facts.to_json(),
                 "matrix": self.matrix, "copy": self.copy, "l2": self.l2,
                 "floors": self.floors, "clock": self.clock, "date": self.date,
-                "command": self.command, "inputs": RANDOM}
+                "command": self.command, "inputs": RANDOM, "power": self.power}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> GpuMeasurement:
@@ -97,10 +108,17 @@ class GpuMeasurement:
                 if key not in doc[part]:
                     raise KeyError(f"{part}.{key}")
             return cls(GpuFacts(**doc["facts"]), doc["matrix"], doc["copy"], doc["l2"],
-                       doc["floors"], doc["clock"], doc["date"], doc["command"])
+                       doc["floors"], doc["clock"], doc["date"], doc["command"],
+                       doc.get("power", {}))
         except (KeyError, TypeError) as exc:
             raise RooflineError(f"the GPU measurement lacks or misshapes {exc}: write it "
                                 "again with 'roofline hardware measure --json'") from None
+
+    @property
+    def energy_measured(self) -> bool:
+        """Whether both energies above idle came out positive (a power reading lost in the
+        noise of another can leave one at zero: then none of the three is written)."""
+        return self.power.get("per_flop_j", 0) > 0 and self.power.get("per_byte_j", 0) > 0
 
     def rejected(self) -> dict[str, str]:
         """Matrix dtypes whose rate says the device did not run them natively: why."""
@@ -148,6 +166,21 @@ class GpuMeasurement:
                                 f"median of {self.clock['samples']} {self.clock['source']} "
                                 f"samples while {self.clock['gemm']} GEMMs ran for "
                                 f"{SUSTAIN_S:g} s"))
+        if self.energy_measured:
+            power = self.power
+            found += [
+                Figure("idle power", "power", (), "idle", power["idle_w"], Kind.POWER,
+                       f"board power with nothing running, {power['source']}"),
+                Figure("energy per FLOP", "power", (), "per_flop", power["per_flop_j"],
+                       Kind.ENERGY_PER_FLOP,
+                       f"({power['matrix_w']:.4g} W while {power['matrix_gemm']} GEMMs ran "
+                       f"at {_rate(power['matrix_rate'])} - idle) / that rate, "
+                       f"{power['source']}"),
+                Figure("energy per byte", "power", (), "per_byte", power["per_byte_j"],
+                       Kind.ENERGY_PER_BYTE,
+                       f"({power['memory_w']:.4g} W while y = x * s copied at "
+                       f"{format_quantity(power['memory_rate'], Kind.BANDWIDTH)} - idle) / "
+                       f"that rate, {power['source']}")]
         found.append(Figure("kernel in a program", "overhead", (), "per_op",
                             self.floors["kernel_s"], Kind.TIME,
                             "one more kernel of a chain in one program (no host work)"))
@@ -198,6 +231,8 @@ def _spec_figures(base: Hardware, figure: Figure) -> tuple[float | None, float |
         sustained = base.sustained_clock
         return base.clock.value, sustained.value if sustained else None, \
             ", ".join(sustained.sources) if sustained else ""
+    if figure.table == "power":
+        return (base.tdp.value if figure.field == "idle" else None), None, ""
     spec = base.overhead if figure.field == "per_op" else None
     return (spec.value if spec else None), None, ""
 
@@ -234,16 +269,23 @@ def measure_gpu(device: Any = None, quick: bool = False, progress: Any = None,
     device = device if device is not None else default_device()
     facts = gpu_facts(device)
     say(f"measuring {facts.description}")
+    shorten = 20 if quick else 1
+    with ClockSampler() as idle:   # first: the GPU has run nothing yet
+        time.sleep(IDLE_S / shorten)
     matrix = matrix_rates(device, quick, facts.compute_capability, facts.memory_bytes, say)
-    fastest = max((c for c in MATRIX_CASES if matrix[c.dtype].get("best")),
-                  key=lambda c: matrix[c.dtype]["best"])
-    say(f"sustained clock: {fastest.label} GEMMs for {SUSTAIN_S:g} s")
+    measured = [c for c in MATRIX_CASES if matrix[c.dtype].get("best")]
+    sustained = next((c for c in measured if c.dtype == "bf16"), None) or max(
+        measured, key=lambda c: matrix[c.dtype]["best"])
+    say(f"sustained clock and power: {sustained.label} GEMMs for {SUSTAIN_S:g} s")
     with ClockSampler() as sampler:
-        rate = sustain_gemm(device, fastest, matrix[fastest.dtype]["best_n"],
-                            SUSTAIN_S / (20 if quick else 1))
-    clock = {**sampler.summary(), "gemm": fastest.label, "rate": rate}
+        rate = sustain_gemm(device, sustained, matrix[sustained.dtype]["best_n"],
+                            SUSTAIN_S / shorten)
+    clock = {**sampler.summary(), "gemm": sustained.label, "rate": rate}
     say("HBM copy bandwidth")
     copy = copy_bandwidth(device, quick)
+    with ClockSampler() as copying:
+        copy_rate = sustain_copy(device, quick, SUSTAIN_COPY_S / shorten)
+    power = energy_costs(idle, (sampler, rate, sustained.label), (copying, copy_rate))
     say("per-op floors")
     floors = op_floors(device, quick)
     l2 = None
@@ -251,7 +293,29 @@ def measure_gpu(device: Any = None, quick: bool = False, progress: Any = None,
         say("L2 bandwidth")
         l2 = cache_bandwidth(device, facts.l2_bytes or (1 << 20), quick, floors["kernel_s"])
     return GpuMeasurement(facts, matrix, copy, l2, floors, clock,
-                          datetime.date.today().isoformat(), command)
+                          datetime.date.today().isoformat(), command, power)
+
+
+def energy_costs(idle: ClockSampler, matrix: tuple[ClockSampler, float, str],
+                 memory: tuple[ClockSampler, float]) -> dict[str, Any]:
+    """Idle power, and the energy per FLOP and per byte above it, from the power drawn
+    idle, while GEMMs ran at ``matrix``'s rate and while copies ran at ``memory``'s; only
+    where every block read a power (a CPU reads none)."""
+    (gemm, flop_rate, label), (copy, byte_rate) = matrix, memory
+    drawn = [_mean_power(s) for s in (idle, gemm, copy)]
+    if None in drawn:
+        return {"source": idle.source or "none: no NVML or nvidia-smi"}
+    idle_w, matrix_w, memory_w = drawn
+    return {"source": idle.joules()[1],  # type: ignore[index]
+            "idle_w": idle_w, "matrix_w": matrix_w, "matrix_rate": flop_rate,
+            "matrix_gemm": label, "memory_w": memory_w, "memory_rate": byte_rate,
+            "per_flop_j": max(0.0, matrix_w - idle_w) / flop_rate,  # type: ignore[operator]
+            "per_byte_j": max(0.0, memory_w - idle_w) / byte_rate}  # type: ignore[operator]
+
+
+def _mean_power(sampler: ClockSampler) -> float | None:
+    found = sampler.joules()
+    return None if found is None or sampler.seconds <= 0 else found[0] / sampler.seconds
 
 
 def measured_variant_toml(base_path: str | Path, m: GpuMeasurement, base: Hardware,
@@ -309,6 +373,10 @@ def flags(m: GpuMeasurement, base: Hardware) -> list[str]:
               and base.has_roof(case.dtype, case.unit)]
     found += [f"{f.what} measured no time above the noise of its measurement: not written"
               for f in m._figures(base) if f.value <= 0]
+    if "idle_w" in m.power and not m.energy_measured:
+        found.append(f"energy costs not written: GEMMs drew {m.power['matrix_w']:.4g} W and "
+                     f"copies {m.power['memory_w']:.4g} W against {m.power['idle_w']:.4g} W "
+                     "idle, no more than idle for one of them")
     for figure in over_peak(m, base):
         peak = _spec_figures(base, figure)[0]
         found.append(f"{figure.what} measured {format_quantity(figure.value, figure.kind)}, "

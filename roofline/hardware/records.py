@@ -48,6 +48,29 @@ class Scalar:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class EnergyCosts:
+    """A device's measured energy costs, the parameters of Choi, Bedard, Fowler and
+    Vuduc's energy roofline ("A roofline model of energy", IPDPS 2013): a program that
+    runs ``T`` seconds, does ``W`` FLOPs and moves ``Q`` main-memory bytes draws
+    ``idle * T + W * per_flop + Q * per_byte`` joules. ``idle`` is the board's power with
+    nothing running (W), ``per_flop`` and ``per_byte`` the energy above it per FLOP at the
+    matrix roof and per byte at the main-memory roof (J)."""
+
+    idle: Scalar
+    per_flop: Scalar
+    per_byte: Scalar
+
+    def joules(self, seconds: float, flops: float, main_memory_bytes: float) -> float:
+        return (self.idle.value * seconds + flops * self.per_flop.value  # type: ignore[operator]
+                + main_memory_bytes * self.per_byte.value)  # type: ignore[operator]
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.idle.sources + self.per_flop.sources
+                                   + self.per_byte.sources))
+
+
 class Ceilings(enum.StrEnum):
     """What a record's rates are: its spec's ``achievable`` (measured) figures or its
     datasheet ``peak`` ones (:meth:`Hardware.at_ceilings`)."""
@@ -173,6 +196,8 @@ class Hardware:
     # XLA:CPU hosts: the first write to a 4 KiB page of fresh memory (an output of 32 MiB or
     # more, roofline.program.hlo.cpu_buffers), where measured.
     first_touch: Scalar | None = None
+    # The measured energy costs ([power] idle, per_flop, per_byte), where measured.
+    energy: EnergyCosts | None = None
 
     # --- naming -------------------------------------------------------------------
     @property
@@ -274,6 +299,8 @@ class Hardware:
             ),
             tdp=dataclasses.replace(
                 self.tdp, value=None if self.tdp.value is None else self.tdp.value * factor),
+            energy=None if self.energy is None else dataclasses.replace(
+                self.energy, idle=_times(self.energy.idle, factor)),
             counts=tuple((name, n * factor) for name, n in self.counts),
         )
 

@@ -21,7 +21,8 @@ from roofline.units import Kind, format_quantity, parse_quantity
 # scope it does not fit. hardware_specs/README.md lists them.
 PLAUSIBLE = {Kind.FLOP_RATE: (1e6, 1e19), Kind.BANDWIDTH: (1e6, 1e17),
              Kind.BYTES: (1024.0, 1e15), Kind.FREQUENCY: (1e6, 1e10),
-             Kind.POWER: (1e-2, 1e6), Kind.TIME: (1e-12, 1.0)}
+             Kind.POWER: (1e-2, 1e6), Kind.TIME: (1e-12, 1.0),
+             Kind.ENERGY_PER_FLOP: (1e-16, 1e-9), Kind.ENERGY_PER_BYTE: (1e-15, 1e-7)}
 # A count ([counts], a link's count) is a whole number from 1 as written, and at most this
 # at every scope (a TPU v5p pod's 8,960 chips hold 35,840 MXUs).
 COUNT_MAX = 10_000_000

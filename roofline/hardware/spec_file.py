@@ -18,6 +18,7 @@ from roofline.hardware.records import (
     DTYPES,
     PRECISIONS,
     ComputeRoof,
+    EnergyCosts,
     ExecutionUnit,
     GemmTiling,
     Hardware,
@@ -227,6 +228,14 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
 _SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"},
                   "overhead": {"per_op", "dispatch", "handoff", "first_touch"}}
 _SUSTAINED = frozenset({"sustained", "sustained_source", "sustained_note"})
+# [power]'s measured energy costs (EnergyCosts), each with its own source and note.
+_ENERGY = {"idle": Kind.POWER, "per_flop": Kind.ENERGY_PER_FLOP,
+           "per_byte": Kind.ENERGY_PER_BYTE}
+_MEASURED_FIELDS = {
+    "clock": _SUSTAINED,
+    "power": frozenset(f"{name}{suffix}" for name in _ENERGY
+                       for suffix in ("", "_source", "_note")),
+    "overhead": frozenset()}
 
 
 def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: str, kind: Kind,
@@ -255,9 +264,8 @@ def _scalar(reader: FieldReader, doc: Mapping[str, Any], table_key: str, field: 
 def _scalar_table(reader: FieldReader, doc: Mapping[str, Any], table_key: str,
                   variant: str | None) -> Mapping[str, Any]:
     """[clock], [power] or [overhead] with ``variant``'s alternative laid over it."""
-    measured = _SUSTAINED if table_key == "clock" else frozenset()
     return _with_variant(reader, table_key, reader.table(table_key, doc[table_key]),
-                         _SCALAR_FIELDS[table_key], variant, measured)
+                         _SCALAR_FIELDS[table_key], variant, _MEASURED_FIELDS[table_key])
 
 
 def _scopes(reader: FieldReader, doc: Mapping[str, Any]) -> None:
@@ -341,7 +349,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         if table_key in doc:
             reader.check_keys(reader.table(table_key, doc[table_key]), table_key,
                               fields | {"alternatives"} | _COMMON
-                              | (_SUSTAINED if table_key == "clock" else set()))
+                              | _MEASURED_FIELDS[table_key])
     clock, base_clock, sustained = _clocks(reader, doc, variant)
     counts, counts_sources = _counts(reader, doc)
     hardware = Hardware(
@@ -365,6 +373,7 @@ def parse_spec(doc: Mapping[str, Any], path: Path | None = None, *,
         base_clock=base_clock,
         tdp=_scalar(reader, doc, "power", "tdp", Kind.POWER, variant,
                     extensive=True),  # type: ignore[arg-type]
+        energy=_energy(reader, doc, variant),
         counts=counts,
         counts_sources=counts_sources,
         sources=tuple(reader.sources.items()),
@@ -395,6 +404,24 @@ def _clocks(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
                               Kind.FREQUENCY, None, clock.value if clock is not None else None,
                               "sustained")
     return clock, base_clock, sustained
+
+
+def _energy(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
+            ) -> EnergyCosts | None:
+    """[power]'s measured energy costs: all three figures, or none."""
+    if "power" not in doc:
+        return None
+    table = _scalar_table(reader, doc, "power", variant)
+    given = [name for name in _ENERGY if name in table]
+    if not given:
+        return None
+    if len(given) < len(_ENERGY):
+        missing = ", ".join(repr(n) for n in _ENERGY if n not in table)
+        raise reader.error(f"power.{given[0]}", f"the energy costs come as three figures "
+                           f"(idle, per_flop, per_byte); {missing} missing")
+    figures = {name: _achieved(reader, "power", table, kind, None, None, name)
+               for name, kind in _ENERGY.items()}
+    return EnergyCosts(**figures)  # type: ignore[arg-type]
 
 
 _TILE = re.compile(r"^\s*(\d{1,9})\s*x\s*(\d{1,9})\s*$")

@@ -18,7 +18,7 @@ import dataclasses
 import enum
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from roofline.model.analysis import Placer, omissions_of
 from roofline.model.coverage import Coverage, coverage
 from roofline.model.placement import Bound, Overlap, Placement, class_text
 from roofline.program.hlo.op_cost import OpCost
+from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
     import pandas
@@ -398,13 +399,56 @@ def sensitivity_of(ops: list[OpCost], hardware: Hardware, overlap: Overlap = Ove
             omissions_of(((op, p, p.seconds) for op, p in placed), hardware)))
 
 
-def energy_per_sample(seconds: float, hardware: Hardware, samples: int,
-                      power_w: float | None = None) -> float:
-    """Joules per sample at ``power_w`` (default: the spec's TDP), as HKBU's energy table
-    computes it: power x step time / samples per step."""
-    power = power_w if power_w is not None else hardware.tdp.value
-    if power is None:
-        raise RooflineError(f"{hardware.id} publishes no TDP; give the power with --power W")
+@dataclass(frozen=True)
+class Energy:
+    """What a program draws in ``joules`` per run, and from what (``basis``)."""
+
+    joules: float
+    basis: str
+
+
+def program_energy(seconds: float, hardware: Hardware, flops: float, main_memory_bytes: float,
+                   power_w: float | None = None) -> Energy:
+    """A run of ``seconds`` that does ``flops`` and moves ``main_memory_bytes``: at
+    ``power_w`` where given; else on the device's measured energy costs (Choi et al.'s
+    energy roofline, :class:`~roofline.hardware.records.EnergyCosts`), where its spec has
+    them; else at its TDP, as HKBU's energy table computes it (power x step time)."""
+    q = format_quantity
+    if power_w is not None:
+        return Energy(power_w * seconds, f"the given {q(power_w, Kind.POWER)} x time")
+    costs = hardware.energy
+    if costs is not None:
+        return Energy(costs.joules(seconds, flops, main_memory_bytes),
+                      f"{hardware.ref}'s measured energy costs ["
+                      + ", ".join(costs.sources) + "]: idle "
+                      + q(costs.idle.value, Kind.POWER)  # type: ignore[arg-type]
+                      + " x time + " + q(costs.per_flop.value, Kind.ENERGY_PER_FLOP)  # type: ignore[arg-type]
+                      + " x FLOPs + " + q(costs.per_byte.value, Kind.ENERGY_PER_BYTE)  # type: ignore[arg-type]
+                      + f" x {hardware.main_memory.name} bytes")
+    if hardware.tdp.value is None:
+        raise RooflineError(f"{hardware.id} publishes no TDP and has no measured energy "
+                            "costs; give the power with --power W")
+    return Energy(hardware.tdp.value * seconds,
+                  f"{hardware.ref}'s TDP {q(hardware.tdp.value, Kind.POWER)} x time")
+
+
+def energy_per_sample(comparison: Comparison, samples: int, power_w: float | None = None
+                      ) -> tuple[tuple[float, float], str]:
+    """Joules per sample before and after (the ops' work on each side), and the basis."""
     if samples <= 0:
         raise RooflineError("energy per sample needs a positive batch size")
-    return power * seconds / samples
+    old_work = [(op.flops, op.bytes) for op in comparison.ops if op.old_bound is not None]
+    new_work = [(op.new_flops if not math.isnan(op.new_flops) else op.flops,
+                 op.new_bytes if not math.isnan(op.new_bytes) else op.bytes)
+                for op in comparison.ops if op.new_bound is not None]
+    sides = [program_energy(seconds, hardware, _known_sum(f for f, _ in work),
+                            _known_sum(b for _, b in work), power_w)
+             for seconds, hardware, work in ((comparison.old_s, comparison.before, old_work),
+                                             (comparison.new_s, comparison.after, new_work))]
+    basis = sides[0].basis if sides[0].basis == sides[1].basis else \
+        f"before: {sides[0].basis}; after: {sides[1].basis}"
+    return (sides[0].joules / samples, sides[1].joules / samples), basis
+
+
+def _known_sum(values: Iterable[float]) -> float:
+    return sum(v for v in values if not math.isnan(v))

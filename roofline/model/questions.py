@@ -310,12 +310,14 @@ def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
 @dataclass(frozen=True)
 class WhatIf(Comparison):
     """A comparison of a device with itself, parameters scaled by ``factors``; with the
-    energy per sample before and after where the program has a batch and a power is known
-    (the spec's TDP, or the one given)."""
+    energy per sample before and after where the program has a batch and the device's
+    energy is known (the power given, its measured energy costs, or its TDP), and what it
+    was drawn from (``energy_basis``)."""
 
     input: str = ""
     factors: Mapping[str, float] = field(default_factory=dict)
     energy_per_sample_j: tuple[float, float] | None = None
+    energy_basis: str = ""
 
     def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
         doc = {"schema": "roofline/whatif/1", "input": self.input,
@@ -323,6 +325,7 @@ class WhatIf(Comparison):
                "factors": dict(self.factors), **super().to_document(before, after)}
         if self.energy_per_sample_j is not None:
             doc["energy_per_sample_j"] = dict(zip((before, after), self.energy_per_sample_j))
+            doc["energy_basis"] = self.energy_basis
         return doc
 
 
@@ -332,8 +335,9 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
            compile: CompileOptions = CompileOptions()) -> WhatIf:
     """INPUT on ``hardware`` and on ``hardware`` with parameters scaled, e.g.
     ``{"memory_bandwidth": 1.5}`` (names: ``Hardware.scalable_parameters()``).
-    Energy per sample is given for a SPEC with a batch at ``power_w`` (default: the spec's
-    TDP, where it publishes one).
+    Energy per sample is given for an input with a batch: at ``power_w`` where given, else
+    on the device's measured energy costs (a ``measured`` variant's [power] idle,
+    per_flop, per_byte), else at its TDP.
 
     A measured run is carried to the scaled hardware by :mod:`roofline.model.transfer` at the
     device's ``placement.ceilings`` (``achievable`` or ``peak``); scaling ``overhead``
@@ -354,14 +358,13 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
                           target_floor=floor.scaled(scale.get("overhead", 1.0)))
     else:
         result = whatif_costs(program.ops, program.hardware, dict(scale), Overlap(overlap))
-    energy = None
-    if program.batch and (power_w or result.before.tdp.value):
-        energy = (energy_per_sample(result.old_s, result.before, program.batch, power_w),
-                  energy_per_sample(result.new_s, result.after, program.batch, power_w))
+    energy, basis = None, ""
+    if program.batch and (power_w or result.before.energy or result.before.tdp.value):
+        energy, basis = energy_per_sample(result, program.batch, power_w)
     return WhatIf(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
                      if f.name != "coverage"},
                   coverage=result.coverage + program.coverage, input=str(input),
-                  factors=dict(scale), energy_per_sample_j=energy)
+                  factors=dict(scale), energy_per_sample_j=energy, energy_basis=basis)
 
 
 class PredictionMode(enum.StrEnum):

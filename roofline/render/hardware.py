@@ -109,6 +109,9 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                   "sources": list(hw.gemm.sources), "note": hw.gemm.note}
                  if hw.gemm else None),
         "sustained_clock_hz": measured(hw.sustained_clock),
+        "energy": ({"idle_w": measured(hw.energy.idle),
+                    "per_flop_j": measured(hw.energy.per_flop),
+                    "per_byte_j": measured(hw.energy.per_byte)} if hw.energy else None),
         "compute": [{"unit": r.unit, "dtype": r.dtype, "flop_per_s": r.flop_per_s,
                      "precision": r.precision or None, "sources": list(r.sources),
                      "note": r.note, "achieved": measured(r.achieved)} for r in hw.compute],
@@ -154,6 +157,13 @@ def hardware_text(hw: Hardware) -> str:
                    "a fresh output)" if hw.first_touch and hw.first_touch.value is not None
                    else "")
                 + "; " + ", ".join(f"{n} {c:g}" for n, c in hw.counts))
+    if hw.energy:
+        energy = hw.energy
+        head.append(f"energy (measured [{', '.join(energy.sources)}]): idle "
+                    f"{q(energy.idle.value, Kind.POWER)}, "  # type: ignore[arg-type]
+                    f"{q(energy.per_flop.value, Kind.ENERGY_PER_FLOP)} above it at the "  # type: ignore[arg-type]
+                    f"matrix roof, {q(energy.per_byte.value, Kind.ENERGY_PER_BYTE)} per "  # type: ignore[arg-type]
+                    f"{hw.main_memory.name} byte")
     head.append(f"convention: {FLOP_CONVENTION}")
     if hw.gemm:
         head.append("GEMM tiles (tile and wave quantization of matrix products): "

@@ -158,8 +158,8 @@ def whatif_text(result: WhatIf, top: int = 10) -> str:
             f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
             f"speedup {speedup_text(result.speedup)} (by Amdahl over classes "
             f"{result.amdahl_speedup():.3g}x)"
-            + (f"; energy per sample {energy[0]:.3g} J -> {energy[1]:.3g} J"
-               if energy is not None else "")
+            + (f"; energy per sample {energy[0]:.3g} J -> {energy[1]:.3g} J (from "
+               f"{result.energy_basis})" if energy is not None else "")
             + "\n\n" + _class_table(classes, "speedup by old bound class")
             + "\n\n" + top_ops_table(ops, top=top)
             + "\n\n" + _changed_table(changed, ("old", "new"), top) + "\n")
