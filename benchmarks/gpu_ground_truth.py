@@ -15,8 +15,11 @@ still leaves what it finished):
                      benchmarks/transfer_accuracy.py, L2-resident to HBM-bound, and larger):
                      each call's best time back to back (time_us) and with a wait after
                      every call (sync_us), as an ops table (``roofline predict --ops``)
-    steps.csv        zoo training steps in f32 and bf16: compile seconds, and the median of
-                     timed steps, each waited for
+    steps.csv        language-model decode and prefill steps, and zoo training steps in
+                     f32 and bf16: compile seconds, the median of timed steps, each waited
+                     for, and the energy per step (the board's energy over a few seconds
+                     of steps run back to back, from NVML's energy counter or its sampled
+                     power) where the power can be read
     dumps.tar.gz     the optimized HLO of every step, as XLA:GPU compiled it there
     traces.tar.gz    run directories of ``roofline profile`` for a few steps, and a
                      PyTorch profiler trace (torch/cnn.pt.trace.json.gz) of a small CNN
@@ -60,8 +63,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # Language-model inference steps, then zoo training steps at their standard batch, most
 # wanted first (a short run keeps these). Llama 3 8B in bf16 fits an 80 GB GPU with a cache
-# of 64 x 4,096 positions (16 GB of weights, 34 GB of cache).
+# of 64 x 4,096 positions (16 GB of weights, 34 GB of cache). Decode at batch 16 with two
+# contexts and at context 4,096 with three batches: the replay checks the step time's
+# slope in each.
 LLM_STEPS = ["decoder:config=llama3-8b,phase=decode,batch=16,context=4096",
+             "decoder:config=llama3-8b,phase=decode,batch=16,context=1024",
              "decoder:config=llama3-8b,phase=decode,batch=64,context=4096",
              "decoder:config=llama3-8b,phase=prefill,batch=1,prompt=2048",
              "decoder:config=llama3-8b,phase=decode,batch=1,context=4096"]
@@ -79,6 +85,9 @@ LARGE_OPS = [(kind, f"{1 << 26}") for kind in ("relu", "exp", "gelu")] + [
     ("add", f"{1 << 26};{1 << 26}"), ("matmul", "8192x8192;8192x8192"),
     ("matmul", "4096x4096;4096x4096")]
 TIMED_STEPS = 10
+# Steps run back to back while the board's energy is read: NVML's power is an average over
+# about a second, so a few seconds, of which the first is left out where power is sampled.
+ENERGY_S = 3.0
 # compiled.memory_analysis(): what one device holds for the step.
 MEMORY_FIELDS = ("argument", "output", "alias", "temp")
 COMPILE_THREADS = 4
@@ -221,8 +230,9 @@ def steps(run: Run, device: Any) -> dict[str, Any]:
                              "error": f"{type(exc).__name__}: {exc}"[:300]})
     finally:   # past the budget, compiles not yet started are dropped
         pool.shutdown(wait=False, cancel_futures=True)
-    columns = ["spec", "module", "dump", "compile_s", "step_s", "step_min_s", "steps",
-               *(f"{field}_bytes" for field in MEMORY_FIELDS), "error"]
+    columns = ["spec", "module", "dump", "batch", "compile_s", "step_s", "step_min_s", "steps",
+               *(f"{field}_bytes" for field in MEMORY_FIELDS), "energy_j", "power_w",
+               "energy_source", "error"]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
     writer.writeheader()
@@ -241,9 +251,9 @@ def _timed_compile(lowered: Any) -> tuple[Any, float]:
 
 def _time_step(run: Run, workload: Any, compiled: Any, compile_s: float, device: Any,
                dumps: dict[str, bytes]) -> dict[str, Any]:
-    """Two warm-up steps, then the median of steps each waited for; the optimized HLO.
-    Arguments a step donates (a KV cache it updates in place) are made again, untimed,
-    before each step: the step before consumed them."""
+    """Two warm-up steps, then the median of steps each waited for; the optimized HLO; the
+    energy per step. Arguments a step donates (a KV cache it updates in place) are made
+    again, untimed, before each timed step: the step before consumed them."""
     import jax
 
     from roofline.program.trace.capture import concrete_arguments
@@ -253,16 +263,17 @@ def _time_step(run: Run, workload: Any, compiled: Any, compile_s: float, device:
         args = list(concrete_arguments(workload.args))
     times = []
     for index in range(2 + (3 if run.quick else TIMED_STEPS)):
-        if donated and index:
+        begin = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        if index >= 2:
+            times.append(time.perf_counter() - begin)
+        if donated:   # the step consumed them: fresh ones for the next step, untimed
             with jax.default_device(device):
                 fresh = concrete_arguments(tuple(workload.args[i] for i in donated))
             for i, value in zip(donated, fresh):
                 args[i] = value
             jax.block_until_ready(args)
-        begin = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        if index >= 2:
-            times.append(time.perf_counter() - begin)
+    energy = _step_energy(run, compiled, args, donated)
     text = compiled.as_text()
     name = workload.spec
     file = f"{name.replace(':', '__').replace(',', '_').replace('=', '-')}.txt.gz"
@@ -270,10 +281,39 @@ def _time_step(run: Run, workload: Any, compiled: Any, compile_s: float, device:
     run.say(f"step {name}: {statistics.median(times) * 1e3:.3f} ms (compile {compile_s:.1f} s)")
     memory = compiled.memory_analysis()
     return {"spec": name, "module": text.split()[1].rstrip(","), "dump": file,
+            "batch": workload.batch or "",
             "compile_s": f"{compile_s:.3f}", "step_s": f"{statistics.median(times):.6f}",
             "step_min_s": f"{min(times):.6f}", "steps": len(times),
             **{f"{field}_bytes": int(getattr(memory, f"{field}_size_in_bytes", 0))
-               for field in MEMORY_FIELDS}, "error": ""}
+               for field in MEMORY_FIELDS}, **energy, "error": ""}
+
+
+def _step_energy(run: Run, compiled: Any, args: list[Any], donated: list[int]
+                 ) -> dict[str, str]:
+    """The board's energy per step over steps run back to back for ``ENERGY_S``. A step
+    that donates its cache is handed the cache the step before returned (its last
+    output), as a server's decode loop does."""
+    import jax
+
+    from roofline.hardware.gpu_facts import ClockSampler
+
+    if len(donated) > 1:
+        return {"energy_source": "none: a step that donates more than one argument"}
+    calls = 0
+    with ClockSampler() as sampler:
+        while sampler.seconds_so_far() < ENERGY_S / (20 if run.quick else 1):
+            for _ in range(4):
+                out = compiled(*args)
+                if donated:
+                    args[donated[0]] = out[-1]
+            calls += 4
+            jax.block_until_ready(out)
+    found = sampler.joules()
+    if found is None:
+        return {"energy_source": sampler.summary()["source"]}
+    joules, how = found
+    return {"energy_j": f"{joules / calls:.6g}", "power_w": f"{joules / sampler.seconds:.1f}",
+            "energy_source": f"{how}, {calls} steps in {sampler.seconds:.2f} s"}
 
 
 def traces(run: Run, device: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@ there: CI never has a GPU, and the device machine's minutes are too few to debug
 
 import csv
 import json
+import re
 import shutil
 import sys
 import tarfile
@@ -42,6 +43,9 @@ def test_each_stage_writes_its_outputs_and_says_what_it_did(short_run):
     rows = list(csv.DictReader((short_run / "steps.csv").open()))
     assert [r["error"] for r in rows] == ["", ""]
     assert all(float(r["step_s"]) > 0 and int(r["argument_bytes"]) > 0 for r in rows)
+    # No power on a CPU: no energy, and the reason is in the row.
+    assert {(r["energy_j"], r["energy_source"]) for r in rows} == {
+        ("", "none: no NVML or nvidia-smi")}
 
 
 def test_each_steps_optimized_program_is_kept_and_reads_as_a_dump(short_run, tmp_path):
@@ -124,11 +128,34 @@ def test_committed_gpu_measurements_replay_within_their_bounds():
             assert errors.median("expected") < 0.5, errors.text()
 
 
-def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_path):
+class _Board500W:
+    """pynvml on a board drawing 500 W: its energy counter (mJ) runs at 500 J per second."""
+
+    NVML_CLOCK_SM = 0
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        return 1980
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 500_000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        import time
+
+        return int(time.monotonic() * 500_000)
+
+
+def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_path,
+                                                                           monkeypatch):
     # A decode step updates its KV cache in place: the buffers it was given are gone after
-    # it runs, so each timed step gets a new cache (the weights are kept).
+    # it runs, so each timed step gets a new cache (the weights are kept), and the steps
+    # run back to back for the energy are handed the cache the step before returned.
     import jax
 
+    from roofline.hardware import gpu_facts
     from roofline.program.workloads import parse_spec
 
     workload = parse_spec("decoder:config=llama3-8b,layers=1,d_model=64,heads=4,kv_heads=2,"
@@ -138,5 +165,94 @@ def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_p
     compiled = jax.jit(workload.fn, donate_argnums=workload.donate_argnums).trace(
         *workload.args).lower().compile()
     run = gpu_ground_truth.Run(tmp_path, 60, True)
+    monkeypatch.setattr(gpu_facts, "_nvml", lambda: _Board500W())
     row = gpu_ground_truth._time_step(run, workload, compiled, 0.1, device, {})
     assert row["error"] == "" and row["steps"] == 3 and float(row["step_s"]) > 0
+    # 500 W from the counter; per step, 500 W x the loop's length / its steps.
+    assert row["energy_source"].startswith("NVML energy counter, ")
+    assert float(row["power_w"]) == pytest.approx(500, rel=0.02)
+    steps, seconds = re.search(r"(\d+) steps in ([\d.]+) s", row["energy_source"]).groups()
+    assert float(row["energy_j"]) == pytest.approx(500 * float(seconds) / int(steps), rel=0.03)
+    assert row["batch"] == 2
+
+
+SMALL_DECODER = ("decoder:config=llama3-8b,layers=1,d_model=512,heads=8,kv_heads=4,d_ff=1024,"
+                 "vocab=4096,phase=decode,batch={batch},context={context}")
+
+
+def _write_steps(device_dir, rows):
+    columns = ["spec", "dump", "step_s", "energy_j", "error"]
+    with (device_dir / "steps.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.fixture(scope="module")
+def decode_dir(tmp_path_factory):
+    """Three small decode steps compiled here, as if measured at 1.1x their expected times:
+    batch 16 at contexts 256 and 2,048, batch 2 at context 2,048 (caches of 2 to 16 MB,
+    past the per-kernel floor on an H100)."""
+    import gzip
+
+    import jax
+
+    from roofline.program.workloads import parse_spec
+
+    device_dir = tmp_path_factory.mktemp("measured") / "h100-sxm"
+    (device_dir / "dumps").mkdir(parents=True)
+    hardware = gpu_accuracy.device_hardware(device_dir)
+    rows, expected = [], {}
+    for batch, context in ((16, 256), (16, 2048), (2, 2048)):
+        workload = parse_spec(SMALL_DECODER.format(batch=batch, context=context))
+        text = jax.jit(workload.fn).trace(*workload.args).lower().compile().as_text()
+        dump = f"decode-{batch}-{context}.txt.gz"
+        (device_dir / "dumps" / dump).write_bytes(gzip.compress(text.encode()))
+        program = dumped_program(read_dump(device_dir / "dumps" / dump))
+        expected[(batch, context)] = gpu_accuracy._placed_s(program, hardware, "achievable")
+        rows.append({"spec": workload.spec, "dump": dump,
+                     "step_s": repr(1.1 * expected[(batch, context)])})
+    _write_steps(device_dir, rows)
+    return device_dir, hardware, expected
+
+
+def test_the_replay_compares_decode_steps_and_their_slopes(decode_dir):
+    device_dir, hardware, _ = decode_dir
+    errors = gpu_accuracy.decode_slopes(device_dir, hardware)
+    # Every measured time is 1.1x the expected one, so each step and each slope (a
+    # difference of two such times) is off by |1 / 1.1 - 1| = 0.0909.
+    assert set(errors.by_method["expected"]) == {
+        "batch 16, context 256", "batch 16, context 2048", "batch 2, context 2048",
+        "slope in the context 256 -> 2048 (batch 16)",
+        "slope in the batch 2 -> 16 (context 2048)"}
+    assert all(e == pytest.approx(1 / 11) for e in errors.by_method["expected"].values())
+    assert all(e >= 0 for e in errors.by_method["roofline"].values())
+
+
+def test_the_replay_compares_measured_energy_with_the_energy_roofline_and_the_tdp(
+        decode_dir):
+    import dataclasses
+
+    from roofline.hardware.records import EnergyCosts, Scalar
+    from roofline.model.comparison import program_energy
+
+    device_dir, hardware, expected = decode_dir
+    costs = EnergyCosts(Scalar(90.0, ("m",)), Scalar(0.8e-12, ("m",)), Scalar(1.2e-10, ("m",)))
+    measured = dataclasses.replace(hardware, energy=costs)
+    rows = list(csv.DictReader((device_dir / "steps.csv").open()))
+    for row in rows:
+        program = dumped_program(read_dump(device_dir / "dumps" / row["dump"]))
+        model = program_energy(expected[gpu_accuracy._decode_shape(row["spec"])], measured,
+                               program.costs.flops, program.costs.bytes).joules
+        # The board drew 1.25x the model's energy; and 0.5x of 700 W x the step time.
+        row["energy_j"] = repr(1.25 * model) if row is not rows[-1] else \
+            repr(0.5 * 700 * float(row["step_s"]))
+    _write_steps(device_dir, rows)
+    errors = gpu_accuracy.step_energy(device_dir, measured)
+    first, second, last = (r["spec"] for r in rows)
+    # |1 / 1.25 - 1| = 0.2 for the model; |700 W x t / (0.5 x 700 W x t) - 1| = 1.0 for TDP.
+    assert errors.by_method["model"][first] == pytest.approx(0.2)
+    assert errors.by_method["model"][second] == pytest.approx(0.2)
+    assert errors.by_method["tdp"][last] == pytest.approx(1.0)
+    assert gpu_accuracy.step_energy(device_dir, hardware).notes == [
+        f"{hardware.ref} has no measured energy costs: only TDP x time"]

@@ -143,7 +143,7 @@ def _add_scaling_parsers(commands: Any, parents: Parents) -> None:
                                 "memory_capacity=2, link_bandwidth=2, overhead=0.5")
             p.add_argument("--power", type=power_watts, metavar="W",
                            help="power for energy per sample, 0.01 to 1e6 W (default: the "
-                                "spec's TDP)")
+                                "spec's measured energy costs, else its TDP)")
             p.add_argument("--plot", metavar="FILE",
                            help="also draw the time by bound class before and after")
             add_html_option(p)

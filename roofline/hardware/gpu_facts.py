@@ -190,7 +190,11 @@ class ClockSampler:
 
     @property
     def seconds(self) -> float:
+        """The block's length, once it has ended."""
         return self._end - self._start
+
+    def seconds_so_far(self) -> float:
+        return time.monotonic() - self._start
 
     def steady_power_w(self) -> float | None:
         """The median power sampled after the first ``settle_s`` (all samples where the
