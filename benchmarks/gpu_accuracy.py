@@ -13,6 +13,9 @@ result beside the naive roofline ratio.
    step times the predicted ratio of the two programs' times, and the measured step times
    ``whatif --scale memory_bandwidth=R`` (R the ratio of their measured copy bandwidths,
    1.43 from the datasheets), against the other's measured step.
+4. Per kernel of one profiled step (counters.csv, counters_hlo.txt.gz): the FLOPs and bytes
+   the model gives each op of the step's XLA:GPU program against those Nsight Compute
+   counted for its kernel (benchmarks/gpu_counters.py).
 
 Run: .venv/bin/python benchmarks/gpu_accuracy.py [--data measurements/gpu] [--json FILE]
 
@@ -150,6 +153,38 @@ def steps_vs_prediction(device_dir: Path, hardware: Any) -> Errors:
     return errors
 
 
+def counters_vs_costs(device_dir: Path, hardware: Any) -> Errors | None:
+    """Each profiled kernel of one step against its op in the step's own program: the
+    FLOPs and bytes the model gives the op against those Nsight Compute counted (the
+    counters stage: counters.csv, counters_hlo.txt.gz); None where the stage did not run."""
+    from gpu_counters import (
+        CSV_FILE,
+        HLO_FILE,
+        deduplicated_names,
+        kernel_ops,
+        match_kernels,
+    )
+
+    from roofline.program.hlo_dump import dumped_program, read_dump
+    from roofline.program.trace.nsight_compute import read_nsight_compute
+
+    if not all((device_dir / name).exists() for name in (CSV_FILE, HLO_FILE)):
+        return None
+    report = read_nsight_compute(device_dir / CSV_FILE)
+    program = dumped_program(read_dump(device_dir / HLO_FILE))
+    match = match_kernels(report.kernels, kernel_ops(program.costs.ops),
+                          deduplicated_names(program.hlo_text))
+    errors = Errors(f"{hardware.ref}: per kernel, the program's costs against Nsight "
+                    "Compute's counters", {"flops": {}, "bytes": {}},
+                    match.notes(report.kernels))
+    for case, kernel, op in match.pairs:
+        if kernel.total_flops:
+            errors.by_method["flops"][case] = abs(op.flops / kernel.total_flops - 1)
+        if kernel.bytes.get("DRAM"):
+            errors.by_method["bytes"][case] = abs(op.bytes / kernel.bytes["DRAM"] - 1)
+    return errors
+
+
 def _copy_bandwidth(device_dir: Path, hardware: Any) -> float:
     path = device_dir / "measure.json"
     if path.exists():
@@ -209,6 +244,9 @@ def report(data: Path, specs: Path | None = None) -> list[Errors]:
             results.append(per_op_dtype(device_dir, hardware[device_dir]))
         if (device_dir / "steps.csv").exists():
             results.append(steps_vs_prediction(device_dir, hardware[device_dir]))
+        counted = counters_vs_costs(device_dir, hardware[device_dir])
+        if counted is not None:
+            results.append(counted)
     for source_dir in measured:
         for target_dir in measured:
             if source_dir != target_dir and all((d / "ops.csv").exists()
