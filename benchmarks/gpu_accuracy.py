@@ -8,12 +8,19 @@ result beside the naive roofline ratio.
 2. Whole training steps (steps.csv, dumps/): each step's measured time against its own
    XLA:GPU program, compiled on that GPU and placed on the measured variant (the expected
    time: measured ceilings, per-kernel floor) and on the datasheet peaks (the roofline).
-3. Across GPUs, once two are measured (an H100 and an H200): per op, ``predict_ops`` from
+3. Decode steps against the batch and the context: each step's measured time, and the
+   slope between two steps that differ in one of them, against the same from their
+   programs placed on the GPU (expected and roofline).
+4. Energy per step (steps.csv's energy_j, the board's own energy counter): against the
+   model's energy, Choi et al.'s energy roofline on the GPU's measured energy costs
+   (idle W x the expected time + J/FLOP x FLOPs + J/B x bytes), and against the naive
+   TDP x the measured time.
+5. Across GPUs, once two are measured (an H100 and an H200): per op, ``predict_ops`` from
    one to the other against the other's times (naive as above); per step, the measured
    step times the predicted ratio of the two programs' times, and the measured step times
    ``whatif --scale memory_bandwidth=R`` (R the ratio of their measured copy bandwidths,
    1.43 from the datasheets), against the other's measured step.
-4. Per kernel of one profiled step (counters.csv, counters_hlo.txt.gz): the FLOPs and bytes
+6. Per kernel of one profiled step (counters.csv, counters_hlo.txt.gz): the FLOPs and bytes
    the model gives each op of the step's XLA:GPU program against those Nsight Compute
    counted for its kernel (benchmarks/gpu_counters.py).
 
@@ -185,6 +192,76 @@ def counters_vs_costs(device_dir: Path, hardware: Any) -> Errors | None:
     return errors
 
 
+def _decode_shape(spec: str) -> tuple[int, int] | None:
+    """(batch, context) of a decoder decode step's SPEC, else None."""
+    if not spec.startswith("decoder:"):
+        return None
+    params = dict(part.split("=", 1) for part in spec.split(":", 1)[1].split(",") if "=" in part)
+    if params.get("phase") != "decode":
+        return None
+    return int(params["batch"]), int(params["context"])
+
+
+def decode_slopes(device_dir: Path, hardware: Any) -> Errors | None:
+    """Decode steps' times, and their slopes in the context (at one batch) and in the batch
+    (at one context), measured against predicted."""
+    measured, predicted = {}, {}
+    for spec, row in _steps(device_dir).items():
+        shape = _decode_shape(spec)
+        if shape is None:
+            continue
+        program = _step_program(device_dir, row)
+        measured[shape] = float(row["step_s"])
+        predicted[shape] = {m: _placed_s(program, hardware, c) for m, c in
+                            (("expected", "achievable"), ("roofline", "peak"))}
+    if not measured:
+        return None
+    errors = Errors(f"{hardware.ref}: decode steps against the batch and the context",
+                    {"expected": {}, "roofline": {}})
+    for (batch, context), seconds in sorted(measured.items()):
+        for method in errors.by_method:
+            errors.by_method[method][f"batch {batch}, context {context}"] = abs(
+                predicted[(batch, context)][method] / seconds - 1)
+    for axis, other in ((1, 0), (0, 1)):   # slope in the context at each batch, then batch
+        for fixed in sorted({shape[other] for shape in measured}):
+            line = sorted(shape for shape in measured if shape[other] == fixed)
+            for low, high in zip(line, line[1:]):
+                rise = measured[high] - measured[low]
+                if rise <= 0:
+                    errors.notes.append(f"{low} -> {high}: no measured rise, slope not compared")
+                    continue
+                case = (f"slope in the {'context' if axis else 'batch'} {low[axis]} -> "
+                        f"{high[axis]} ({'batch' if axis else 'context'} {fixed})")
+                for method in errors.by_method:
+                    errors.by_method[method][case] = abs(
+                        (predicted[high][method] - predicted[low][method]) / rise - 1)
+    return errors
+
+
+def step_energy(device_dir: Path, hardware: Any) -> Errors | None:
+    """Measured energy per step against the energy roofline on the measured energy costs,
+    and against TDP x the measured time."""
+    from roofline.model.comparison import program_energy
+
+    rows = {spec: row for spec, row in _steps(device_dir).items() if row.get("energy_j")}
+    if not rows:
+        return None
+    errors = Errors(f"{hardware.ref}: energy per step (the board's counter)",
+                    {"model": {}, "tdp": {}})
+    for spec, row in rows.items():
+        program = _step_program(device_dir, row)
+        measured, seconds = float(row["energy_j"]), float(row["step_s"])
+        if hardware.energy is not None:
+            energy = program_energy(_placed_s(program, hardware, "achievable"), hardware,
+                                    program.costs.flops, program.costs.bytes)
+            errors.by_method["model"][spec] = abs(energy.joules / measured - 1)
+        if hardware.tdp.value:
+            errors.by_method["tdp"][spec] = abs(hardware.tdp.value * seconds / measured - 1)
+    if hardware.energy is None:
+        errors.notes.append(f"{hardware.ref} has no measured energy costs: only TDP x time")
+    return errors
+
+
 def _copy_bandwidth(device_dir: Path, hardware: Any) -> float:
     path = device_dir / "measure.json"
     if path.exists():
@@ -244,6 +321,9 @@ def report(data: Path, specs: Path | None = None) -> list[Errors]:
             results.append(per_op_dtype(device_dir, hardware[device_dir]))
         if (device_dir / "steps.csv").exists():
             results.append(steps_vs_prediction(device_dir, hardware[device_dir]))
+            results += [found for found in (decode_slopes(device_dir, hardware[device_dir]),
+                                            step_energy(device_dir, hardware[device_dir]))
+                        if found is not None]
         counted = counters_vs_costs(device_dir, hardware[device_dir])
         if counted is not None:
             results.append(counted)

@@ -7,7 +7,7 @@ project's own dependencies need not be installed: what it imports is on such mac
 
     PYTHONPATH=. python3 benchmarks/gpu_ground_truth.py run --out "$OUT" [--budget 400]
 
-writes into --out (seven files, each written as soon as its stage ends, so a run cut short
+writes into --out (nine files, each written as soon as its stage ends, so a run cut short
 still leaves what it finished):
 
     measure.json     ``roofline hardware measure``'s raw measurement of the GPU
@@ -21,6 +21,10 @@ still leaves what it finished):
                      of steps run back to back, from NVML's energy counter or its sampled
                      power) where the power can be read
     dumps.tar.gz     the optimized HLO of every step, as XLA:GPU compiled it there
+    counters.csv     Nsight Compute's counters (``ncu --csv --page raw``) for the kernels of
+                     one small training step, and counters_hlo.txt.gz its optimized HLO
+                     (benchmarks/gpu_counters.py); where ncu is missing or refused, the
+                     reason is in provenance.json
     traces.tar.gz    run directories of ``roofline profile`` for a few steps, and a
                      PyTorch profiler trace (torch/cnn.pt.trace.json.gz) of a small CNN
     provenance.json  device, driver, versions, date, command, what each stage did or skipped
@@ -60,6 +64,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gpu_counters import counters  # noqa: E402
 
 # Language-model inference steps, then zoo training steps at their standard batch, most
 # wanted first (a short run keeps these). Llama 3 8B in bf16 fits an 80 GB GPU with a cache
@@ -413,7 +419,8 @@ def run_stages(out: Path, platform_name: str, budget_s: float, quick: bool,
         "jax": jax.__version__, "python": platform.python_version(),
         "host": platform.node(), "nvidia_smi": _smi(), "budget_s": budget_s,
         "quick": quick})
-    work = {"measure": measure, "ops": ops, "steps": steps, "traces": traces}
+    work = {"measure": measure, "ops": ops, "steps": steps, "counters": counters,
+            "traces": traces}
     for name in stages:
         run.say(f"stage {name} ({run.left_s():.0f} s of the budget left)")
         run.stage(name, lambda name=name: work[name](run, device))
@@ -436,7 +443,8 @@ def import_run(source: Path, repository: Path = ROOT) -> Path:
         raise RooflineError(f"no spec describes {record['device_kind']!r}")
     target = repository / "measurements" / "gpu" / known[0]
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("measure.json", "ops.csv", "steps.csv", "provenance.json"):
+    for name in ("measure.json", "ops.csv", "steps.csv", "provenance.json", "counters.csv",
+                 "counters_hlo.txt.gz"):
         if (source / name).exists():
             shutil.copyfile(source / name, target / name)
     for archive, folder in (("dumps.tar.gz", "dumps"), ("traces.tar.gz", "traces")):
@@ -459,7 +467,7 @@ def main() -> None:
     run.add_argument("--budget", type=float, default=400.0, help="seconds for all stages")
     run.add_argument("--platform", default="gpu", help="gpu, or cpu to check the script")
     run.add_argument("--quick", action="store_true", help="small problems (a check)")
-    run.add_argument("--stages", default="measure,ops,steps,traces")
+    run.add_argument("--stages", default="measure,ops,steps,counters,traces")
     imported = commands.add_parser("import", help="file a run's outputs in the repository")
     imported.add_argument("source", type=Path)
     args = parser.parse_args()

@@ -93,6 +93,9 @@ SOFTMAX = ("void tensorflow::(anonymous namespace)::GenerateNormalizedProb<float
     (MANGLED_CONV, "implicit_convolve_sgemm<__half, __half, 128, 5, 5, 3, 3, 3, 1, false, true, "
                    "true>", "convolution"),
     (CUTLASS, "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>", "matmul"),
+    # cuBLAS 12's Hopper GEMMs carry no "gemm" in their names.
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT",
+     "matmul"),
     (XMMA_FPROP, "xmma_cudnn::kernel<Kernel_traits<Ampere_hmma_fp32_traits, Cta_tile<...>, 1>>",
      "convolution"),
     (GELU, "vectorized_elementwise_kernel<4, gelu_kernel_impl lambda, Array<char, 2>>",

@@ -30,7 +30,7 @@ NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("convolution", re.compile(r"\b(conv(\d\w*)?|convol\w*|winograd\w*|wgrad|dgrad|fprop|"
                                r"miopen\w*|implicit ?gemm|[a-z]\w*cudnn|im2col\w*)\b")),
     ("matmul", re.compile(r"\b(\w*gemm\w*|\w*gemv\w*|mat ?mul|cublas\w*|hipblas\w*|cijk|"
-                          r"cutlass\w*|xmma|split ?k ?reduce)\b")),
+                          r"cutlass\w*|xmma|nvjet\w*|split ?k ?reduce)\b")),
     ("copy", re.compile(r"\b(memcpy\w*|memset\w*|copy|copy ?buffer|fill ?buffer|broadcast|"
                         r"transpose|shuffle\w*|swap dimension\w*|nchw ?to ?nhwc|nhwc ?to ?nchw|"
                         r"concat\w*|gather|slice|pad)\b")),
