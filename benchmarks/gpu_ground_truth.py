@@ -91,9 +91,10 @@ LARGE_OPS = [(kind, f"{1 << 26}") for kind in ("relu", "exp", "gelu")] + [
     ("add", f"{1 << 26};{1 << 26}"), ("matmul", "8192x8192;8192x8192"),
     ("matmul", "4096x4096;4096x4096")]
 TIMED_STEPS = 10
-# Steps run back to back while the board's energy is read: NVML's power is an average over
-# about a second, so a few seconds, of which the first is left out where power is sampled.
-ENERGY_S = 3.0
+# Steps run back to back while the board's energy is read: a second where NVML's energy
+# counter answers; else a few seconds, the first left out, as its sampled power is an
+# average over about a second.
+ENERGY_S = {"counter": 1.0, "sampled": 3.0}
 # compiled.memory_analysis(): what one device holds for the step.
 MEMORY_FIELDS = ("argument", "output", "alias", "temp")
 COMPILE_THREADS = 4
@@ -296,7 +297,7 @@ def _time_step(run: Run, workload: Any, compiled: Any, compile_s: float, device:
 
 def _step_energy(run: Run, compiled: Any, args: list[Any], donated: list[int]
                  ) -> dict[str, str]:
-    """The board's energy per step over steps run back to back for ``ENERGY_S``. A step
+    """The board's energy per step over steps run back to back (``ENERGY_S``). A step
     that donates its cache is handed the cache the step before returned (its last
     output), as a server's decode loop does."""
     import jax
@@ -307,7 +308,8 @@ def _step_energy(run: Run, compiled: Any, args: list[Any], donated: list[int]
         return {"energy_source": "none: a step that donates more than one argument"}
     calls = 0
     with ClockSampler() as sampler:
-        while sampler.seconds_so_far() < ENERGY_S / (20 if run.quick else 1):
+        seconds = ENERGY_S["counter" if sampler.has_counter else "sampled"]
+        while sampler.seconds_so_far() < seconds / (20 if run.quick else 1):
             for _ in range(4):
                 out = compiled(*args)
                 if donated:

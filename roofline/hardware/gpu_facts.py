@@ -193,6 +193,11 @@ class ClockSampler:
         """The block's length, once it has ended."""
         return self._end - self._start
 
+    @property
+    def has_counter(self) -> bool:
+        """Whether the board's energy counter is read (known once the block has begun)."""
+        return self._energy is not None
+
     def seconds_so_far(self) -> float:
         return time.monotonic() - self._start
 
