@@ -14,6 +14,7 @@ import pytest
 
 from roofline.hardware import load_spec_file
 from roofline.program.hlo_dump import dumped_program, read_dump
+from tests.nvml import ConstantBoard
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -128,26 +129,6 @@ def test_committed_gpu_measurements_replay_within_their_bounds():
             assert errors.median("expected") < 0.5, errors.text()
 
 
-class _Board500W:
-    """pynvml on a board drawing 500 W: its energy counter (mJ) runs at 500 J per second."""
-
-    NVML_CLOCK_SM = 0
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return index
-
-    def nvmlDeviceGetClockInfo(self, handle, clock):
-        return 1980
-
-    def nvmlDeviceGetPowerUsage(self, handle):
-        return 500_000
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
-        import time
-
-        return int(time.monotonic() * 500_000)
-
-
 def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_path,
                                                                            monkeypatch):
     # A decode step updates its KV cache in place: the buffers it was given are gone after
@@ -165,7 +146,7 @@ def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_p
     compiled = jax.jit(workload.fn, donate_argnums=workload.donate_argnums).trace(
         *workload.args).lower().compile()
     run = gpu_ground_truth.Run(tmp_path, 60, True)
-    monkeypatch.setattr(gpu_facts, "_nvml", lambda: _Board500W())
+    monkeypatch.setattr(gpu_facts, "_nvml", lambda: ConstantBoard(500))
     row = gpu_ground_truth._time_step(run, workload, compiled, 0.1, device, {})
     assert row["error"] == "" and row["steps"] == 3 and float(row["step_s"]) > 0
     # 500 W from the counter; per step, 500 W x the loop's length / its steps.

@@ -14,6 +14,7 @@ from roofline.errors import SpecError
 from roofline.hardware import load_hardware, load_spec_file, parse_spec
 from roofline.hardware.device_names import spec_for_device
 from roofline.hardware.gpu_measure import GpuMeasurement, flags, measure_gpu, measured_variant_toml
+from tests.nvml import ConstantBoard
 
 # A measurement of the shape the GPU run writes, with round numbers (not a measurement):
 # bf16 GEMMs at 800 TFLOP/s, copies at 3.0 TB/s, a 1755 MHz sustained clock.
@@ -299,33 +300,12 @@ def test_a_spec_with_part_of_the_energy_costs_is_refused(tmp_path, h100):
         load_spec_file(tmp_path / "h100-sxm.toml")
 
 
-class _FakeNvml:
-    """NVML as pynvml answers on a board drawing 500 W: its energy counter (mJ) runs at
-    500 J/s of the monotonic clock, and the power it reports is 500,000 mW."""
-
-    NVML_CLOCK_SM = 0
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return index
-
-    def nvmlDeviceGetClockInfo(self, handle, clock):
-        return 1980
-
-    def nvmlDeviceGetPowerUsage(self, handle):
-        return 500_000
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
-        import time
-
-        return int(time.monotonic() * 500_000)
-
-
 def test_the_sampler_takes_the_energy_counter_over_the_block(monkeypatch):
     import time
 
     from roofline.hardware import gpu_facts
 
-    monkeypatch.setattr(gpu_facts, "_nvml", lambda: _FakeNvml())
+    monkeypatch.setattr(gpu_facts, "_nvml", lambda: ConstantBoard(500))
     with gpu_facts.ClockSampler(interval_s=0.01, settle_s=0.0) as sampler:
         time.sleep(0.2)
     joules, how = sampler.joules()
