@@ -17,7 +17,10 @@ from roofline.errors import RooflineError
 from roofline.program.compile import compile_workload
 from roofline.program.workloads import FAMILIES, parse_spec
 from roofline.program.workloads.decoder import (
+    CONFIGS,
+    Quantization,
     decoder_config,
+    decoder_forward,
     kv_cache_bytes_per_token,
     parameter_shapes,
     resolved_config,
@@ -235,3 +238,19 @@ def test_make_refuses_what_parse_spec_would():
         FAMILIES["decoder"].make(config="llama9")
     with pytest.raises(RooflineError, match="tp=0 must be a positive integer"):
         FAMILIES["decoder"].make(tp=0)
+
+
+@pytest.mark.parametrize("config, quant", [("gpt2", Quantization()),
+                                           ("mixtral-8x7b", Quantization("fp8", "fp8"))])
+def test_one_traced_layer_gives_every_layers_weights(config, quant):
+    # parameter_shapes traces one layer and repeats its weights; the whole model traced
+    # (12 layers of GPT-2 with learned positions and a tied head, 32 of Mixtral's experts
+    # with fp8 scales) declares the same weights, in the same order.
+    import jax.numpy as jnp
+
+    from roofline.program.workloads.zoo import param_shapes
+
+    cfg = CONFIGS[config]
+    tokens = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+    whole = param_shapes(lambda P, t: decoder_forward(P, cfg, t, quant=quant)[0], tokens)
+    assert list(parameter_shapes(cfg, quant).items()) == list(whole.items())
