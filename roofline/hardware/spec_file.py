@@ -419,7 +419,11 @@ def _energy(reader: FieldReader, doc: Mapping[str, Any], variant: str | None
         missing = ", ".join(repr(n) for n in _ENERGY if n not in table)
         raise reader.error(f"power.{given[0]}", f"the energy costs come as three figures "
                            f"(idle, per_flop, per_byte); {missing} missing")
-    figures = {name: _achieved(reader, "power", table, kind, None, None, name)
+    # Idle power is stated at [power]'s scope, as the TDP; the energies per FLOP and per
+    # byte are the same at every scope.
+    figures = {name: _achieved(reader, "power", table, kind,
+                               reader.scope_factor("power", table) if name == "idle" else None,
+                               None, name)
                for name, kind in _ENERGY.items()}
     return EnergyCosts(**figures)  # type: ignore[arg-type]
 
