@@ -172,6 +172,22 @@ def test_a_report_is_told_by_its_header_not_its_name(tmp_path, capsys):
     assert "top 1 of 4 kernels" in capsys.readouterr().out
 
 
+def test_a_directory_is_read_through_the_one_report_it_holds(tmp_path, capsys):
+    # A directory of profiler output with no xplane or PyTorch trace: its one Nsight report
+    # is read, and the output says which; a CSV that is no ncu report is not counted.
+    (tmp_path / "notes.csv").write_text("kernel,comment\ngemm,fast\n")
+    (tmp_path / "report.csv").write_bytes(RAW.read_bytes())
+    assert main(["explain", str(tmp_path), "--top", "1"]) == 0
+    captured = capsys.readouterr()
+    assert f"reading {tmp_path / 'report.csv'}, the profile in {tmp_path}" in captured.err
+    assert "top 1 of 4 kernels" in captured.out
+    # Two reports: which one is meant cannot be told; both are named, exit 2.
+    (tmp_path / "second.csv").write_bytes(LONG.read_bytes())
+    assert main(["explain", str(tmp_path)]) == 2
+    assert "holds 2 Nsight reports (report.csv, second.csv): give the one to read" in (
+        capsys.readouterr().err)
+
+
 def test_the_plot_draws_every_level(tmp_path, capsys):
     out = tmp_path / "levels.png"
     assert main(["explain", str(RAW), "--plot", str(out), "--format", "json"]) == 0

@@ -72,9 +72,17 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
-    from roofline.program.trace.formats import is_nsight_compute_report, is_nsys_input
+    from roofline.program.trace.formats import (
+        directory_report,
+        is_nsight_compute_report,
+        is_nsys_input,
+    )
     from roofline.render.runs import explanation_text
 
+    report = directory_report(args.run_dir)
+    if report is not None:
+        print(f"roofline: reading {report}, the profile in {args.run_dir}", file=sys.stderr)
+        args.run_dir = str(report)
     if is_nsys_input(args.run_dir):
         return explain_nsys(args)
     if is_nsight_compute_report(args.run_dir):

@@ -5,12 +5,16 @@ place the readers are chosen, light enough to import before any reader is.
 - a PyTorch profiler trace (Kineto's Chrome-trace ``*.json``/``*.json.gz``);
 - an Nsight Compute report printed as CSV (``ncu --csv``);
 - an Nsight Systems report: its SQLite export, or the ``.nsys-rep`` to export first.
+
+A directory with no xplane or PyTorch trace is read through the one Nsight report it
+holds (:func:`directory_report`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from roofline.errors import TraceError
 from roofline.input_files import NSIGHT_COMPUTE_REPORT, NSYS_REPORT, read_input_head
 
 KINETO_SUFFIXES = (".json", ".json.gz")
@@ -56,9 +60,29 @@ def is_nsight_compute_report(path: str | Path) -> bool:
         return True
     if path.name.endswith((".pb", ".pb.gz", ".json", ".json.gz", ".sqlite", ".nsys-rep")):
         return False
+    return _has_nsight_compute_header(path)
+
+
+def _has_nsight_compute_header(path: Path) -> bool:
     head = read_input_head(path, NSIGHT_COMPUTE_REPORT, _SNIFF_BYTES)
     text = head.decode("utf-8", errors="replace")
     return any(is_nsight_compute_header(line) for line in text.splitlines()[:200])
+
+
+def directory_report(path: str | Path) -> Path | None:
+    """The Nsight report a directory holds where it holds no xplane or PyTorch trace: its
+    one Nsight Systems report or export, or its one CSV with ncu's header; None for
+    anything else. A directory with several is refused, naming them."""
+    path = Path(path)
+    if not path.is_dir() or any(path.glob("**/*.xplane.pb")) or kineto_trace(path):
+        return None
+    found = sorted(p for p in path.iterdir() if p.is_file() and (
+        p.name.endswith(NSYS_SUFFIXES + SQLITE_SUFFIXES)
+        or (p.suffix.lower() == ".csv" and _has_nsight_compute_header(p))))
+    if len(found) > 1:
+        raise TraceError(f"{path}: holds {len(found)} Nsight reports ("
+                         + ", ".join(p.name for p in found) + "): give the one to read")
+    return found[0] if found else None
 
 
 def is_nsight_compute_header(line: str) -> bool:
