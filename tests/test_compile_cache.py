@@ -51,6 +51,25 @@ def test_no_cache_compiles_and_keeps_nothing(tmp_path, monkeypatch, capsys, comp
     assert len(compiles) == 2 and not (tmp_path / "user").exists()
 
 
+def test_the_python_api_keeps_programs_where_the_environment_says(tmp_path, monkeypatch,
+                                                                  compiles):
+    # As $JAX_COMPILATION_CACHE_DIR turns on JAX's cache: the library caches only where
+    # $ROOFLINE_CACHE_DIR is set (or cache_dir is given), and reads it back.
+    import roofline
+    from roofline.model.questions import CompileOptions
+
+    monkeypatch.delenv("ROOFLINE_CACHE_DIR")
+    assert CompileOptions().cache is None
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path / "env"))
+    first = roofline.analyze(SPEC, "xeon-8163")
+    assert _entries(tmp_path / "env") and len(compiles) == 1
+    again = roofline.analyze(SPEC, "xeon-8163")
+    assert again.placement.seconds == first.placement.seconds and len(compiles) == 1
+    # The command line resolves its own cache: past --no-cache it reads no environment.
+    assert CompileOptions(cache_from_environment=False).cache is None
+    assert CompileOptions(cache_dir=tmp_path / "given").cache == tmp_path / "given"
+
+
 def test_cache_dir_given(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path / "user"))
     assert main(["whatif", SPEC, "--hardware", "v100-sxm2", "--target", "host",

@@ -8,12 +8,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError, UnitError
 from roofline.hardware.spec_fields import PLAUSIBLE
 from roofline.units import Kind, parse_quantity
+
+if TYPE_CHECKING:
+    from roofline.model.questions import CompileOptions
 
 EXIT_BAD_INPUT = 2
 
@@ -61,6 +64,16 @@ def add_execution_option(parser: argparse.ArgumentParser) -> None:
              "cuDNN transposes each tensor-core convolution's operands) or NHWC ones as "
              "PyTorch's channels_last or TensorFlow (eager-nhwc); a TPU always runs the "
              "compiled program")
+
+
+def compile_options_of(args: argparse.Namespace, data_parallel: bool = False
+                       ) -> CompileOptions:
+    """How a command compiles: ``--target`` and its cache (:func:`cache_dir_of`), resolved
+    here, so the library does not read ``$ROOFLINE_CACHE_DIR`` again past ``--no-cache``."""
+    from roofline.model.questions import CompileOptions
+
+    return CompileOptions(compile_target=args.target, data_parallel=data_parallel,
+                          cache_dir=cache_dir_of(args), cache_from_environment=False)
 
 
 def cache_dir_of(args: argparse.Namespace) -> Path | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from roofline.cli.common import (
     Parents,
-    cache_dir_of,
+    compile_options_of,
     key_values,
     labelled_ops,
     save_plot,
@@ -22,15 +22,14 @@ from roofline.errors import RooflineError
 def _plot_roofline(args: argparse.Namespace) -> int:
     from roofline.api import load_hardware
     from roofline.model.analysis import aligned_scope
-    from roofline.model.questions import CompileOptions, place_input
+    from roofline.model.questions import place_input
     from roofline.program.trace.formats import is_nsight_compute_report
     from roofline.render.plot import build_roofline, input_points
 
     if is_nsight_compute_report(args.input):
         return plot_ncu_roofline(args)
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
-    placed = place_input(args.input, devices[0], compile=CompileOptions(
-        compile_target=args.target, cache_dir=cache_dir_of(args)))
+    placed = place_input(args.input, devices[0], compile=compile_options_of(args))
     found = input_points(args.input, placed)
     device = found.hardware
     # Every device at the scope the ops were placed at (one TPU core), where it has it.
@@ -44,24 +43,23 @@ def _plot_roofline(args: argparse.Namespace) -> int:
 
 
 def _plot_speedup(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, load_hardware, predict
+    from roofline.api import load_hardware, predict
     from roofline.render.plot import build_speedup
 
     result = predict(args.input, load_hardware(args.source, args.hardware_dir),
                      load_hardware(args.dest, args.hardware_dir),
-                     compile=CompileOptions(compile_target=args.target,
-                                            cache_dir=cache_dir_of(args)))
+                     compile=compile_options_of(args))
     save_plot(build_speedup(result.comparison), args.out, result.comparison.coverage)
     return 0
 
 
 def _plot_breakdown(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, load_hardware, predict, whatif
+    from roofline.api import load_hardware, predict, whatif
     from roofline.render.plot import build_breakdown, scenario_bars
 
     devices = [load_hardware(ref, args.hardware_dir) for ref in args.hardware]
     base = devices[0].id
-    compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    compile = compile_options_of(args)
     scenarios = [(hw.id, predict(args.input, devices[0], hw, compile=compile).comparison)
                  for hw in devices[1:]]
     for item in args.scale:
@@ -94,12 +92,11 @@ def _plot_heatmap(args: argparse.Namespace) -> int:
 
 
 def _plot_sensitivity(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, load_hardware, sensitivity
+    from roofline.api import load_hardware, sensitivity
     from roofline.render.plot import build_sensitivity
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
-                         compile=CompileOptions(compile_target=args.target,
-                                                cache_dir=cache_dir_of(args)))
+                         compile=compile_options_of(args))
     save_plot(build_sensitivity(result, title=f"{args.input} on {result.hardware.label}"),
               args.out, result.coverage)
     return 0

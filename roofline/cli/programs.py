@@ -9,7 +9,7 @@ from typing import Any
 from roofline.cli.common import (
     Parents,
     add_execution_option,
-    cache_dir_of,
+    compile_options_of,
     device_choice,
     emit,
     save_plot,
@@ -24,7 +24,7 @@ from roofline.outputs import write_text_atomic
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, analyze, load_hardware
+    from roofline.api import PlacementOptions, analyze, load_hardware
     from roofline.render.program import analysis_csv_rows, analysis_document, analysis_text
     from roofline.render.tables import to_csv, to_json
 
@@ -33,9 +33,7 @@ def _analyze(args: argparse.Namespace) -> int:
     hardware = load_hardware(args.hardware, args.hardware_dir) if args.hardware else None
     result = analyze(args.spec, hardware, placement=PlacementOptions(
                          overlap=args.overlap, execution=args.execution),
-                     compile=CompileOptions(compile_target=args.target,
-                                            data_parallel=args.data_parallel,
-                                            cache_dir=cache_dir_of(args)))
+                     compile=compile_options_of(args, args.data_parallel))
     placement = result.placement
     doc = analysis_document(result.label, result.program, placement, result.fit)
     if args.format == "json":

@@ -9,7 +9,7 @@ from roofline.cli.common import (
     FLOOR_MAX_S,
     Parents,
     add_execution_option,
-    cache_dir_of,
+    compile_options_of,
     emit,
     floor_seconds,
     key_values,
@@ -24,7 +24,7 @@ from roofline.errors import RooflineError
 
 
 def _whatif(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, load_hardware, whatif
+    from roofline.api import PlacementOptions, load_hardware, whatif
     from roofline.render.questions import whatif_text
 
     factors = key_values(args.scale, scale_factor, "--scale")
@@ -33,8 +33,7 @@ def _whatif(args: argparse.Namespace) -> int:
                     placement=PlacementOptions(overlap=args.overlap,
                                                clamp=args.clamp_efficiency,
                                                execution=args.execution),
-                    compile=CompileOptions(compile_target=args.target,
-                                           cache_dir=cache_dir_of(args)))
+                    compile=compile_options_of(args))
     doc = result.to_document()
     emit(args, text=whatif_text(result, args.top), document=doc, rows=doc["ops"])
     write_html(args, doc)
@@ -51,7 +50,6 @@ def _predict(args: argparse.Namespace) -> int:
     from roofline.api import (
         Ceilings,
         ComparedUnit,
-        CompileOptions,
         PlacementOptions,
         SideOptions,
         load_hardware,
@@ -89,8 +87,7 @@ def _predict(args: argparse.Namespace) -> int:
                          sides=SideOptions(per=per, devices=args.devices or 1,
                                            max_batch=args.max_batch),
                          placement=placement,
-                         compile=CompileOptions(compile_target=args.target,
-                                                cache_dir=cache_dir_of(args)))
+                         compile=compile_options_of(args))
     doc = result.to_document()
     emit(args, text=prediction_text(result, args.top), document=doc, rows=doc["ops"])
     write_html(args, doc)
@@ -102,14 +99,13 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, load_hardware, sensitivity
+    from roofline.api import PlacementOptions, load_hardware, sensitivity
     from roofline.render.questions import sensitivity_rows, sensitivity_text
 
     result = sensitivity(args.input, load_hardware(args.hardware, args.hardware_dir),
                          placement=PlacementOptions(overlap=args.overlap,
                                                     execution=args.execution),
-                         compile=CompileOptions(compile_target=args.target,
-                                                cache_dir=cache_dir_of(args)))
+                         compile=compile_options_of(args))
     emit(args, text=sensitivity_text(result), document=result.to_document(),
          rows=sensitivity_rows(result))
     return 0

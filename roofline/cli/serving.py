@@ -11,7 +11,7 @@ from typing import Any
 from roofline.cli.common import (
     Parents,
     bounded_int,
-    cache_dir_of,
+    compile_options_of,
     duration_seconds,
     key_values,
     positive_float,
@@ -23,7 +23,7 @@ from roofline.outputs import write_text_atomic
 
 
 def _llm(args: argparse.Namespace) -> int:
-    from roofline.api import CompileOptions, PlacementOptions, load_hardware, serving, serving_curve
+    from roofline.api import PlacementOptions, load_hardware, serving, serving_curve
     from roofline.model.llm import decoder_workload
     from roofline.render.serving import serving_document, serving_text
     from roofline.render.tables import to_csv, to_json
@@ -41,7 +41,7 @@ def _llm(args: argparse.Namespace) -> int:
         scaled = devices[0][1].scaled(factors)
         devices.append((f"{devices[0][0]} " + " ".join(args.scale), scaled))
     placement = PlacementOptions(overlap=args.overlap)
-    compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    compile = compile_options_of(args)
     if args.input_len is not None:
         return _generation(args, devices, placement, compile)
     answers = [serving(args.spec, hardware, placement=placement, compile=compile)
@@ -115,7 +115,6 @@ def _generation(args: argparse.Namespace, devices: list[tuple[str, Any]], placem
 
 def _serve(args: argparse.Namespace) -> int:
     from roofline.api import (
-        CompileOptions,
         LatencyTarget,
         PlacementOptions,
         Scheduler,
@@ -137,7 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
     scheduler = Scheduler(token_budget=args.token_budget, max_sequences=args.max_sequences)
     devices = [(hw_id, load_hardware(hw_id, args.hardware_dir)) for hw_id in args.hardware]
     placement = PlacementOptions(overlap=args.overlap)
-    compile = CompileOptions(compile_target=args.target, cache_dir=cache_dir_of(args))
+    compile = compile_options_of(args)
     options = ServeOptions(rate=args.rate, requests=args.requests, latency=target,
                            scheduler=scheduler, seed=args.seed)
     answers = [serve(args.spec, hardware, inputs, outputs, options, placement=placement,

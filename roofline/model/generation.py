@@ -178,7 +178,7 @@ class StepSource:
         self.workload = workload
         self.hardware, self.placer, self.compile_target = serving_setting(hardware, placement,
                                                                   compile)
-        self.cache_dir = compile.cache_dir
+        self.cache_dir = compile.cache
         self.steps: dict[tuple[str, int, int], PhaseStep] = {}
 
     def __call__(self, phase: str, batch: int, length: int) -> PhaseStep:

@@ -265,7 +265,7 @@ def serving(spec: str, hardware: HardwareRef, *,
     workload = decoder_workload(spec)
     hardware, placer, compile_target = serving_setting(hardware, placement, compile)
     check_formats(workload, hardware)
-    cache_dir = compile.cache_dir
+    cache_dir = compile.cache
     batch = int(workload.params["batch"])
     steps: dict[tuple[str, int], PhaseStep] = {}
 
@@ -465,7 +465,7 @@ def serving_curve(spec: str, hardware: HardwareRef, *,
     compile XLA refuses, or a footprint past the device's memory, ends the curve)."""
     workload = decoder_workload(spec)
     hardware, placer, compile_target = serving_setting(hardware, placement, compile)
-    cache_dir = compile.cache_dir
+    cache_dir = compile.cache
     points = []
     for batch in batches:
         try:

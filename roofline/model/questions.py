@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,11 +96,24 @@ class CompileOptions:
     ``tpu-v3``, ``gpu`` or ``host``; default: the hardware's own compile target when it has
     one, else this host), with the batch split over every device of a TPU board where
     ``data_parallel`` (:func:`analyze` only), reusing programs compiled before in
-    ``cache_dir``."""
+    ``cache_dir``. Without ``cache_dir``, the cache ``$ROOFLINE_CACHE_DIR`` names where it
+    is set (as ``$JAX_COMPILATION_CACHE_DIR`` turns JAX's on), else none;
+    ``cache_from_environment=False`` reads no environment (the command line resolves its
+    own ``--cache`` and ``--no-cache``)."""
 
     compile_target: str | None = None
     data_parallel: bool = False
     cache_dir: str | Path | None = None
+    cache_from_environment: bool = True
+
+    @property
+    def cache(self) -> str | Path | None:
+        """The compile cache to use, or None for none."""
+        if self.cache_dir is not None or not self.cache_from_environment:
+            return self.cache_dir
+        from roofline.program.compile import CACHE_ENV_VAR
+
+        return os.environ.get(CACHE_ENV_VAR) or None
 
 
 @dataclass(frozen=True)
@@ -214,7 +228,7 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
         workload = parse_spec(found.spec)
         label, program = workload.spec, compile_workload(workload, target,
                                                          data_parallel=data_parallel,
-                                                         cache_dir=compile.cache_dir)
+                                                         cache_dir=compile.cache)
     if hw is None:
         return Analysis(label, program, None, None)
     return Analysis(label, program, Placer(hw, Overlap(overlap)).program(program),
@@ -294,7 +308,7 @@ def place_input(input: str | Path, hardware: Hardware, *,
         return Placer(hardware).program(dumped_program(read_dump(found.path)))
     _no_data_parallel(compile, "plot")
     return place_spec(found.spec, Placer(hardware), target=compile.compile_target,
-                      cache_dir=compile.cache_dir)[1]
+                      cache_dir=compile.cache)[1]
 
 
 def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
@@ -349,7 +363,7 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
     hw = _hardware(hardware)
     hw.scaled(dict(scale))   # bad names fail before a compile
     program = program_ops(input, hw, compile_target=compile.compile_target,
-                          cache_dir=compile.cache_dir, execution=placement.execution)
+                          cache_dir=compile.cache, execution=placement.execution)
     if program.measured_s is not None:
         before = program.hardware.at_ceilings(ceilings)
         floor = run_floor(program.ops, program.measured_s, before, Overlap(overlap))
@@ -533,7 +547,7 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     _no_data_parallel(compile, "predict")
     per, devices, max_batch = sides.per, sides.devices, sides.max_batch
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
-    compile_target, cache_dir = compile.compile_target, compile.cache_dir
+    compile_target, cache_dir = compile.compile_target, compile.cache
     source = _hardware(source)
     destination = _hardware(target)
     if devices > 1:
@@ -724,7 +738,7 @@ def largest_batch(spec: str, hardware: HardwareRef, *, limit: int = BATCH_LIMIT,
     hw = _hardware(hardware)
     return throughput_at_capacity(build, _capacity_target(hw, compile.compile_target), hw,
                                   start=start, limit=limit, resolution=resolution,
-                                  cache_dir=compile.cache_dir)
+                                  cache_dir=compile.cache)
 
 
 def _batch_builder(spec: str) -> tuple[Callable[[int], Workload], int]:
@@ -755,7 +769,7 @@ def sensitivity(input: str | Path, hardware: HardwareRef, *,
     ``placement.overlap``)."""
     _no_data_parallel(compile, "sensitivity")
     program = program_ops(input, hardware, compile_target=compile.compile_target,
-                          cache_dir=compile.cache_dir, execution=placement.execution)
+                          cache_dir=compile.cache, execution=placement.execution)
     return dataclasses.replace(sensitivity_of(program.ops, program.hardware,
                                               Overlap(placement.overlap)),
                                input=str(input))
