@@ -260,7 +260,7 @@ def _time_step(run: Run, workload: Any, compiled: Any, compile_s: float, device:
                dumps: dict[str, bytes]) -> dict[str, Any]:
     """Two warm-up steps, then the median of steps each waited for; the optimized HLO; the
     energy per step. Arguments a step donates (a KV cache it updates in place) are made
-    again, untimed, before each timed step: the step before consumed them."""
+    again, untimed, after each step: the step consumed them."""
     import jax
 
     from roofline.program.trace.capture import concrete_arguments
