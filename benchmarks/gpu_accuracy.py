@@ -194,9 +194,11 @@ def counters_vs_costs(device_dir: Path, hardware: Any) -> Errors | None:
 
 def _decode_shape(spec: str) -> tuple[int, int] | None:
     """(batch, context) of a decoder decode step's SPEC, else None."""
+    from roofline.program.workloads import parse_spec
+
     if not spec.startswith("decoder:"):
         return None
-    params = dict(part.split("=", 1) for part in spec.split(":", 1)[1].split(",") if "=" in part)
+    params = parse_spec(spec).params
     if params.get("phase") != "decode":
         return None
     return int(params["batch"]), int(params["context"])
