@@ -234,6 +234,7 @@ def child(spec: str, platform: str, hlo: Path) -> None:
     warm-up steps, then one more between cuProfilerStart and cuProfilerStop (on a GPU)."""
     import jax
 
+    from roofline.program.trace.capture import concrete_arguments
     from roofline.program.workloads import parse_spec
 
     workload = parse_spec(spec)
@@ -241,30 +242,12 @@ def child(spec: str, platform: str, hlo: Path) -> None:
     with jax.default_device(device):
         # No donation: the same arguments serve every step.
         compiled = jax.jit(workload.fn).trace(*workload.args).lower().compile()
-    args = _arguments(workload.args, device)
+        args = concrete_arguments(workload.args)
     hlo.write_bytes(gzip.compress(compiled.as_text().encode(), mtime=0))
     for _ in range(WARMUP_STEPS):
         jax.block_until_ready(compiled(*args))
     with _profiled(platform == "gpu"):
         jax.block_until_ready(compiled(*args))
-
-
-def _arguments(shapes: Any, device: Any) -> Any:
-    """Arrays for the step's ``ShapeDtypeStruct`` arguments: small random floats, zero
-    integers, drawn by numpy (JAX's random draws compile once per shape: seconds)."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-
-    def make(leaf: Any) -> Any:
-        if jnp.issubdtype(leaf.dtype, jnp.floating):
-            value = (0.01 * rng.standard_normal(leaf.shape, np.float32)).astype(leaf.dtype)
-        else:
-            value = np.zeros(leaf.shape, leaf.dtype)
-        return jax.device_put(value, device)
-    return jax.tree.map(make, shapes)
 
 
 @contextlib.contextmanager
