@@ -74,11 +74,15 @@ def directory_report(path: str | Path) -> Path | None:
     one Nsight Systems report or export, or its one CSV with ncu's header; None for
     anything else. A directory with several is refused, naming them."""
     path = Path(path)
-    if not path.is_dir() or any(path.glob("**/*.xplane.pb")) or kineto_trace(path):
+    if not path.is_dir():
         return None
+    # Its own files first: a run directory holds none of these, and is then not searched
+    # for traces here as well as by the reader it goes to.
     found = sorted(p for p in path.iterdir() if p.is_file() and (
         p.name.endswith(NSYS_SUFFIXES + SQLITE_SUFFIXES)
         or (p.suffix.lower() == ".csv" and _has_nsight_compute_header(p))))
+    if not found or any(path.glob("**/*.xplane.pb")) or kineto_trace(path):
+        return None
     if len(found) > 1:
         raise TraceError(f"{path}: holds {len(found)} Nsight reports ("
                          + ", ".join(p.name for p in found) + "): give the one to read")
