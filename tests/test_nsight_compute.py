@@ -4,6 +4,8 @@ CSV layouts: see tests/data/nsight/SOURCES.md)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from roofline.errors import TraceError
 from roofline.hardware.library import load_hardware
 from roofline.model.hierarchical import explain_nsight_compute, place_report
 from roofline.program.trace.formats import is_nsight_compute_report
-from roofline.program.trace.nsight_compute import read_nsight_compute
+from roofline.program.trace.nsight_compute import GPU_NAME_METRIC, read_nsight_compute
 from roofline.units import profiler_unit
 
 DATA = Path(__file__).parent / "data" / "nsight"
@@ -37,6 +39,7 @@ def test_ncu_units_are_read_into_si(unit, expected):
 def test_the_raw_page_gives_each_kernel_its_time_flops_and_bytes_per_level():
     report = read_nsight_compute(RAW)
     assert (report.layout, report.gpu, report.absent) == ("raw", "NVIDIA H100 80GB HBM3", ())
+    assert (report.device, report.notes) == ("0", ())     # the Device column: a number
     copy, gemm, gelu, reduce_ = report.kernels
     assert (copy.id, copy.category, copy.short_name) == (0, "copy", "copy_kernel<float>")
     # 100.00 usecond; DRAM "300.00" Mbyte, L2 "300,000,000" byte, L1 "0.30" Gbyte: 300 MB
@@ -231,8 +234,8 @@ def _no_time(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("make, message", [
     (_cut, "the report is truncated or damaged; export it again"),
-    (_foreign_gpu, "its GPU, 'NVIDIA GeForce RTX 4090', has no spec in the library. Give "
-                   "the spec to place them on with --hardware ID"),
+    (_foreign_gpu, "its GPU, 'NVIDIA GeForce RTX 4090', has no spec in the library. Pass "
+                   "--hardware ID"),
     (_not_ncu, "not an Nsight Compute report: no header row"),
     (_wrong_unit, "metric dram__bytes.sum is in 'nsecond', a unit of second; it is written "
                   "in 'byte'"),
@@ -248,7 +251,120 @@ def test_bad_reports_are_refused_with_exit_2(tmp_path, capsys, make, message):
 
 def test_a_report_without_its_gpu_name_asks_for_hardware(capsys):
     assert main(["explain", str(LONG)]) == 2
-    assert "it does not name its GPU" in capsys.readouterr().err
+    assert ("it does not name its GPU: no device__attribute_display_name metric, and no "
+            "Device column. Pass --hardware ID") in capsys.readouterr().err
+
+
+# The metric columns of the raw fixture begin after its identity columns, "ID" to "CC".
+_FIRST_METRIC = 11
+_LONG_HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
+                "Stream", "Block Size", "Grid Size", "Device", "CC", "Section Name",
+                "Metric Name", "Metric Unit", "Metric Value"]
+
+
+def _without_gpu_name(tmp_path: Path, layout: str, devices: tuple[str, ...]) -> Path:
+    """The raw fixture without its device__attribute_display_name (as the H200's ncu wrote
+    it), kernel i on Device ``devices[i]``: in the raw page's layout, or in the one row
+    per metric that ncu --csv writes for the details page."""
+    text = RAW.read_text()
+    log = [line for line in text.splitlines() if line.startswith("==")]
+    header, units, *kernels = csv.reader(line for line in text.splitlines()
+                                         if not line.startswith("=="))
+    for kernel, device in zip(kernels, devices, strict=True):
+        kernel[header.index("Device")] = device
+    kept = [i for i, name in enumerate(header) if name != GPU_NAME_METRIC]
+    if layout == "raw":
+        rows = [[row[i] for i in kept] for row in (header, units, *kernels)]
+    else:
+        rows = [_LONG_HEADER] + [
+            kernel[:_FIRST_METRIC] + ["Command line profiler metrics", header[i], units[i],
+                                      kernel[i]]
+            for kernel in kernels for i in kept[_FIRST_METRIC:]]
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    path = tmp_path / f"{layout}.csv"
+    path.write_text("\n".join(log) + "\n" + out.getvalue())
+    return path
+
+
+ON_ONE_DEVICE = ("0",) * 4
+LAYOUTS = pytest.mark.parametrize("layout", ["raw", "long"])
+
+
+@LAYOUTS
+def test_the_device_column_names_the_gpu_where_the_metric_is_absent(tmp_path, layout):
+    path = _without_gpu_name(tmp_path, layout, ("NVIDIA H100 80GB HBM3",) * 4)
+    result = explain_nsight_compute(path)
+    assert (result.report.layout, result.report.gpu) == (layout, "NVIDIA H100 80GB HBM3")
+    assert result.hardware.id == "h100-sxm"
+    # The same kernels as the fixture that names its GPU by the metric.
+    expected = explain_nsight_compute(RAW)
+    assert [(p.kernel.id, p.bound, p.efficiency) for p in result.kernels] == [
+        (p.kernel.id, p.bound, p.efficiency) for p in expected.kernels]
+
+
+@LAYOUTS
+def test_a_device_number_alone_takes_the_gpu_from_hardware(tmp_path, capsys, layout):
+    path = _without_gpu_name(tmp_path, layout, ON_ONE_DEVICE)
+    report = read_nsight_compute(path)
+    assert (report.gpu, report.device, len(report.kernels)) == (None, "0", 4)
+    assert explain_nsight_compute(path, "h100-sxm").hardware.id == "h100-sxm"
+    assert main(["explain", str(path), "--hardware", "h100-sxm", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["gpu"], doc["device"], doc["hardware"]) == (None, "0", "h100-sxm:device")
+
+
+@LAYOUTS
+def test_a_report_naming_no_gpu_without_hardware_is_refused(tmp_path, capsys, layout):
+    path = _without_gpu_name(tmp_path, layout, ON_ONE_DEVICE)
+    assert main(["explain", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{path}: cannot place the report's kernels: it does not name its GPU: no "
+            "device__attribute_display_name metric, and its Device column holds only the "
+            "device number 0. Pass --hardware ID") in err
+    assert "Traceback" not in err
+
+
+def test_a_device_name_without_a_spec_is_named_in_the_refusal(tmp_path, capsys):
+    path = _without_gpu_name(tmp_path, "raw", ("NVIDIA GeForce RTX 4090",) * 4)
+    assert read_nsight_compute(path).gpu is None
+    assert main(["explain", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert ("its Device column names 'NVIDIA GeForce RTX 4090', which has no spec in the "
+            "library") in err and "Traceback" not in err
+
+
+def test_hardware_wins_over_the_gpu_the_device_column_names(tmp_path):
+    path = _without_gpu_name(tmp_path, "long", ("NVIDIA H100 80GB HBM3",) * 4)
+    result = explain_nsight_compute(path, "h200")
+    assert result.hardware.id == "h200"
+    assert ("the report's GPU is NVIDIA H100 80GB HBM3; its kernels are placed on the h200 "
+            "spec as asked") in result.notes
+
+
+@LAYOUTS
+def test_of_several_devices_the_busiest_is_read_and_said(tmp_path, capsys, layout):
+    # The GEMM (200 us) alone on device 1; the copy, GELU and reduction (155 us) on 0.
+    path = _without_gpu_name(tmp_path, layout, ("0", "1", "0", "0"))
+    report = read_nsight_compute(path)
+    assert report.device == "1" and [k.id for k in report.kernels] == [1]
+    assert report.notes == ("device 1 read: the one with the most kernel time of the "
+                            "report's 2 (device 0 155 us, device 1 200 us); --device N "
+                            "reads another",)
+    assert main(["explain", str(path), "--hardware", "h100-sxm"]) == 0
+    assert f"NOTE: {report.notes[0]}" in capsys.readouterr().out
+    assert main(["explain", str(path), "--hardware", "h100-sxm", "--device", "0",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["device"] == "0" and sorted(k["id"] for k in doc["kernels"]) == [0, 2, 3]
+    assert not any(note.startswith("device ") for note in doc["notes"])
+    for args, message in [(["--device", "5"], "no device 5 in this Nsight Compute report; "
+                                               "its devices are 0, 1"),
+                          (["--device", "all"], "read one GPU at a time, without --host: "
+                                                "give --device N")]:
+        assert main(["explain", str(path), "--hardware", "h100-sxm", *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
 
 
 def test_a_cut_report_is_a_trace_error(tmp_path):

@@ -19,10 +19,12 @@ def explain_ncu(args: argparse.Namespace) -> int:
         raise RooflineError(f"{path}: an Nsight Compute report has no timeline to annotate "
                             "and no HTML report yet; drop --annotate and --html (--plot "
                             "draws its kernels)")
-    if args.device is not None or args.host is not None:
-        raise RooflineError(f"{path}: an Nsight Compute report is read whole (one GPU); "
-                            "drop --device and --host")
-    result = explain_nsight_compute(path, args.hardware, hardware_dir=args.hardware_dir)
+    if args.device == "all" or args.host is not None:
+        raise RooflineError(f"{path}: an Nsight Compute report is read one GPU at a time, "
+                            "without --host: give --device N (default: the one with the most "
+                            "kernel time)")
+    result = explain_nsight_compute(path, args.hardware, hardware_dir=args.hardware_dir,
+                                    device=args.device)
     # Only the form asked for is built: a report of 10,000 kernels takes a second to lay
     # out in each.
     emit(args, text=nsight_compute_text(result, args.top) if args.format == "table" else "",

@@ -28,6 +28,7 @@ from roofline.model.placement import FLOP_CONVENTION
 from roofline.model.xprof_comparison import DEVICE_FACT_TOLERANCE, DeviceFact
 from roofline.program.trace.nsight_compute import (
     COLLECT_HINT,
+    GPU_NAME_METRIC,
     LEVELS,
     TENSOR,
     TENSOR_FLOP_PER_INST,
@@ -128,6 +129,7 @@ class HierarchicalRoofline:
             "report": report.path,
             "layout": report.layout,
             "gpu": report.gpu,
+            "device": report.device,
             "hardware": self.hardware.ref,
             "flop_convention": f"{FLOP_CONVENTION}; {TENSOR_CONVENTION}",
             "measured_s": report.seconds,
@@ -162,17 +164,28 @@ def _kernel_row(placed: PlacedKernel) -> dict[str, Any]:
 
 
 def hardware_for_report(report: NsightReport) -> str:
-    """The spec id of the report's GPU; refused where the library has none."""
+    """The spec id of the report's GPU; refused where the report names none the library
+    has a spec for."""
     found = spec_for_device(report.gpu) if report.gpu else None
     if found is None:
-        what = (f"its GPU, {report.gpu!r}, has no spec in the library" if report.gpu else
-                "it does not name its GPU (no device__attribute_display_name: the raw page "
-                "has it)")
         raise UnknownHardwareError(
-            f"{report.path}: cannot place the report's kernels: {what}. Give the spec to "
-            "place them on with --hardware ID ('roofline hardware list' lists them), or add "
-            "a spec file for this GPU (see docs/hardware-specs.md) and pass --hardware-dir")
+            f"{report.path}: cannot place the report's kernels: {_why_no_spec(report)}. Pass "
+            "--hardware ID, the spec to place them on ('roofline hardware list' lists them), "
+            "or add a spec file for this GPU (see docs/hardware-specs.md) and pass "
+            "--hardware-dir")
     return found[0]
+
+
+def _why_no_spec(report: NsightReport) -> str:
+    """Why the report's GPU has no spec: what was looked for and what was found."""
+    if report.gpu:
+        return f"its GPU, {report.gpu!r}, has no spec in the library"
+    if report.device and not report.device.isdigit():
+        return (f"its Device column names {report.device!r}, which has no spec in the "
+                f"library, and it has no {GPU_NAME_METRIC} metric")
+    column = ("no Device column" if report.device is None else
+              f"its Device column holds only the device number {report.device}")
+    return f"it does not name its GPU: no {GPU_NAME_METRIC} metric, and {column}"
 
 
 def place_report(report: NsightReport, hardware: Hardware) -> HierarchicalRoofline:
@@ -180,7 +193,7 @@ def place_report(report: NsightReport, hardware: Hardware) -> HierarchicalRoofli
     the scope of the whole device, which a report's kernels run on)."""
     if "device" in dict(hardware.scopes) and hardware.scope != "device":
         hardware = hardware.at_scope("device")
-    notes: list[str] = []
+    notes = list(report.notes)
     roofs = tuple(_level_roof(report, hardware, level, notes) for level in LEVELS)
     compute_roofs = {precision: _compute_roof(hardware, precision)
                      for precision in _PRECISION_ROOFS}
@@ -203,12 +216,14 @@ def place_report(report: NsightReport, hardware: Hardware) -> HierarchicalRoofli
 
 
 def explain_nsight_compute(path: str | Path, hardware: str | Hardware | None = None, *,
-                           hardware_dir: str | Path | None = None) -> HierarchicalRoofline:
+                           hardware_dir: str | Path | None = None, device: int | None = None
+                           ) -> HierarchicalRoofline:
     """An Nsight Compute CSV (``ncu --csv``) on the hierarchical roofline of ``hardware``
-    (default: the spec of the GPU the report names)."""
+    (default: the spec of the GPU the report names); the kernels of ``device`` (default:
+    the device with the most kernel time) where it has several."""
     from roofline.hardware import load_hardware
 
-    report = read_nsight_compute(path)
+    report = read_nsight_compute(path, device)
     if not isinstance(hardware, Hardware):
         ref = hardware or hardware_for_report(report)
         hardware = load_hardware(ref, [hardware_dir] if hardware_dir else ())

@@ -9,6 +9,12 @@ Two layouts are read, told apart by their header:
   row per kernel and metric, with the columns "Metric Name", "Metric Unit" and "Metric
   Value". Older versions have a "Kernel Time" column and no "Block Size"/"Grid Size".
 
+Which GPU ran the kernels: the ``device__attribute_display_name`` metric where the report
+has it, else the "Device" column where it holds a name the library has a spec for (ncu
+writes the CUDA device number there, "0"). A report of several devices (several values in
+that column) is read for one: the device asked for, or the one with the most kernel time,
+as traces of several GPUs are, and a note says which.
+
 Lines ncu writes around the table (``==PROF==``, ``==WARNING==``) and the application's
 own output before the header are skipped. Values may carry thousands separators
 ("1,234,567") and units scaled by 1000 ("Kbyte", "usecond", "Gbyte/second"): every value
@@ -39,13 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import TraceError
+from roofline.hardware.device_names import spec_for_device
 from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_text
 from roofline.program.trace.formats import is_nsight_compute_header
 from roofline.program.trace.kernel_names import kernel_category, short_kernel_name
-from roofline.units import profiler_unit
+from roofline.units import Kind, format_quantity, profiler_unit
 
 TIME_METRIC = "gpu__time_duration.sum"
 GPU_NAME_METRIC = "device__attribute_display_name"
+DEVICE_COLUMN = "Device"
 # The SpeedOfLight section's label for the duration, in the long layout of --page details.
 _TIME_LABEL = "Duration"
 TENSOR_FLOP_PER_INST = 512
@@ -105,11 +113,13 @@ class NsightReport:
 
     path: str
     layout: str                 # "raw" (one row per kernel) or "long" (one row per metric)
-    gpu: str | None             # device__attribute_display_name, where the report has it
+    gpu: str | None             # the GPU's name, where the report gives it (module docstring)
+    device: str | None          # the Device column of the kernels read; None without one
     kernels: tuple[NsightKernel, ...]
     peak_flop_per_s: dict[str, float]
     peak_bytes_per_s: dict[str, float]
     absent: tuple[str, ...]     # metrics no kernel of the report carries
+    notes: tuple[str, ...]      # which device was read, where the report has several
 
     @property
     def seconds(self) -> float:
@@ -172,8 +182,10 @@ def _needed_metrics() -> frozenset[str]:
 NEEDED_METRICS = _needed_metrics()
 
 
-def read_nsight_compute(path: str | Path) -> NsightReport:
-    """Read the CSV ncu printed (``--csv``, raw page or one row per metric)."""
+def read_nsight_compute(path: str | Path, device: int | None = None) -> NsightReport:
+    """Read the CSV ncu printed (``--csv``, raw page or one row per metric): the kernels of
+    ``device`` (a value of its Device column), by default of the device with the most
+    kernel time."""
     path = Path(path)
     text = read_input_text(path, NSIGHT_COMPUTE_REPORT).lstrip("\ufeff")
     # (line number in the file, line), without ncu's own log lines
@@ -189,16 +201,22 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
     rows = _rows(path, lines, start)
     header = next(rows)
     if all(column in header for column in _LONG_COLUMNS):
-        layout, per_kernel, gpus = "long", *_read_long(path, header, rows)
+        layout, per_kernel = "long", _read_long(path, header, rows)
     else:
-        layout, per_kernel, gpus = "raw", *_read_raw(path, header, rows, lines[start][0])
+        layout, per_kernel = "raw", _read_raw(path, header, rows, lines[start][0])
     if not per_kernel:
         raise TraceError(f"{path}: the Nsight Compute report has no kernel rows: profile "
                          "at least one kernel launch")
+    per_kernel, read_device, notes = _one_device(path, per_kernel, device)
+    gpus = {name for identity, _ in per_kernel
+            if (name := identity.get(GPU_NAME_METRIC, "").strip())}
     if len(gpus) > 1:
         raise TraceError(f"{path}: the report profiles kernels on several GPUs "
                          f"({', '.join(sorted(gpus))}); explain one GPU at a time: profile "
                          "with ncu --devices N")
+    # The GPU's name: the metric's, else the Device column's where that names a GPU.
+    gpu = next(iter(gpus), None) or (read_device if read_device
+                                     and spec_for_device(read_device) else None)
     names = {identity.get("Kernel Name", "") for identity, _ in per_kernel}
     readings = {name: (short_kernel_name(name), kernel_category(name)) for name in names}
     kernels = tuple(_kernel(path, identity, metrics, readings)
@@ -207,8 +225,8 @@ def read_nsight_compute(path: str | Path) -> NsightReport:
     absent = tuple(sorted({name for kernel in kernels for name in kernel.missing}
                           - present))
     flop_peaks, byte_peaks = _peaks([metrics for _, metrics in per_kernel])
-    return NsightReport(str(path), layout, next(iter(gpus), None), kernels, flop_peaks,
-                        byte_peaks, absent)
+    return NsightReport(str(path), layout, gpu, read_device, kernels,
+                        flop_peaks, byte_peaks, absent, notes)
 
 
 def _rows(path: Path, lines: list[tuple[int, str]], start: int) -> Iterator[list[str]]:
@@ -237,22 +255,58 @@ def _rows(path: Path, lines: list[tuple[int, str]], start: int) -> Iterator[list
                          "REPORT.ncu-rep --csv --page raw > REPORT.csv)") from None
 
 
+# a kernel's identity columns (with its GPU's name, where the report has it), its metrics
 _Identity = dict[str, str]
 _Metrics = dict[str, float]
+_Kernels = list[tuple[_Identity, _Metrics]]
+
+
+def _one_device(path: Path, per_kernel: _Kernels, device: int | None
+                ) -> tuple[_Kernels, str | None, tuple[str, ...]]:
+    """The kernels of one value of the Device column, that value (None without the column)
+    and a note saying which where there were several: ``device``'s, or by default those of
+    the device with the most kernel time (the first of the report on a tie)."""
+    by_device: dict[str, _Kernels] = {}
+    for identity, metrics in per_kernel:
+        by_device.setdefault(identity.get(DEVICE_COLUMN, "").strip(), []).append(
+            (identity, metrics))
+    names = sorted(by_device, key=_device_order)
+    if device is not None:
+        if str(device) not in by_device:
+            held = (f"its devices are {', '.join(names)} (pass --device with one of them)"
+                    if names != [""] else "it has no Device column: drop --device")
+            raise TraceError(f"{path}: no device {device} in this Nsight Compute report; "
+                             f"{held}")
+        return by_device[str(device)], str(device), ()
+    seconds = {name: sum(metrics.get(TIME_METRIC, 0.0) for _, metrics in kernels)
+               for name, kernels in by_device.items()}
+    busiest = max(by_device, key=seconds.__getitem__)
+    if len(by_device) == 1:
+        return by_device[busiest], busiest or None, ()
+    each = ", ".join(f"device {name} {format_quantity(seconds[name], Kind.TIME)}"
+                     for name in names)
+    note = (f"device {busiest} read: the one with the most kernel time of the report's "
+            f"{len(names)} ({each}); --device N reads another")
+    return by_device[busiest], busiest, (note,)
+
+
+def _device_order(name: str) -> tuple[bool, int, str]:
+    """Device numbers in numeric order, then any names."""
+    return (not name.isdigit(), int(name) if name.isdigit() else 0, name)
 
 
 def _read_raw(path: Path, header: list[str], rows: Iterator[list[str]], header_line: int
-              ) -> tuple[list[tuple[_Identity, _Metrics]], set[str]]:
+              ) -> _Kernels:
     units = next(rows, None)
     if units is None or units[0].strip():
         raise TraceError(f"{path}: the raw page has no row of units under its header (line "
                          f"{header_line + 1}): export it again with ncu --csv --page raw, which "
                          "writes one")
-    identity = {name: i for i, name in enumerate(header) if name in _IDENTITY}
+    identity = {name: i for i, name in enumerate(header)
+                if name in _IDENTITY or name == GPU_NAME_METRIC}
     columns = [(name, i, _unit_factor(path, name, units[i]))
                for i, name in enumerate(header) if name in NEEDED_METRICS]
-    gpu_column = header.index(GPU_NAME_METRIC) if GPU_NAME_METRIC in header else None
-    found, gpus = [], set()
+    found = []
     for row in rows:
         metrics = {}
         for name, i, factor in columns:
@@ -262,26 +316,22 @@ def _read_raw(path: Path, header: list[str], rows: Iterator[list[str]], header_l
                 value = _number(path, row[i], name, row[0])
                 if value is not None:
                     metrics[name] = value * factor
-        if gpu_column is not None and row[gpu_column].strip():
-            gpus.add(row[gpu_column].strip())
         found.append(({name: row[i] for name, i in identity.items()}, metrics))
-    return found, gpus
+    return found
 
 
-def _read_long(path: Path, header: list[str], rows: Iterator[list[str]]
-               ) -> tuple[list[tuple[_Identity, _Metrics]], set[str]]:
+def _read_long(path: Path, header: list[str], rows: Iterator[list[str]]) -> _Kernels:
     at = {name: i for i, name in enumerate(header)}
     name_at, unit_at, value_at = (at[column] for column in _LONG_COLUMNS)
     identity = {name: i for name, i in at.items() if name in _IDENTITY}
     kernels: dict[str, tuple[_Identity, _Metrics]] = {}
     factors: dict[tuple[str, str], float] = {}
-    gpus = set()
     for row in rows:
         kernel_id, metric = row[at["ID"]], row[name_at]
         if kernel_id not in kernels:
             kernels[kernel_id] = ({name: row[i] for name, i in identity.items()}, {})
-        if metric == GPU_NAME_METRIC and row[value_at].strip():
-            gpus.add(row[value_at].strip())
+        if metric == GPU_NAME_METRIC:
+            kernels[kernel_id][0][GPU_NAME_METRIC] = row[value_at]
         name = TIME_METRIC if metric == _TIME_LABEL else metric
         if name not in NEEDED_METRICS:
             continue
@@ -292,7 +342,7 @@ def _read_long(path: Path, header: list[str], rows: Iterator[list[str]]
         metrics = kernels[kernel_id][1]
         if value is not None and (metric != _TIME_LABEL or name not in metrics):
             metrics[name] = value * factors[key]
-    return list(kernels.values()), gpus
+    return list(kernels.values())
 
 
 def _expected_units(metric: str) -> tuple[str, ...]:
