@@ -216,9 +216,14 @@ def test_explain_joins_every_op_of_a_host_run(captured, tmp_path):
         doc["op_seconds_per_step"])
     out = write_annotated_trace(ex, tmp_path / "run.trace.json.gz")
     trace = json.loads(gzip.decompress(out.read_bytes()))
-    op_events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    op_events = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "idle"]
     assert len(op_events) == len(ex.run.timeline)
     assert all("measured_class" in e["args"] and "flops" in e["args"] for e in op_events)
+    # The spans no op ran are a line of their own; none overlaps an op's span.
+    idle = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "idle"]
+    assert idle and {e["tid"] for e in idle} == {1 + max(e.line for e in ex.run.timeline)}
+    assert not any(i["ts"] + 1e-3 < o["ts"] + o["dur"] and o["ts"] + 1e-3 < i["ts"] + i["dur"]
+                   for i in idle for o in op_events)   # 1 ns: the times are floats in us
 
 
 def test_run_directory_without_hlo_is_refused(captured, tmp_path, capsys):

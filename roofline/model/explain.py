@@ -309,6 +309,10 @@ class Explanation:
             "steps": run.steps,
             "wall_seconds_per_step": run.wall_seconds_per_step or None,
             "op_seconds_per_step": run.op_seconds_per_step,
+            "idle_seconds_per_step": run.idle_seconds_per_step,
+            "step_time": step_time_document(run),
+            "kernel_join": (self.loaded.kernel_join.to_document()
+                            if self.loaded.kernel_join else None),
             "manifest_wall_seconds_per_step": (self.loaded.manifest or {}).get(
                 "wall_seconds_per_step"),
             "module_runs": run.module_runs,
@@ -368,7 +372,7 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
     ops = []
     matched: set[tuple[str, str]] = set()
     costs = _costs_by_op(loaded.costs)
-    placer = Placer(hardware, overlap)
+    placer = Placer(_timed_on_device(hardware, loaded.run), overlap)
     for measured in loaded.run.ops:
         cost = costs.get((measured.module, measured.name))
         executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
@@ -384,6 +388,29 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
                     if op.does_work and (module, op.name) not in matched
                     and module in loaded.run.module_runs)
     return Explanation(loaded, hardware, overlap, tuple(ops), missing)
+
+
+def step_time_document(run: MeasuredRun) -> dict[str, Any] | None:
+    """A run's time per step as JSON: the median step's wall, busy, op, idle and overlap
+    time, and every step's wall time (None where no wall time was recorded)."""
+    step = run.step_time()
+    if step is None:
+        return None
+    return {"wall_s": step.wall_s, "busy_s": step.busy_s, "op_s": step.op_s,
+            "idle_s": step.idle_s, "overlap_s": step.overlap_s,
+            "idle_share": step.idle_share, "step": step.index, "steps": step.of,
+            "walls_s": list(run.step_wall_s), "wall_from": run.wall_from}
+
+
+def _timed_on_device(hardware: Hardware, run: MeasuredRun) -> Hardware:
+    """The record a GPU run's ops are placed on: without the per-op overhead, since a GPU
+    profile times each kernel on the device, from its start to its end, and the cost of
+    launching it falls between kernels, in the time the GPU runs nothing (a kernel of a
+    CUDA graph takes under a microsecond where a launch costs a few)."""
+    if run.platform != "gpu" or not hardware.overhead.value:
+        return hardware
+    return dataclasses.replace(hardware, overhead=dataclasses.replace(hardware.overhead,
+                                                                      value=0.0))
 
 
 def explain_devices(path: str | Path, hardware: Hardware | None = None,

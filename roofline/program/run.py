@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from roofline.program.trace.hlo_protos import (
     modules_in_xplane,
     split_program,
 )
+from roofline.program.trace.kernel_join import KernelJoin, join_kernels
 from roofline.program.trace.reader import (
     ALL_HOSTS,
     MeasuredOp,
@@ -45,6 +46,9 @@ class LoadedRun:
     manifest: dict[str, Any] | None
     cost_source: str
     xprof: tuple[XprofOp, ...] = ()
+    kernel_join: KernelJoin | None = None   # how a GPU run's kernels found their ops
+    # Why a module that ran has no costs, where a reason is known beyond "no HLO".
+    cost_notes: dict[str, str] = field(default_factory=dict)
 
     def xprof_for(self, measured: MeasuredOp) -> XprofOp | None:
         """xprof's row for a measured op: by program id and name where the module name
@@ -79,13 +83,16 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
     xplane = Path(run.path)   # the host's file read
     xprof = tuple(hlo_stats(xplane)) if run.platform in ("tpu", "gpu") else ()
     manifest = _manifest(path / MANIFEST) if path.is_dir() else None
+    run = _with_manifest_walls(run, manifest, path)
     hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
     if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
-        costs = {}
+        saved = {}
         for file in sorted(hlo_dir.glob("*.txt")):
             module = _saved_module(file)
-            costs[module.name] = analyze_module(module, platform=run.platform)
-        return LoadedRun(run, costs, manifest, "optimized HLO saved with the run", xprof)
+            saved[module.name] = (file, analyze_module(module, platform=run.platform))
+        costs, notes = _saved_costs(saved, run, xplane)
+        return _joined(LoadedRun(run, costs, manifest, "optimized HLO saved with the run",
+                                 xprof, cost_notes=notes))
     if path.is_dir() and manifest is not None:
         raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
                             "HLO of its modules; capture it again with 'roofline profile'")
@@ -97,7 +104,67 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
                             "'roofline profile' (with its hlo/)")
     texts, source = _gpu_module_texts(run, path, xplane)
     costs = {key: _module_costs(key, text, run.platform, path) for key, text in texts.items()}
-    return LoadedRun(run, costs, manifest, source, xprof)
+    return _joined(LoadedRun(run, costs, manifest, source, xprof))
+
+
+def _joined(loaded: LoadedRun) -> LoadedRun:
+    """A GPU run with its kernels joined to the ops of its modules
+    (:mod:`roofline.program.trace.kernel_join`)."""
+    if loaded.run.platform != "gpu":
+        return loaded
+    run, record = join_kernels(loaded.run, loaded.costs)
+    return replace(loaded, run=run, kernel_join=record)
+
+
+MANIFEST_WALLS = "the run's manifest (each step timed around its call)"
+
+
+def _with_manifest_walls(run: MeasuredRun, manifest: dict[str, Any] | None, path: Path
+                         ) -> MeasuredRun:
+    """``run`` with the wall time of each step its manifest records, where its trace
+    marks none."""
+    if run.step_wall_s or manifest is None or "wall_seconds_per_step" not in manifest:
+        return run
+    walls = manifest["wall_seconds_per_step"]
+    if not (isinstance(walls, list) and walls and all(
+            isinstance(wall, (int, float)) and not isinstance(wall, bool)
+            and 0 < wall < 3600 for wall in walls)):
+        raise RooflineError(f"{path / MANIFEST}: wall_seconds_per_step must be a list of "
+                            "step times in seconds, each above 0 and under an hour; capture "
+                            "the run again")
+    return replace(run, step_wall_s=tuple(float(wall) for wall in walls),
+                   wall_from=MANIFEST_WALLS)
+
+
+def _saved_costs(saved: dict[str, tuple[Path, ModuleCosts]], run: MeasuredRun, xplane: Path
+                 ) -> tuple[dict[str, ModuleCosts], dict[str, str]]:
+    """The saved modules' costs keyed by the modules of the run they are: a module the
+    trace names ``jit_step(210505)`` (with its program id, as GPU traces do) is the saved
+    ``jit_step`` where one program of that name ran. Where several did, each is costed
+    from the HLO proto the trace carries for it, if any; the rest get none, and a note
+    says why."""
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for key in run.module_runs:
+        by_name[split_program(key)[0]].append(key)
+    costs: dict[str, ModuleCosts] = {}
+    notes: dict[str, str] = {}
+    carried: dict[str, str] | None = None
+    for name, (file, module_costs) in saved.items():
+        keys = by_name.get(name, [])
+        if name in run.module_runs or not keys:
+            costs[name] = module_costs
+        elif len(keys) == 1:
+            costs[keys[0]] = replace(module_costs, module=keys[0])
+        else:
+            carried = modules_in_xplane(xplane) if carried is None else carried
+            for key in keys:
+                if key in carried:
+                    costs[key] = _module_costs(key, carried[key], run.platform, xplane)
+                else:
+                    notes[key] = (f"{file} could be the HLO of any of {', '.join(keys)} "
+                                  f"(programs named {name} that ran), and the trace carries "
+                                  "none of its own; profile one program of that name per run")
+    return costs, notes
 
 
 DIRECTORY_PROTOS = f"the *{PROTO_SUFFIX} files of the profiler run directory"

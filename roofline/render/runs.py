@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from roofline.model.explain import DevicesExplanation, ExplainedOp, Explanation
     from roofline.model.xprof_comparison import XprofComparison
     from roofline.program.trace.kernels import KernelRun
+    from roofline.program.trace.reader import MeasuredRun
 
 KERNELS_NO_COST = ("the kernels carry no HLO op: no FLOPs or bytes are known for any of "
                    "them, so none is placed on a roofline")
@@ -28,6 +29,7 @@ def devices_document(result: DevicesExplanation) -> dict[str, Any]:
         rows.append({"device": ex.run.device_label, "ops": len(ex.ops),
                      "step_s": ex.step_seconds, "step_from": ex.step_from,
                      "op_seconds_per_step": ex.run.op_seconds_per_step,
+                     "idle_seconds_per_step": ex.run.idle_seconds_per_step,
                      "lower_bound_s": achieved.lower_bound_s,
                      "efficiency": achieved.efficiency,
                      "lower_bound_s_per_step": achieved.lower_bound_s_per_step,
@@ -52,6 +54,8 @@ def devices_text(result: DevicesExplanation) -> str:
         rows.append({"device": label + (" (slowest)" if label == slowest else ""),
                      "ops": len(ex.ops), "step": q(ex.step_seconds, Kind.TIME),
                      "op time": q(ex.run.op_seconds_per_step, Kind.TIME),
+                     "idle": (q(ex.run.idle_seconds_per_step, Kind.TIME)
+                              if ex.run.idle_seconds_per_step is not None else None),
                      "bound": q(achieved.lower_bound_s_per_step, Kind.TIME),
                      "efficiency": achieved.efficiency_per_step,
                      "collectives": q(ex.collective_seconds(), Kind.TIME)})
@@ -253,11 +257,8 @@ def explanation_text(result: Explanation, top: int) -> str:
               f"explained on {hw.label} (overlap {result.overlap.value})",
               *hosts_lines(run.host, run.hosts),
               f"costs from: {result.loaded.cost_source}",
-              "wall time per step "
-              + (q(run.wall_seconds_per_step, Kind.TIME) if run.wall_seconds_per_step
-                 else "not recorded")
-              + f"; op time per step summed over threads/streams "
-              f"{q(run.op_seconds_per_step, Kind.TIME)}"]
+              *step_time_lines(run),
+              *kernel_join_lines(result)]
     a = result.achieved()
     lines.append(f"the {a.ops} costed ops of {len(result.ops)} take "
                  f"{q(a.seconds_per_step, Kind.TIME)} of the op time per step: achieved "
@@ -309,6 +310,62 @@ def explanation_text(result: Explanation, top: int) -> str:
              "their module (bounds against the memory level that served them)")
     return with_coverage("\n".join(lines) + "\n\n" + format_table(rows, title=title),
                          result.coverage.to_document())
+
+
+# What runs the ops of a run, by platform, for the time lines.
+_RUNNER = {"gpu": ("GPU", "kernel", "streams"), "tpu": ("TPU", "op", "lines"),
+           "cpu": ("host", "op", "threads")}
+
+
+def step_time_lines(run: MeasuredRun) -> list[str]:
+    """How a step's wall time divides: the time the device ran ops, the time it ran
+    nothing, and how the ops' summed time relates to both."""
+    q = format_quantity
+    device, op, lanes = _RUNNER.get(run.platform, ("device", "op", "lines"))
+    step = run.step_time()
+    if step is None:
+        return [f"wall time per step not recorded (no step annotations in the trace, no "
+                f"run manifest beside it); {op} time per step summed over {lanes} "
+                f"{q(run.op_seconds_per_step, Kind.TIME)}"]
+    which = (f"the median of {step.of} steps" if step.of > 1 else "1 step")
+    lines = [f"wall time per step {q(step.wall_s, Kind.TIME)} ({which}, from "
+             f"{run.wall_from}): the {device} ran {op}s for {q(step.busy_s, Kind.TIME)} "
+             f"of it and nothing for {q(step.idle_s, Kind.TIME)} ({step.idle_share:.1%}: "
+             "launches, host work and waits between them)"]
+    if step.overlap_s > NOISE_S * step.op_s:
+        lines.append(f"{op} time per step summed over {lanes} {q(step.op_s, Kind.TIME)}: "
+                     f"{q(step.overlap_s, Kind.TIME)} more than the {device} was busy, as "
+                     f"{op}s ran at once (on several {lanes}, or one starting before the "
+                     "one before it ended)")
+    else:
+        lines.append(f"{op} time per step summed over {lanes} {q(step.op_s, Kind.TIME)}: "
+                     f"one {op} at a time")
+    return lines
+
+
+NOISE_S = 0.005   # op time over busy time below this share: no overlap worth naming
+
+
+def kernel_join_lines(result: Explanation) -> list[str]:
+    """How a GPU run's kernels were joined to their ops, where they had to be."""
+    join = result.loaded.kernel_join
+    if join is None:
+        return []
+    steps = max(result.run.steps, 1)
+
+    def each(count: int) -> str:
+        return f"{count / steps:,.4g}"
+    parts = [f"{each(join.by_fusion_name)} by the fusion they are named after",
+             f"{each(join.by_op_stat)} by the op their hlo_op names"]
+    if join.by_library_order:
+        parts.append(f"{each(join.by_library_order)} library kernel(s) by their place in "
+                     "the schedule" + (f" ({each(join.by_library_role)} grouped by what the "
+                                       "library's kernels do)" if join.by_library_role
+                                       else ""))
+    left = (f"; {each(join.not_joined)} not joined ({', '.join(join.not_joined_names)})"
+            if join.not_joined else "; none left out")
+    return [f"kernels joined to their ops, per step: {each(join.kernels)}: "
+            + ", ".join(parts) + left]
 
 
 def _name(op: ExplainedOp) -> str:

@@ -3,7 +3,8 @@ warm up, profile N steps with jax.profiler.
 
 A run directory holds everything needed to explain the run later, on any machine:
 
-    NAME/manifest.json                     what ran, where, and the wall time of each step
+    NAME/manifest.json                     what ran, where, with which XLA_FLAGS, and the
+                                           wall time of each step
     NAME/hlo/<module>.txt                  the optimized HLO of every module that ran
     NAME/plugins/profile/<run>/*.xplane.pb the trace (TensorBoard/xprof open the directory)
 
@@ -244,6 +245,9 @@ def _write_run(staging: Path, workload: Workload, hlo_text: str, *, steps: int,
         "modules": [module],
         "versions": _xla.versions(),
         "device": device,
+        # How XLA was told to compile and run (command buffers, autotuning): a GPU trace's
+        # kernels are joined to the saved HLO's ops by how these make XLA:GPU launch them.
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "host": host_description(),
         "pinned_cores": cores,
         "start_time": started.isoformat(),

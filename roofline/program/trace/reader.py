@@ -63,8 +63,41 @@ class MeasuredOp:
 
 
 @dataclass(frozen=True)
+class StepTime:
+    """One step's time as the device spent it (seconds): its wall time, the time at least
+    one op ran (``busy_s``) and the ops' times summed (``op_s``, over threads and streams
+    alike). Ops overlap where ``op_s`` exceeds ``busy_s``; the device ran nothing for
+    ``idle_s``."""
+
+    wall_s: float
+    busy_s: float
+    op_s: float
+    index: int       # which step of the run (from 0)
+    of: int          # of how many
+
+    @property
+    def idle_s(self) -> float:
+        return max(self.wall_s - self.busy_s, 0.0)
+
+    @property
+    def overlap_s(self) -> float:
+        return max(self.op_s - self.busy_s, 0.0)
+
+    @property
+    def idle_share(self) -> float:
+        return self.idle_s / self.wall_s if self.wall_s else 0.0
+
+
+@dataclass(frozen=True)
 class MeasuredRun:
-    """What a trace says happened on one device (or the host), op by op."""
+    """What a trace says happened on one device (or the host), op by op.
+
+    Its time per step is told three ways: the wall time of a step (``step_wall_s``: the
+    trace's step annotations, else what the run recorded beside it), the op time (every
+    op's or kernel's time summed, over threads and streams alike) and the busy time (the
+    time at least one op ran: the union of their spans). The wall less the busy time is
+    the time the device ran nothing; the op less the busy time, the time ops overlapped.
+    """
 
     path: str
     platform: str
@@ -78,6 +111,10 @@ class MeasuredRun:
     timeline: tuple[OpEvent, ...] = field(default=(), repr=False)
     host: str = ""                   # the host whose trace file this is
     hosts: tuple[str, ...] = ()      # every host of its profiling session, this one too
+    busy_s: float = 0.0              # the union of the synchronous ops' spans, whole run
+    # The steps' spans on the trace's clock (ns), where the trace marks them.
+    step_spans: tuple[tuple[float, float], ...] = field(default=(), repr=False)
+    wall_from: str = ""              # what the step wall times were read from
 
     @property
     def op_seconds_per_step(self) -> float:
@@ -87,7 +124,37 @@ class MeasuredRun:
 
     @property
     def wall_seconds_per_step(self) -> float:
-        return sum(self.step_wall_s) / len(self.step_wall_s) if self.step_wall_s else 0.0
+        """The wall time of the median step (0 where none was recorded)."""
+        step = self.step_time()
+        return step.wall_s if step else 0.0
+
+    @property
+    def idle_seconds_per_step(self) -> float | None:
+        """The time of the median step the device ran no op (None where no wall time was
+        recorded)."""
+        step = self.step_time()
+        return step.idle_s if step else None
+
+    def step_time(self) -> StepTime | None:
+        """The median step by wall time (the faster of the middle two where the count is
+        even), its busy and op time taken in its own span where the trace marks the steps,
+        else per step over the run; None where no wall time was recorded. Every step runs
+        the same program: the slower ones carry what is no part of it (the first profiled
+        one, the profiler's start-up; any, the host's noise)."""
+        if not self.step_wall_s:
+            return None
+        index = sorted(range(len(self.step_wall_s)),
+                       key=self.step_wall_s.__getitem__)[(len(self.step_wall_s) - 1) // 2]
+        wall = self.step_wall_s[index]
+        if len(self.step_spans) == len(self.step_wall_s) and self.timeline:
+            start, end = self.step_spans[index]
+            inside = [event for event in self.timeline
+                      if start <= event.start < end and not event.is_async]
+            return StepTime(wall, busy_seconds(inside),
+                            sum(event.end - event.start for event in inside) * 1e-9,
+                            index, len(self.step_wall_s))
+        return StepTime(wall, self.busy_s / max(self.steps, 1), self.op_seconds_per_step,
+                        index, len(self.step_wall_s))
 
     @property
     def device_label(self) -> str:
@@ -126,6 +193,7 @@ class MeasuredRun:
 
 
 XPLANE_SUFFIX = ".xplane.pb"
+STEP_ANNOTATIONS = "the trace's step annotations"
 ALL_HOSTS = "all"   # the host choice that reads every host of a session
 
 
@@ -224,13 +292,14 @@ class OpEvent(NamedTuple):
     run: str = ""
     text: str = ""
     is_async: bool = False
+    kernel: str = ""      # a GPU kernel's own name (its fusion's, or its library's)
 
 
 def _stats(event: Any) -> dict[str, Any]:
     return dict(event.stats)
 
 
-def _aggregate(events: list[OpEvent]) -> list[MeasuredOp]:
+def aggregate_events(events: list[OpEvent]) -> list[MeasuredOp]:
     """Sum events per (module, op); self time excludes op events nested on one line."""
     keys = list(map(_MODULE_OP_ASYNC, events))
     order = list(dict.fromkeys(keys))   # as each key first occurs
@@ -287,6 +356,20 @@ def _overlapping_runs(starts: np.ndarray, ends: np.ndarray, lines: np.ndarray
     return runs
 
 
+def busy_seconds(events: list[OpEvent]) -> float:
+    """The time at least one of the synchronous ``events`` ran (their union over every
+    line): below their summed time where they overlap on threads or streams."""
+    synchronous = [event for event in events if not event.is_async]
+    if not synchronous:
+        return 0.0
+    starts, ends = _column(synchronous, 2), _column(synchronous, 3)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    begins = np.flatnonzero(np.concatenate([[True], starts[1:] > reach[:-1]]))
+    return float((np.maximum.reduceat(ends, begins) - starts[begins]).sum()) * 1e-9
+
+
 # Events of the host plane that are never ops, known by their names (an HLO op's event
 # is named after the instruction, which has none of these forms): Python frames ("$"),
 # XLA:CPU's end-of-op markers and thread-pool bookkeeping, about 75% of a host trace.
@@ -295,13 +378,13 @@ CPU_NON_OP_PREFIXES = ("$", "end: ", "ThreadpoolListener::")
 
 
 def _tagged_events(plane: Any, with_program: bool = False,
-                   skip_prefixes: tuple[str, ...] = ()
+                   skip_prefixes: tuple[str, ...] = (), kernel_names: bool = False
                    ) -> tuple[list[OpEvent], list[float], int]:
     """Events tagged with ``hlo_module``/``hlo_op`` stats (XLA:CPU ops, GPU kernels), the
     durations of step annotations, and how many events were read. ``with_program`` keys
     modules ``module(program_id)``, as the trace's HLO protos are: two programs may share
     a module name (``jit_add``). Events named with one of ``skip_prefixes`` are counted
-    but not read."""
+    but not read. ``kernel_names`` keeps each event's own name (a GPU kernel's)."""
     events: list[OpEvent] = []
     steps: list[float] = []
     count = 0
@@ -318,7 +401,8 @@ def _tagged_events(plane: Any, with_program: bool = False,
                     module = f"{module}({stats['program_id']})"
                 events.append(OpEvent(module, str(stats["hlo_op"]), start,
                                       start + event.duration_ns, line_index,
-                                      run=str(stats.get("run_id", ""))))
+                                      run=str(stats.get("run_id", "")),
+                                      kernel=event.name if kernel_names else ""))
             elif "step_num" in stats:
                 steps.append(event.duration_ns * 1e-9)
     return events, steps, count
@@ -382,7 +466,7 @@ def _cpu_op_events(wire: WireEvents, is_op: np.ndarray, stats: list[WireStat],
     return list(map(tuple.__new__, repeat(OpEvent, count), zip(
         _names_of(module.value, names), _names_of(op.value, names), start.tolist(),
         end.tolist(), repeat(line_index, count), _numbers_as_text(run), repeat("", count),
-        repeat(False, count))))
+        repeat(False, count), repeat("", count))))
 
 
 def _names_of(refs: np.ndarray, names: dict[int, str]) -> list[str]:
@@ -498,10 +582,12 @@ def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
         raise TraceError(f"{path}: the trace has no XLA ops (no events with hlo_op and "
                          "hlo_module stats); was anything compiled and run while tracing?")
     runs = _module_runs(events)
+    wall_from = STEP_ANNOTATIONS
     if not steps:
-        steps = _run_walls(events)
-    return MeasuredRun(str(path), "cpu", "/host:CPU", tuple(_aggregate(events)), runs,
-                       len(steps), tuple(steps), {}, count, tuple(events))
+        steps, wall_from = _run_walls(events), "its module executions (first op to last)"
+    return MeasuredRun(str(path), "cpu", "/host:CPU", tuple(aggregate_events(events)), runs,
+                       len(steps), tuple(steps), {}, count, tuple(events),
+                       busy_s=busy_seconds(events), wall_from=wall_from)
 
 
 def _module_runs(events: list[OpEvent]) -> dict[str, int]:
@@ -541,15 +627,18 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
     names = device_planes(path, planes, platform, device)
     count = 0
     for name in names:
-        events, walls, runs, seen = extract(planes[name], planes)
+        events, spans, runs, seen, wall_from = extract(planes[name], planes)
         count += seen
+        walls = [(end - start) * 1e-9 for start, end in spans]
         check_op_durations(path, events)
-        check_durations(path, [("XLA module run", wall * 1e9) for wall in walls])
+        check_durations(path, [("step or XLA module run", wall * 1e9) for wall in walls])
         if events:
             stats = dict(planes[name].stats)
             steps = len(walls) if walls else _main_module_runs(events, runs)
-            return MeasuredRun(str(path), platform, name, tuple(_aggregate(events)), runs,
-                               max(steps, 1), tuple(walls), stats, count, tuple(events))
+            return MeasuredRun(str(path), platform, name, tuple(aggregate_events(events)), runs,
+                               max(steps, 1), tuple(walls), stats, count, tuple(events),
+                               busy_s=busy_seconds(events), step_spans=tuple(spans),
+                               wall_from=wall_from if spans else "")
     if platform == "gpu":
         raise NoXlaOpsError(f"{path}: the kernels on {', '.join(names)} carry no HLO op "
                             "(not an XLA program): their times are read by kernel name")
@@ -557,9 +646,12 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
 
 
 def _gpu_events(plane: Any, planes: dict[str, Any]
-                ) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
-    events, _, seen = _tagged_events(plane, with_program=True)
-    launches = _gpu_launches(planes)
+                ) -> tuple[list[OpEvent], list[tuple[float, float]], dict[str, int], int, str]:
+    """A GPU plane's kernels (each with its own name), the profiled steps (the host's
+    step annotations), the runs of each module, how many events were read, and what the
+    steps come from."""
+    events, _, seen = _tagged_events(plane, with_program=True, kernel_names=True)
+    launches, steps = _host_marks(planes)
     kernels: dict[str, Counter[str]] = defaultdict(Counter)
     for event in events:
         kernels[event.module][event.op] += 1
@@ -571,7 +663,7 @@ def _gpu_events(plane: Any, planes: dict[str, Any]
         launched = launches.get(name, 0.0)
         runs[key] = (round(launched) if programs[name] == 1 and launched >= 1
                      else _most_common_count(ops))
-    return events, [], runs, seen
+    return events, steps, runs, seen, STEP_ANNOTATIONS
 
 
 def _most_common_count(occurrences: Counter[str]) -> int:
@@ -584,29 +676,48 @@ def _most_common_count(occurrences: Counter[str]) -> int:
 EXECUTE_THUNKS = "GpuExecutable::ExecuteThunks"
 
 
-def _gpu_launches(planes: dict[str, Any]) -> dict[str, float]:
-    """Executions of each module name per GPU that ran it: the host's ExecuteThunks
-    events (one per execution of a module on one device) over the device planes whose
-    kernels carry that module."""
+def _is_execute_thunks(name: str) -> bool:
+    """A host event of one module execution on a GPU: ``GpuExecutable::ExecuteThunks``,
+    which XLA since JAX 0.11 prefixes with the device's ordinal (``[0] ...``)."""
+    return name == EXECUTE_THUNKS or (name.endswith(EXECUTE_THUNKS)
+                                      and name.startswith("[")
+                                      and name[1:name.index("]")].isdigit())
+
+
+def _host_marks(planes: dict[str, Any]
+                ) -> tuple[dict[str, float], list[tuple[float, float]]]:
+    """What the host plane says of a GPU run: the executions of each module name per GPU
+    that ran it (the host's ExecuteThunks events, one per execution of a module on one
+    device, over the device planes whose kernels carry that module), and the spans (ns)
+    of its step annotations (``jax.profiler.StepTraceAnnotation``: a ``step_num`` stat),
+    in order."""
     host = planes.get("/host:CPU")
     if host is None:
-        return {}
+        return {}, []
     launched: Counter[str] = Counter()
+    steps: list[tuple[float, float]] = []
     for line in host.lines:
         for event in line.events:
-            if event.name == EXECUTE_THUNKS:
-                name = dict(event.stats).get("module_name")
-                if name:
-                    launched[str(name)] += 1
+            name = event.name
+            if name.startswith(CPU_NON_OP_PREFIXES):
+                continue
+            if _is_execute_thunks(name):
+                module = dict(event.stats).get("module_name")
+                if module:
+                    launched[str(module)] += 1
+            elif any(key == "step_num" for key, _ in event.stats):
+                steps.append((event.start_ns, event.start_ns + event.duration_ns))
+    steps.sort()
     if not launched:
-        return {}
+        return {}, steps
     devices: Counter[str] = Counter()
     for plane_name, plane in planes.items():
         if plane_name.startswith("/device:GPU:"):
             seen = {str(stats["hlo_module"]) for line in plane.lines for event in line.events
                     if "hlo_module" in (stats := dict(event.stats))}
             devices.update(seen)
-    return {name: count / devices[name] for name, count in launched.items() if devices[name]}
+    return ({name: count / devices[name] for name, count in launched.items()
+             if devices[name]}, steps)
 
 
 def _main_module_runs(events: list[OpEvent], runs: dict[str, int]) -> int:
@@ -622,7 +733,7 @@ _MODULE_NAME = re.compile(r"(.*?)(?:\(\d+\))?\Z", re.DOTALL)  # any name, newlin
 
 
 def _tpu_events(plane: Any, planes: dict[str, Any]
-                ) -> tuple[list[OpEvent], list[float], dict[str, int], int]:
+                ) -> tuple[list[OpEvent], list[tuple[float, float]], dict[str, int], int, str]:
     lines = {line.name: (index, line) for index, line in enumerate(plane.lines)}
     seen = 0
     modules: list[tuple[float, float, str]] = []
@@ -654,8 +765,8 @@ def _tpu_events(plane: Any, planes: dict[str, Any]
     runs: dict[str, int] = defaultdict(int)
     for _, _, name in modules:
         runs[name] += 1
-    walls = [(end - start) * 1e-9 for start, end, _ in modules]
-    return events, walls, dict(runs), seen
+    return (events, [(start, end) for start, end, _ in modules], dict(runs), seen,
+            "the trace's XLA module executions")
 
 
 def _containing(modules: list[tuple[float, float, str]], starts: list[float], time: float

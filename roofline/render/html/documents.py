@@ -157,16 +157,20 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
                      "intensity": flops / nbytes if flops is not None and nbytes else None,
                      "flop_per_s": flops / seconds if flops is not None and seconds else None})
     a = doc["achieved"]
+    step = doc.get("step_time")
     facts = (f"run {doc['run']} ({doc['platform']}, {doc['device']}), {doc['steps']} steps, "
              f"costs from {doc['cost_source']}",
+             _step_fact(step, doc["op_seconds_per_step"]),
              f"explained against {doc['hardware']['label']} (overlap "
              f"{doc['hardware']['overlap']}): {a['ops']} timed ops, {_time(a['seconds'])} "
              f"measured against a bound of {_time(a['lower_bound_s'])} (efficiency "
              f"{a['efficiency']:.1%})", doc["flop_convention"])
-    total = sum(doc["seconds_by_class"].values())
+    by_class = dict(doc["seconds_by_class"])
+    if step is not None:
+        by_class[IDLE_CLASS] = step["idle_s"]
+    total = sum(by_class.values())
     classes = [{"class": bound, "value": seconds, "share": seconds / total if total else 0.0}
-               for bound, seconds in sorted(doc["seconds_by_class"].items(),
-                                            key=lambda kv: -kv[1])]
+               for bound, seconds in sorted(by_class.items(), key=lambda kv: -kv[1])]
     hover = (Column("name", "op"), Column("source_op", "source op"),
              Column("category", "category"),
              Column("flops", "FLOPs", "number"), Column("bytes", "bytes", "number"),
@@ -190,10 +194,26 @@ def _explanation(doc: dict[str, Any]) -> ReportData:
                         "(FLOP/byte)", "measured FLOP/s", hover,
                         "ops without FLOPs, bytes or time are in the table only"),
         color_by="bound", classes=tuple(classes),
-        classes_title="measured time by predicted bound class",
+        classes_title="time per step by measured class, and the time nothing ran"
+        if step is not None else "op time per step by measured class",
         classes_columns=(Column("class", "class"), Column("value", "time", "time"),
                          Column("share", "share", "share")),
         hardware=(("device", doc["hardware"]["ref"], {}),))
+
+
+IDLE_CLASS = "idle (nothing running)"
+
+
+def _step_fact(step: dict[str, Any] | None, op_seconds: float) -> str:
+    """A run's step: its wall time, how much of it ops ran and how much nothing did."""
+    if step is None:
+        return (f"wall time per step not recorded; op time per step {_time(op_seconds)} "
+                "(summed over threads and streams)")
+    overlap = (f"; the ops' times add to {_time(step['op_s'])}, as some ran at once"
+               if step["overlap_s"] > 0.005 * step["op_s"] else "")
+    return (f"wall time per step {_time(step['wall_s'])} (the median of {step['steps']}, "
+            f"from {step['wall_from']}): ops ran for {_time(step['busy_s'])}, nothing for "
+            f"{_time(step['idle_s'])} ({step['idle_share']:.1%}){overlap}")
 
 
 def _comparison(doc: dict[str, Any], before: str, after: str, names: tuple[str, str]
