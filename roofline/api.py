@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     from roofline.program.hlo.rules import OpCategory
     from roofline.program.ops_table import OpsTable, read_ops_table
     from roofline.program.trace.capture import capture_spec as profile
+    from roofline.program.trace.reader import StepTime
     from roofline.render.html import write_html_report
     from roofline.render.plot import (
         bound_points,
@@ -156,7 +157,8 @@ __all__ = [
     # their results
     "Analysis", "CapacityThroughput", "Comparison", "Coverage", "Explanation", "GpuMeasurement",
     "HostMeasurement", "Prediction", "PredictionMode", "ProgramPlacement", "Sensitivity",
-    "Serving", "Generation", "Served", "ServingRun", "Validation", "WhatIf", "WrittenSpec",
+    "Serving", "Generation", "Served", "ServingRun", "StepTime", "Validation", "WhatIf",
+    "WrittenSpec",
     # inputs
     "OpsTable", "SweepPlan", "read_ops_table",
     # hardware specs

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import roofline
 from roofline.cli import main
 from roofline.hardware import load_hardware
 from roofline.model.explain import explain
@@ -62,7 +63,8 @@ def test_the_resnet50_step_is_costed_kernel_by_kernel(explained):
 
 def test_the_resnet50_step_gives_its_wall_kernel_and_idle_time(explained):
     ex = explained["run1"]
-    step = ex.run.step_time()
+    step = ex.step_time
+    assert isinstance(step, roofline.StepTime) and step == ex.run.step_time()
     # The host's step annotations: 10.876 and 10.359 ms (the manifest's times, taken
     # around the same calls). The median of two is the faster: the first profiled step
     # carries the profiler's start-up (its first CUDA graph launch took 205 us, 20-30 us

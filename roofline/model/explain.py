@@ -55,7 +55,7 @@ from roofline.program.hlo import ModuleCosts
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.run import LoadedRun, hosts_to_read, load_devices, load_run
-from roofline.program.trace.reader import MeasuredOp, MeasuredRun
+from roofline.program.trace.reader import MeasuredOp, MeasuredRun, StepTime
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
 OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
@@ -156,6 +156,12 @@ class Explanation:
     @property
     def run(self) -> MeasuredRun:
         return self.loaded.run
+
+    @property
+    def step_time(self) -> StepTime | None:
+        """The median step's wall time and how it divides: the time ops ran, the time
+        nothing did, the ops' summed time (None where the run recorded no wall time)."""
+        return self.run.step_time()
 
     @property
     def step_seconds(self) -> float:
