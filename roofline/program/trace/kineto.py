@@ -12,12 +12,15 @@ also ``gpu_memcpy``, ``gpu_memset``) each naming the CPU op that launched it by 
 An op is what a user's code called: each kernel is charged to the outermost ATen op
 around the one that launched it whose inputs say what it computes (``aten::linear``
 rather than the ``aten::addmm`` inside it; ``aten::conv2d`` rather than
-``aten::cudnn_convolution``), else to the op that launched it. Ops of a step are told
-apart by their order in it, so the same layer shape used twice is two ops; their device
-time is the sum of their kernels'. An op is costed as a row of an ops table
-(:mod:`roofline.program.ops_table`: the same rule registry as a compiled program) where
-its name and inputs map onto one (matrix products, convolutions, element-wise ops,
-reductions, softmax, copies); any other op keeps its time and is listed with no cost.
+``aten::cudnn_convolution``; ``aten::convolution_backward`` with the bias gradient's
+``aten::sum``), else to the op that launched it. Ops of a step are told apart by their
+order in it, so the same layer shape used twice is two ops; their device time is the sum
+of their kernels'. An op is costed by the formula registered for it in
+:mod:`roofline.program.trace.aten_costs` (matrix products and convolutions with their
+backward, element-wise ops, reductions, softmax and log-softmax, pooling, losses,
+normalization, dropout, embedding, fused attention, fills and copies, the optimizers'
+``_foreach_`` and fused Adam steps); an op with no formula, or whose recorded inputs do
+not make it, keeps its time and is listed with no cost.
 """
 
 from __future__ import annotations
@@ -27,25 +30,25 @@ import json
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import OpsTableError, TraceError
+from roofline.errors import TraceError
 from roofline.input_files import KINETO_TRACE, gunzipped, read_input
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.program.ops_table import MAX_OPERAND_ELEMENTS, cost_row
-from roofline.program.ops_table_hlo import OpRow
-from roofline.program.trace.reader import MeasuredOp, MeasuredRun, check_durations
+from roofline.program.trace.aten_costs import formula_cost, op_cost
+from roofline.program.trace.reader import (
+    MeasuredOp,
+    MeasuredRun,
+    OpEvent,
+    busy_seconds,
+    check_durations,
+)
 
 MODULE = "torch"
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 STEP = re.compile(r"^ProfilerStep#\d+$")
-# Kineto's names of the dtypes the ops table knows.
-TORCH_DTYPES = {"float": "f32", "c10::Half": "f16", "c10::BFloat16": "bf16"}
-_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
-           "minimum": "min"}
-_UNARY = {"relu": "relu", "exp": "exp", "tanh": "tanh", "sigmoid": "sigmoid", "gelu": "gelu"}
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,15 @@ class _Op:
 
 @dataclass
 class _Charged:
-    """An op of a step and the device time of the kernels charged to it."""
+    """An op of a step and the kernels charged to it: (start, end, name), times in us."""
 
     op: _Op
     step: int
-    seconds: float = 0.0
+    kernels: list[tuple[float, float, str]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(end - start for start, end, _ in self.kernels) * 1e-6
 
 
 def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
@@ -79,14 +86,18 @@ def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
         raise TraceError(f"{path}: no GPU kernels in this PyTorch profiler trace: profile "
                          "with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     charged = _charge(ops, by_id, kernels, steps)
-    measured, costs = _measured_and_costs(charged, len(steps) or 1)
+    measured, costs, timeline = _measured_and_costs(charged, len(steps) or 1)
     device = _device(trace)
     walls = tuple((end - start) * 1e-6 for start, end in steps)
+    # No step spans: the GPU runs a step's kernels after the host's annotation of it has
+    # moved on, so a step's busy time is the run's per step, not its span's.
     run = MeasuredRun(str(path), "gpu", device.get("name", "/device:GPU:0"),
                       tuple(measured), {MODULE: len(steps) or 1}, len(steps) or 1, walls,
-                      _device_stats(device), len(events))
+                      _device_stats(device), len(events), timeline=timeline,
+                      busy_s=busy_seconds(list(timeline)),
+                      wall_from="the trace's ProfilerStep annotations" if steps else "")
     source = ("the ATen ops' input shapes recorded by torch.profiler (record_shapes), "
-              "costed as ops-table rows")
+              "costed by the formulas of roofline.program.trace.aten_costs")
     return run, ModuleCosts(MODULE, tuple(costs), {}), source
 
 
@@ -171,29 +182,33 @@ def _charge(ops: dict[tuple[Any, Any], list[_Op]], by_id: dict[Any, _Op],
         op = owner.get(id(launcher), launcher)
         step = bisect.bisect_right(starts, op.start) - 1 if steps else 0
         entry = charged.setdefault(id(op), _Charged(op, max(step, 0)))
-        entry.seconds += kernel["dur"] * 1e-6
+        entry.kernels.append((kernel["start"], kernel["start"] + kernel["dur"],
+                              kernel["name"]))
     return sorted(charged.values(), key=lambda c: (c.step, c.op.start))
 
 
 def _costed_ancestors(thread_ops: list[_Op]) -> list[tuple[_Op, _Op]]:
     """Each op of a thread (sorted by start, outer first) with the outermost op around it
-    that maps onto an ops-table row, or itself where none does."""
+    that a cost formula covers, or itself where none does."""
     found, open_ops = [], []
     for op in thread_ops:
         while open_ops and open_ops[-1].end < op.end:
             open_ops.pop()
         open_ops.append(op)
-        found.append((op, next((o for o in open_ops if _row_of(o) is not None), op)))
+        found.append((op, next((o for o in open_ops
+                                if formula_cost(o.name, o.args) is not None), op)))
     return found
 
 
 def _measured_and_costs(charged: list[_Charged], steps: int
-                        ) -> tuple[list[MeasuredOp], list[OpCost]]:
+                        ) -> tuple[list[MeasuredOp], list[OpCost], tuple[OpEvent, ...]]:
     """Ops told apart by their order within a step (``0003 aten::linear``), their device
-    time summed over the steps, and the cost of each that maps onto an ops-table row."""
+    time summed over the steps, the cost of each that a formula covers, and their kernels
+    as op events (in ns), in the order they ran."""
     order: dict[int, int] = defaultdict(int)
     totals: dict[str, list[float]] = {}
     first: dict[str, _Op] = {}
+    timeline: list[OpEvent] = []
     for entry in charged:
         index = order[entry.step]
         order[entry.step] += 1
@@ -202,102 +217,15 @@ def _measured_and_costs(charged: list[_Charged], steps: int
         totals[key][0] += 1
         totals[key][1] += entry.seconds
         first.setdefault(key, entry.op)
+        timeline += [OpEvent(MODULE, key, start * 1e3, end * 1e3, 0, kernel=name)
+                     for start, end, name in entry.kernels]
     measured = [MeasuredOp(MODULE, key, int(count), seconds, seconds)
                 for key, (count, seconds) in totals.items()]
-    costs = []
-    for key, op in first.items():
-        row = _row_of(op)
-        if row is None:
-            continue
-        try:
-            costs.append(cost_row(OpRow(key, *row), "PyTorch trace"))
-        except OpsTableError:
-            continue   # the recorded inputs do not make the op: left without a cost
-    return measured, costs
-
-
-def _row_of(op: _Op) -> tuple[str, tuple[tuple[int, ...], ...], str, dict[str, str]] | None:
-    """(kind, shapes, dtype, params) of the ops-table row ``op`` is, or None."""
-    name = op.name.removeprefix("aten::").rstrip("_")
-    dims, types = op.args.get("Input Dims"), op.args.get("Input type")
-    concrete = op.args.get("Concrete Inputs") or []
-    if not isinstance(dims, list) or not isinstance(types, list) or not dims:
-        return None
-    dtype = TORCH_DTYPES.get(str(types[0]))
-    if dtype is None:
-        return None
-    shapes = [_dims(shape) for shape in dims if isinstance(shape, list)]
-    if not shapes or None in shapes:
-        return None
-    if name in ("mm", "bmm", "matmul") and len(shapes) >= 2:
-        return ("matmul", (shapes[0], shapes[1]), dtype, {})
-    if name in ("addmm", "baddbmm") and len(shapes) >= 3:
-        return ("matmul", (shapes[1], shapes[2]), dtype, {})
-    if name == "linear" and len(shapes) >= 2:
-        return ("linear", (shapes[0], shapes[1]), dtype, {})
-    if name in ("conv2d", "convolution") and len(shapes) >= 2 and len(shapes[0]) == 4:
-        return _conv_row(name, shapes, dtype, concrete)
-    if name in _BINARY and len(shapes) >= 2:
-        return (_BINARY[name], (shapes[0], shapes[1]), dtype, {})
-    if name in _UNARY:
-        return (_UNARY[name], (shapes[0],), dtype, {})
-    if name in ("copy", "clone", "contiguous"):
-        return ("copy", (shapes[-1] if name == "copy" else shapes[0],), dtype, {})
-    if name in ("sum", "mean", "softmax", "_softmax"):
-        return _reduction_row(name.lstrip("_"), shapes[0], dtype, concrete)
-    return None
-
-
-def _dims(shape: list[Any]) -> tuple[int, ...] | None:
-    """A recorded input's dimensions ((1,) for a scalar), or None where they are no
-    array's: not whole numbers, or more elements than an operand may hold."""
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        return None
-    if math.prod(shape) > MAX_OPERAND_ELEMENTS:
-        return None
-    return tuple(shape) or (1,)
-
-
-def _integers(text: Any) -> list[int] | None:
-    found = re.findall(r"-?\d+", str(text))
-    return [int(n) for n in found] if found else None
-
-
-def _conv_row(name: str, shapes: list[tuple[int, ...]], dtype: str, concrete: list[Any]
-              ) -> tuple[str, tuple[tuple[int, ...], ...], str, dict[str, str]] | None:
-    """conv2d(input, weight, bias, stride, padding, dilation, groups) or convolution(...,
-    transposed, output_padding, groups): stride, padding and groups from the scalars."""
-    def scalar(index: int) -> list[int] | None:
-        return _integers(concrete[index]) if len(concrete) > index else None
-    stride, padding, dilation = scalar(3), scalar(4), scalar(5)
-    groups = scalar(6 if name == "conv2d" else 8)
-    if name == "convolution" and str(concrete[6] if len(concrete) > 6 else "") == "True":
-        return None   # a transposed convolution is no conv2d row
-    if dilation and any(d != 1 for d in dilation):
-        return None
-    params = {}
-    if stride:
-        params["stride"] = "x".join(map(str, stride))
-    if padding:
-        params["padding"] = "x".join(map(str, padding))
-    if groups:
-        params["groups"] = str(groups[0])
-    return ("conv2d", (shapes[0], shapes[1]), dtype, params)
-
-
-def _reduction_row(kind: str, shape: tuple[int, ...], dtype: str, concrete: list[Any]
-                   ) -> tuple[str, tuple[tuple[int, ...], ...], str, dict[str, str]] | None:
-    """sum(x, dims, ...), mean(x, dims, ...), softmax(x, dim, ...): over one axis, or a
-    full reduction as one over the flattened array."""
-    axes = _integers(concrete[1]) if len(concrete) > 1 else None
-    if axes is None or kind != "softmax" and len(axes) != 1:
-        if kind == "softmax":
-            return None
-        size = 1
-        for d in shape:
-            size *= d
-        return (kind, ((size,),), dtype, {"axis": "0"})
-    return (kind, (shape,), dtype, {"axis": str(axes[0] % len(shape))})
+    # An op no formula covers, or whose recorded inputs do not make it, keeps its time
+    # with no cost.
+    costs = [cost for key, op in first.items()
+             if (cost := op_cost(key, op.name, op.args)) is not None]
+    return measured, costs, tuple(sorted(timeline, key=lambda event: event.start))
 
 
 def _device(trace: dict[str, Any]) -> dict[str, Any]:
