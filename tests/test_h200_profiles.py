@@ -22,19 +22,19 @@ from roofline.program.trace.reader import _is_execute_thunks
 from roofline.render.annotate import write_annotated_trace
 from roofline.render.html.documents import IDLE_CLASS, report_data
 from roofline.render.runs import explanation_text
-from tests.conftest import DATA
+from tests.conftest import DATA, TRACES
 
 H200 = DATA / "h200"
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """run0 (an FC step) and run1 (a ResNet-50 step) unpacked from their archives."""
+    """run0 (an FC step: the example traces/h200_fc) and run1 (a ResNet-50 step,
+    unpacked from its archive)."""
     root = tmp_path_factory.mktemp("h200")
-    for name in ("run0", "run1"):
-        with tarfile.open(H200 / f"{name}.tar.gz") as archive:
-            archive.extractall(root, filter="data")
-    return {name: root / name for name in ("run0", "run1")}
+    with tarfile.open(H200 / "run1.tar.gz") as archive:
+        archive.extractall(root, filter="data")
+    return {"run0": TRACES / "h200_fc", "run1": root / "run1"}
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,11 @@ def test_a_reused_kernel_and_a_library_kernel_find_their_ops(explained):
     # custom-call.4, the step's first cuBLAS GEMM, ran nvjet_sm90_tss_128x128_64x6_2x1_v_
     # bz_NNT between wrapped_convert and loop_add_fusion.3's kernels: 9,888 ns each step.
     assert ops["custom-call.4"].measured.total_s == pytest.approx(2 * 9888e-9)
-    assert ops["custom-call.4"].cost.category == "matmul"
+    # bf16[2,512,1000] x bf16[2,1000,2048] into f32: 2 x 2 x 512 x 1000 x 2048 FLOPs, on
+    # the bf16 tensor cores (the operands' dtype, not the f32 result's).
+    gemm = ops["custom-call.4"].cost
+    assert (gemm.category, gemm.flops, gemm.dtype) == ("matmul", 2 * 2 * 512 * 1000 * 2048,
+                                                      "bf16")
     assert _time_share_left_out(ex) == 0
     # An FC step of 43 short kernels: the GPU ran nothing for most of its 1.028 ms.
     step = ex.run.step_time()
@@ -181,3 +185,17 @@ def test_kernel_and_host_event_names_as_xla_writes_them():
     assert _is_execute_thunks("[0] GpuExecutable::ExecuteThunks")
     assert _is_execute_thunks("[12] GpuExecutable::ExecuteThunks")
     assert not _is_execute_thunks("[x] GpuExecutable::ExecuteThunks")
+
+
+def test_a_pytorch_step_gives_its_wall_and_idle_time():
+    # The CNN's 2 ProfilerStep annotations; the GPU ran its kernels one at a time for
+    # 643 us a step. A step's busy time is the run's per step: the GPU runs a step's
+    # kernels after the host's annotation of it has moved on.
+    ex = explain(load_run(H200 / "torch" / "cnn.pt.trace.json.gz"), load_hardware("h200"))
+    step = ex.step_time
+    assert step.wall_s == min(ex.run.step_wall_s) and step.of == 2
+    assert step.busy_s == pytest.approx(643.4e-6, abs=0.1e-6)
+    assert step.op_s == pytest.approx(ex.run.op_seconds_per_step)
+    assert step.idle_s == pytest.approx(step.wall_s - step.busy_s)
+    assert "from the trace's ProfilerStep annotations): the GPU ran kernels for 643.4 us" in (
+        explanation_text(ex, 5))

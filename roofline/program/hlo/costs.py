@@ -406,6 +406,14 @@ class _Analyzer:
                     SPEC_DTYPE.get(self._compiled_dtype(inner, computation), "fp32"),
                     self._written_dtype(instruction, computation, inner))
         dtype = SPEC_DTYPE.get(output_dtype(instruction.shape), "fp32")
+        if (resolved is not None and resolved.rule.unit is ExecutionUnit.MATRIX
+                and instruction.opcode == "custom-call" and instruction.operands
+                and instruction.operands[0] in computation.by_name):
+            # A library GEMM or convolution multiplies in its operands' dtype, whatever it
+            # writes (cuBLAS takes bf16 operands into an f32 result).
+            dtype = SPEC_DTYPE.get(output_dtype(
+                computation.by_name[instruction.operands[0]].shape), "fp32")
+            return resolved.rule.category or OpCategory.MATMUL, resolved.rule.unit, dtype, dtype
         category = resolved.rule.category if resolved is not None else OpCategory.OTHER
         if category is None:  # a fusion: what it fused decides
             named = self._opcodes_inside(instruction)
