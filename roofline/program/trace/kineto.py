@@ -42,7 +42,6 @@ from roofline.program.trace.reader import (
     MeasuredOp,
     MeasuredRun,
     OpEvent,
-    busy_seconds,
     check_durations,
 )
 
@@ -94,7 +93,6 @@ def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
     run = MeasuredRun(str(path), "gpu", device.get("name", "/device:GPU:0"),
                       tuple(measured), {MODULE: len(steps) or 1}, len(steps) or 1, walls,
                       _device_stats(device), len(events), timeline=timeline,
-                      busy_s=busy_seconds(list(timeline)),
                       wall_from="the trace's ProfilerStep annotations" if steps else "")
     source = ("the ATen ops' input shapes recorded by torch.profiler (record_shapes), "
               "costed by the formulas of roofline.program.trace.aten_costs")

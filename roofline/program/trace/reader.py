@@ -22,6 +22,7 @@ anything predicted, never mixed with it.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from bisect import bisect_right
@@ -111,7 +112,6 @@ class MeasuredRun:
     timeline: tuple[OpEvent, ...] = field(default=(), repr=False)
     host: str = ""                   # the host whose trace file this is
     hosts: tuple[str, ...] = ()      # every host of its profiling session, this one too
-    busy_s: float = 0.0              # the union of the synchronous ops' spans, whole run
     # The steps' spans on the trace's clock (ns), where the trace marks them.
     step_spans: tuple[tuple[float, float], ...] = field(default=(), repr=False)
     wall_from: str = ""              # what the step wall times were read from
@@ -127,6 +127,12 @@ class MeasuredRun:
         """The wall time of the median step (0 where none was recorded)."""
         step = self.step_time()
         return step.wall_s if step else 0.0
+
+    @functools.cached_property
+    def busy_s(self) -> float:
+        """The time at least one synchronous op ran, over the whole run (the union of
+        their spans; computed when first asked for, as reading a trace needs none)."""
+        return busy_seconds(list(self.timeline))
 
     @property
     def idle_seconds_per_step(self) -> float | None:
@@ -587,7 +593,7 @@ def _read_cpu(path: Path, plane: Any) -> MeasuredRun:
         steps, wall_from = _run_walls(events), "its module executions (first op to last)"
     return MeasuredRun(str(path), "cpu", "/host:CPU", tuple(aggregate_events(events)), runs,
                        len(steps), tuple(steps), {}, count, tuple(events),
-                       busy_s=busy_seconds(events), wall_from=wall_from)
+                       wall_from=wall_from)
 
 
 def _module_runs(events: list[OpEvent]) -> dict[str, int]:
@@ -637,7 +643,7 @@ def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int 
             steps = len(walls) if walls else _main_module_runs(events, runs)
             return MeasuredRun(str(path), platform, name, tuple(aggregate_events(events)), runs,
                                max(steps, 1), tuple(walls), stats, count, tuple(events),
-                               busy_s=busy_seconds(events), step_spans=tuple(spans),
+                               step_spans=tuple(spans),
                                wall_from=wall_from if spans else "")
     if platform == "gpu":
         raise NoXlaOpsError(f"{path}: the kernels on {', '.join(names)} carry no HLO op "
