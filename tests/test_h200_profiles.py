@@ -199,3 +199,31 @@ def test_a_pytorch_step_gives_its_wall_and_idle_time():
     assert step.idle_s == pytest.approx(step.wall_s - step.busy_s)
     assert "from the trace's ProfilerStep annotations): the GPU ran kernels for 643.4 us" in (
         explanation_text(ex, 5))
+
+
+def test_library_kernels_after_the_last_fusion_go_round_to_the_next_execution():
+    # Two executions of a module scheduled [conv.1, fusion.2, gemm.3]: a step's kernels
+    # ran conv_kernel, fusion_2, gemm_kernel, then the next step's conv_kernel. The two
+    # library kernels between fusion_2 and the next fusion_2 are gemm.3's and conv.1's,
+    # in that order, going round the schedule.
+    from roofline.hardware.records import ExecutionUnit
+    from roofline.program.hlo.op_cost import ModuleCosts, OpCost
+    from roofline.program.hlo.rules import OpCategory
+    from roofline.program.trace.kernel_join import join_kernels
+    from roofline.program.trace.reader import MeasuredRun, OpEvent
+
+    def op(name: str, opcode: str) -> OpCost:
+        return OpCost(name, opcode, OpCategory.MATMUL, "bf16", ExecutionUnit.MATRIX, 1.0,
+                      0.0, 1.0, 1.0, 0.0, 0.0, "", ())
+    costs = {"m": ModuleCosts("m", (op("conv.1", "custom-call"), op("fusion.2", "fusion"),
+                                    op("gemm.3", "custom-call")))}
+    kernels = ["conv_kernel", "fusion_2", "gemm_kernel", "conv_kernel", "fusion_2",
+               "gemm_kernel"]
+    timeline = tuple(OpEvent("m", "command_buffer_1", 10.0 * i, 10.0 * i + 5, 0,
+                             kernel=name) for i, name in enumerate(kernels))
+    run = MeasuredRun("t", "gpu", "/device:GPU:0", (), {"m": 2}, 2, (), timeline=timeline)
+    joined, record = join_kernels(run, costs)
+    assert [event.op for event in joined.timeline] == ["conv.1", "fusion.2", "gemm.3"] * 2
+    assert (record.by_fusion_name, record.by_library_order, record.not_joined) == (2, 4, 0)
+    assert {o.name: o.occurrences for o in joined.ops} == {
+        "conv.1": 2, "fusion.2": 2, "gemm.3": 2}

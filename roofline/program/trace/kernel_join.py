@@ -223,16 +223,15 @@ class _Schedule:
             previous = anchor[1]
 
     def _between(self, library: list[_Launcher], after: int, before: int) -> list[str]:
-        """The library ops scheduled after place ``after`` and up to ``before``, going
-        round to the module's next execution where ``before`` is not after ``after``."""
+        """The library ops scheduled after place ``after`` and up to ``before``, in that
+        order, going round to the module's next execution where ``before`` is not after
+        ``after``."""
         if before <= after:
             before += self.size
-        names: list[str] = []
-        for launcher in sorted(library, key=lambda lib: lib.position):
-            for place in (launcher.position, launcher.position + self.size):
-                if after < place <= before and launcher.name not in names:
-                    names.append(launcher.name)
-        return names
+        places = [(place, launcher.name) for launcher in library
+                  for place in (launcher.position, launcher.position + self.size)
+                  if after < place <= before]
+        return list(dict.fromkeys(name for _, name in sorted(places)))
 
 
 def _kernels_of(op: OpCost) -> list[OpCost]:
