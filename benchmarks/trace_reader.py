@@ -1,6 +1,7 @@
 """Throughput of roofline's trace reader next to xprof's hlo_stats conversion, on the
 same files: a host trace of about 500,000 events captured here, and the TPU v6e
-fixture.
+fixture; then every device of the MI300X convolution fixture loaded with its costs (what
+``explain --device all`` reads), the trace read once against once per device.
 
 Run: .venv/bin/python benchmarks/trace_reader.py [--steps 640]
 """
@@ -15,12 +16,14 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+from roofline.program.run import load_devices, load_run  # noqa: E402
 from roofline.program.trace import find_xplane, read_trace  # noqa: E402
 from roofline.program.trace.capture import capture  # noqa: E402
 from roofline.program.trace.xprof_stats import hlo_stats  # noqa: E402
 from roofline.program.workloads import parse_spec  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "traces/tpu_v6e_inference.xplane.pb"
+DEVICES = Path(__file__).resolve().parents[1] / "traces/mi300x_jax08_conv.xplane.pb"
 
 
 def best(fn, repeats: int = 3) -> tuple[float, object]:
@@ -49,6 +52,11 @@ def main() -> None:
             theirs, _ = best(lambda p=path: hlo_stats(p))
             print(f"{label:28s} {run.events:9d} {ours:11.3f} {run.events / ours:10.0f} "
                   f"{theirs:18.3f} {theirs / ours:6.1f}x")
+    once, (runs, _) = best(lambda: load_devices(DEVICES))
+    each, _ = best(lambda: [load_run(DEVICES, int(loaded.run.device.rsplit(":", 1)[1]))
+                            for loaded in runs])
+    print(f"\nevery device of {DEVICES.name} ({len(runs)} GPUs) loaded with costs: "
+          f"{once:.3f} s read once, {each:.3f} s read once per device ({each / once:.1f}x)")
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import NoXlaOpsError, RooflineError
+from roofline.errors import RooflineError
 from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.standalone import costs_from_instruction_texts
@@ -27,9 +28,7 @@ from roofline.program.trace.reader import (
     ALL_HOSTS,
     MeasuredOp,
     MeasuredRun,
-    device_planes,
-    find_xplane,
-    load_xspace,
+    read_device_traces,
     read_trace,
     session_hosts,
 )
@@ -79,17 +78,39 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
 
         run, torch_costs, source = read_kineto(torch_trace)
         return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
-    run = read_trace(path, device, host)
+    return _costed(read_trace(path, device, host), path, _Costing())
+
+
+@dataclass
+class _Costing:
+    """What costing a trace's runs computes once for all of its devices: xprof's table
+    of the trace file and each module's costs (every device ran the same modules)."""
+
+    xprof: tuple[XprofOp, ...] | None = None
+    modules: dict[tuple[str, str], ModuleCosts] = field(default_factory=dict)
+
+    def module(self, key: tuple[str, str], cost: Callable[..., ModuleCosts], *args: Any
+               ) -> ModuleCosts:
+        """The costs ``cost(*args)`` gives, computed the first time ``key`` asks."""
+        if key not in self.modules:
+            self.modules[key] = cost(*args)
+        return self.modules[key]
+
+
+def _costed(run: MeasuredRun, path: Path, costing: _Costing) -> LoadedRun:
+    """A run read from ``path`` with the costs of the HLO that ran (see :func:`load_run`)."""
     xplane = Path(run.path)   # the host's file read
-    xprof = tuple(hlo_stats(xplane)) if run.platform in ("tpu", "gpu") else ()
+    if costing.xprof is None:
+        costing.xprof = tuple(hlo_stats(xplane)) if run.platform in ("tpu", "gpu") else ()
+    xprof = costing.xprof
     manifest = _manifest(path / MANIFEST) if path.is_dir() else None
     run = _with_manifest_walls(run, manifest, path)
     hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
     if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
         saved = {}
         for file in sorted(hlo_dir.glob("*.txt")):
-            module = _saved_module(file)
-            saved[module.name] = (file, analyze_module(module, platform=run.platform))
+            module = costing.module(("saved", str(file)), _saved_costs_of, file, run.platform)
+            saved[module.module] = (file, module)
         costs, notes = _saved_costs(saved, run, xplane)
         return _joined(LoadedRun(run, costs, manifest, "optimized HLO saved with the run",
                                  xprof, cost_notes=notes))
@@ -103,8 +124,14 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
                             "HLO; explain needs the run directory written by "
                             "'roofline profile' (with its hlo/)")
     texts, source = _gpu_module_texts(run, path, xplane)
-    costs = {key: _module_costs(key, text, run.platform, path) for key, text in texts.items()}
+    costs = {key: costing.module(("trace", key), _module_costs, key, text, run.platform, path)
+             for key, text in texts.items()}
     return _joined(LoadedRun(run, costs, manifest, source, xprof))
+
+
+def _saved_costs_of(file: Path, platform: str) -> ModuleCosts:
+    """The costs of a module saved with a run (keyed by its own name)."""
+    return analyze_module(_saved_module(file), platform=platform)
 
 
 def _joined(loaded: LoadedRun) -> LoadedRun:
@@ -277,23 +304,10 @@ def load_devices(path: str | Path, host: str | None = None
                  ) -> tuple[list[LoadedRun], list[str]]:
     """Every device plane of a GPU/TPU trace (of ``host``, in a session with several)
     loaded on its own, and the planes skipped because their kernels carry no XLA op; a
-    PyTorch profiler trace is one device."""
+    PyTorch profiler trace is one device. The trace is read once, and each module costed
+    once for all its devices."""
     if kineto_trace(path) is not None:
         return [load_run(path, host=host)], []
-    xplane = find_xplane(path, host)
-    planes = {plane.name: plane for plane in load_xspace(xplane).planes}
-    names = (device_planes(xplane, planes, "tpu", None)
-             or device_planes(xplane, planes, "gpu", None))
-    if not names:
-        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all and --host "
-                            "all set the devices of a device trace side by side: drop them "
-                            "for a host (XLA:CPU) run")
-    loaded, skipped = [], []
-    for name in names:
-        try:
-            loaded.append(load_run(path, int(name.rsplit(":", 1)[1]), host))
-        except NoXlaOpsError:
-            skipped.append(name)
-    if not loaded:
-        raise NoXlaOpsError(f"{xplane}: no device plane has XLA ops ({', '.join(skipped)})")
-    return loaded, skipped
+    runs, skipped = read_device_traces(path, host)
+    costing = _Costing()
+    return [_costed(run, Path(path), costing) for run in runs], skipped

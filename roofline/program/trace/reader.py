@@ -29,6 +29,7 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from roofline.errors import NoXlaOpsError, TraceError
+from roofline.errors import NoXlaOpsError, RooflineError, TraceError
 from roofline.input_files import XPLANE_TRACE, read_input
 from roofline.program import _xla
 from roofline.program.gc_pause import gc_paused
@@ -266,10 +267,26 @@ def read_trace(path: str | Path, device: int | None = None, host: str | None = N
     """
     hosts = session_hosts(path)
     xplane = _host_file(path, hosts, host)
-    return replace(_read_xplane(xplane, device), host=host_of(xplane), hosts=tuple(hosts))
+    runs, _ = _read_xplane(xplane, device, every_device=False)
+    return replace(runs[0], host=host_of(xplane), hosts=tuple(hosts))
 
 
-def _read_xplane(xplane: Path, device: int | None) -> MeasuredRun:
+@gc_paused()
+def read_device_traces(path: str | Path, host: str | None = None
+                       ) -> tuple[list[MeasuredRun], list[str]]:
+    """Every device plane of a GPU or TPU trace (of ``host``'s file, in a session with
+    several), the trace read once: the runs of the planes with XLA ops, and the names of
+    the planes whose kernels carry none."""
+    hosts = session_hosts(path)
+    xplane = _host_file(path, hosts, host)
+    runs, skipped = _read_xplane(xplane, None, every_device=True)
+    return [replace(run, host=host_of(xplane), hosts=tuple(hosts)) for run in runs], skipped
+
+
+def _read_xplane(xplane: Path, device: int | None, every_device: bool
+                 ) -> tuple[list[MeasuredRun], list[str]]:
+    """The runs a trace file holds: its host's, or its device planes' (the first with XLA
+    ops, ``device``'s, or ``every_device`` with ops), and the device planes without."""
     data = read_input(xplane, XPLANE_TRACE)
     # The protobuf message is the host reader's view; device traces are read through
     # jaxlib's ProfileData, which also resolves TPU op texts and device stats.
@@ -278,10 +295,15 @@ def _read_xplane(xplane: Path, device: int | None) -> MeasuredRun:
     if any(n.startswith(("/device:TPU:", "/device:GPU:")) for n in names):
         planes = {plane.name: plane for plane in load_xspace(xplane, data).planes}
         if any(n.startswith("/device:TPU:") for n in planes):
-            return _read_device(xplane, planes, "tpu", device, _tpu_events)
-        return _read_device(xplane, planes, "gpu", device, _gpu_events)
+            return _read_devices(xplane, planes, "tpu", device, _tpu_events, every_device)
+        extract = partial(_gpu_events, marks=_host_marks(planes))
+        return _read_devices(xplane, planes, "gpu", device, extract, every_device)
+    if every_device:
+        raise RooflineError(f"{xplane}: no GPU or TPU device planes; --device all and --host "
+                            "all set the devices of a device trace side by side: drop them "
+                            "for a host (XLA:CPU) run")
     if "/host:CPU" in names:
-        return _read_cpu(xplane, space.planes[names.index("/host:CPU")])
+        return [_read_cpu(xplane, space.planes[names.index("/host:CPU")])], []
     raise TraceError(f"{xplane}: no /host:CPU, GPU or TPU plane: not a JAX profile")
 
 
@@ -628,36 +650,53 @@ def device_planes(path: Path, planes: dict[str, Any], platform: str, device: int
     return names
 
 
-def _read_device(path: Path, planes: dict[str, Any], platform: str, device: int | None,
-                 extract: Any) -> MeasuredRun:
+def _read_devices(path: Path, planes: dict[str, Any], platform: str, device: int | None,
+                  extract: Callable[[Any], _PlaneEvents], every_device: bool
+                  ) -> tuple[list[MeasuredRun], list[str]]:
+    """The runs of the device planes to read (``device``'s, else in order the first with
+    XLA ops, or ``every_device`` with them) and the names of those read without any."""
     names = device_planes(path, planes, platform, device)
+    runs: list[MeasuredRun] = []
+    skipped: list[str] = []
     count = 0
     for name in names:
-        events, spans, runs, seen, wall_from = extract(planes[name], planes)
+        events, spans, module_runs, seen, wall_from = extract(planes[name])
         count += seen
         walls = [(end - start) * 1e-9 for start, end in spans]
         check_op_durations(path, events)
         check_durations(path, [("step or XLA module run", wall * 1e9) for wall in walls])
-        if events:
-            stats = dict(planes[name].stats)
-            steps = len(walls) if walls else _main_module_runs(events, runs)
-            return MeasuredRun(str(path), platform, name, tuple(aggregate_events(events)), runs,
-                               max(steps, 1), tuple(walls), stats, count, tuple(events),
-                               step_spans=tuple(spans),
-                               wall_from=wall_from if spans else "")
+        if not events:
+            skipped.append(name)
+            continue
+        steps = len(walls) if walls else _main_module_runs(events, module_runs)
+        runs.append(MeasuredRun(str(path), platform, name, tuple(aggregate_events(events)),
+                                module_runs, max(steps, 1), tuple(walls),
+                                dict(planes[name].stats), count, tuple(events),
+                                step_spans=tuple(spans),
+                                wall_from=wall_from if spans else ""))
+        count = 0
+        if not every_device:
+            break
+    if runs:
+        return runs, skipped
     if platform == "gpu":
         raise NoXlaOpsError(f"{path}: the kernels on {', '.join(names)} carry no HLO op "
                             "(not an XLA program): their times are read by kernel name")
     raise TraceError(f"{path}: the trace has no XLA ops on {', '.join(names)}")
 
 
-def _gpu_events(plane: Any, planes: dict[str, Any]
-                ) -> tuple[list[OpEvent], list[tuple[float, float]], dict[str, int], int, str]:
+# What a device plane's reader gives: its op events, its steps' spans (ns), the runs of
+# each module, how many events it read, and what the steps come from.
+_PlaneEvents = tuple[list["OpEvent"], list[tuple[float, float]], dict[str, int], int, str]
+
+
+def _gpu_events(plane: Any, marks: tuple[dict[str, float], list[tuple[float, float]]]
+                ) -> _PlaneEvents:
     """A GPU plane's kernels (each with its own name), the profiled steps (the host's
     step annotations), the runs of each module, how many events were read, and what the
-    steps come from."""
+    steps come from; ``marks``: the host's (:func:`_host_marks`), read once a trace."""
     events, _, seen = _tagged_events(plane, with_program=True, kernel_names=True)
-    launches, steps = _host_marks(planes)
+    launches, steps = marks
     kernels: dict[str, Counter[str]] = defaultdict(Counter)
     for event in events:
         kernels[event.module][event.op] += 1
@@ -738,8 +777,7 @@ _OP_TEXT = re.compile(r"^%?([^\s=]+)\s*=")
 _MODULE_NAME = re.compile(r"(.*?)(?:\(\d+\))?\Z", re.DOTALL)  # any name, newlines too
 
 
-def _tpu_events(plane: Any, planes: dict[str, Any]
-                ) -> tuple[list[OpEvent], list[tuple[float, float]], dict[str, int], int, str]:
+def _tpu_events(plane: Any) -> _PlaneEvents:
     lines = {line.name: (index, line) for index, line in enumerate(plane.lines)}
     seen = 0
     modules: list[tuple[float, float, str]] = []
