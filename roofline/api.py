@@ -30,14 +30,12 @@ devices are its ``source`` and ``target``, the compiler a SPEC is compiled for i
 Each name loads from its home module on first use (JAX, matplotlib and the trace readers
 cost seconds to import; a command or script pays only for what it uses). The imports under
 ``TYPE_CHECKING`` say where each one lives: type checkers and editors read them, and the
-lazy loading is built from them.
+lazy loading reads the same homes from a literal table below.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -132,18 +130,48 @@ if TYPE_CHECKING:
     from roofline.units import Kind, format_quantity, parse_quantity
 
 
-def _homes() -> dict[str, tuple[str, str]]:
-    """Each public name's (module, attribute), read from the imports above, which only
-    static tools execute: one list serves both them and the lazy loading."""
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If)
-                 and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-    return {alias.asname or alias.name: (node.module, alias.name)
-            for node in block.body if isinstance(node, ast.ImportFrom) and node.module
-            for alias in node.names}
-
-
-_HOMES = _homes()
+# Each public name by its home module (``name=attribute`` where it is exported under
+# another name), for the lazy loading at run time. The imports above say the same to
+# static tools; a test holds the two equal (the source is not read here: an installed
+# package may ship only its bytecode).
+_HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "roofline.errors": ("NoXlaOpsError", "OpsTableError", "RooflineError", "ScaleError",
+        "SpecError", "TraceError", "UnitError", "UnknownHardwareError"),
+    "roofline.hardware": ("Ceilings", "ComputeRoof", "ExecutionUnit", "Hardware", "HardwareKind",
+        "Link", "MemoryLevel", "list_hardware", "load_hardware", "load_spec_file"),
+    "roofline.hardware.gpu_measure": ("GpuMeasurement",),
+    "roofline.hardware.measure": ("HostMeasurement",),
+    "roofline.hardware.measured_spec": ("WrittenSpec", "measure", "write_spec"),
+    "roofline.model.analysis": ("CapacityThroughput", "ProgramPlacement"),
+    "roofline.model.comparison": ("Comparison", "Sensitivity"),
+    "roofline.model.coverage": ("Coverage",),
+    "roofline.model.explain": ("Explanation", "explain=explain_run"),
+    "roofline.model.generation": ("Generation", "LatencyTarget", "Served", "ServeOptions",
+        "generation", "serve"),
+    "roofline.model.llm": ("Serving", "serving", "serving_curve"),
+    "roofline.model.placement": ("Bound", "BoundKind", "Overlap", "Placement", "Work",
+        "attainable_flop_per_s", "place", "ridge_point", "ridge_points"),
+    "roofline.model.questions": ("Analysis", "CompileOptions", "PlacementOptions", "Prediction",
+        "PredictionMode", "SideOptions", "WhatIf", "analyze", "largest_batch", "predict",
+        "predict_ops", "sensitivity", "whatif"),
+    "roofline.model.serving_sim": ("Lengths", "Scheduler", "ServingRun"),
+    "roofline.model.sides": ("ComparedUnit",),
+    "roofline.program.hlo.rules": ("OpCategory",),
+    "roofline.program.ops_table": ("OpsTable", "read_ops_table"),
+    "roofline.program.trace.capture": ("profile=capture_spec",),
+    "roofline.program.trace.reader": ("StepTime",),
+    "roofline.render.html": ("write_html_report",),
+    "roofline.render.plot": ("bound_points", "build_breakdown", "build_heatmap",
+        "build_roofline", "build_sensitivity", "build_speedup", "measured_points",
+        "predicted_points", "save_figure", "scenario_bars"),
+    "roofline.render.plot.serving": ("build_served_curves", "build_serving_curves"),
+    "roofline.studies.sweep": ("SweepPlan", "sweep=run_sweep"),
+    "roofline.studies.validation": ("Validation", "validate"),
+    "roofline.units": ("Kind", "format_quantity", "parse_quantity"),
+}
+_HOMES = {public: (module, attribute or public)
+          for module, names in _HOMES_BY_MODULE.items()
+          for public, _, attribute in (name.partition("=") for name in names)}
 # A literal list, as type checkers require of what a module exports; a test holds it to
 # the imports above.
 __all__ = [

@@ -49,6 +49,38 @@ def test_exports_and_lazy_homes_are_one_list():
         assert module.startswith("roofline.") and attribute
 
 
+def test_the_lazy_homes_are_the_imports_static_tools_read():
+    # roofline.api does not read its own source (a package may ship only bytecode): its
+    # table of homes must say what its imports under TYPE_CHECKING say.
+    import ast
+
+    tree = ast.parse(Path(api.__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+    imported = {alias.asname or alias.name: (node.module, alias.name)
+                for node in block.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert imported == api._HOMES
+
+
+def test_the_api_loads_from_bytecode_alone(tmp_path):
+    # An install that ships only .pyc files: the API still loads its names.
+    import compileall
+    import shutil
+    import subprocess
+    import sys
+
+    package = tmp_path / "roofline"
+    shutil.copytree(Path(roofline.__file__).parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__", "_hardware_specs"))
+    compileall.compile_dir(package, legacy=True, quiet=1)
+    for source in package.rglob("*.py"):
+        source.unlink()
+    done = subprocess.run([sys.executable, "-c", "import roofline; print(roofline.Work)"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and "roofline.model.placement.Work" in done.stdout, done.stderr
+
+
 @pytest.mark.parametrize("name", ["explain", "sweep", "profile", "Hardware"])
 def test_a_lazy_name_is_the_object_its_import_names(name):
     import importlib
