@@ -67,6 +67,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from gpu_counters import counters  # noqa: E402
 
+from roofline.outputs import write_atomic  # noqa: E402
+
 # Language-model inference steps, then zoo training steps at their standard batch, most
 # wanted first (a short run keeps these). Llama 3 8B in bf16 fits an 80 GB GPU with a cache
 # of 64 x 4,096 positions (16 GB of weights, 34 GB of cache). Decode at batch 16 with two
@@ -131,9 +133,8 @@ class Run:
 
 
 def _write(path: Path, text: str | bytes) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(text.encode() if isinstance(text, str) else text)
-    partial.replace(path)
+    data = text.encode() if isinstance(text, str) else text
+    write_atomic(path, lambda handle: handle.write(data))
 
 
 def _device(platform_name: str) -> Any:
