@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from roofline.errors import (
+        ArgumentError,
         NoXlaOpsError,
         OpsTableError,
         RooflineError,
@@ -64,20 +65,33 @@ if TYPE_CHECKING:
     from roofline.hardware.gpu_measure import GpuMeasurement
     from roofline.hardware.measure import HostMeasurement
     from roofline.hardware.measured_spec import WrittenSpec, measure, write_spec
-    from roofline.model.analysis import CapacityThroughput, ProgramPlacement
+    from roofline.model.analysis import CapacityThroughput, Fit, ProgramPlacement
     from roofline.model.comparison import Comparison, Sensitivity
     from roofline.model.coverage import Coverage
     from roofline.model.explain import Explanation
     from roofline.model.explain import explain_run as explain
     from roofline.model.generation import (
+        FittedSteps,
+        FrontierPoint,
         Generation,
         LatencyTarget,
         Served,
         ServeOptions,
+        StepCheck,
         generation,
         serve,
     )
-    from roofline.model.llm import Serving, serving, serving_curve
+    from roofline.model.llm import (
+        Capacity,
+        CurvePoint,
+        Knee,
+        Phase,
+        PhaseStep,
+        Pipeline,
+        Serving,
+        serving,
+        serving_curve,
+    )
     from roofline.model.placement import (
         Bound,
         BoundKind,
@@ -104,8 +118,16 @@ if TYPE_CHECKING:
         sensitivity,
         whatif,
     )
-    from roofline.model.serving_sim import Lengths, Scheduler, ServingRun
+    from roofline.model.serving_sim import (
+        Lengths,
+        Line,
+        Percentiles,
+        Scheduler,
+        ServingRun,
+        StepModel,
+    )
     from roofline.model.sides import ComparedUnit
+    from roofline.program.compile import CompiledProgram
     from roofline.program.hlo.rules import OpCategory
     from roofline.program.ops_table import OpsTable, read_ops_table
     from roofline.program.trace.capture import capture_spec as profile
@@ -135,27 +157,30 @@ if TYPE_CHECKING:
 # static tools; a test holds the two equal (the source is not read here: an installed
 # package may ship only its bytecode).
 _HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
-    "roofline.errors": ("NoXlaOpsError", "OpsTableError", "RooflineError", "ScaleError",
-        "SpecError", "TraceError", "UnitError", "UnknownHardwareError"),
+    "roofline.errors": ("ArgumentError", "NoXlaOpsError", "OpsTableError", "RooflineError",
+        "ScaleError", "SpecError", "TraceError", "UnitError", "UnknownHardwareError"),
     "roofline.hardware": ("Ceilings", "ComputeRoof", "ExecutionUnit", "Hardware", "HardwareKind",
         "Link", "MemoryLevel", "list_hardware", "load_hardware", "load_spec_file"),
     "roofline.hardware.gpu_measure": ("GpuMeasurement",),
     "roofline.hardware.measure": ("HostMeasurement",),
     "roofline.hardware.measured_spec": ("WrittenSpec", "measure", "write_spec"),
-    "roofline.model.analysis": ("CapacityThroughput", "ProgramPlacement"),
+    "roofline.model.analysis": ("CapacityThroughput", "Fit", "ProgramPlacement"),
     "roofline.model.comparison": ("Comparison", "Sensitivity"),
     "roofline.model.coverage": ("Coverage",),
     "roofline.model.explain": ("Explanation", "explain=explain_run"),
-    "roofline.model.generation": ("Generation", "LatencyTarget", "Served", "ServeOptions",
-        "generation", "serve"),
-    "roofline.model.llm": ("Serving", "serving", "serving_curve"),
+    "roofline.model.generation": ("FittedSteps", "FrontierPoint", "Generation", "LatencyTarget",
+        "Served", "ServeOptions", "StepCheck", "generation", "serve"),
+    "roofline.model.llm": ("Capacity", "CurvePoint", "Knee", "Phase", "PhaseStep", "Pipeline",
+        "Serving", "serving", "serving_curve"),
     "roofline.model.placement": ("Bound", "BoundKind", "Overlap", "Placement", "Work",
         "attainable_flop_per_s", "place", "ridge_point", "ridge_points"),
     "roofline.model.questions": ("Analysis", "CompileOptions", "PlacementOptions", "Prediction",
         "PredictionMode", "SideOptions", "WhatIf", "analyze", "largest_batch", "predict",
         "predict_ops", "sensitivity", "whatif"),
-    "roofline.model.serving_sim": ("Lengths", "Scheduler", "ServingRun"),
+    "roofline.model.serving_sim": ("Lengths", "Line", "Percentiles", "Scheduler", "ServingRun",
+        "StepModel"),
     "roofline.model.sides": ("ComparedUnit",),
+    "roofline.program.compile": ("CompiledProgram",),
     "roofline.program.hlo.rules": ("OpCategory",),
     "roofline.program.ops_table": ("OpsTable", "read_ops_table"),
     "roofline.program.trace.capture": ("profile=capture_spec",),
@@ -187,6 +212,9 @@ __all__ = [
     "HostMeasurement", "Prediction", "PredictionMode", "ProgramPlacement", "Sensitivity",
     "Serving", "Generation", "Served", "ServingRun", "StepTime", "Validation", "WhatIf",
     "WrittenSpec",
+    # what those results hold
+    "Capacity", "CompiledProgram", "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee",
+    "Line", "Percentiles", "Phase", "PhaseStep", "Pipeline", "StepCheck", "StepModel",
     # inputs
     "OpsTable", "SweepPlan", "read_ops_table",
     # hardware specs
@@ -198,8 +226,8 @@ __all__ = [
     # units
     "Kind", "format_quantity", "parse_quantity",
     # errors
-    "NoXlaOpsError", "OpsTableError", "RooflineError", "ScaleError", "SpecError", "TraceError",
-    "UnitError", "UnknownHardwareError",
+    "ArgumentError", "NoXlaOpsError", "OpsTableError", "RooflineError", "ScaleError",
+    "SpecError", "TraceError", "UnitError", "UnknownHardwareError",
     # figures: build_* take results and return a matplotlib Figure
     "bound_points", "build_breakdown", "build_heatmap", "build_roofline", "build_sensitivity",
     "build_serving_curves", "build_served_curves", "build_speedup", "measured_points",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,21 @@ def quoted(value: Any, limit: int = 40) -> str:
 
 class RooflineError(Exception):
     """Base class for errors caused by the user's input, reported without traceback."""
+
+
+class ArgumentError(RooflineError, ValueError):
+    """A value given to a function of the API that it cannot take. ``words`` writes the
+    message given a name for each argument (or function) it speaks of: as the API names
+    them (``rate``, ``inputs``), or as a caller that knows them by other names words it
+    with its own (:meth:`worded`: the command line, by its options)."""
+
+    def __init__(self, words: Callable[[Callable[[str], str]], str]) -> None:
+        self.words = words
+        super().__init__(words(lambda name: name))
+
+    def worded(self, names: Mapping[str, str]) -> str:
+        """The message with each name that ``names`` maps given as the caller's own."""
+        return self.words(lambda name: names.get(name, name))
 
 
 class UnitError(RooflineError, ValueError):

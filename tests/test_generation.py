@@ -178,11 +178,23 @@ def test_a_request_longer_than_the_cache_is_refused():
 
 
 def test_lengths_parse_fixed_and_uniform():
-    assert Lengths.parse("512", "--input-len") == Lengths(512, 512)
-    assert Lengths.parse("128-2048", "--input-len").mean == 1088
+    assert Lengths.parse("512") == Lengths(512, 512)
+    assert Lengths.parse("128-2048").mean == 1088
     for bad in ("0", "-3", "2048-128", "many"):
-        with pytest.raises(RooflineError, match="--input-len"):
-            Lengths.parse(bad, "--input-len")
+        with pytest.raises(RooflineError, match=f"^lengths='{bad}': give a token count"):
+            Lengths.parse(bad)
+
+
+def test_the_command_names_its_options_where_the_model_names_its_arguments(capsys):
+    # Refused before any compile: lengths that do not parse, or that pass the context.
+    with pytest.raises(RooflineError, match="shorten inputs or outputs$"):
+        generation(f"{TINY},batch=8", "h100-sxm", Lengths(9000, 9000), Lengths(16, 16))
+    for lengths, message in ((["0", "16"], "--input-len='0': give a token count"),
+                             (["64", "64-16"], "--output-len='64-16': give a token count"),
+                             (["9000", "16"], "shorten --input-len or --output-len")):
+        assert main(["serve", f"{TINY},batch=8", "--hardware", "h100-sxm", "--input-len",
+                     lengths[0], "--output-len", lengths[1]]) == 2
+        assert message in capsys.readouterr().err
 
 
 # --- compiled steps ---------------------------------------------------------------------
@@ -251,7 +263,8 @@ def test_serve_command_reports_percentiles_and_refuses_bad_input(cache, capsys, 
     assert set(document["devices"][0]["run"]["ttft_s"]) == {"p50", "p90", "p99", "mean"}
     capsys.readouterr()
     for lengths, argv, message in (
-            ("64-256", ["--rate", "1e9"], "is more than h100-sxm serves"),
+            ("64-256", ["--rate", "1e9"], "--rate=1e+09 requests/s is more than h100-sxm "
+                                          "serves"),
             ("64-256", ["--ttft", "2"], "--ttft and --tpot make one latency target"),
             ("9000", [], "has a context of 8192")):
         args = ["serve", f"{TINY},batch=8", "--hardware", "h100-sxm", "--input-len",

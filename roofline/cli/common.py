@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from roofline.cli.parsing import Parser
 from roofline.errors import RooflineError, UnitError
 from roofline.hardware.spec_fields import PLAUSIBLE
+from roofline.outputs import write_text_atomic
 from roofline.units import Kind, parse_quantity
 
 if TYPE_CHECKING:
@@ -99,15 +100,24 @@ def cache_dir_of(args: argparse.Namespace) -> Path | None:
 
 
 def emit(args: argparse.Namespace, *, text: str, document: dict,
-         rows: list[dict], columns: Sequence[str] | None = None) -> None:
+         rows: list[dict], columns: Sequence[str] | None = None,
+         out: str | None = None) -> None:
+    """The answer in the --format asked for: the ``document`` as JSON, its ``rows`` as CSV
+    or the ``text`` for people; written to ``out`` (a command's --out) where given, else
+    to stdout."""
     from roofline.render.tables import to_csv, to_json
 
     if args.format == "json":
-        sys.stdout.write(to_json(document))
+        answer = to_json(document)
     elif args.format == "csv":
-        sys.stdout.write(to_csv(rows, columns))
+        answer = to_csv(rows, columns)
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        answer = text if text.endswith("\n") else text + "\n"
+    if out:
+        write_text_atomic(out, answer)
+        print(f"wrote {out}")
+    else:
+        sys.stdout.write(answer)
 
 
 def key_values(items: list[str], parse: Any, what: str) -> dict[str, Any]:

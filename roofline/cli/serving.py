@@ -5,28 +5,46 @@ second, the batch where decode stops being memory-bound and the largest batch th
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from roofline.cli.common import (
     Parents,
     bounded_int,
     compile_options_of,
     duration_seconds,
+    emit,
     key_values,
     positive_float,
     save_plot,
     scale_factor,
 )
-from roofline.errors import RooflineError
-from roofline.outputs import write_text_atomic
+from roofline.errors import ArgumentError, RooflineError
+from roofline.model.serving_defaults import MAX_SEQUENCES, REQUESTS, SEED, TOKEN_BUDGET
+
+if TYPE_CHECKING:
+    from roofline.api import Lengths
+
+# The model's arguments (and questions) that its errors name, as this command line asks
+# for them.
+OPTIONS = {"inputs": "--input-len", "outputs": "--output-len", "rate": "--rate",
+           "requests": "--requests", "serving()": "'roofline llm' without --input-len"}
+
+
+@contextlib.contextmanager
+def _worded_as_options(names: Mapping[str, str] = OPTIONS) -> Iterator[None]:
+    """The model's errors about its arguments, naming this command line's options."""
+    try:
+        yield
+    except ArgumentError as exc:
+        raise RooflineError(exc.worded(names)) from None
 
 
 def _llm(args: argparse.Namespace) -> int:
     from roofline.api import PlacementOptions, load_hardware, serving, serving_curve
     from roofline.model.llm import decoder_workload
-    from roofline.render.serving import serving_document, serving_text
-    from roofline.render.tables import to_csv, to_json
+    from roofline.render.serving import device_rows, serving_document, serving_text
 
     decoder_workload(args.spec)   # a SPEC that is no decoder fails before any work
     if (args.input_len is None) != (args.output_len is None):
@@ -47,19 +65,9 @@ def _llm(args: argparse.Namespace) -> int:
     answers = [serving(args.spec, hardware, placement=placement, compile=compile)
                for _, hardware in devices]
     labels = [label for label, _ in devices]
-    if args.format == "json":
-        text = to_json(serving_document(answers, labels))
-    elif args.format == "csv":
-        entries = serving_document(answers, labels)["devices"]
-        rows = [{k: v for k, v in e.items() if not isinstance(v, dict)} for e in entries]
-        text = to_csv(rows, list(rows[0]))
-    else:
-        text = serving_text(answers, labels)
-    if args.out:
-        write_text_atomic(args.out, text)
-        print(f"wrote {args.out}")
-    else:
-        sys.stdout.write(text)
+    document = serving_document(answers, labels)
+    emit(args, text=serving_text(answers, labels), document=document,
+         rows=device_rows(document), out=args.out)
     if args.plot:
         from roofline.api import build_serving_curves
 
@@ -71,45 +79,33 @@ def _llm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lengths(args: argparse.Namespace) -> tuple[Any, Any]:
+def _lengths(args: argparse.Namespace) -> tuple[Lengths, Lengths]:
     from roofline.api import Lengths
 
-    return (Lengths.parse(args.input_len, "--input-len"),
-            Lengths.parse(args.output_len, "--output-len"))
-
-
-def _write(args: argparse.Namespace, text: str) -> None:
-    if args.out:
-        write_text_atomic(args.out, text)
-        print(f"wrote {args.out}")
-    else:
-        sys.stdout.write(text)
+    def parsed(text: str, option: str) -> Lengths:
+        with _worded_as_options({"lengths": option}):
+            return Lengths.parse(text)
+    return parsed(args.input_len, "--input-len"), parsed(args.output_len, "--output-len")
 
 
 def _generation(args: argparse.Namespace, devices: list[tuple[str, Any]], placement: Any,
                 compile: Any) -> int:
     from roofline.api import generation
     from roofline.render.generation import generation_document, generation_text
-    from roofline.render.tables import to_csv, to_json
+    from roofline.render.serving import device_rows
 
     if args.plot or args.roofline_plot:
         raise RooflineError("--plot and --roofline-plot draw the steps of one batch: leave "
                             "out --input-len and --output-len, or use 'roofline serve "
                             "--plot' for requests over time")
     inputs, outputs = _lengths(args)
-    answers = [generation(args.spec, hardware, inputs, outputs, placement=placement,
-                          compile=compile) for _, hardware in devices]
+    with _worded_as_options():
+        answers = [generation(args.spec, hardware, inputs, outputs, placement=placement,
+                              compile=compile) for _, hardware in devices]
     labels = [label for label, _ in devices]
     document = generation_document(answers, labels)
-    if args.format == "json":
-        text = to_json(document)
-    elif args.format == "csv":
-        rows = [{k: v for k, v in e.items() if not isinstance(v, dict)}
-                for e in document["devices"]]
-        text = to_csv(rows, list(rows[0]))
-    else:
-        text = generation_text(answers, labels)
-    _write(args, text)
+    emit(args, text=generation_text(answers, labels), document=document,
+         rows=device_rows(document), out=args.out)
     return 0
 
 
@@ -124,8 +120,7 @@ def _serve(args: argparse.Namespace) -> int:
         serve,
     )
     from roofline.model.llm import decoder_workload
-    from roofline.render.generation import served_document, served_text
-    from roofline.render.tables import to_csv, to_json
+    from roofline.render.generation import served_document, served_rows, served_text
 
     decoder_workload(args.spec)
     if (args.ttft is None) != (args.tpot is None):
@@ -139,20 +134,13 @@ def _serve(args: argparse.Namespace) -> int:
     compile = compile_options_of(args)
     options = ServeOptions(rate=args.rate, requests=args.requests, latency=target,
                            scheduler=scheduler, seed=args.seed)
-    answers = [serve(args.spec, hardware, inputs, outputs, options, placement=placement,
-                     compile=compile) for _, hardware in devices]
+    with _worded_as_options():
+        answers = [serve(args.spec, hardware, inputs, outputs, options, placement=placement,
+                         compile=compile) for _, hardware in devices]
     labels = [label for label, _ in devices]
     document = served_document(answers, labels)
-    if args.format == "json":
-        text = to_json(document)
-    elif args.format == "csv":
-        rows = [{"label": e["label"], "rate": rate["rate"],
-                 **{k: v for k, v in rate.items() if not isinstance(v, dict)}}
-                for e in document["devices"] for rate in e["curve"]]
-        text = to_csv(rows, list(rows[0]))
-    else:
-        text = served_text(answers, labels)
-    _write(args, text)
+    emit(args, text=served_text(answers, labels), document=document,
+         rows=served_rows(document), out=args.out)
     if args.plot:
         save_plot(build_served_curves(answers, labels, title=answers[0].spec), args.plot)
     return 0
@@ -165,7 +153,7 @@ def _save_phases_roofline(answer: Any, label: str, path: str) -> None:
     from roofline.api import build_roofline
     from roofline.render.plot import predicted_points
 
-    points = [dataclasses.replace(point, category=step.phase)
+    points = [dataclasses.replace(point, category=step.phase.value)
               for step in (answer.prefill, answer.decode)
               for point in predicted_points(step.placement)]
     save_plot(build_roofline([answer.decode.placement.hardware], points,
@@ -231,20 +219,20 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     s.add_argument("--rate", type=positive_float, metavar="PER_S",
                    help="requests a second, arriving as a Poisson process (default: all "
                         "at once, an offline run)")
-    s.add_argument("--requests", type=bounded_int(1, 1_000_000), default=1000,
-                   metavar="N", help="requests simulated (default 1000)")
+    s.add_argument("--requests", type=bounded_int(1, 1_000_000), default=REQUESTS,
+                   metavar="N", help=f"requests simulated (default {REQUESTS})")
     s.add_argument("--ttft", type=duration_seconds, metavar="TIME",
                    help="with --tpot: find the highest rate whose p99 time to first token "
                         "and p99 time per output token meet these (seconds, or '200 ms')")
     s.add_argument("--tpot", type=duration_seconds, metavar="TIME",
                    help="p99 time per output token of the latency target")
-    s.add_argument("--token-budget", type=bounded_int(1, 1_000_000), default=2048,
+    s.add_argument("--token-budget", type=bounded_int(1, 1_000_000), default=TOKEN_BUDGET,
                    metavar="TOKENS", help="tokens one step may hold: each decoding "
-                   "sequence's next token, then prompt chunks (default 2048)")
-    s.add_argument("--max-sequences", type=bounded_int(1, 100_000), default=256,
-                   metavar="N", help="sequences one step may hold (default 256)")
-    s.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=0,
-                   help="seed of arrivals and lengths drawn (default 0)")
+                   f"sequence's next token, then prompt chunks (default {TOKEN_BUDGET})")
+    s.add_argument("--max-sequences", type=bounded_int(1, 100_000), default=MAX_SEQUENCES,
+                   metavar="N", help=f"sequences one step may hold (default {MAX_SEQUENCES})")
+    s.add_argument("--seed", type=bounded_int(0, 2**32 - 1), default=SEED,
+                   help=f"seed of arrivals and lengths drawn (default {SEED})")
     s.add_argument("--plot", metavar="FILE",
                    help="also draw the latency-throughput curve and the Pareto frontier "
                         "over the most sequences a step holds, one line per device")

@@ -33,16 +33,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roofline.errors import DoesNotFitError, RooflineError
+from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
 from roofline.model.llm import (
+    OnDevices,
+    Phase,
     PhaseStep,
+    StepSource,
     check_formats,
-    compiled_step,
+    decode_pair,
     decoder_workload,
-    serving_setting,
+    shown_spec,
     variant,
 )
 from roofline.model.questions import CompileOptions, HardwareRef, PlacementOptions
+from roofline.model.serving_defaults import REQUESTS, SEED
 from roofline.model.serving_sim import (
     Lengths,
     Line,
@@ -99,9 +103,8 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     half = _tile_rows(max(prompt // 2, 1))
     if half == prompt:
         prompt, half = prompt * 2, prompt
-    one = step_at("decode", batch, low)
-    two = _second(step_at, batch, low)
-    three = step_at("decode", batch, high)
+    one, two = decode_pair(step_at, batch, low)
+    three = step_at(Phase.DECODE, batch, high)
     rows_batch, prefills = _prefills(step_at, batch, prompt, half)
     decodes = ((one, low), (two, low), (three, high))
     memory = _line([(1.0, s.batch, s.batch * c) for s, c in decodes],
@@ -127,12 +130,12 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     model = dataclasses.replace(bare, overhead_s=overhead)
     middle = (low + high) // 2
     between = _tile_rows((prompt + half) // 2)
-    checked = [(f"decode, batch {batch}, context {middle}", step_at("decode", batch, middle),
-                model.decode_s(batch, middle))]
+    checked = [(f"decode, batch {batch}, context {middle}",
+                step_at(Phase.DECODE, batch, middle), model.decode_s(batch, middle))]
     if between not in (prompt, half):
         checked.append((f"prefill, batch {rows_batch}, prompt {between} (its scores "
                         "written, as XLA's program writes them)",
-                        step_at("prefill", rows_batch, between),
+                        step_at(Phase.PREFILL, rows_batch, between),
                         model.prefill_s(rows_batch, between, scores=True)))
     checks = tuple(StepCheck(what, step.seconds, modelled)
                    for what, step, modelled in checked)
@@ -145,7 +148,8 @@ def _prefills(step_at: StepSource, batch: int, prompt: int, half: int
     many until they fit (XLA's prefill holds every prompt's activations at once)."""
     while True:
         try:
-            return batch, (step_at("prefill", batch, prompt), step_at("prefill", batch, half))
+            return batch, (step_at(Phase.PREFILL, batch, prompt),
+                           step_at(Phase.PREFILL, batch, half))
         except DoesNotFitError:
             if batch == 1:
                 raise
@@ -166,39 +170,6 @@ def _tile_rows(tokens: int) -> int:
     return -(-tokens // PROMPT_TILE) * PROMPT_TILE
 
 
-class StepSource:
-    """Compiled and placed steps of one decoder on one device, each compiled once."""
-
-    def __init__(self, workload: Workload, hardware: HardwareRef,
-                 placement: PlacementOptions, compile: CompileOptions) -> None:
-        if int(workload.params.get("pp") or 1) > 1:
-            raise RooflineError("requests over time are modelled on one stage group: a "
-                                "pipeline's stages (pp) are answered by 'roofline llm' "
-                                "without --input-len; split the model with tp instead")
-        self.workload = workload
-        self.hardware, self.placer, self.compile_target = serving_setting(hardware, placement,
-                                                                  compile)
-        self.cache_dir = compile.cache
-        self.steps: dict[tuple[str, int, int], PhaseStep] = {}
-
-    def __call__(self, phase: str, batch: int, length: int) -> PhaseStep:
-        key = (phase, batch, length)
-        if key not in self.steps:
-            size = {"prompt": length} if phase == "prefill" else {"context": length}
-            try:
-                step = compiled_step(variant(self.workload, phase=phase, batch=batch,
-                                             **size), phase, self.compile_target, self.placer,
-                                     self.cache_dir)
-            except DoesNotFitError as exc:
-                raise DoesNotFitError(f"{phase} at batch {batch}: {exc}") from None
-            if step.fit is not None and not step.fit.fits:
-                raise DoesNotFitError(f"{phase} at batch {batch} and {length} tokens needs "
-                                      f"{step.fit.footprint_bytes / 2**30:.1f} GiB, more "
-                                      "than the device holds")
-            self.steps[key] = step
-        return self.steps[key]
-
-
 def _solved(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
             placement: PlacementOptions, compile: CompileOptions
             ) -> tuple[Workload, StepSource, FittedSteps]:
@@ -206,7 +177,11 @@ def _solved(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     after its lengths and formats are checked against the model and the device."""
     workload = decoder_workload(spec)
     _lengths_within(workload, inputs, outputs)
-    source = StepSource(workload, hardware, placement, compile)
+    if int(workload.params.get("pp") or 1) > 1:
+        raise ArgumentError(lambda name: "requests over time are modelled on one stage "
+                            "group: a pipeline's stages (pp) are answered by "
+                            f"{name('serving()')}; split the model with tp instead")
+    source = StepSource(workload, hardware, placement, compile, must_fit=True)
     check_formats(workload, source.hardware)
     fitted = fit_steps(workload, int(workload.params["batch"]), inputs, outputs, source)
     return workload, source, fitted
@@ -219,14 +194,14 @@ def _lengths_within(workload: Workload, inputs: Lengths, outputs: Lengths) -> No
     config = resolved_config(workload.params)
     longest = inputs.high + outputs.high
     if longest > config.max_context:
-        raise RooflineError(f"an input of {inputs.high} tokens and an output of "
-                            f"{outputs.high} need {longest} positions; {config.name} "
-                            f"has a context of {config.max_context}: shorten "
-                            "--input-len or --output-len")
+        raise ArgumentError(lambda name: f"an input of {inputs.high} tokens and an output "
+                            f"of {outputs.high} need {longest} positions; {config.name} has "
+                            f"a context of {config.max_context}: shorten {name('inputs')} "
+                            f"or {name('outputs')}")
 
 
 @dataclass(frozen=True)
-class Generation:
+class Generation(OnDevices):
     """A static batch generating: ``batch`` requests' prompts prefilled together, then
     decode steps until the longest output ends."""
 
@@ -255,12 +230,9 @@ class Generation:
     def output_tokens_per_s(self) -> float:
         return self.output_tokens / self.total_s
 
-    def per_device(self, rate: float) -> float:
-        return rate / self.devices
-
 
 def generation(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths, *,
-               seed: int = 0, placement: PlacementOptions = PlacementOptions(),
+               seed: int = SEED, placement: PlacementOptions = PlacementOptions(),
                compile: CompileOptions = CompileOptions()) -> Generation:
     """The SPEC's batch generating ``outputs`` tokens after ``inputs`` prompt tokens each
     (module docstring); lengths that vary are drawn with ``seed``."""
@@ -269,21 +241,20 @@ def generation(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengt
     rng = np.random.default_rng(seed)
     isl, osl = inputs.draw(batch, rng), outputs.draw(batch, rng)
     prompt = _tile_rows(int(isl.max()))    # a static batch pads its prompts
-    ttft = source("prefill", batch, prompt).seconds
+    ttft = source(Phase.PREFILL, batch, prompt).seconds
     steps = int(osl.max()) - 1
     contexts = prompt + np.arange(1, steps + 1)
     each = fitted.model.decode_steps_s(batch, batch * contexts)
     elapsed = np.concatenate([[0.0], np.cumsum(each)])
     latency = tuple(float(ttft + elapsed[o - 1]) for o in osl)
-    shown = _shown(workload)
-    return Generation(shown, source.hardware, fitted.devices, batch, inputs, outputs, ttft,
-                      float(elapsed[-1]), steps, latency, int(osl.sum()), fitted)
+    return Generation(_shown(workload), source.hardware, fitted.devices, batch, inputs,
+                      outputs, ttft, float(elapsed[-1]), steps, latency, int(osl.sum()),
+                      fitted)
 
 
 def _shown(workload: Workload) -> str:
-    """The SPEC without its phase, batch sizes being the served ones."""
-    return ",".join(part for part in workload.spec.split(",")
-                    if not part.startswith(("phase=", "prompt=", "context=")))
+    """The SPEC as served: its lengths are the requests', not its prompt and context."""
+    return shown_spec(workload, "prompt", "context")
 
 
 @dataclass(frozen=True)
@@ -309,7 +280,7 @@ class FrontierPoint:
 
 
 @dataclass(frozen=True)
-class Served:
+class Served(OnDevices):
     """Requests served by continuous batching on ``hardware`` (module docstring)."""
 
     spec: str
@@ -328,9 +299,6 @@ class Served:
     frontier: tuple[FrontierPoint, ...]
     fitted: FittedSteps
 
-    def per_device(self, rate: float) -> float:
-        return rate / self.devices
-
 
 RATE_STEPS = 12          # bisections of the highest rate: 2**-12 of the offline rate
 CURVE_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.95)
@@ -346,10 +314,10 @@ class ServeOptions:
     latency-throughput curve and the Pareto frontier."""
 
     rate: float | None = None
-    requests: int = 1000
+    requests: int = REQUESTS
     latency: LatencyTarget | None = None
     scheduler: Scheduler = Scheduler()
-    seed: int = 0
+    seed: int = SEED
     curves: bool = True
 
 
@@ -366,10 +334,8 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     batch = int(workload.params["batch"])
     longest = inputs.high + outputs.high
     capacity = capacity_of(variant(workload, context=longest),
-                           source("decode", batch, longest),
-                           _second(source, batch, longest), source.compile_target,
-                           source.hardware,
-                           source.cache_dir)
+                           *decode_pair(source, batch, longest), source.compile_target,
+                           source.hardware, source.cache_dir)
     scheduler = dataclasses.replace(options.scheduler, cache_tokens=capacity.tokens)
     model = fitted.model
     rate, target = options.rate, options.latency
@@ -382,9 +348,10 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     if math.isnan(most):
         most = offline.requests_per_s
     if rate is not None and rate > most:
-        raise RooflineError(f"--rate {rate:g} requests/s is more than {source.hardware.id} "
-                            f"serves: at most {most:.3g} requests/s, its steady rate with "
-                            "every request queued at once; give a lower rate")
+        raise ArgumentError(lambda name: f"{name('rate')}={rate:g} requests/s is more than "
+                            f"{source.hardware.id} serves: at most {most:.3g} requests/s, "
+                            "its steady rate with every request queued at once; give a "
+                            "lower rate")
     run = offline if rate is None else run_at(rate)
     best_rate = best_run = None
     if target is not None:
@@ -398,18 +365,6 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     return Served(_shown(workload), source.hardware, fitted.devices, inputs, outputs,
                   scheduler, rate, run, offline, target, best_rate, best_run, curve,
                   frontier, fitted)
-
-
-def _second(source: StepSource, batch: int, context: int) -> PhaseStep:
-    """A second decode step at ``context``, at twice the batch or else half of it: the
-    step model's and the footprint's lines in the batch go through it."""
-    try:
-        return source("decode", batch * 2, context)
-    except DoesNotFitError:
-        if batch == 1:
-            raise DoesNotFitError("decode fits at batch 1 but not at 2: no line for the "
-                                  "KV cache's capacity; shard over more devices") from None
-        return source("decode", batch // 2, context)
 
 
 def _highest_rate(run_at: Callable[[float], ServingRun], most: float,

@@ -19,6 +19,7 @@ What is left out is said with every answer (:data:`LEFT_OUT`).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,12 +55,25 @@ LEFT_OUT = (
 )
 
 
+class Phase(enum.StrEnum):
+    """A step of serving: the prefill of the batch's prompts, or one decode step (a token
+    for each sequence, its KV cache at the context)."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+    @property
+    def length(self) -> str:
+        """The decoder's parameter of this phase's length: the prompt's, the context's."""
+        return "prompt" if self is Phase.PREFILL else "context"
+
+
 @dataclass(frozen=True)
 class PhaseStep:
     """One compiled and placed step of a phase: ``tokens`` made (prefill: every prompt
     token of the batch; decode: one per sequence) in ``seconds`` on each device."""
 
-    phase: str
+    phase: Phase
     batch: int
     tokens: int
     seconds: float
@@ -159,8 +173,18 @@ class Pipeline:
         return (self.stages - 1) / (microbatches + self.stages - 1)
 
 
+class OnDevices:
+    """A result of ``devices`` devices serving together."""
+
+    devices: int
+
+    def per_device(self, rate: float) -> float:
+        """A device's share of the whole system's ``rate`` (tokens or requests a second)."""
+        return rate / self.devices
+
+
 @dataclass(frozen=True)
-class Serving:
+class Serving(OnDevices):
     """An LLM served on ``hardware``: both phases at the SPEC's batch, the knee and the
     capacity. Step times are per step on every device of a group (they run in step); with
     a ``pipeline``, a step is one stage's and the group is a stage's devices."""
@@ -201,9 +225,6 @@ class Serving:
         """With a batch of prompts on every stage."""
         return self.stages * self.prefill.tokens / self.time_to_first_token_s
 
-    def per_device(self, tokens_per_s: float) -> float:
-        return tokens_per_s / self.devices
-
 
 # The smallest batch the knee's and the capacity's lines are drawn from: a GPU's GEMM
 # tiles are 64 to 128 rows, so below that a matmul's time does not grow with its batch.
@@ -227,6 +248,16 @@ def variant(workload: Workload, **changes: Any) -> Workload:
     from roofline.program.workloads import FAMILIES
 
     return FAMILIES[FAMILY].make(**{**workload.params, **changes})
+
+
+def shown_spec(workload: Workload, *set_by_the_answer: str) -> str:
+    """The decoder's SPEC without its phase (an answer gives both) and the parameters an
+    answer sets itself."""
+    from roofline.program.workloads.registry import spec_text
+
+    left_out = ("phase", *set_by_the_answer)
+    return spec_text(FAMILY, {name: value for name, value in workload.params.items()
+                              if name not in left_out})
 
 
 def serving_setting(hardware: HardwareRef, placement: PlacementOptions, compile: CompileOptions
@@ -263,35 +294,23 @@ def serving(spec: str, hardware: HardwareRef, *,
     plan (``tp``, ``dp``) takes a slice big enough unless the target names one; placed at
     ``placement.overlap``."""
     workload = decoder_workload(spec)
-    hardware, placer, compile_target = serving_setting(hardware, placement, compile)
+    source = StepSource(workload, hardware, placement, compile, must_fit=False)
+    hardware = source.hardware
     check_formats(workload, hardware)
-    cache_dir = compile.cache
     batch = int(workload.params["batch"])
-    steps: dict[tuple[str, int], PhaseStep] = {}
-
-    def step(phase: str, b: int) -> PhaseStep:
-        if (phase, b) not in steps:
-            try:
-                steps[phase, b] = compiled_step(variant(workload, phase=phase, batch=b), phase,
-                                        compile_target, placer, cache_dir)
-            except DoesNotFitError as exc:
-                raise DoesNotFitError(f"{phase} at batch {b}: {exc}") from None
-        return steps[phase, b]
-    prefill, decode = step("prefill", batch), step("decode", batch)
-    low, high = _line_steps(batch, step)
-    knee = _knee(low, high, lambda b: step("decode", b))
-    capacity = capacity_of(workload, low, high, compile_target, hardware, cache_dir)
+    prefill, decode = source(Phase.PREFILL, batch), source(Phase.DECODE, batch)
+    low, high = _line_steps(source, batch)
+    knee = _knee(low, high, lambda b: source(Phase.DECODE, b))
+    capacity = capacity_of(workload, low, high, source.compile_target, hardware,
+                           source.cache_dir)
     layout = decode.program.sharded
-    # Both phases are answered: the SPEC as shown names neither.
-    shown = ",".join(part for part in workload.spec.split(",")
-                     if not part.startswith("phase="))
     pipeline = _pipeline(workload, hardware)
     split = layout.summary if layout else "one device"
     if pipeline is not None:
         split = (f"pipelined over {pipeline.stages} stages of {decode.program.devices} "
                  f"device(s), activations handed over {pipeline.link}; each stage: {split}")
-    return Serving(shown, hardware, decode.program.devices * (pipeline.stages if pipeline
-                                                               else 1),
+    return Serving(shown_spec(workload), hardware,
+                   decode.program.devices * (pipeline.stages if pipeline else 1),
                    split, prefill, decode, knee, capacity, LEFT_OUT, pipeline)
 
 
@@ -323,26 +342,76 @@ def _pipeline(workload: Workload, hardware: Hardware) -> Pipeline | None:
     return Pipeline(stages, link.name, hop(batch * int(params["prompt"])), hop(batch))
 
 
-def _line_steps(batch: int, step: Callable[[str, int], PhaseStep]
+class StepSource:
+    """Compiled and placed steps of one decoder on one device, each compiled once: a
+    ``phase`` at a ``batch`` and a ``length`` (the prefill's prompt, the decode step's
+    context; None: the SPEC's). A step XLA refuses to compile is a DoesNotFitError naming
+    it; so, with ``must_fit``, is a step whose footprint is past the device's memory."""
+
+    def __init__(self, workload: Workload, hardware: HardwareRef,
+                 placement: PlacementOptions, compile: CompileOptions, *,
+                 must_fit: bool) -> None:
+        self.workload = workload
+        self.hardware, self.placer, self.compile_target = serving_setting(
+            hardware, placement, compile)
+        self.cache_dir = compile.cache
+        self.must_fit = must_fit
+        self._steps: dict[tuple[Phase, int, int], PhaseStep] = {}
+
+    def __call__(self, phase: Phase, batch: int, length: int | None = None) -> PhaseStep:
+        if length is None:
+            length = int(self.workload.params[phase.length])
+        key = (phase, batch, length)
+        if key not in self._steps:
+            workload = variant(self.workload, phase=phase.value, batch=batch,
+                               **{phase.length: length})
+            try:
+                step = compiled_step(workload, phase, self.compile_target, self.placer,
+                                     self.cache_dir)
+            except DoesNotFitError as exc:
+                raise DoesNotFitError(f"{phase} at batch {batch}: {exc}") from None
+            if self.must_fit and step.fit is not None and not step.fit.fits:
+                raise DoesNotFitError(f"{phase} at batch {batch} and {length} tokens needs "
+                                      f"{step.fit.footprint_bytes / 2**30:.1f} GiB, more "
+                                      "than the device holds")
+            self._steps[key] = step
+        return self._steps[key]
+
+
+def decode_pair(source: StepSource, batch: int, context: int | None = None
                 ) -> tuple[PhaseStep, PhaseStep]:
-    """Two decode steps the knee's and the capacity's lines go through: from a batch of
-    :data:`LINES_FROM` where that fits, else from the served batch, else below it (a TPU's
-    compiler refuses a program that does not fit)."""
-    start = max(batch, LINES_FROM)
-    for low, high in ((start, 2 * start), (batch, 2 * batch), (max(1, batch // 2), batch)):
-        if low == high:
-            continue
+    """Decode at ``batch`` and at a second batch, twice it or else half of it, both at
+    ``context``: the steps a line in the batch (a step's time, its footprint) goes
+    through."""
+    first = source(Phase.DECODE, batch, context)
+    others = [other for other in (2 * batch, batch // 2) if other >= 1]
+    for other in others:
         try:
-            return step("decode", low), step("decode", high)
+            return first, source(Phase.DECODE, other, context)
         except DoesNotFitError:
             continue
-    raise DoesNotFitError(f"decode fits at batch {batch} but at no second batch to draw "
-                          "the knee's and the capacity's lines through: give a batch of 2 "
-                          "or more, or shard over more devices")
+    raise DoesNotFitError(f"decode fits at batch {batch} but not at "
+                          f"{' or '.join(map(str, others))}: no second batch to draw the "
+                          "lines in the batch through (the step's time, the KV cache's "
+                          "capacity); shard over more devices")
 
 
-def compiled_step(workload: Workload, phase: str, target: str, placer: Placer,
-          cache_dir: str | Path | None) -> PhaseStep:
+def _line_steps(source: StepSource, batch: int) -> tuple[PhaseStep, PhaseStep]:
+    """Two decode steps the knee's and the capacity's lines go through, the lower batch
+    first: from a batch of :data:`LINES_FROM` where that fits, else from the served batch
+    (a TPU's compiler refuses a program that does not fit)."""
+    start = max(batch, LINES_FROM)
+    if start > batch:
+        try:
+            return source(Phase.DECODE, start), source(Phase.DECODE, 2 * start)
+        except DoesNotFitError:
+            pass
+    low, high = sorted(decode_pair(source, batch), key=lambda step: step.batch)
+    return low, high
+
+
+def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
+                  cache_dir: str | Path | None) -> PhaseStep:
     from roofline.model.placement import class_text
     from roofline.program.compile import compile_workload
 
@@ -356,7 +425,7 @@ def compiled_step(workload: Workload, phase: str, target: str, placer: Placer,
             memory += dict(op.placement.memory_s).get(main, 0.0)
             link += op.placement.link_s
     batch = int(workload.params["batch"])
-    tokens = batch * (int(workload.params["prompt"]) if phase == "prefill" else 1)
+    tokens = batch * (int(workload.params["prompt"]) if phase is Phase.PREFILL else 1)
     return PhaseStep(
         phase, batch, tokens, placement.seconds, compute, memory, link,
         program.costs.flops, program.costs.bytes,
@@ -364,7 +433,7 @@ def compiled_step(workload: Workload, phase: str, target: str, placer: Placer,
         fit(program, placer.hardware), program, placement)
 
 
-def _knee(one: PhaseStep, two: PhaseStep, step_at: Any) -> Knee:
+def _knee(one: PhaseStep, two: PhaseStep, step_at: Callable[[int], PhaseStep]) -> Knee:
     """The batch where the placed decode step's compute and memory lines cross."""
     span = two.batch - one.batch
     compute_slope = (two.compute_s - one.compute_s) / span
@@ -410,8 +479,9 @@ def capacity_of(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
                             "not even one sequence fits: shard over more devices or "
                             "shorten the context")
         try:
-            program = compile_workload(variant(workload, phase="decode", batch=largest),
-                                       target, cache_dir=cache_dir)
+            program = compile_workload(
+                variant(workload, phase=Phase.DECODE.value, batch=largest), target,
+                cache_dir=cache_dir)
         except DoesNotFitError:
             # The compiler keeps some of the memory for itself: a little less.
             checked, largest = None, largest - max(1, math.ceil(largest * REFUSED_STEP))
@@ -463,18 +533,12 @@ def serving_curve(spec: str, hardware: HardwareRef, *,
                   compile: CompileOptions = CompileOptions()) -> list[CurvePoint]:
     """Prefill and decode of a decoder SPEC at each of ``batches`` that fits one device (a
     compile XLA refuses, or a footprint past the device's memory, ends the curve)."""
-    workload = decoder_workload(spec)
-    hardware, placer, compile_target = serving_setting(hardware, placement, compile)
-    cache_dir = compile.cache
+    source = StepSource(decoder_workload(spec), hardware, placement, compile, must_fit=True)
     points = []
     for batch in batches:
         try:
-            steps = [compiled_step(variant(workload, phase=phase, batch=batch), phase,
-                                   compile_target, placer, cache_dir)
-                     for phase in ("prefill", "decode")]
+            points.append(CurvePoint(batch, source(Phase.PREFILL, batch),
+                                     source(Phase.DECODE, batch)))
         except DoesNotFitError:
             break
-        if any(s.fit is not None and not s.fit.fits for s in steps):
-            break
-        points.append(CurvePoint(batch, *steps))
     return points

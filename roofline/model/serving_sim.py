@@ -10,8 +10,7 @@ model: what a serving engine's scheduler does with the steps the roofline places
   kernels read them); its link time in the tokens; a fixed overhead is added. The step
   is the larger of compute and memory plus the rest: the roofline of one step, with the
   weights read once whatever the batch. The coefficients come from compiled and placed
-  steps
-  (:func:`roofline.model.llm.step_model`).
+  steps (:func:`roofline.model.generation.fit_steps`).
 - **Scheduler** (:class:`Scheduler`): as vLLM's and TensorRT-LLM's in-flight batching
   run it. Every step first gives each decoding sequence its next token, then fills the
   rest of a token budget with prompt chunks (chunked prefill: a prompt longer than the
@@ -37,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.errors import RooflineError
+from roofline.errors import ArgumentError, RooflineError
+from roofline.model.serving_defaults import MAX_SEQUENCES, SEED, TOKEN_BUDGET
 
 PERCENTILES = (50, 90, 99)
 
@@ -113,16 +113,16 @@ class Lengths:
     high: int
 
     @classmethod
-    def parse(cls, text: str, option: str) -> Lengths:
-        """``512`` (fixed) or ``128-2048`` (uniform); a RooflineError naming ``option``."""
-        parts = text.split("-")
+    def parse(cls, lengths: str) -> Lengths:
+        """``512`` (fixed) or ``128-2048`` (uniform)."""
         try:
-            values = [int(part) for part in parts]
+            values = [int(part) for part in lengths.split("-")]
         except ValueError:
             values = []
         if len(values) not in (1, 2) or any(v < 1 for v in values) or values[0] > values[-1]:
-            raise RooflineError(f"{option} {text!r}: give a token count (512) or a range "
-                                "drawn uniformly (128-2048), each at least 1")
+            raise ArgumentError(lambda name: f"{name('lengths')}={lengths!r}: give a token "
+                                "count (512) or a range drawn uniformly (128-2048), each at "
+                                "least 1")
         return cls(values[0], values[-1])
 
     @property
@@ -151,20 +151,22 @@ class Requests:
     output_len: np.ndarray
 
     @classmethod
-    def make(cls, count: int, inputs: Lengths, outputs: Lengths, rate: float | None,
-             seed: int = 0) -> Requests:
-        """``count`` requests arriving as a Poisson process at ``rate`` per second, or all
-        at once (``rate`` None: an offline run)."""
-        if count < 1:
-            raise RooflineError(f"--requests {count}: give at least 1")
+    def make(cls, requests: int, inputs: Lengths, outputs: Lengths, rate: float | None,
+             seed: int = SEED) -> Requests:
+        """``requests`` of them arriving as a Poisson process at ``rate`` per second, or
+        all at once (``rate`` None: an offline run)."""
+        if requests < 1:
+            raise ArgumentError(lambda name: f"{name('requests')}={requests}: give at "
+                                "least 1")
         rng = np.random.default_rng(seed)
         if rate is None:
-            arrival = np.zeros(count)
+            arrival = np.zeros(requests)
         else:
             if not rate > 0 or not math.isfinite(rate):
-                raise RooflineError(f"--rate {rate}: give requests per second above 0")
-            arrival = np.cumsum(rng.exponential(1.0 / rate, size=count))
-        return cls(arrival, inputs.draw(count, rng), outputs.draw(count, rng))
+                raise ArgumentError(lambda name: f"{name('rate')}={rate}: give requests "
+                                    "per second above 0")
+            arrival = np.cumsum(rng.exponential(1.0 / rate, size=requests))
+        return cls(arrival, inputs.draw(requests, rng), outputs.draw(requests, rng))
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -174,8 +176,8 @@ class Requests:
 class Scheduler:
     """What the serving engine may put in one step (module docstring)."""
 
-    token_budget: int = 2048
-    max_sequences: int = 256
+    token_budget: int = TOKEN_BUDGET
+    max_sequences: int = MAX_SEQUENCES
     page_tokens: int = 16
     cache_tokens: int = 0        # KV-cache positions that fit beside the weights
 
@@ -192,6 +194,9 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class Percentiles:
+    """A measure over a run's requests (TTFT, TPOT, latency): its median, 90th and 99th
+    percentiles and its mean (NaN where no request has it)."""
+
     p50: float
     p90: float
     p99: float

@@ -10,7 +10,7 @@ from typing import Any
 
 from roofline.model.generation import FittedSteps, Generation, Served
 from roofline.model.serving_sim import Percentiles, ServingRun
-from roofline.render.serving import rate_text, time_text
+from roofline.render.serving import rate_text, scalar_fields, time_text
 from roofline.render.tables import format_table
 
 GENERATION_SCHEMA = "roofline/generation/1"
@@ -23,8 +23,9 @@ def _fitted_document(fitted: FittedSteps) -> dict[str, Any]:
             "overhead_s": m.overhead_s, "prompt_pair_s": m.prompt_pair_s,
             "prompt_token_memory_s": m.prompt_token_memory_s,
             "scores_memory_s": m.scores_memory_s,
-            "solved_from": [{"phase": s.phase, "batch": s.batch, "seconds": s.seconds,
-                             "tokens": s.tokens} for s in fitted.solved_from],
+            "solved_from": [{"phase": s.phase.value, "batch": s.batch,
+                             "seconds": s.seconds, "tokens": s.tokens}
+                            for s in fitted.solved_from],
             "checks": [{"step": c.what, "compiled_s": c.compiled_s,
                         "modelled_s": c.modelled_s, "error": c.error}
                        for c in fitted.checks]}
@@ -108,6 +109,12 @@ def served_document(answers: Sequence[Served], labels: Sequence[str]) -> dict[st
                           **_run_document(p.run)} for p in a.frontier],
             "step_model": _fitted_document(a.fitted)})
     return {"schema": SERVED_SCHEMA, "spec": answers[0].spec, "devices": entries}
+
+
+def served_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """One CSV row per device and rate of its latency-throughput curve."""
+    return [{"label": entry["label"], "rate": point["rate"], **scalar_fields(point)}
+            for entry in document["devices"] for point in entry["curve"]]
 
 
 def _spread(p: Percentiles) -> str:

@@ -14,7 +14,7 @@ SCHEMA = "roofline/serving/1"
 
 
 def _step_document(step: PhaseStep) -> dict[str, Any]:
-    return {"phase": step.phase, "batch": step.batch, "tokens": step.tokens,
+    return {"phase": step.phase.value, "batch": step.batch, "tokens": step.tokens,
             "seconds": step.seconds, "tokens_per_s": step.tokens_per_s,
             "bound": step.bound, "seconds_by_bound": step.seconds_by_bound,
             "compute_s": step.compute_s, "memory_s": step.memory_s, "link_s": step.link_s,
@@ -56,6 +56,16 @@ def serving_document(answers: Sequence[Serving], labels: Sequence[str]) -> dict[
         })
     return {"schema": SCHEMA, "spec": answers[0].spec, "devices": entries,
             "left_out": list(answers[0].left_out)}
+
+
+def scalar_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry of a serving document as a CSV row: its fields that hold no record."""
+    return {key: value for key, value in entry.items() if not isinstance(value, dict)}
+
+
+def device_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """A serving or generation document as CSV rows, one per device."""
+    return [scalar_fields(entry) for entry in document["devices"]]
 
 
 def time_text(seconds: float) -> str:

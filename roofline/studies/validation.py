@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.errors import RooflineError
+from roofline.errors import ArgumentError, RooflineError
 from roofline.input_files import RUN_MANIFEST, VALIDATION_SUITE, read_input, read_input_text
 from roofline.model.coverage import Coverage
 from roofline.model.placement import BoundKind
@@ -259,13 +259,20 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     from roofline.model.accuracy import kind_of, memory_share
     from roofline.model.generation import LatencyTarget, ServeOptions, serve
     from roofline.model.questions import CompileOptions, predict
+    from roofline.model.serving_defaults import MAX_SEQUENCES, REQUESTS, TOKEN_BUDGET
     from roofline.model.serving_sim import Lengths, Scheduler
 
     where = f"{CASES_FILE}: case {case['name']!r}"
     served = case["serve"]
+
+    def lengths(field: str) -> Lengths:
+        try:
+            return Lengths.parse(str(served[field]))
+        except ArgumentError as exc:
+            raise RooflineError(f"{where}: {exc.worded({'lengths': 'serve.' + field})}"
+                                ) from None
     try:
-        inputs = Lengths.parse(str(served["input_len"]), "input_len")
-        outputs = Lengths.parse(str(served["output_len"]), "output_len")
+        inputs, outputs = lengths("input_len"), lengths("output_len")
         scenario = served["scenario"]
     except KeyError as exc:
         raise RooflineError(f"{where}: serve needs {exc.args[0]}") from None
@@ -273,14 +280,14 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
         raise RooflineError(f"{where}: serve.scenario {scenario!r}: offline or server")
     target = (LatencyTarget(served["ttft"], served["tpot"]) if scenario == "server"
               else None)
-    scheduler = Scheduler(token_budget=served.get("token_budget", 2048),
-                          max_sequences=served.get("max_sequences", 256))
+    scheduler = Scheduler(token_budget=served.get("token_budget", TOKEN_BUDGET),
+                          max_sequences=served.get("max_sequences", MAX_SEQUENCES))
     compile = CompileOptions(cache_dir=cache_dir)
     target_spec = case.get("target_spec", case["source_spec"])
 
     def per_device(spec: str, hardware: str) -> float:
         answer = serve(spec, hardware, inputs, outputs, ServeOptions(
-            requests=served.get("requests", 1000), latency=target, scheduler=scheduler,
+            requests=served.get("requests", REQUESTS), latency=target, scheduler=scheduler,
             curves=False), compile=compile)
         run = answer.offline if target is None else answer.best_run
         assert run is not None   # serve refuses a target no rate meets

@@ -88,9 +88,13 @@ class Family:
                     " Its parameters: "
                     + ", ".join(f"{p.name} (default {p.default})" for p in self.params))
         full = {p.name: values.get(p.name, p.default) for p in self.params}
-        # A parameter left at None takes its value from another (a named configuration's).
-        text = ",".join(f"{k}={v}" for k, v in full.items() if v is not None)
-        return self.build(f"{self.name}:{text}", full)
+        return self.build(spec_text(self.name, full), full)
+
+
+def spec_text(family: str, params: Mapping[str, Any]) -> str:
+    """The SPEC of a ``family`` workload with ``params``; one left at None takes its value
+    from another (a named configuration's) and is not written."""
+    return f"{family}:" + ",".join(f"{k}={v}" for k, v in params.items() if v is not None)
 
 
 FAMILIES: dict[str, Family] = {}
