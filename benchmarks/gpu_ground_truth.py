@@ -434,31 +434,49 @@ def run_stages(out: Path, platform_name: str, budget_s: float, quick: bool,
 # --- back on this machine ---------------------------------------------------------------
 
 def import_run(source: Path, repository: Path = ROOT) -> Path:
-    """File a run's outputs under measurements/gpu/<spec id>/ (dumps and traces unpacked)
-    and write its measured variant into the library's spec of that GPU."""
-    from roofline.cli import main as roofline
+    """File a run's outputs under measurements/gpu/<spec id>/ (its records, logs and
+    tables; its dumps unpacked, its profiles packed as traces.tar.gz) and write its
+    measured variant into the library's spec of that GPU, printing what the variant sets
+    aside. All or nothing: the files are gathered in a staging folder, the
+    spec is checked before it is replaced, and the folder takes the place of any earlier
+    import of that GPU only once both are done."""
     from roofline.errors import RooflineError
     from roofline.hardware.device_names import spec_for_device
+    from roofline.hardware.gpu_measure import GpuMeasurement
+    from roofline.hardware.measured_spec import write_spec
 
     record = json.loads((source / "provenance.json").read_text())
     known = spec_for_device(record["device_kind"])
     if known is None:
         raise RooflineError(f"no spec describes {record['device_kind']!r}")
     target = repository / "measurements" / "gpu" / known[0]
-    target.mkdir(parents=True, exist_ok=True)
-    for name in ("measure.json", "ops.csv", "steps.csv", "provenance.json", "counters.csv",
-                 "counters_hlo.txt.gz"):
-        if (source / name).exists():
-            shutil.copyfile(source / name, target / name)
-    for archive, folder in (("dumps.tar.gz", "dumps"), ("traces.tar.gz", "traces")):
-        if (source / archive).exists():
-            with tarfile.open(source / archive) as tar:
-                tar.extractall(target / folder, filter="data")
-    if (source / "measure.json").exists():
-        spec = repository / "hardware_specs" / f"{known[0]}.toml"
-        if roofline(["hardware", "measure", "--from-json", str(source / "measure.json"),
-                     "--base", known[0], "--out", str(spec), "--force"]) != 0:
-            raise RooflineError(f"the measured variant of {known[0]} was not written")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{known[0]}.import-", dir=target.parent))
+    try:
+        kept = [source / name for name in ("measure.json", "ops.csv", "steps.csv",
+                                           "counters.csv", "counters_hlo.txt.gz",
+                                           "traces.tar.gz", "README.md")]
+        # Each invocation's record (a run taken in parts has one per part) and log.
+        kept += [*source.glob("provenance*.json"), *source.glob("log*.txt")]
+        for file in kept:
+            if file.is_file():
+                shutil.copyfile(file, staging / file.name)
+        # The replay reads each step's program from dumps/; the profiles stay packed.
+        if (source / "dumps.tar.gz").exists():
+            with tarfile.open(source / "dumps.tar.gz") as tar:
+                tar.extractall(staging / "dumps", filter="data")
+        if (source / "measure.json").exists():
+            measurement = GpuMeasurement.from_json(
+                json.loads((source / "measure.json").read_text()))
+            written = write_spec(measurement, repository / "hardware_specs" / f"{known[0]}.toml",
+                                 force=True, base=known[0])
+            for flag in written.flags:
+                print(f"set aside: {flag}", file=sys.stderr)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

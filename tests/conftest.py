@@ -26,6 +26,9 @@ else:
 MAX_WORKERS = 4
 
 DATA = Path(__file__).parent / "data"
+# What a GPU session measured, filed by benchmarks/gpu_ground_truth.py import (its
+# README.md and provenance*.json say how): the H200 run's profiles are in traces.tar.gz.
+H200_RUN = Path(__file__).parent.parent / "measurements" / "gpu" / "h200"
 # The example traces (TPU, GPU, host) live in the top-level traces/ folder, with their
 # sources and licenses in traces/SOURCES.md.
 TRACES = Path(__file__).parent.parent / "traces"
@@ -33,6 +36,19 @@ TRACES = Path(__file__).parent.parent / "traces"
 
 def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+@pytest.fixture(scope="session")
+def h200_profiles(tmp_path_factory) -> Path:
+    """The H200 run's profiles unpacked: run0/ (an FC step) and run1/ (a ResNet-50 step),
+    run directories of `roofline profile` under JAX 0.11, and torch/cnn.pt.trace.json.gz
+    (a PyTorch CNN training step)."""
+    import tarfile
+
+    root = tmp_path_factory.mktemp("h200-profiles")
+    with tarfile.open(H200_RUN / "traces.tar.gz") as archive:
+        archive.extractall(root, filter="data")
+    return root
 
 
 @pytest.fixture(scope="session")

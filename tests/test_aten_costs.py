@@ -1,6 +1,6 @@
 """The cost formulas of ATen ops (roofline.program.trace.aten_costs): hand-derived values,
 inputs that do not make their op, and a real PyTorch training step's trace (an H200's,
-tests/data/h200/SOURCES.md) costed op by op."""
+measurements/gpu/h200: the h200_profiles fixture) costed op by op."""
 
 import gzip
 import json
@@ -14,7 +14,10 @@ from roofline.model.explain import explain
 from roofline.program.run import load_run
 from roofline.program.trace.aten_costs import FORMULAS, LIST_DTYPE_NOTE, op_cost
 
-TRACE = Path(__file__).parent / "data" / "h200" / "torch" / "cnn.pt.trace.json.gz"
+
+@pytest.fixture(scope="module")
+def trace(h200_profiles) -> Path:
+    return h200_profiles / "torch" / "cnn.pt.trace.json.gz"
 
 
 def _call(*arguments):
@@ -284,9 +287,9 @@ def test_an_op_whose_inputs_do_not_make_it_has_no_cost(op, arguments, why):
     assert _cost(op, *arguments) is None, why
 
 
-def test_a_damaged_op_of_a_real_trace_keeps_its_time_and_is_named(tmp_path):
+def test_a_damaged_op_of_a_real_trace_keeps_its_time_and_is_named(trace, tmp_path):
     # The trace's max-pool with its shapes lost: no cost, no crash, listed with its time.
-    trace = json.loads(gzip.decompress(TRACE.read_bytes()))
+    trace = json.loads(gzip.decompress(trace.read_bytes()))
     for event in trace["traceEvents"]:
         if event.get("name") == "aten::max_pool2d_with_indices":
             event["args"]["Input Dims"] = [[], [], [], [], [], []]
@@ -302,8 +305,8 @@ def test_a_damaged_op_of_a_real_trace_keeps_its_time_and_is_named(tmp_path):
 # --- a real training step --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def explained():
-    return explain(load_run(TRACE), load_hardware("h200"))
+def explained(trace):
+    return explain(load_run(trace), load_hardware("h200"))
 
 
 def _costs(explained, op):

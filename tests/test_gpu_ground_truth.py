@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from roofline.errors import RooflineError
 from roofline.hardware import load_spec_file
 from roofline.program.hlo_dump import dumped_program, read_dump
 from tests.nvml import ConstantBoard
@@ -237,3 +238,35 @@ def test_the_replay_compares_measured_energy_with_the_energy_roofline_and_the_td
     assert errors.by_method["tdp"][last] == pytest.approx(1.0)
     assert gpu_accuracy.step_energy(device_dir, hardware).notes == [
         f"{hardware.ref} has no measured energy costs: only TDP x time"]
+
+
+def test_the_h200_run_is_filed_with_its_impossible_l2_figure_set_aside(tmp_path, capsys):
+    # The H200 run's L2 figure came out at 7.864 EB/s: a sixteenth of the L2 took no longer
+    # than a kernel's fixed cost, and the difference of the two was noise. The import
+    # writes every other figure and says why it set that one aside.
+    repository = tmp_path / "repository"
+    (repository / "hardware_specs").mkdir(parents=True)
+    target = gpu_ground_truth.import_run(COMMITTED / "h200", repository)
+    assert "set aside: L2 bandwidth measured 7.864 EB/s, beyond what any device reaches" in (
+        capsys.readouterr().err)
+    spec = load_spec_file(repository / "hardware_specs" / "h200.toml", variant="measured")
+    assert spec.roof("bf16", "matrix").achieved.value == pytest.approx(782.1e12, rel=1e-3)
+    # The L2 keeps the published figure the spec cites (9.7 TB/s), not the measured one.
+    assert spec.level("L2").achieved.sources == ("ernst-gpu-benches",)
+    assert (target / "traces.tar.gz").is_file() and (target / "README.md").is_file()
+
+
+def test_a_refused_import_writes_nothing(tmp_path):
+    source = tmp_path / "source"
+    shutil.copytree(COMMITTED / "h200", source, ignore=shutil.ignore_patterns("dumps"))
+    measurement = json.loads((source / "measure.json").read_text())
+    measurement["matrix"]["bf16"]["best"] = "fast"
+    (source / "measure.json").write_text(json.dumps(measurement))
+    repository = tmp_path / "repository"
+    (repository / "hardware_specs").mkdir(parents=True)
+    spec = repository / "hardware_specs" / "h200.toml"
+    spec.write_text("# an earlier spec, kept\n")
+    with pytest.raises(RooflineError, match="matrix.bf16.best is 'fast', not a finite number"):
+        gpu_ground_truth.import_run(source, repository)
+    assert spec.read_text() == "# an earlier spec, kept\n"
+    assert list((repository / "measurements" / "gpu").iterdir()) == []

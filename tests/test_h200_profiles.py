@@ -1,4 +1,5 @@
-"""Profiles from a real H200 (tests/data/h200/, SOURCES.md there) read kernel by kernel:
+"""Profiles from a real H200 (measurements/gpu/h200/traces.tar.gz; its README.md says how
+they were taken) read kernel by kernel:
 JAX 0.11 runs a step's kernels inside CUDA graphs (XLA command buffers) whose hlo_op stat
 names the command buffer, so each kernel is joined to its op by its own name, or as a
 library call's by its place in the schedule; the step's wall time, the time the GPU ran
@@ -6,7 +7,6 @@ kernels and the time it ran nothing are part of every answer."""
 
 import gzip
 import json
-import tarfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,19 +22,13 @@ from roofline.program.trace.reader import _is_execute_thunks
 from roofline.render.annotate import write_annotated_trace
 from roofline.render.html.documents import IDLE_CLASS, report_data
 from roofline.render.runs import explanation_text
-from tests.conftest import DATA, TRACES
-
-H200 = DATA / "h200"
+from tests.conftest import TRACES
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """run0 (an FC step: the example traces/h200_fc) and run1 (a ResNet-50 step,
-    unpacked from its archive)."""
-    root = tmp_path_factory.mktemp("h200")
-    with tarfile.open(H200 / "run1.tar.gz") as archive:
-        archive.extractall(root, filter="data")
-    return {"run0": TRACES / "h200_fc", "run1": root / "run1"}
+def runs(h200_profiles) -> dict[str, Path]:
+    """run0 (an FC step: also the example traces/h200_fc) and run1 (a ResNet-50 step)."""
+    return {"run0": TRACES / "h200_fc", "run1": h200_profiles / "run1"}
 
 
 @pytest.fixture(scope="module")
@@ -187,11 +181,12 @@ def test_kernel_and_host_event_names_as_xla_writes_them():
     assert not _is_execute_thunks("[x] GpuExecutable::ExecuteThunks")
 
 
-def test_a_pytorch_step_gives_its_wall_and_idle_time():
+def test_a_pytorch_step_gives_its_wall_and_idle_time(h200_profiles):
     # The CNN's 2 ProfilerStep annotations; the GPU ran its kernels one at a time for
     # 643 us a step. A step's busy time is the run's per step: the GPU runs a step's
     # kernels after the host's annotation of it has moved on.
-    ex = explain(load_run(H200 / "torch" / "cnn.pt.trace.json.gz"), load_hardware("h200"))
+    ex = explain(load_run(h200_profiles / "torch" / "cnn.pt.trace.json.gz"),
+                 load_hardware("h200"))
     step = ex.step_time
     assert step.wall_s == min(ex.run.step_wall_s) and step.of == 2
     assert step.busy_s == pytest.approx(643.4e-6, abs=0.1e-6)

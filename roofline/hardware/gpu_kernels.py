@@ -210,13 +210,25 @@ def cache_bandwidth(device: Any, cache_bytes: float, quick: bool, floor_s: float
     """Bytes read plus written per second by a kernel whose two arrays fit a cache of
     ``cache_bytes``: one kernel of a chain (:func:`per_kernel_seconds`) less the same on a
     tiny array (``floor_s``: the fixed cost of a kernel in a program), arrays of a quarter
-    and a sixteenth of the cache each, the better."""
-    rates = {}
+    and a sixteenth of the cache each, the better. A size whose kernel takes under twice
+    the fixed cost is not resolved (``unresolved``: its seconds): the difference of two
+    times so close is noise, and its rate anything up to infinite (an H200's sixteenth of
+    its L2 came out at 7.9 EB/s); with no size resolved, ``best`` is 0 (not measured)."""
+    rates, unresolved = {}, {}
     for share in (4, 16):
         elements = max(int(cache_bytes // share // 4), 1024)
-        seconds = per_kernel_seconds(device, elements, 3 if quick else 5) - floor_s
-        rates[str(elements * 4)] = 2 * elements * 4 / max(seconds, 1e-12)
-    return {"rates": rates, "best": max(rates.values()), "cache_bytes": cache_bytes}
+        seconds = per_kernel_seconds(device, elements, 3 if quick else 5)
+        if seconds < CACHE_RESOLUTION * floor_s:
+            unresolved[str(elements * 4)] = seconds
+        else:
+            rates[str(elements * 4)] = 2 * elements * 4 / (seconds - floor_s)
+    return {"rates": rates, "best": max(rates.values(), default=0.0),
+            "cache_bytes": cache_bytes, "unresolved": unresolved, "floor_s": floor_s}
+
+
+# A cache kernel's time must be at least this many of a kernel's fixed cost for the
+# difference of the two to say what its bytes took.
+CACHE_RESOLUTION = 2.0
 
 
 def op_floors(device: Any, quick: bool) -> dict[str, float]:

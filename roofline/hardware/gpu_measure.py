@@ -33,6 +33,7 @@ record's ``achieved`` (a sustained clock as ``sustained``; the floors as ``per_o
 from __future__ import annotations
 
 import datetime
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ from roofline.hardware.gpu_kernels import (
     sustain_gemm,
 )
 from roofline.hardware.records import Hardware
+from roofline.hardware.spec_fields import PLAUSIBLE
 from roofline.input_files import SPEC_FILE, read_input_text
 from roofline.units import Kind, format_quantity
 
@@ -107,6 +109,7 @@ class GpuMeasurement:
                               ("floors", "dispatch_s")):
                 if key not in doc[part]:
                     raise KeyError(f"{part}.{key}")
+            _check_figures(doc)
             return cls(GpuFacts(**doc["facts"]), doc["matrix"], doc["copy"], doc["l2"],
                        doc["floors"], doc["clock"], doc["date"], doc["command"],
                        doc.get("power", {}))
@@ -191,12 +194,14 @@ class GpuMeasurement:
 
     def comparison_rows(self, base: Hardware) -> list[dict[str, Any]]:
         """Each figure against the datasheet peak and the published achieved figure the
-        spec cites, with the ratios."""
+        spec cites, with the ratios; a figure set aside (:func:`set_aside`) is marked."""
         rows = []
+        aside = [figure for figure, _ in set_aside(self, base)]
         for figure in self.figures(base):
             peak, published, cited = _spec_figures(base, figure)
             rows.append({
-                "figure": figure.what, "measured": format_quantity(figure.value, figure.kind),
+                "figure": figure.what + (" (not written)" if figure in aside else ""),
+                "measured": format_quantity(figure.value, figure.kind),
                 "datasheet": format_quantity(peak, figure.kind) if peak else "-",
                 "measured/datasheet": f"{figure.value / peak:.0%}" if peak else "-",
                 "published": (f"{format_quantity(published, figure.kind)} [{cited}]"
@@ -332,7 +337,7 @@ def measured_variant_toml(base_path: str | Path, m: GpuMeasurement, base: Hardwa
     doc.setdefault("variants", tomlkit.table())[variant] = (
         f"Ceilings measured on {m.facts.name} ({m.date}), each beside its datasheet peak")
     doc.setdefault("sources", tomlkit.table())[source] = m.provenance(base)
-    skipped = over_peak(m, base)
+    skipped = [figure for figure, _ in set_aside(m, base)]
     fields_of: dict[int, tuple[Any, dict[str, str]]] = {}
     for figure in m.figures(base):
         if figure in skipped:
@@ -359,10 +364,53 @@ def measured_variant_toml(base_path: str | Path, m: GpuMeasurement, base: Hardwa
     return tomlkit.dumps(doc)
 
 
-def over_peak(m: GpuMeasurement, base: Hardware) -> list[Figure]:
-    """Figures above the datasheet figure beside them: not a ceiling the spec can hold."""
-    return [f for f in m.figures(base) if f.table in ("compute", "memory", "clock")
-            and (peak := _spec_figures(base, f)[0]) and f.value > peak]
+# The figures of a measurement that are read as numbers: (part, key), "*" for every
+# entry of a part (each matrix dtype's best rate).
+_NUMBERS = (("copy", "best"), ("l2", "best"), ("floors", "*"), ("clock", "sm_mhz_median"),
+            ("clock", "rate"), ("power", "idle_w"), ("power", "per_flop_j"),
+            ("power", "per_byte_j"))
+
+
+def _check_figures(doc: dict[str, Any]) -> None:
+    """Refuse a measurement whose figures are not finite numbers, naming the field."""
+    found = [(f"matrix.{dtype}.best", result.get("best"))
+             for dtype, result in (doc.get("matrix") or {}).items()
+             if isinstance(result, dict) and "best" in result]
+    for part, key in _NUMBERS:
+        values = doc.get(part) or {}
+        if not isinstance(values, dict):
+            raise TypeError(part)
+        found += ([(f"{part}.{name}", value) for name, value in values.items()]
+                  if key == "*" else [(f"{part}.{key}", values[key])] if key in values else [])
+    for name, value in found:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise RooflineError(f"the GPU measurement's {name} is {value!r}, not a finite "
+                                "number: write it again with 'roofline hardware measure "
+                                "--json'")
+
+
+def set_aside(m: GpuMeasurement, base: Hardware) -> list[tuple[Figure, str]]:
+    """Figures no spec can hold, each with why it is not written: above the datasheet
+    figure beside it, or beyond what any device reaches (the plausibility bounds every
+    spec figure is checked against: a time taken as the difference of two that were
+    equal within their noise gives a rate near infinity)."""
+    found = []
+    for figure in m.figures(base):
+        low, high = PLAUSIBLE[figure.kind]
+        peak = (_spec_figures(base, figure)[0]
+                if figure.table in ("compute", "memory", "clock") else None)
+        value = format_quantity(figure.value, figure.kind)
+        if not low <= figure.value <= high:
+            found.append((figure, f"{figure.what} measured {value}, beyond what any device "
+                                  f"reaches ({format_quantity(low, figure.kind)} to "
+                                  f"{format_quantity(high, figure.kind)}): not written (a "
+                                  "difference of times lost in their noise)"))
+        elif peak and figure.value > peak:
+            found.append((figure, f"{figure.what} measured {value}, above the datasheet's "
+                                  f"{format_quantity(peak, figure.kind)}: not written (check "
+                                  "the spec, or whether this is another model of the GPU)"))
+    return found
 
 
 def flags(m: GpuMeasurement, base: Hardware) -> list[str]:
@@ -377,11 +425,7 @@ def flags(m: GpuMeasurement, base: Hardware) -> list[str]:
         found.append(f"energy costs not written: GEMMs drew {m.power['matrix_w']:.4g} W and "
                      f"copies {m.power['memory_w']:.4g} W against {m.power['idle_w']:.4g} W "
                      "idle, no more than idle for one of them")
-    for figure in over_peak(m, base):
-        peak = _spec_figures(base, figure)[0]
-        found.append(f"{figure.what} measured {format_quantity(figure.value, figure.kind)}, "
-                     f"above the datasheet's {format_quantity(peak, figure.kind)}: not "  # type: ignore[arg-type]
-                     "written (check the spec, or whether this is another model of the GPU)")
+    found += [why for _, why in set_aside(m, base)]
     if m.facts.sm_count and base.count("sm") and m.facts.sm_count != base.count("sm"):
         found.append(f"the device has {m.facts.sm_count} SMs, {base.id} describes "
                      f"{base.count('sm'):g}: another model of the GPU")

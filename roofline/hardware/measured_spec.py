@@ -19,7 +19,7 @@ from roofline.hardware.gpu_measure import (
 from roofline.hardware.library import load_hardware
 from roofline.hardware.measure import HostMeasurement, host_spec_toml, measure_host
 from roofline.hardware.records import Hardware
-from roofline.hardware.spec_file import load_spec_file
+from roofline.hardware.spec_file import spec_from_text
 from roofline.outputs import write_text_atomic
 
 Measurement = HostMeasurement | GpuMeasurement
@@ -89,9 +89,12 @@ def write_spec(measurement: Measurement, out: str | Path, *, force: bool = False
     _check_spec_path(out, force)
     if isinstance(measurement, GpuMeasurement):
         return _write_gpu_spec(measurement, out, base, variant, hardware_dirs)
-    write_text_atomic(out, host_spec_toml(measurement, out.stem))
-    written = load_spec_file(out)
-    load_spec_file(out, variant="one-core", scope="core")
+    text = host_spec_toml(measurement, out.stem)
+    # Checked as the file it will be before anything is replaced: a refused measurement
+    # leaves the file there as it was.
+    written = spec_from_text(text, out)
+    spec_from_text(text, out, variant="one-core", scope="core")
+    write_text_atomic(out, text)
     return WrittenSpec(out, written, None, tuple(measurement.flags()))
 
 
@@ -99,10 +102,11 @@ def _write_gpu_spec(measurement: GpuMeasurement, out: Path, base: str | Hardware
                     variant: str, hardware_dirs: Iterable[str | Path]) -> WrittenSpec:
     if not isinstance(base, Hardware):
         base = load_hardware(base or base_spec_id(measurement.facts), hardware_dirs)
-    write_text_atomic(out, measured_variant_toml(base.path, measurement, base, out.stem,
-                                                 variant))
-    return WrittenSpec(out, load_spec_file(out, variant=variant), base,
-                       tuple(flags(measurement, base)))
+    text = measured_variant_toml(base.path, measurement, base, out.stem, variant)
+    written = spec_from_text(text, out, variant=variant)
+    spec_from_text(text, out)
+    write_text_atomic(out, text)
+    return WrittenSpec(out, written, base, tuple(flags(measurement, base)))
 
 
 def _check_spec_path(out: Path, force: bool) -> None:

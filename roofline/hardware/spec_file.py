@@ -492,7 +492,15 @@ def load_spec_file(path: str | Path, *, variant: str | None = None,
                    scope: str | None = None) -> Hardware:
     """Read, validate and build the spec file at ``path``."""
     path = Path(path)
-    text = read_input_text(path, SPEC_FILE)
+    return spec_from_text(read_input_text(path, SPEC_FILE), path, variant=variant,
+                          scope=scope)
+
+
+def spec_from_text(text: str, path: str | Path, *, variant: str | None = None,
+                   scope: str | None = None) -> Hardware:
+    """Validate and build the spec ``text`` as the file ``path`` would be (its id is the
+    file's name): what a spec is checked by before it is written."""
+    path = Path(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
