@@ -139,31 +139,23 @@ def _version(ncu: str) -> str:
 
 
 def ncu_metrics() -> tuple[str, ...]:
-    """What ncu is asked for: each count the Nsight Compute reader turns into FLOPs and
-    bytes (in its plain ``.sum`` form), the kernel's time, the GPU's name, and the per-cycle
-    peaks and clocks the reader takes the GPU's peaks from."""
+    """What ncu is asked for: the metrics the Nsight Compute reader counts each kernel's
+    time, FLOPs and bytes from, the GPU's name, and the per-cycle peaks and clocks the
+    reader takes the GPU's peaks from."""
     from roofline.program.trace.nsight_compute import (
+        COUNT_METRICS,
         GPU_NAME_METRIC,
-        LEVELS,
-        NEEDED_METRICS,
-        PRECISIONS,
-        TIME_METRIC,
+        PEAK_METRICS,
     )
 
-    counts = [f"smsp__sass_thread_inst_executed_op_{letter}{op}_pred_on.sum"
-              for letter in PRECISIONS.values() for op in ("add", "mul", "fma")]
-    counts.append("sm__inst_executed_pipe_tensor.sum")   # the tensor roofline section's
-    counts += [f"{unit}.sum" for unit in LEVELS.values()]
-    peaks = sorted(m for m in NEEDED_METRICS
-                   if m.endswith((".peak_sustained", "cycles_elapsed.avg.per_second")))
-    return (TIME_METRIC, GPU_NAME_METRIC, *counts, *peaks)
+    return (*COUNT_METRICS, GPU_NAME_METRIC, *PEAK_METRICS)
 
 
 def available_metrics(ncu: str, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
     """``wanted`` split into the metrics this GPU's ncu lists (``ncu --query-metrics``) and
     those it does not: counters differ between architectures, and one ncu does not know
     may fail the whole run. All of them are kept where the listing cannot be read."""
-    from roofline.program.trace.nsight_compute import TIME_METRIC
+    from roofline.program.trace.nsight_compute import LEVELS, TIME_METRIC
 
     try:
         done = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True,
@@ -171,7 +163,7 @@ def available_metrics(ncu: str, wanted: Sequence[str]) -> tuple[list[str], list[
     except (OSError, subprocess.TimeoutExpired):
         return list(wanted), []
     listed = set(re.findall(r'^[\s"]*([a-z0-9]+__\w+)', done.stdout, re.MULTILINE))
-    if "dram__bytes" not in listed:
+    if LEVELS["DRAM"] not in listed:   # a listing that lists no DRAM bytes is none
         return list(wanted), []
     kept = [m for m in wanted if m == TIME_METRIC or m.split(".")[0] in listed]
     return kept, [m for m in wanted if m not in kept]

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from roofline.model.comparison import Comparison, Sensitivity
     from roofline.model.coverage import Coverage
     from roofline.model.explain import Explanation
-    from roofline.model.explain import explain_run as explain
+    from roofline.model.explain_profile import explain_profile as explain
     from roofline.model.generation import (
         FittedSteps,
         FrontierPoint,
@@ -81,6 +81,7 @@ if TYPE_CHECKING:
         generation,
         serve,
     )
+    from roofline.model.hierarchical import HierarchicalRoofline
     from roofline.model.llm import (
         Capacity,
         CurvePoint,
@@ -167,9 +168,11 @@ _HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
     "roofline.model.analysis": ("CapacityThroughput", "Fit", "ProgramPlacement"),
     "roofline.model.comparison": ("Comparison", "Sensitivity"),
     "roofline.model.coverage": ("Coverage",),
-    "roofline.model.explain": ("Explanation", "explain=explain_run"),
+    "roofline.model.explain": ("Explanation",),
+    "roofline.model.explain_profile": ("explain=explain_profile",),
     "roofline.model.generation": ("FittedSteps", "FrontierPoint", "Generation", "LatencyTarget",
         "Served", "ServeOptions", "StepCheck", "generation", "serve"),
+    "roofline.model.hierarchical": ("HierarchicalRoofline",),
     "roofline.model.llm": ("Capacity", "CurvePoint", "Knee", "Phase", "PhaseStep", "Pipeline",
         "Serving", "serving", "serving_curve"),
     "roofline.model.placement": ("Bound", "BoundKind", "Overlap", "Placement", "Work",
@@ -209,6 +212,7 @@ __all__ = [
     "LatencyTarget", "Scheduler", "ServeOptions",
     # their results
     "Analysis", "CapacityThroughput", "Comparison", "Coverage", "Explanation", "GpuMeasurement",
+    "HierarchicalRoofline",
     "HostMeasurement", "Prediction", "PredictionMode", "ProgramPlacement", "Sensitivity",
     "Serving", "Generation", "Served", "ServingRun", "StepTime", "Validation", "WhatIf",
     "WrittenSpec",

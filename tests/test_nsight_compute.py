@@ -5,6 +5,7 @@ CSV layouts: see tests/data/nsight/SOURCES.md)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -12,11 +13,20 @@ from pathlib import Path
 import pytest
 
 from roofline.cli import main
-from roofline.errors import TraceError
+from roofline.errors import RooflineError, TraceError
 from roofline.hardware.library import load_hardware
+from roofline.model.explain import Explanation
+from roofline.model.explain_profile import explain_profile
 from roofline.model.hierarchical import explain_nsight_compute, place_report
+from roofline.model.placement import Bound, BoundKind
 from roofline.program.trace.formats import is_nsight_compute_report
-from roofline.program.trace.nsight_compute import GPU_NAME_METRIC, read_nsight_compute
+from roofline.program.trace.kernel_names import KernelClass
+from roofline.program.trace.nsight_compute import (
+    GPU_NAME_METRIC,
+    NsightKernel,
+    NsightReport,
+    read_nsight_compute,
+)
 from roofline.units import profiler_unit
 
 DATA = Path(__file__).parent / "data" / "nsight"
@@ -97,7 +107,7 @@ def test_kernels_are_placed_per_level_and_bound_by_the_slowest():
     # L1 2 GB: 68.73, 59.78 us at 253.44 GB/s x 132 SMs = 33.454 TB/s. Compute is the
     # slowest: compute-bound, 138.93 / 200 = 69.5% efficient, 687.3 TFLOP/s achieved.
     flops = 2 * 4096 ** 3 + 16_777_216
-    assert (gemm.precision, gemm.bound) == ("tensor", "compute")
+    assert (gemm.precision, gemm.bound) == ("tensor", Bound(BoundKind.COMPUTE, "fp16 matrix"))
     assert gemm.compute_s == pytest.approx(flops / 989.4e12)
     assert gemm.point("DRAM").intensity == pytest.approx(flops / 120e6)
     assert gemm.point("L2").seconds == pytest.approx(800e6 / 6e12)
@@ -108,15 +118,17 @@ def test_kernels_are_placed_per_level_and_bound_by_the_slowest():
     # The copy: no FLOPs, no intensity, still classified: DRAM 300 MB at 3.35 TB/s is
     # 89.55 us, L2 50 us, L1 8.97 us: DRAM-bound, 89.55 / 100 = 89.6%.
     assert copy.precision is None and copy.point("DRAM").intensity is None
-    assert (copy.bound, copy.efficiency) == ("DRAM", pytest.approx(300e6 / 3.35e12 / 1e-4))
+    assert (copy.bound, copy.efficiency) == (Bound(BoundKind.MEMORY, "HBM3"),
+                                             pytest.approx(300e6 / 3.35e12 / 1e-4))
     gelu = placed[2]
     # GELU: 402,653,184 FLOPs; DRAM 134.22 MB: intensity 3.0, 40.07 us; compute at the
     # fp32 vector roof, 66.9 TFLOP/s: 6.02 us. DRAM-bound, 40.07 / 50 = 80.1%.
-    assert (gelu.precision, gelu.bound) == ("fp32", "DRAM")
+    assert (gelu.precision, gelu.bound) == ("fp32", Bound(BoundKind.MEMORY, "HBM3"))
     assert gelu.point("DRAM").intensity == pytest.approx(402_653_184 / 134.22e6)
     assert gelu.efficiency == pytest.approx(134.22e6 / 3.35e12 / 50e-6)
     # The fp16 reduction moved no L1 bytes: no L1 intensity, and no time there.
-    assert placed[3].point("L1").intensity is None and placed[3].bound == "DRAM"
+    assert placed[3].point("L1").intensity is None
+    assert placed[3].bound == Bound(BoundKind.MEMORY, "HBM3")
 
 
 def test_the_spec_level_the_report_supplies_is_said_and_drawn():
@@ -125,6 +137,23 @@ def test_the_spec_level_the_report_supplies_is_said_and_drawn():
     assert (l2.source, l2.bytes_per_s) == ("report", pytest.approx(6e12))
     assert any("no L2 bandwidth" in note for note in result.notes)
     assert result.hardware.level("L2").bytes_per_s == pytest.approx(6e12)
+
+
+def test_a_level_the_spec_lacks_has_points_but_no_roof():
+    # A TPU v3 has HBM and VMEM, no L2 and no per-SM shared memory: the GEMM's L2 and L1
+    # points keep their intensities (800 MB and 2 GB of its 137.46 GFLOPs) with no time, and
+    # its bound is among what the spec has: 137.46 GFLOPs on the fp32 matrix roof (where
+    # choose_roof places fp16 matmuls on a TPU, 420 TFLOP/s): 327.3 us, over 120 MB at
+    # 3.6 TB/s (33.3 us).
+    result = place_report(read_nsight_compute(RAW), load_hardware("tpu-v3"))
+    assert [(roof.level, roof.source) for roof in result.roofs] == [
+        ("DRAM", "spec"), ("L2", "none"), ("L1", "none")]
+    assert "tpu-v3 has no L2 level: the L2 points have an intensity but no roof" in result.notes
+    gemm = next(placed for placed in result.kernels if placed.kernel.id == 1)
+    assert (gemm.point("L2").intensity, gemm.point("L2").seconds) == (
+        pytest.approx((2 * 4096 ** 3 + 16_777_216) / 800e6), None)
+    assert gemm.bound == Bound(BoundKind.COMPUTE, "fp32 matrix")
+    assert gemm.bound_s == pytest.approx((2 * 4096 ** 3 + 16_777_216) / 420e12)
 
 
 def test_report_peaks_set_against_the_spec():
@@ -144,12 +173,61 @@ def test_the_long_layout_needs_hardware_and_places_on_it():
     # 17,184,063,488 FLOPs at the V100's fp32 15.7 TFLOP/s: 1,094.5 us, over DRAM 102.4 MB
     # at 900 GB/s (113.8 us, intensity 167.8) and L2 1.5 GB at 3.13 TB/s (479.2 us,
     # intensity 11.46): compute-bound, 1,094.5 / 2,048 = 53.4%. No L1 point: no bytes.
-    assert sgemm.bound == "compute"
+    assert sgemm.bound == Bound(BoundKind.COMPUTE, "fp32 vector")
     assert sgemm.efficiency == pytest.approx(17_184_063_488 / 15.7e12 / 2.048e-3)
     assert sgemm.point("L2").intensity == pytest.approx(17_184_063_488 / 1.5e9)
     assert sgemm.point("L1") is None
     copy = next(p for p in result.kernels if p.kernel.id == 0)
-    assert copy.bound == "DRAM" and copy.efficiency == pytest.approx(800e6 / 900e9 / 1e-3)
+    assert copy.bound == Bound(BoundKind.MEMORY, "HBM2")
+    assert copy.efficiency == pytest.approx(800e6 / 900e9 / 1e-3)
+
+
+def test_ties_go_to_compute_then_to_the_farther_level():
+    # placement.place's rule, the project's one: on a V100 whose fp32 roof, HBM2 and L2
+    # all run at 900 G/s, a kernel of as many fp32 FLOPs as DRAM bytes is compute-bound,
+    # and a copy moving as many bytes through L2 as through DRAM is bound by DRAM.
+    v100 = load_hardware("v100-sxm2")
+    rate = v100.main_memory.bytes_per_s
+    alike = dataclasses.replace(
+        v100, compute=tuple(dataclasses.replace(roof, flop_per_s=rate)
+                            if roof.label == "fp32 vector" else roof for roof in v100.compute),
+        memory=tuple(dataclasses.replace(level, bytes_per_s=rate) if level.name == "L2"
+                     else level for level in v100.memory))
+
+    def kernel(number: int, flops: float, nbytes: float) -> NsightKernel:
+        return NsightKernel(number, f"k{number}", "7", "(1, 1, 1)", "(1, 1, 1)", 1e-3,
+                            {"fp32": flops}, {"DRAM": nbytes, "L2": nbytes}, (),
+                            f"k{number}", KernelClass.UNNAMED)
+
+    report = NsightReport("ties.csv", "raw", None, None, (kernel(0, 9e8, 9e8),
+                                                            kernel(1, 0.0, 9e8)), {}, {}, (), ())
+    at_ridge, copy = place_report(report, alike).kernels
+    assert at_ridge.bound == Bound(BoundKind.COMPUTE, "fp32 vector")
+    assert copy.bound == Bound(BoundKind.MEMORY, "HBM2")
+    assert copy.point("DRAM").seconds == copy.point("L2").seconds == pytest.approx(1e-3)
+
+
+def test_explain_reads_a_report_as_the_cli_does(tmp_path, capsys):
+    # roofline.explain in Python, as a user calls it.
+    import roofline
+
+    result = roofline.explain(str(LONG), "v100-sxm2")
+    assert isinstance(result, Explanation) and isinstance(result, roofline.HierarchicalRoofline)
+    assert main(["explain", str(LONG), "--hardware", "v100-sxm2", "--format", "json"]) == 0
+    assert result.to_document() == json.loads(capsys.readouterr().out)
+    # A measured run like any other: its kernels are the explanation's ops, on the very
+    # placements the hierarchical view shows, and classed as any op is: the SGEMM (2.048
+    # ms) at 53% of its fp32 roof, the copy (1 ms) at 89% of HBM2's.
+    by_id = sorted(result.kernels, key=lambda placed: placed.kernel.id)
+    assert [op.placement for op in result.ops] == [placed.placement for placed in by_id]
+    assert result.seconds_by_class() == {
+        Bound(BoundKind.COMPUTE, "fp32 vector"): pytest.approx(2.048e-3),
+        Bound(BoundKind.MEMORY, "HBM2"): pytest.approx(1e-3)}
+    # A directory holding the one report is read through it, as by the CLI.
+    (tmp_path / "report.csv").write_bytes(LONG.read_bytes())
+    assert explain_profile(tmp_path, "v100-sxm2").kernels == result.kernels
+    with pytest.raises(RooflineError, match="one process on one machine: drop host"):
+        explain_profile(LONG, "v100-sxm2", host="worker0")
 
 
 def test_the_cli_explains_a_report_as_text_and_json(capsys):
@@ -158,12 +236,12 @@ def test_the_cli_explains_a_report_as_text_and_json(capsys):
     assert "Nsight Compute report (raw page), 4 kernels" in out
     assert "L2 6 TB/s [report]" in out
     gemm_line = next(line for line in out.splitlines() if line.startswith(" 1  sm90_xmma"))
-    assert "tensor" in gemm_line and "compute" in gemm_line and "69%" in gemm_line
+    assert "tensor" in gemm_line and "compute (fp16 matrix)" in gemm_line and "69%" in gemm_line
     assert main(["explain", str(LONG), "--hardware", "v100-sxm2", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "roofline/nsight-compute/1" and doc["hardware"] == "v100-sxm2:device"
     sgemm = next(k for k in doc["kernels"] if k["id"] == 1)
-    assert sgemm["bound"] == "compute" and "L1" not in sgemm["levels"]
+    assert sgemm["bound"] == "compute (fp32 vector)" and "L1" not in sgemm["levels"]
     assert "l1tex__t_bytes.sum" in sgemm["missing"]
 
 
@@ -262,11 +340,11 @@ _LONG_HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", 
                 "Metric Name", "Metric Unit", "Metric Value"]
 
 
-def _without_gpu_name(tmp_path: Path, layout: str, devices: tuple[str, ...]) -> Path:
-    """The raw fixture without its device__attribute_display_name (as the H200's ncu wrote
-    it), kernel i on Device ``devices[i]``: in the raw page's layout, or in the one row
-    per metric that ncu --csv writes for the details page."""
-    text = RAW.read_text()
+def _without_gpu_name(tmp_path: Path, layout: str, devices: tuple[str, ...],
+                      text: str = RAW.read_text()) -> Path:
+    """The raw fixture (``text``: as edited) without its device__attribute_display_name
+    (as the H200's ncu wrote it), kernel i on Device ``devices[i]``: in the raw page's
+    layout, or in the one row per metric that ncu --csv writes for the details page."""
     log = [line for line in text.splitlines() if line.startswith("==")]
     header, units, *kernels = csv.reader(line for line in text.splitlines()
                                          if not line.startswith("=="))
@@ -348,9 +426,8 @@ def test_of_several_devices_the_busiest_is_read_and_said(tmp_path, capsys, layou
     path = _without_gpu_name(tmp_path, layout, ("0", "1", "0", "0"))
     report = read_nsight_compute(path)
     assert report.device == "1" and [k.id for k in report.kernels] == [1]
-    assert report.notes == ("device 1 read: the one with the most kernel time of the "
-                            "report's 2 (device 0 155 us, device 1 200 us); --device N "
-                            "reads another",)
+    assert report.notes == ("device 1 shown: the GPU with the most kernel time of 2 "
+                            "(device 0 155 us, device 1 200 us); --device N picks another",)
     assert main(["explain", str(path), "--hardware", "h100-sxm"]) == 0
     assert f"NOTE: {report.notes[0]}" in capsys.readouterr().out
     assert main(["explain", str(path), "--hardware", "h100-sxm", "--device", "0",
@@ -365,6 +442,19 @@ def test_of_several_devices_the_busiest_is_read_and_said(tmp_path, capsys, layou
         assert main(["explain", str(path), "--hardware", "h100-sxm", *args]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+@LAYOUTS
+def test_of_devices_tied_the_first_in_device_order_is_read(tmp_path, layout):
+    # The GEMM made 155 us, alone on device 0; the copy (the report's first kernel), GELU
+    # and reduction on device 1, 155 us too. As every reader does
+    # (roofline.program.trace.devices), device 0 is read, not the one the report names first.
+    gemm_155_us = RAW.read_text().replace('"2.60","200.00"', '"2.60","155.00"')
+    path = _without_gpu_name(tmp_path, layout, ("1", "0", "1", "1"), gemm_155_us)
+    report = read_nsight_compute(path)
+    assert report.device == "0" and [k.id for k in report.kernels] == [1]
+    assert report.notes[0].startswith("device 0 shown: the GPU with the most kernel time of 2 "
+                                      "(device 0 155 us, device 1 155 us)")
 
 
 def test_a_cut_report_is_a_trace_error(tmp_path):

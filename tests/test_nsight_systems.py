@@ -81,7 +81,22 @@ def test_the_default_gpu_is_the_one_with_the_most_kernel_time(report):
     # 360 us. Copies are left out of the choice.
     assert run.device.startswith("GPU 1")
     assert run.notes[0].startswith("GPU 1 shown: the GPU with the most kernel time of 2 "
-                                   "(GPU 0 0.36 ms, GPU 1 0.81 ms)")
+                                   "(GPU 0 360 us, GPU 1 810 us; copies apart)")
+
+
+def test_of_gpus_with_as_much_kernel_time_the_one_marked_busiest_is_shown(tmp_path, capsys):
+    # GPU 0's GELU made 170 us: 270 us of kernels a step on each GPU. GPU 1 copies 102 us a
+    # step, GPU 0 100 us: GPU 1 is shown by default and is the one --device all marks
+    # busiest (the one rule, roofline.program.trace.devices).
+    path = nsys_export(tmp_path / "tie.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 170000 '
+                   "WHERE demangledName = 2 AND globalPid >> 24 = 200")
+    runs = read_nsys_devices(path)
+    assert runs[0].kernel_s == pytest.approx(runs[1].kernel_s)
+    assert read_nsys(path).device.startswith("GPU 1")
+    assert main(["explain", str(path), "--device", "all", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["busiest"].startswith("GPU 1")
 
 
 def test_an_export_before_text_ids_and_cuda_device_maps_is_read(tmp_path):

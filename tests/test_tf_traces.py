@@ -179,3 +179,24 @@ def test_every_host_of_a_session_side_by_side(tmp_path, capsys):
     assert [row["device"] for row in doc["summary"]] == [
         f"{host}:/device:GPU:{n}" for host in ("worker0", "worker1") for n in (1, 4, 5)]
     assert doc["busiest"] == "worker0:/device:GPU:4"
+
+
+def test_a_stat_is_read_wherever_it_stands_among_an_events_stats(tmp_path):
+    from roofline.program.trace.kernels import read_kernels
+
+    # One step annotation carries step_num first, the other after another stat; the GEMMs'
+    # tf_op follows one stat or two: each is read, as ProfileData reads every stat.
+    path = tmp_path / "stats.xplane.pb"
+    path.write_bytes(xspace({
+        "/device:GPU:0": {"Stream #7(Compute)": [
+            (GEMM, 1_000, 2_000, {"correlation_id": 11, "tf_op": "dense/MatMul:MatMul"}),
+            (GEMM, 5_000, 2_000, {"correlation_id": 12, "kernel_details": "regs:64",
+                                  "tf_op": "dense_1/MatMul:MatMul"}),
+            (CAST, 9_000, 500, {})]},
+        "/host:CPU": {"python": [("train", 0, 4_000, {"group_id": 1, "step_num": 0}),
+                                 ("train", 4_000, 4_000, {"step_num": 1, "group_id": 2}),
+                                 ("$frame", 100, 10, {"group_id": 3})]}}))
+    run = read_kernels(path)
+    assert run.steps == 2
+    assert [(row.op_type, row.ops, row.launches) for row in run.tf_ops] == [
+        ("MatMul", 2, 2), ("(no TensorFlow op)", 0, 1)]

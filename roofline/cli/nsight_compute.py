@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from roofline.cli.common import emit, save_plot
 from roofline.errors import RooflineError
+
+if TYPE_CHECKING:
+    from roofline.model.hierarchical import HierarchicalRoofline
 
 
 def explain_ncu(args: argparse.Namespace) -> int:
@@ -24,7 +28,7 @@ def explain_ncu(args: argparse.Namespace) -> int:
                             "without --host: give --device N (default: the one with the most "
                             "kernel time)")
     result = explain_nsight_compute(path, args.hardware, hardware_dir=args.hardware_dir,
-                                    device=args.device)
+                                    device=args.device, overlap=args.overlap)
     # Only the form asked for is built: a report of 10,000 kernels takes a second to lay
     # out in each.
     emit(args, text=nsight_compute_text(result, args.top) if args.format == "table" else "",
@@ -35,14 +39,12 @@ def explain_ncu(args: argparse.Namespace) -> int:
     return 0
 
 
-def plot_ncu(result: object, out: str, label_top: int = 5) -> None:
-    """Draw ``result`` (a :class:`HierarchicalRoofline`) to ``out``."""
+def plot_ncu(result: HierarchicalRoofline, out: str, label_top: int = 5) -> None:
+    """Draw ``result``'s kernels at each memory level to ``out``."""
     from roofline.render.plot.hierarchical import build_hierarchical_roofline
 
-    title = (f"{result.report.path}: kernels at each memory level on "  # type: ignore[attr-defined]
-             f"{result.hardware.label}")  # type: ignore[attr-defined]
-    save_plot(build_hierarchical_roofline(result, title,  # type: ignore[arg-type]
-                                          label_top=label_top), out)
+    title = f"{result.report.path}: kernels at each memory level on {result.hardware.label}"
+    save_plot(build_hierarchical_roofline(result, title, label_top=label_top), out)
 
 
 def plot_ncu_roofline(args: argparse.Namespace) -> int:

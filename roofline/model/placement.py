@@ -280,14 +280,14 @@ def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement
         link_s = work.link_bytes / _link(hw, work.link).bytes_per_s
     overhead_s = hw.overhead.value * work.launches  # type: ignore[operator]
 
-    candidates = [(compute_s, Bound(BoundKind.COMPUTE, compute_label))]
-    candidates += [(t, Bound(BoundKind.MEMORY, name)) for name, t in memory_s]
+    # (time, kind, resource), in the order ties go; only the winner becomes a Bound.
+    candidates = [(compute_s, BoundKind.COMPUTE, compute_label)]
+    candidates += [(t, BoundKind.MEMORY, name) for name, t in memory_s]
     link_name = _link(hw, work.link).name if work.link_bytes > 0 else ""
-    candidates += [(link_s, Bound(BoundKind.LINK, link_name)),
-                   (overhead_s, Bound(BoundKind.OVERHEAD, ""))]
-    top = max(t for t, _ in candidates)
-    bound = next(b for t, b in candidates if t == top)
-    seconds = top if overlap is Overlap.MAX else sum(t for t, _ in candidates)
+    candidates += [(link_s, BoundKind.LINK, link_name), (overhead_s, BoundKind.OVERHEAD, "")]
+    top = max(t for t, _, _ in candidates)
+    bound = next(Bound(kind, resource) for t, kind, resource in candidates if t == top)
+    seconds = top if overlap is Overlap.MAX else sum(t for t, _, _ in candidates)
     return Placement(compute_s=compute_s, memory_s=tuple(memory_s), link_s=link_s,
                      overhead_s=overhead_s, seconds=seconds, bound=bound, overlap=overlap,
                      roof=roof, wanted=(work.dtype, work.unit),

@@ -291,6 +291,11 @@ def xevent_message(data: bytes) -> Any:
     return _xspace_class("XEvent").FromString(data)
 
 
+def xstat_message(data: bytes) -> Any:
+    """One serialized ``XStat`` as its message."""
+    return _xspace_class("XStat").FromString(data)
+
+
 def cuda_plugin_installed() -> bool:
     """Whether JAX's CUDA plugin (any CUDA major version) is installed."""
     from importlib.util import find_spec

@@ -1,4 +1,5 @@
-"""Text and table rows of an Nsight Compute report on a hierarchical roofline."""
+"""Text and table rows of an Nsight Compute report on a hierarchical roofline, laid out
+from each kernel's one record (:meth:`roofline.model.hierarchical.PlacedKernel.to_row`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from roofline.render.tables import clipped, format_table
 from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
-    from roofline.model.hierarchical import HierarchicalRoofline, PlacedKernel
+    from roofline.model.hierarchical import HierarchicalRoofline
 
 _NAME_WIDTH = 48
 
@@ -37,9 +38,11 @@ def nsight_compute_text(result: HierarchicalRoofline, top: int) -> str:
                                      if roof is not None)]
     lines += [f"NOTE: {note}" for note in result.notes]
     shown = result.kernels if top <= 0 else result.kernels[:top]
+    levels = [roof.level for roof in result.roofs]
     title = (f"top {len(shown)} of {len(result.kernels)} kernels by time; intensity in "
              "FLOP/B of each level's bytes; bound: the slowest of compute and the levels")
-    table = format_table([_row(placed) for placed in shown], title=title)
+    table = format_table([_table_row(placed.to_row(), levels) for placed in shown],
+                         title=title)
     tail = []
     differ = [fact for fact in result.facts if fact.differs]
     if differ:
@@ -50,47 +53,44 @@ def nsight_compute_text(result: HierarchicalRoofline, top: int) -> str:
     return "\n".join(lines) + "\n\n" + table + ("\n" + "\n".join(tail) if tail else "")
 
 
+_CSV_COLUMNS = ("id", "name", "category", "measured_s", "flops", "precision",
+                "achieved_flop_per_s", "compute_s")
+_LEVEL_COLUMNS = (("bytes", "bytes"), ("intensity", "intensity"), ("seconds", "s"))
+
+
 def nsight_compute_rows(result: HierarchicalRoofline) -> list[dict[str, Any]]:
-    """One flat row per kernel, for CSV."""
+    """One flat row per kernel, for CSV: each level's bytes, intensity and time in
+    columns of its own."""
     rows = []
     for placed in result.kernels:
-        kernel = placed.kernel
-        row: dict[str, Any] = {
-            "id": kernel.id, "name": kernel.name, "category": kernel.category,
-            "measured_s": kernel.seconds, "flops": kernel.total_flops,
-            "precision": placed.precision,
-            "achieved_flop_per_s": placed.achieved_flop_per_s,
-            "compute_s": placed.compute_s}
-        for level in (roof.level for roof in result.roofs):
-            point = placed.point(level)
-            row[f"{level}_bytes"] = point.bytes if point else None
-            row[f"{level}_intensity"] = point.intensity if point else None
-            row[f"{level}_s"] = point.seconds if point else None
-        row.update(bound=placed.bound, bound_s=placed.bound_s, efficiency=placed.efficiency,
-                   missing=" ".join(kernel.missing))
+        record = placed.to_row()
+        row = {column: record[column] for column in _CSV_COLUMNS}
+        for roof in result.roofs:
+            point = record["levels"].get(roof.level, {})
+            row.update({f"{roof.level}_{suffix}": point.get(key)
+                        for key, suffix in _LEVEL_COLUMNS})
+        row.update(bound=record["bound"], bound_s=record["bound_s"],
+                   efficiency=record["efficiency"], missing=" ".join(record["missing"]))
         rows.append(row)
     return rows
 
 
-def _row(placed: PlacedKernel) -> dict[str, Any]:
-    kernel = placed.kernel
-    name = kernel.short_name
-    achieved = placed.achieved_flop_per_s
+def _table_row(record: dict[str, Any], levels: list[str]) -> dict[str, Any]:
+    achieved, efficiency = record["achieved_flop_per_s"], record["efficiency"]
     row: dict[str, Any] = {
-        "id": kernel.id,
-        "kernel": clipped(name, _NAME_WIDTH),
-        "category": kernel.category,
-        "time": format_quantity(kernel.seconds, Kind.TIME),
+        "id": record["id"],
+        "kernel": clipped(record["short_name"], _NAME_WIDTH),
+        "category": record["category"],
+        "time": format_quantity(record["measured_s"], Kind.TIME),
         "GFLOP/s": "?" if achieved is None else f"{achieved / 1e9:,.1f}" if achieved
         else "-",
-        "precision": placed.precision or "-"}
-    for level in ("DRAM", "L2", "L1"):
-        point = placed.point(level)
-        row[level] = ("missing" if point is None else "-" if point.intensity is None
-                      else f"{point.intensity:,.0f}" if point.intensity >= 100
-                      else f"{point.intensity:.3g}")
-    efficiency = placed.efficiency
-    row["bound"] = placed.bound
+        "precision": record["precision"] or "-"}
+    for level in levels:
+        point = record["levels"].get(level)
+        intensity = point["intensity"] if point else None
+        row[level] = ("missing" if point is None else "-" if intensity is None
+                      else f"{intensity:,.0f}" if intensity >= 100 else f"{intensity:.3g}")
+    row["bound"] = record["bound"] or "unknown"
     row["efficiency"] = "?" if efficiency is None else f"{efficiency:.0%}"
     return row
 

@@ -13,6 +13,7 @@ word by word, so that ``Conv`` inside ``TensorConversionOp`` is no convolution.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
 from collections import Counter
@@ -20,63 +21,86 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from roofline.program.hlo.rules import OpCategory
+
+
+class KernelClass(enum.StrEnum):
+    """The class a kernel's name says: the op categories a name can tell (in
+    :class:`OpCategory`'s words), a random draw, a copy, or none."""
+
+    COLLECTIVE = OpCategory.COLLECTIVE
+    RANDOM = "random"
+    CONVOLUTION = OpCategory.CONVOLUTION
+    MATMUL = OpCategory.MATMUL
+    COPY = "copy"
+    REDUCTION = OpCategory.REDUCTION
+    ELEMENTWISE = OpCategory.ELEMENTWISE
+    UNNAMED = "other (the name does not say)"
+
+    @property
+    def op_category(self) -> OpCategory:
+        """The category of the work a kernel of this class does: a copy moves data, a
+        random draw is element-wise."""
+        return _OP_CATEGORIES.get(self) or OpCategory(self.value)
+
+
+_OP_CATEGORIES = {KernelClass.RANDOM: OpCategory.ELEMENTWISE,
+                  KernelClass.COPY: OpCategory.DATA_MOVEMENT,
+                  KernelClass.UNNAMED: OpCategory.OTHER}
+
+
 # First match wins, over the words of the name (camelCase and snake_case split, lower
 # case): a convolution run as an implicit GEMM is a convolution, and a dropout's random
 # draw is random, not element-wise.
-NAME_CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("collective", re.compile(r"\b(nccl\w*|rccl\w*|all ?reduce|all ?gather|reduce ?scatter|"
-                              r"all ?to ?all|send ?recv)\b")),
-    ("random", re.compile(r"\b(philox\w*|curand\w*|random\w*|rng|dropout)\b")),
-    ("convolution", re.compile(r"\b(conv(\d\w*)?|convol\w*|winograd\w*|wgrad|dgrad|fprop|"
-                               r"miopen\w*|implicit ?gemm|[a-z]\w*cudnn|im2col\w*)\b")),
-    ("matmul", re.compile(r"\b(\w*gemm\w*|\w*gemv\w*|mat ?mul|cublas\w*|hipblas\w*|cijk|"
-                          r"cutlass\w*|xmma|nvjet\w*|split ?k ?reduce)\b")),
-    ("copy", re.compile(r"\b(memcpy\w*|memset\w*|copy|copy ?buffer|fill ?buffer|broadcast|"
-                        r"transpose|shuffle\w*|swap dimension\w*|nchw ?to ?nhwc|nhwc ?to ?nchw|"
-                        r"concat\w*|gather|slice|pad)\b")),
-    ("reduction", re.compile(r"\b(reduc\w*|soft ?max|\w*norm\w*|arg ?max|arg ?min|top ?k|sum|"
-                             r"mean|bias ?grad|bn (fw|bw))\b")),
-    ("elementwise", re.compile(r"\b(elementwise|element ?wise|pointwise|unary|binary|"
-                               r"vectorized|relu|gelu|bias\w*|sigmoid|tanh|add|mul|cast|"
-                               r"convert\w*|conversion|cwise|select)\b")),
+NAME_CATEGORIES: tuple[tuple[KernelClass, re.Pattern[str]], ...] = (
+    (KernelClass.COLLECTIVE, re.compile(
+        r"\b(nccl\w*|rccl\w*|all ?reduce|all ?gather|reduce ?scatter|all ?to ?all|send ?recv)\b")),
+    (KernelClass.RANDOM, re.compile(r"\b(philox\w*|curand\w*|random\w*|rng|dropout)\b")),
+    (KernelClass.CONVOLUTION, re.compile(
+        r"\b(conv(\d\w*)?|convol\w*|winograd\w*|wgrad|dgrad|fprop|miopen\w*|implicit ?gemm|"
+        r"[a-z]\w*cudnn|im2col\w*)\b")),
+    (KernelClass.MATMUL, re.compile(r"\b(\w*gemm\w*|\w*gemv\w*|mat ?mul|cublas\w*|hipblas\w*|"
+                                    r"cijk|cutlass\w*|xmma|nvjet\w*|split ?k ?reduce)\b")),
+    (KernelClass.COPY, re.compile(
+        r"\b(memcpy\w*|memset\w*|copy|copy ?buffer|fill ?buffer|broadcast|transpose|shuffle\w*|"
+        r"swap dimension\w*|nchw ?to ?nhwc|nhwc ?to ?nchw|concat\w*|gather|slice|pad)\b")),
+    (KernelClass.REDUCTION, re.compile(
+        r"\b(reduc\w*|soft ?max|\w*norm\w*|arg ?max|arg ?min|top ?k|sum|mean|bias ?grad|"
+        r"bn (fw|bw))\b")),
+    (KernelClass.ELEMENTWISE, re.compile(
+        r"\b(elementwise|element ?wise|pointwise|unary|binary|vectorized|relu|gelu|bias\w*|"
+        r"sigmoid|tanh|add|mul|cast|convert\w*|conversion|cwise|select)\b")),
 )
-UNNAMED = "other (the name does not say)"
+UNNAMED = KernelClass.UNNAMED
 
 # Outermost namespaces that name the framework, not the operation.
 _SILENT_NAMESPACES = frozenset({"tensorflow", "tsl", "xla", "stream_executor", "at", "c10"})
-# How each Eigen tensor expression reads, and its class; None: named by its functor or
+# How each Eigen tensor expression reads, by its class; None: named by its functor or
 # reducer; absent: see-through (a reshape computes nothing).
-_EIGEN_OPS: dict[str, tuple[str | None, str]] = {
-    "TensorCwiseNullaryOp": (None, "elementwise"),
-    "TensorCwiseUnaryOp": (None, "elementwise"),
-    "TensorCwiseBinaryOp": (None, "elementwise"),
-    "TensorCwiseTernaryOp": (None, "elementwise"),
-    "TensorSelectOp": ("select", "elementwise"),
-    "TensorConversionOp": (None, "elementwise"),
-    "TensorReductionOp": (None, "reduction"),
-    "TensorTupleReducerOp": (None, "reduction"),
-    "TensorScanOp": ("scan", "reduction"),
-    "TensorBroadcastingOp": ("broadcast", "copy"),
-    "TensorShufflingOp": ("shuffle", "copy"),
-    "TensorSlicingOp": ("slice", "copy"),
-    "TensorStridingSlicingOp": ("strided slice", "copy"),
-    "TensorStridingOp": ("stride", "copy"),
-    "TensorPaddingOp": ("pad", "copy"),
-    "TensorConcatenationOp": ("concat", "copy"),
-    "TensorReverseOp": ("reverse", "copy"),
-    "TensorChippingOp": ("chip", "copy"),
-    "TensorInflationOp": ("inflate", "copy"),
-    "TensorImagePatchOp": ("image patches", "copy"),
-    "TensorGeneratorOp": (None, "copy"),
-    "TensorContractionOp": ("contraction", "matmul"),
-    "TensorConvolutionOp": ("convolution", "convolution"),
+_EIGEN_CLASSES: dict[KernelClass, dict[str, str | None]] = {
+    KernelClass.ELEMENTWISE: {
+        "TensorCwiseNullaryOp": None, "TensorCwiseUnaryOp": None, "TensorCwiseBinaryOp": None,
+        "TensorCwiseTernaryOp": None, "TensorSelectOp": "select", "TensorConversionOp": None},
+    KernelClass.REDUCTION: {"TensorReductionOp": None, "TensorTupleReducerOp": None,
+                            "TensorScanOp": "scan"},
+    KernelClass.COPY: {
+        "TensorBroadcastingOp": "broadcast", "TensorShufflingOp": "shuffle",
+        "TensorSlicingOp": "slice", "TensorStridingSlicingOp": "strided slice",
+        "TensorStridingOp": "stride", "TensorPaddingOp": "pad", "TensorConcatenationOp":
+        "concat", "TensorReverseOp": "reverse", "TensorChippingOp": "chip",
+        "TensorInflationOp": "inflate", "TensorImagePatchOp": "image patches",
+        "TensorGeneratorOp": None},
+    KernelClass.MATMUL: {"TensorContractionOp": "contraction"},
+    KernelClass.CONVOLUTION: {"TensorConvolutionOp": "convolution"},
 }
+_EIGEN_OPS = {op: (label, kind) for kind, ops in _EIGEN_CLASSES.items()
+              for op, label in ops.items()}
 _EIGEN_SEE_THROUGH = frozenset({"TensorReshapingOp", "TensorForcedEvalOp", "TensorEvalToOp",
                                 "TensorLayoutSwapOp", "TensorIndexTupleOp", "TensorRef"})
 # When an expression mixes classes, the heaviest names it: a cast of an argmax is a
 # reduction, an add over a broadcast element-wise.
-_WEIGHT = {"matmul": 4, "convolution": 4, "reduction": 3, "random": 3, "elementwise": 2,
-           "copy": 1}
+_WEIGHT = {KernelClass.MATMUL: 4, KernelClass.CONVOLUTION: 4, KernelClass.REDUCTION: 3,
+           KernelClass.RANDOM: 3, KernelClass.ELEMENTWISE: 2, KernelClass.COPY: 1}
 _FUNCTOR_WRAPPERS = frozenset({"scalar_left", "scalar_right", "bind1st_op", "bind2nd_op"})
 _MAX_LENGTH = 90
 
@@ -96,7 +120,7 @@ class _Node:
 @dataclass(frozen=True)
 class _Reading:
     short: str
-    category: str | None     # None: the words of the name decide
+    category: KernelClass | None     # None: the words of the name decide
 
 
 def short_kernel_name(name: str) -> str:
@@ -107,7 +131,7 @@ def short_kernel_name(name: str) -> str:
     return _read(name).short
 
 
-def kernel_category(name: str) -> str:
+def kernel_category(name: str) -> KernelClass:
     """The class a kernel's name says (``matmul``, ``convolution``, ``random``...), or
     :data:`UNNAMED`: from the Eigen expression where it is one, else from the words of
     the demangled name without its parameters."""
@@ -163,11 +187,11 @@ def _read(name: str) -> _Reading:
     if qualified.startswith("Eigen::") and "Reduction" in base:
         reducer = _find(node, lambda n: n.base.endswith("Reducer"))
         described = _render_functor(reducer) if reducer else _render_args(node, depth=1)
-        return _Reading(f"Eigen {base}<{described}>", "reduction")
+        return _Reading(f"Eigen {base}<{described}>", KernelClass.REDUCTION)
     if "Philox" in base:
         distribution = _find(node, lambda n: n.base.endswith("Distribution"))
         drawn = _render_functor(distribution) if distribution else base
-        return _Reading(f"Philox random {drawn}", "random")
+        return _Reading(f"Philox random {drawn}", KernelClass.RANDOM)
     if not node.args:
         return _Reading(_render(node, depth=0, top=True), None)
     return _Reading(_clip(_render(node, depth=2, top=True)), None)
@@ -183,17 +207,17 @@ def _suffixed(name: str) -> str:
 
 
 def _eigen_reading(expression: _Node) -> _Reading:
-    ops: list[tuple[str, str]] = []
+    ops: list[tuple[str, KernelClass]] = []
     scalar = _eigen_ops(expression, ops)
     labels = list(dict.fromkeys(label for label, _ in ops))
     if not labels:
-        return _Reading(f"Eigen copy<{scalar}>", "copy")
+        return _Reading(f"Eigen copy<{scalar}>", KernelClass.COPY)
     inner = f"({', '.join(labels[1:])})" if len(labels) > 1 else ""
     category = max((category for _, category in ops), key=_WEIGHT.__getitem__)
     return _Reading(_clip(f"Eigen {labels[0]}{inner}"), category)
 
 
-def _eigen_ops(node: _Node, ops: list[tuple[str, str]]) -> str:
+def _eigen_ops(node: _Node, ops: list[tuple[str, KernelClass]]) -> str:
     """Append the operations of an Eigen expression, outermost first, to ``ops``; return
     the scalar type of its first operand."""
     base = node.base
@@ -206,7 +230,7 @@ def _eigen_ops(node: _Node, ops: list[tuple[str, str]]) -> str:
     if base in _EIGEN_SEE_THROUGH:
         operands = [a for a in node.args if a.base.startswith("Tensor")]
         return _eigen_ops(operands[-1], ops) if operands else "?"
-    label, category = _EIGEN_OPS.get(base, (base, "elementwise"))
+    label, category = _EIGEN_OPS.get(base, (base, KernelClass.ELEMENTWISE))
     position = len(ops)
     ops.append(("", category))
     scalars = [_eigen_ops(a, ops) for a in node.args if a.base.startswith("Tensor")]

@@ -15,33 +15,39 @@ kernels: they are listed, but neither choose the busiest device nor go to an op.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from roofline.errors import TraceError
+from roofline.input_files import XPLANE_TRACE, read_input
+from roofline.program import _xla
+from roofline.program.trace.devices import busiest_device, busiest_note
 from roofline.program.trace.kernel_names import (
     UNNAMED,
+    KernelClass,
     distinct_short_names,
     kernel_category,
     short_kernel_name,
 )
 from roofline.program.trace.reader import (
     ALL_HOSTS,
+    MAX_OP_SECONDS,
     check_durations,
     device_planes,
     find_xplane,
-    load_xspace,
     session_hosts,
 )
-from roofline.units import Kind, format_quantity
+from roofline.program.trace.xplane_wire import WireEvents, stat_bytes, wire_events
 
-__all__ = ["NO_TF_OP", "UNNAMED", "KernelRow", "KernelRun", "StreamRow", "TfOpRow",
+__all__ = ["NO_TF_OP", "UNNAMED", "KernelClass", "KernelRow", "KernelRun", "StreamRow", "TfOpRow",
            "busiest_run", "distinct_short_names", "is_stream_line", "kernel_category",
-           "read_kernel_devices", "read_kernels", "short_kernel_name"]
+           "read_kernel_devices", "read_kernels", "short_kernel_name", "shown_run"]
 
 NO_TF_OP = "(no TensorFlow op)"
 TF_OP_LINES = ("TensorFlow Ops", "Framework Ops")
@@ -53,7 +59,7 @@ class KernelRow:
     """One kernel name on one device: its launches and time over the whole trace."""
 
     name: str
-    category: str
+    category: KernelClass
     launches: int
     total_s: float
     bytes: int | None = None    # what a copy moved (memcpy, memset); None for a kernel
@@ -105,8 +111,8 @@ class KernelRun:
     def total_s(self) -> float:
         return sum(row.total_s for row in self.rows)
 
-    def seconds_by_category(self) -> dict[str, float]:
-        totals: dict[str, float] = defaultdict(float)
+    def seconds_by_category(self) -> dict[KernelClass, float]:
+        totals: dict[KernelClass, float] = defaultdict(float)
         for row in self.rows:
             totals[row.category] += row.total_s / self.steps
         return dict(totals)
@@ -116,7 +122,7 @@ class KernelRun:
         """The time of the kernels, copies left out."""
         return sum(row.total_s for row in self.rows if not row.is_copy)
 
-    def busiest_category(self) -> str | None:
+    def busiest_category(self) -> KernelClass | None:
         by_category = self.seconds_by_category()
         return max(by_category, key=by_category.__getitem__) if by_category else None
 
@@ -135,22 +141,29 @@ def is_stream_line(name: str) -> bool:
 def read_kernels(path: str | Path, device: int | None = None, host: str | None = None
                  ) -> KernelRun:
     """Per-kernel times of one GPU of a trace, by kernel name: ``device``'s, or by default
-    the device with the most kernel time (its notes say which, and why)."""
+    the busiest (its notes say which, and why)."""
     runs = _read_devices(find_xplane(path, host), device)
-    if device is not None or len(runs) == 1:
+    if device is not None:
         return runs[0]
+    return shown_run(runs, [run.device for run in runs])
+
+
+def shown_run(runs: Sequence[KernelRun], labels: Sequence[str]) -> KernelRun:
+    """The run of ``runs`` (in device order; ``labels``: their names in the note) shown
+    when no device is asked for: :func:`busiest_run`, with a note that says why where
+    there were several."""
     busiest = busiest_run(runs)
-    times = ", ".join(f"{run.device} {format_quantity(run.kernel_s, Kind.TIME)}"
-                      for run in runs)
-    note = (f"{busiest.device} shown: the GPU with the most kernel time of {len(runs)} "
-            f"({times}; copies apart); --device N picks another, --device all shows each")
+    if len(runs) == 1:
+        return busiest
+    shown = next(label for label, run in zip(labels, runs) if run is busiest)
+    note = busiest_note(shown, [(label, run.kernel_s) for label, run in zip(labels, runs)])
     return replace(busiest, notes=(note, *busiest.notes))
 
 
-def busiest_run(runs: list[KernelRun]) -> KernelRun:
-    """The device a kernel trace is shown by: the most kernel time (copies apart), then
-    the most time with its copies."""
-    return max(runs, key=lambda run: (run.kernel_s, run.total_s))
+def busiest_run(runs: Sequence[KernelRun]) -> KernelRun:
+    """The device a kernel trace is shown by, of ``runs`` in device order
+    (:func:`roofline.program.trace.devices.busiest_device`)."""
+    return busiest_device(runs, lambda run: run.kernel_s, lambda run: run.total_s)
 
 
 def read_kernel_devices(path: str | Path, host: str | None = None) -> list[KernelRun]:
@@ -164,11 +177,11 @@ def read_kernel_devices(path: str | Path, host: str | None = None) -> list[Kerne
 
 
 def _read_devices(xplane: Path, device: int | None) -> list[KernelRun]:
-    planes = {plane.name: plane for plane in load_xspace(xplane).planes}
+    planes = {plane.name: plane for plane in _raw_space(xplane).planes}
     names = device_planes(xplane, planes, "gpu", device)
     if not names:
         raise TraceError(f"{xplane}: no GPU plane: a kernel table is read from GPU traces")
-    steps = _steps(planes)
+    steps = _steps(planes.get("/host:CPU"))
     runs = [run for name in names
             if (run := _read_plane(xplane, name, planes[name], steps)) is not None]
     if not runs:
@@ -176,53 +189,142 @@ def _read_devices(xplane: Path, device: int | None) -> list[KernelRun]:
     return runs
 
 
+def _raw_space(xplane: Path) -> Any:
+    """The trace with each line's events as their bytes, decoded as columns below
+    (:mod:`roofline.program.trace.xplane_wire`): jaxlib's ProfileData makes Python objects
+    of every stat of every event, 4 us an event."""
+    data = read_input(xplane, XPLANE_TRACE)
+    try:
+        return _xla.xspace_raw_events(data)
+    except Exception:  # protobuf's DecodeError, whatever the damage
+        raise TraceError(f"{xplane}: not a readable xplane trace (truncated, or another kind "
+                         "of file); expected the *.xplane.pb written by jax.profiler") from None
+
+
+@dataclass(frozen=True)
+class _Events:
+    """Events of some lines of a plane, as columns in the lines' order (times in ns)."""
+
+    names: list[str]
+    starts: np.ndarray
+    durations: np.ndarray
+    tf_ops: list[str]       # each event's tf_op stat, its own or its name's ("" for none)
+
+
+def _line_events(plane: Any, lines: list[Any], with_tf_ops: bool) -> _Events:
+    names = {key: meta.name for key, meta in plane.event_metadata.items()}
+    stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+    tf_op = next((key for key, name in stat_names.items() if name == "tf_op"), None)
+    # A stat its metadata carries is one of every event of that name (ProfileData's view).
+    shared = {key: _stat_text(stat, stat_names) for key, meta in plane.event_metadata.items()
+              for stat in meta.stats if stat.metadata_id == tf_op}
+    found_names: list[str] = []
+    starts, durations = [], []
+    tf_ops: list[str] = []
+    for line in lines:
+        wire = wire_events(line.events, _KEEP_ALL)
+        ids = wire.metadata_id.tolist()
+        found_names += [names.get(key, "") for key in ids]
+        # The line's origin plus the offset (in ps), in ns: as ProfileData computes them.
+        starts.append(float(line.timestamp_ns) + wire.offset_ps / 1000)
+        durations.append(wire.duration_ps / 1000)
+        if with_tf_ops:
+            own = {} if tf_op is None else _own_stats(wire, tf_op, stat_names)
+            tf_ops += [own.get(row) or shared.get(key, "") for row, key in enumerate(ids)]
+    return _Events(found_names, np.concatenate(starts) if starts else np.zeros(0),
+                   np.concatenate(durations) if durations else np.zeros(0), tf_ops)
+
+
+_KEEP_ALL: np.ndarray = np.zeros(0, np.int64)
+
+
+def _own_stats(wire: WireEvents, metadata_id: int, stat_names: dict[int, str]
+               ) -> dict[int, str]:
+    """The value of each event's own stat of ``metadata_id``, by the event's row; each
+    distinct stat (a TensorFlow op launches its kernels again every step) read once."""
+    starts, ends = stat_bytes(wire, metadata_id)
+    data = wire.data.tobytes()
+    texts: dict[bytes, str] = {}
+    found = {}
+    for row in np.flatnonzero(starts >= 0).tolist():
+        stat = data[starts[row]:ends[row]]
+        if stat not in texts:
+            texts[stat] = _stat_text(_xla.xstat_message(stat), stat_names)
+        found[row] = texts[stat]
+    return found
+
+
+def _stat_text(stat: Any, stat_names: dict[int, str]) -> str:
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return ""
+    return stat_names.get(stat.ref_value, "") if kind == "ref_value" \
+        else str(getattr(stat, kind))
+
+
 def _read_plane(xplane: Path, name: str, plane: Any, steps: int) -> KernelRun | None:
-    launches: dict[str, int] = defaultdict(int)
-    seconds: dict[str, float] = defaultdict(float)
-    kernels = []
-    for line in plane.lines:
-        if not is_stream_line(line.name):
-            continue
-        events = list(line.events)
-        check_durations(xplane, [(event.name, event.duration_ns) for event in events])
-        for event in events:
-            launches[event.name] += 1
-            seconds[event.name] += event.duration_ns * 1e-9
-            if not _COPY.match(event.name):
-                kernels.append(event)
-    if not launches:
+    streams = [line for line in plane.lines if is_stream_line(line.name)]
+    events = _line_events(plane, streams, with_tf_ops=True)
+    if not events.names:
         return None
-    rows = sorted((KernelRow(kernel, kernel_category(kernel), launches[kernel],
-                             seconds[kernel]) for kernel in launches),
+    _check_durations(xplane, events)
+    kernels, codes = _coded(events.names)
+    # bincount adds each kernel's times in event order, as a loop over the events would.
+    launches = np.bincount(codes, minlength=len(kernels)).tolist()
+    seconds = np.bincount(codes, events.durations * 1e-9, len(kernels)).tolist()
+    rows = sorted((KernelRow(kernel, kernel_category(kernel), count, total)
+                   for kernel, count, total in zip(kernels, launches, seconds)),
                   key=lambda row: -row.total_s)
-    return KernelRun(str(xplane), name, steps, tuple(rows), tf_ops=_tf_ops(plane, kernels))
+    spans = _line_events(plane, [line for line in plane.lines if line.name in TF_OP_LINES],
+                         with_tf_ops=False)
+    is_kernel = ~np.array([bool(_COPY.match(kernel)) for kernel in kernels], bool)[codes]
+    return KernelRun(str(xplane), name, steps, tuple(rows),
+                     tf_ops=_tf_ops(events, is_kernel, spans))
 
 
-def _tf_ops(plane: Any, kernels: list[Any]) -> tuple[TfOpRow, ...]:
+def _check_durations(xplane: Path, events: _Events) -> None:
+    """:func:`roofline.program.trace.reader.check_durations` of all the events at once."""
+    damaged = ~((events.durations >= 0) & (events.durations <= MAX_OP_SECONDS * 1e9))
+    if damaged.any():
+        first = int(np.argmax(damaged))
+        check_durations(xplane, [(events.names[first], float(events.durations[first]))])
+
+
+def _tf_ops(events: _Events, is_kernel: np.ndarray, spans: _Events) -> tuple[TfOpRow, ...]:
     """The kernels (copies left out) by the type of the TensorFlow op that launched them
     (module docstring); none where the plane names no TensorFlow op at all."""
-    spans = sorted((event.start_ns, event.start_ns + event.duration_ns, event.name)
-                   for line in plane.lines if line.name in TF_OP_LINES
-                   for event in line.events)
-    starts = [start for start, _, _ in spans]
-    ops: dict[str, set[str]] = defaultdict(set)
-    launches: dict[str, int] = defaultdict(int)
-    seconds: dict[str, float] = defaultdict(float)
-    for kernel in kernels:
-        op = dict(kernel.stats).get("tf_op")
-        if not op:
-            index = bisect.bisect_right(starts, kernel.start_ns) - 1
-            if index >= 0 and spans[index][1] >= kernel.start_ns + kernel.duration_ns:
-                op = spans[index][2]
-        op_type = _op_type(str(op)) if op else NO_TF_OP
-        ops[op_type].add(str(op))
-        launches[op_type] += 1
-        seconds[op_type] += kernel.duration_ns * 1e-9
-    if set(launches) == {NO_TF_OP}:
+    if not any(events.tf_ops) and not spans.names:
         return ()
-    return tuple(sorted((TfOpRow(op_type, len(ops[op_type]) if op_type != NO_TF_OP else 0,
-                                 launches[op_type], seconds[op_type]) for op_type in launches),
+    rows = np.flatnonzero(is_kernel)
+    starts, ends = events.starts[rows], events.starts[rows] + events.durations[rows]
+    order = np.argsort(spans.starts, kind="stable")
+    span_starts, span_ends = spans.starts[order], (spans.starts + spans.durations)[order]
+    # The span starting last at or before each kernel, where it lasts until the kernel ends.
+    index = np.searchsorted(span_starts, starts, side="right") - np.intp(1)
+    inside: np.ndarray = index >= 0
+    inside[inside] = span_ends[index[inside]] >= ends[inside]
+    ops = [events.tf_ops[row] or (spans.names[order[at]] if held else "")
+           for row, at, held in zip(rows.tolist(), index.tolist(), inside.tolist())]
+    types = [_op_type(op) if op else NO_TF_OP for op in ops]
+    if set(types) == {NO_TF_OP}:
+        return ()
+    by_type, codes = _coded(types)
+    launches = np.bincount(codes, minlength=len(by_type)).tolist()
+    seconds = np.bincount(codes, events.durations[rows] * 1e-9, len(by_type)).tolist()
+    names: dict[str, set[str]] = defaultdict(set)
+    for op, op_type in zip(ops, types):
+        names[op_type].add(op)
+    return tuple(sorted((TfOpRow(op_type, len(names[op_type]) if op_type != NO_TF_OP else 0,
+                                 count, total)
+                         for op_type, count, total in zip(by_type, launches, seconds)),
                         key=lambda row: -row.total_s))
+
+
+def _coded(values: list[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct ``values`` as each first occurs, and each value's index among them."""
+    distinct = list(dict.fromkeys(values))
+    index = {value: number for number, value in enumerate(distinct)}
+    return distinct, np.fromiter(map(index.__getitem__, values), np.intp, len(values))
 
 
 def _op_type(op: str) -> str:
@@ -232,10 +334,20 @@ def _op_type(op: str) -> str:
     return op_type or op
 
 
-def _steps(planes: dict) -> int:
-    host = planes.get("/host:CPU")
+def _steps(host: Any) -> int:
+    """The step annotations of the host plane: its events with a ``step_num`` stat, their
+    own or their name's (1 where it has none)."""
     if host is None:
         return 1
-    steps = sum(1 for line in host.lines for event in line.events
-                if "step_num" in dict(event.stats))
+    step_num = next((key for key, meta in host.stat_metadata.items()
+                     if meta.name == "step_num"), None)
+    if step_num is None:
+        return 1
+    tagged = np.array([key for key, meta in host.event_metadata.items()
+                       if any(stat.metadata_id == step_num for stat in meta.stats)], np.int64)
+    steps = 0
+    for line in host.lines:
+        wire = wire_events(line.events, _KEEP_ALL)
+        steps += int(((stat_bytes(wire, step_num)[0] >= 0)
+                      | np.isin(wire.metadata_id, tagged)).sum())
     return max(steps, 1)

@@ -47,9 +47,10 @@ from pathlib import Path
 from roofline.errors import TraceError
 from roofline.hardware.device_names import spec_for_device
 from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_text
+from roofline.program.trace.devices import busiest_device, busiest_note
 from roofline.program.trace.formats import is_nsight_compute_header
-from roofline.program.trace.kernel_names import kernel_category, short_kernel_name
-from roofline.units import Kind, format_quantity, profiler_unit
+from roofline.program.trace.kernel_names import KernelClass, kernel_category, short_kernel_name
+from roofline.units import profiler_unit
 
 TIME_METRIC = "gpu__time_duration.sum"
 GPU_NAME_METRIC = "device__attribute_display_name"
@@ -71,10 +72,6 @@ _IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Ke
              "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")
 _LONG_COLUMNS = ("Metric Name", "Metric Unit", "Metric Value")
 _MISSING_VALUES = ("", "n/a", "N/A")
-COLLECT_HINT = ("collect them with ncu --metrics gpu__time_duration.sum,dram__bytes.sum,"
-                "lts__t_bytes.sum,l1tex__t_bytes.sum,smsp__sass_thread_inst_executed_op_"
-                "{d,f,h}{add,mul,fma}_pred_on.sum,sm__inst_executed_pipe_tensor.sum (or "
-                "--section SpeedOfLight_RooflineChart and the hierarchical roofline sections)")
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ class NsightKernel:
     bytes: dict[str, float]
     missing: tuple[str, ...]
     short_name: str             # the name as people read it (kernel_names)
-    category: str               # the class its name says
+    category: KernelClass       # the class its name says
 
     @property
     def total_flops(self) -> float | None:
@@ -136,11 +133,12 @@ class _Form:
     per_second: bool = False
 
 
-def _count_forms(base: str) -> tuple[_Form, ...]:
+def _count_forms(base: str, units: tuple[str, str] = ("smsp", "sm")) -> tuple[_Form, ...]:
     """The forms of an SM counter (``sass_thread_inst_executed_op_ffma_pred_on``): its
-    per-SM-subpartition and per-SM sums are the same count."""
+    per-SM-subpartition and per-SM sums are the same count. The first is the one ncu is
+    asked for, and the one named where a report lacks them all."""
     forms: list[_Form] = []
-    for unit in ("smsp", "sm"):
+    for unit in units:
         forms += [_Form(f"{unit}__{base}.sum"),
                   _Form(f"{unit}__{base}.sum.per_cycle_elapsed",
                         clock=f"{unit}__cycles_elapsed.avg.per_second"),
@@ -156,7 +154,9 @@ _FLOP_TERMS: dict[str, tuple[tuple[tuple[_Form, ...], float], ...]] = {
     precision: tuple((_count_forms(f"sass_thread_inst_executed_op_{letter}{op}_pred_on"),
                       2.0 if op == "fma" else 1.0) for op in ("add", "mul", "fma"))
     for precision, letter in PRECISIONS.items()}
-_FLOP_TERMS[TENSOR] = ((_count_forms("inst_executed_pipe_tensor"), TENSOR_FLOP_PER_INST),)
+# The tensor roofline section's own form is per SM.
+_FLOP_TERMS[TENSOR] = ((_count_forms("inst_executed_pipe_tensor", ("sm", "smsp")),
+                        TENSOR_FLOP_PER_INST),)
 _BYTE_FORMS = {level: _byte_forms(unit) for level, unit in LEVELS.items()}
 # precision -> (the peak per cycle of its widest instruction, FLOPs per instruction)
 _PEAK_FLOPS = {**{precision: (f"sm__sass_thread_inst_executed_op_{letter}fma_pred_on.sum"
@@ -180,6 +180,15 @@ def _needed_metrics() -> frozenset[str]:
 
 
 NEEDED_METRICS = _needed_metrics()
+# What ncu is asked for: each kernel's time and the counts of its FLOPs and bytes, each in
+# its first form; the per-cycle peaks and the clocks the GPU's own peaks come from.
+COUNT_METRICS = (TIME_METRIC,
+                 *(forms[0].metric for terms in _FLOP_TERMS.values() for forms, _ in terms),
+                 *(forms[0].metric for forms in _BYTE_FORMS.values()))
+PEAK_METRICS = tuple(sorted(metric for metric in NEEDED_METRICS if metric.endswith(
+    (".peak_sustained", "cycles_elapsed.avg.per_second"))))
+COLLECT_HINT = (f"collect them with ncu --metrics {','.join(COUNT_METRICS)} (or --section "
+                "SpeedOfLight_RooflineChart and the hierarchical roofline sections)")
 
 
 def read_nsight_compute(path: str | Path, device: int | None = None) -> NsightReport:
@@ -265,7 +274,7 @@ def _one_device(path: Path, per_kernel: _Kernels, device: int | None
                 ) -> tuple[_Kernels, str | None, tuple[str, ...]]:
     """The kernels of one value of the Device column, that value (None without the column)
     and a note saying which where there were several: ``device``'s, or by default those of
-    the device with the most kernel time (the first of the report on a tie)."""
+    the busiest device (:func:`roofline.program.trace.devices.busiest_device`)."""
     by_device: dict[str, _Kernels] = {}
     for identity, metrics in per_kernel:
         by_device.setdefault(identity.get(DEVICE_COLUMN, "").strip(), []).append(
@@ -280,13 +289,13 @@ def _one_device(path: Path, per_kernel: _Kernels, device: int | None
         return by_device[str(device)], str(device), ()
     seconds = {name: sum(metrics.get(TIME_METRIC, 0.0) for _, metrics in kernels)
                for name, kernels in by_device.items()}
-    busiest = max(by_device, key=seconds.__getitem__)
+    busiest = busiest_device(names, seconds.__getitem__)
     if len(by_device) == 1:
         return by_device[busiest], busiest or None, ()
-    each = ", ".join(f"device {name} {format_quantity(seconds[name], Kind.TIME)}"
-                     for name in names)
-    note = (f"device {busiest} read: the one with the most kernel time of the report's "
-            f"{len(names)} ({each}); --device N reads another")
+    # ncu profiles kernels alone, one device at a time: no copies, no --device all.
+    note = busiest_note(f"device {busiest}", [(f"device {name}", seconds[name])
+                                               for name in names],
+                        copies=False, every_device=False)
     return by_device[busiest], busiest, (note,)
 
 
@@ -388,7 +397,7 @@ def _number(path: Path, text: str, metric: str, kernel: str) -> float | None:
 
 
 def _kernel(path: Path, identity: _Identity, metrics: _Metrics,
-            readings: dict[str, tuple[str, str]]) -> NsightKernel:
+            readings: dict[str, tuple[str, KernelClass]]) -> NsightKernel:
     kernel_id = identity.get("ID", "").strip()
     if not kernel_id.isdigit():
         raise TraceError(f"{path}: a kernel row has the ID {kernel_id!r}, not a whole "

@@ -35,17 +35,19 @@ import struct
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from roofline.errors import TraceError
 from roofline.input_files import NSYS_REPORT, check_input, read_input_head
 from roofline.program.trace.formats import NSYS_SUFFIXES, SQLITE_HEADER
 from roofline.program.trace.kernels import (
+    KernelClass,
     KernelRow,
     KernelRun,
     StreamRow,
     kernel_category,
+    shown_run,
 )
 from roofline.program.trace.reader import MAX_OP_SECONDS
 
@@ -95,7 +97,7 @@ def read_nsys_devices(path: str | Path) -> dict[int, KernelRun]:
 
 def read_nsys(path: str | Path, device: int | None = None) -> KernelRun:
     """The kernel table of one GPU of an Nsight Systems SQLite export: ``device``, or by
-    default the GPU with the most kernel time (a note of the run says so)."""
+    default the busiest (a note of the run says so)."""
     runs = read_nsys_devices(path)
     if device is not None:
         if device not in runs:
@@ -103,20 +105,14 @@ def read_nsys(path: str | Path, device: int | None = None) -> KernelRun:
                              f"{', '.join(map(str, runs))} (pass --device with one of "
                              "them, or all)")
         return runs[device]
-    number = max(runs, key=lambda n: (runs[n].kernel_s, -n))
-    busiest = runs[number]
-    if len(runs) == 1:
-        return busiest
-    each = ", ".join(f"GPU {n} {run.kernel_s * 1e3:.4g} ms" for n, run in runs.items())
-    note = (f"GPU {number} shown: the GPU with the most kernel time of {len(runs)} ({each}); "
-            "--device N picks another, --device all shows each")
-    return replace(busiest, notes=(note, *busiest.notes))
+    return shown_run(list(runs.values()), [f"GPU {number}" for number in runs])
 
 
 def _run(path: Path, label: str, device: _Device, steps: int, steps_from: str,
          notes: tuple[str, ...]) -> KernelRun:
-    rows = sorted((KernelRow(name, "copy" if name in device.bytes else kernel_category(name),
-                             device.launches[name], seconds, device.bytes.get(name))
+    rows = sorted((KernelRow(name, KernelClass.COPY if name in device.bytes
+                             else kernel_category(name), device.launches[name], seconds,
+                             device.bytes.get(name))
                    for name, seconds in device.seconds.items()),
                   key=lambda row: (-row.total_s, row.name))
     streams = tuple(StreamRow(stream, len(device.stream_kernels[stream]),

@@ -95,6 +95,29 @@ def leading_stats(events: WireEvents, count: int) -> list[WireStat]:
     return stats
 
 
+def stat_bytes(events: WireEvents, metadata_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each event's own stat of ``metadata_id`` lies in ``events.data``, wherever it
+    stands among its stats: the start and end of its ``XStat`` message, -1 for both where
+    the event has none. Each pass reads one more stat of the events that have one and have
+    not yet shown it."""
+    data = events.data
+    starts: np.ndarray = np.full(len(events.rows), -1, np.int64)
+    ends_found = starts.copy()
+    rows = np.flatnonzero(events.stats_at < events.ends)
+    at, ends = events.stats_at[rows], events.ends[rows]
+    while len(rows):
+        length, body = _varints(data, at + 1)
+        stat_end = body + length.astype(np.int64)
+        whole = (_bytes(data, at) == EVENT_STAT) & (body <= stat_end) & (stat_end <= ends)
+        stat_id, _ = _varints(data, body + 1)
+        hit = whole & (_bytes(data, body) == STAT_METADATA_ID) & (
+            stat_id.view(np.int64) == metadata_id)
+        starts[rows[hit]], ends_found[rows[hit]] = body[hit], stat_end[hit]
+        more = whole & ~hit & (stat_end < ends)
+        rows, at, ends = rows[more], stat_end[more], ends[more]
+    return starts, ends_found
+
+
 def _optional_varint(data: np.ndarray, at: np.ndarray, ends: np.ndarray, key: int
                      ) -> tuple[np.ndarray, np.ndarray]:
     """The varint field ``key`` where each message's next field is it (else 0), and the

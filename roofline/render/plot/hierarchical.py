@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from roofline.model.placement import class_text
 from roofline.render.plot.points import OpPoint, left_off_note
 from roofline.render.plot.rooflines import build_roofline
 from roofline.render.tables import clipped
@@ -38,12 +39,14 @@ def hierarchical_points(result: HierarchicalRoofline) -> list[OpPoint]:
 
 
 def hierarchical_left_off(result: HierarchicalRoofline) -> str:
-    """The time of kernels not drawn (no FLOPs: copies, or no FLOP counters), by the
-    level that bounds them."""
+    """The time of kernels not drawn (no FLOPs: copies, or no FLOP counters), by their
+    class and what bounds them."""
     parts: dict[str, float] = {}
     for placed in result.kernels:
         if not placed.kernel.total_flops:
-            key = f"{placed.kernel.category} ({placed.bound}-bound)"
+            bound = class_text(placed.bound)
+            key = f"{placed.kernel.category} " + (f"bound by {bound}" if bound
+                                                  else "(nothing placed)")
             parts[key] = parts.get(key, 0.0) + placed.kernel.seconds
     return left_off_note(parts, result.report.seconds, "kernel time")
 
