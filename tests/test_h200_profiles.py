@@ -222,3 +222,18 @@ def test_library_kernels_after_the_last_fusion_go_round_to_the_next_execution():
     assert (record.by_fusion_name, record.by_library_order, record.not_joined) == (2, 4, 0)
     assert {o.name: o.occurrences for o in joined.ops} == {
         "conv.1": 2, "fusion.2": 2, "gemm.3": 2}
+
+
+def test_kernels_named_in_order_find_their_ops_without_a_trace(explained):
+    # As an Nsight Compute report lists them: kernel names in the order they ran, no
+    # hlo_op. The FC step's first six: a convert, cuBLAS's GEMM (custom-call.4), the bias
+    # add, then loop_add_fusion_3's kernel again for loop_add_fusion.2.
+    from roofline.program.trace.kernel_join import ops_of_kernels
+
+    loaded = explained["run0"].loaded
+    names = [event.kernel for event in loaded.run.timeline[:43]]
+    joined = ops_of_kernels(names, loaded.costs["jit_step(11937)"])
+    assert joined[:6] == [("wrapped_convert", "name"), ("custom-call.4", "library"),
+                          ("loop_add_fusion.3", "name"), ("wrapped_convert.1", "name"),
+                          ("gemm_fusion_dot.6", "name"), ("loop_add_fusion.2", "name")]
+    assert [op for op, _ in joined] == [event.op for event in loaded.run.timeline[:43]]

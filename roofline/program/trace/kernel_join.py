@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
@@ -105,6 +105,16 @@ def join_kernels(run: MeasuredRun, costs: dict[str, ModuleCosts]
                         tally["role"], tally["none"],
                         tuple(name for name, _ in unjoined.most_common(5)))
     return replace(run, ops=tuple(aggregate_events(rejoined)), timeline=tuple(rejoined)), record
+
+
+def ops_of_kernels(kernel_names: Sequence[str], costs: ModuleCosts
+                   ) -> list[tuple[str | None, str]]:
+    """The op of each kernel of ``costs``'s module, given by name in the order the
+    kernels ran (a profile without ``hlo_op``, as Nsight Compute's), and how each was
+    found: "name", "library", "role", or "none" (module docstring)."""
+    events = [OpEvent(costs.module, "", float(i), float(i), 0, kernel=name)
+              for i, name in enumerate(kernel_names)]
+    return list(_Schedule(costs).join(events))
 
 
 # Kernels a library launches around its main one, by name: the finish of a split-K GEMM
