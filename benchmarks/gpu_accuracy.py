@@ -22,7 +22,7 @@ result beside the naive roofline ratio.
    1.43 from the datasheets), against the other's measured step.
 6. Per kernel of one profiled step (counters.csv, counters_hlo.txt.gz): the FLOPs and bytes
    the model gives each op of the step's XLA:GPU program against those Nsight Compute
-   counted for its kernel (benchmarks/gpu_counters.py).
+   counted for its kernels (benchmarks/gpu_counters.py).
 
 Run: .venv/bin/python benchmarks/gpu_accuracy.py [--data measurements/gpu] [--json FILE]
 
@@ -161,16 +161,11 @@ def steps_vs_prediction(device_dir: Path, hardware: Any) -> Errors:
 
 
 def counters_vs_costs(device_dir: Path, hardware: Any) -> Errors | None:
-    """Each profiled kernel of one step against its op in the step's own program: the
-    FLOPs and bytes the model gives the op against those Nsight Compute counted (the
-    counters stage: counters.csv, counters_hlo.txt.gz); None where the stage did not run."""
-    from gpu_counters import (
-        CSV_FILE,
-        HLO_FILE,
-        deduplicated_names,
-        kernel_ops,
-        match_kernels,
-    )
+    """The profiled kernels of one step against their ops in the step's own program
+    (joined as every GPU profile is): the FLOPs and bytes the model gives each op against
+    those Nsight Compute counted for its kernels (the counters stage: counters.csv,
+    counters_hlo.txt.gz); None where the stage did not run."""
+    from gpu_counters import CSV_FILE, HLO_FILE, join_counters
 
     from roofline.program.hlo_dump import dumped_program, read_dump
     from roofline.program.trace.nsight_compute import read_nsight_compute
@@ -179,16 +174,16 @@ def counters_vs_costs(device_dir: Path, hardware: Any) -> Errors | None:
         return None
     report = read_nsight_compute(device_dir / CSV_FILE)
     program = dumped_program(read_dump(device_dir / HLO_FILE))
-    match = match_kernels(report.kernels, kernel_ops(program.costs.ops),
-                          deduplicated_names(program.hlo_text))
+    joined = join_counters(report.kernels, program.costs)
     errors = Errors(f"{hardware.ref}: per kernel, the program's costs against Nsight "
                     "Compute's counters", {"flops": {}, "bytes": {}},
-                    match.notes(report.kernels))
-    for case, kernel, op in match.pairs:
-        if kernel.total_flops:
-            errors.by_method["flops"][case] = abs(op.flops / kernel.total_flops - 1)
-        if kernel.bytes.get("DRAM"):
-            errors.by_method["bytes"][case] = abs(op.bytes / kernel.bytes["DRAM"] - 1)
+                    joined.notes(report.kernels))
+    for each in joined.ops:
+        if each.counted_flops:
+            errors.by_method["flops"][each.op.name] = abs(each.op.flops / each.counted_flops
+                                                          - 1)
+        if each.dram_bytes:
+            errors.by_method["bytes"][each.op.name] = abs(each.op.bytes / each.dram_bytes - 1)
     return errors
 
 

@@ -22,23 +22,35 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu_accuracy  # noqa: E402
 import gpu_ground_truth  # noqa: E402
+import gpu_plan  # noqa: E402
+from transfer_accuracy import OPS  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
 
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory):
-    """The measure and steps stages, quick, on the CPU (seconds)."""
+    """Every stage, quick, on the CPU (about 20 s), in a budget of 120 s."""
     out = tmp_path_factory.mktemp("run")
-    gpu_ground_truth.run_stages(out, "cpu", 300, True, ["measure", "steps"])
+    gpu_ground_truth.run_stages(out, "cpu", 120, True, list(gpu_plan.STAGES))
     return out
 
 
 def test_each_stage_writes_its_outputs_and_says_what_it_did(short_run):
     record = json.loads((short_run / "provenance.json").read_text())
     assert record["schema"] == "roofline/gpu-ground-truth/1" and record["quick"]
-    assert {s: v["status"] for s, v in record["stages"].items()} == {
-        "measure": "done", "steps": "done"}
+    assert {s: v["status"] for s, v in record["stages"].items()} == dict.fromkeys(
+        gpu_plan.STAGES, "done")
+    # The plan ran as planned: the shares add up to no more than the budget, and every op
+    # the plan kept was timed or, past the stage's share on a busy machine, named.
+    plan = record["plan"]
+    assert sum(stage["share_s"] for stage in plan["stages"].values()) <= 120 + 1e-9
+    ops = list(csv.DictReader((short_run / "ops.csv").open()))
+    assert ops and len(ops) + sum(1 for s in record["skipped"] if s.startswith("op ")) == (
+        len(plan["stages"]["ops"]["kept"]))
+    # Each op's kernels timed from the profile of its calls, beside its Python time (on a
+    # CPU, its ops' time summed over the threads they ran on).
+    assert all(float(r["kernel_us"]) > 0 and float(r["time_us"]) > 0 for r in ops)
     assert record["jax"] and record["date"] and record["command"]
     measurement = json.loads((short_run / "measure.json").read_text())
     assert measurement["schema"] == "roofline/gpu-measurement/1"
@@ -66,8 +78,82 @@ def test_a_run_past_its_budget_skips_and_names_what_it_skipped(tmp_path):
     gpu_ground_truth.run_stages(tmp_path, "cpu", 0, True, ["steps"])
     record = json.loads((tmp_path / "provenance.json").read_text())
     assert sorted(record["skipped"]) == sorted(
-        f"step {spec},mode=train" for spec in gpu_ground_truth.QUICK_STEPS)
+        f"steps: {spec} (cut by the plan)" for spec in gpu_ground_truth.QUICK_STEPS)
     assert (tmp_path / "steps.csv").read_text().startswith("spec,module,dump")
+
+
+def test_the_run_keeps_to_at_most_eight_files(short_run):
+    # What the device machine gives back: at most 8 files (the traces at most 15 MiB).
+    files = sorted(path.name for path in short_run.iterdir())
+    assert files == ["dumps.tar.gz", "log.txt", "ops.csv", "provenance.json", "steps.csv",
+                     "traces.tar.gz"] or len(files) <= 8, files
+    assert len(files) <= 8
+    assert (short_run / "traces.tar.gz").stat().st_size <= gpu_ground_truth.TRACES_BYTES
+
+
+def test_each_step_is_profiled_and_its_profile_explained_after_import(filed, tmp_path):
+    # The steps' run directories travel without their programs; import gives each its
+    # own back from the dumps, and explain reads each step kernel by kernel (here: the
+    # host's XLA:CPU ops), every op with its cost.
+    from roofline.hardware import load_hardware
+    from roofline.model.explain import explain
+    from roofline.program.run import load_run
+
+    repository, target = filed
+    rows = list(csv.DictReader((target / "steps.csv").open()))
+    assert all(row["profile"] for row in rows)
+    with tarfile.open(target / "traces.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    for row in rows:
+        run = tmp_path / row["profile"]
+        assert (run / "hlo" / "jit_step.txt").is_file()
+        ex = explain(load_run(run), load_hardware("xeon-8163"))
+        assert ex.run.steps == gpu_ground_truth.PROFILED_STEPS
+        assert ex.coverage.left_out_share()[1] <= 0.02
+
+
+# --- the plan ---------------------------------------------------------------------------
+
+def test_the_plan_of_a_gpu_run_fits_every_stage_in_its_share():
+    # A run of --budget 420 on a GPU: measure within 45 s, counters within 60, ops within
+    # 12% of the budget, traces as they need, steps the rest; each stage expects no more
+    # than its share, and all of them no more than the budget.
+    plan = gpu_ground_truth.run_plan(420, False, list(gpu_plan.STAGES))
+    shares = {stage.stage: stage.share_s for stage in plan.stages}
+    assert shares["measure"] <= 45 and shares["counters"] == 60
+    assert shares["ops"] == pytest.approx(0.12 * 420)
+    assert sum(shares.values()) == pytest.approx(420)
+    assert all(stage.expected_s <= stage.share_s + 1e-9 for stage in plan.stages)
+    assert plan.expected_s <= 420
+    # The most wanted are kept: bf16 GEMMs, the decode steps of the first run, ResNet-50
+    # and GPT-2 training; every kind of op keeps its largest.
+    assert plan.stage("measure").kept[0].payload[0] == "bf16"
+    kept_steps = plan.stage("steps").payloads()
+    assert kept_steps[:7] == gpu_ground_truth.STEPS[:7]
+    kinds = {payload[1] for payload in plan.stage("ops").payloads()}
+    assert kinds == {kind for kind, _ in gpu_ground_truth.LARGE_OPS + OPS}
+
+
+def test_a_plan_cuts_the_least_wanted_and_keeps_the_fixed_parts():
+    stage = gpu_plan.StageWork(2.0, (gpu_plan.Item("a", 3.0), gpu_plan.Item("b", 5.0),
+                                     gpu_plan.Item("c", 1.0)), cap_s=7.0)
+    plan = gpu_plan.make_plan(100.0, {"measure": stage})
+    # 7 s: 2 fixed, a (3), b (5) does not fit the 2 left, c (1) does.
+    measure = plan.stage("measure")
+    assert ([i.name for i in measure.kept], [i.name for i in measure.cut]) == (["a", "c"],
+                                                                             ["b"])
+    assert measure.expected_s == 6.0 and measure.share_s == 7.0
+    # A budget below a stage's fixed part still gives it that: every stage runs.
+    starved = gpu_plan.make_plan(0.0, {"steps": gpu_plan.StageWork(4.0, ())})
+    assert starved.stage("steps").share_s == 4.0
+    assert "plan: 6 s expected of a 100 s budget" in plan.text()
+
+
+def test_the_plan_is_printed_before_anything_runs(short_run):
+    log = (short_run / "log.txt").read_text() if (short_run / "log.txt").exists() else ""
+    record = json.loads((short_run / "provenance.json").read_text())
+    assert set(record["plan"]["stages"]) == set(gpu_plan.STAGES)
+    assert not log or log.index("plan:") < log.index("stage measure")
 
 
 def test_a_failing_stage_leaves_the_others(tmp_path, monkeypatch):
@@ -148,7 +234,7 @@ def test_a_step_that_donates_its_cache_is_timed_with_a_fresh_one_each_time(tmp_p
         *workload.args).lower().compile()
     run = gpu_ground_truth.Run(tmp_path, 60, True)
     monkeypatch.setattr(gpu_facts, "_nvml", lambda: ConstantBoard(500))
-    row = gpu_ground_truth._time_step(run, workload, compiled, 0.1, device, {})
+    row = gpu_ground_truth._time_step(run, workload, compiled, 0.1, device)
     assert row["error"] == "" and row["steps"] == 3 and float(row["step_s"]) > 0
     # 500 W from the counter; per step, 500 W x the loop's length / its steps.
     assert row["energy_source"].startswith("NVML energy counter, ")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +68,17 @@ def kernel_names(compiled_text: str) -> list[str]:
 
 
 def matrix_rates(device: Any, quick: bool, capability: float, memory_bytes: float | None,
-                 say: Any) -> dict[str, Any]:
-    """Each case's GEMM rate over square sizes, from small to where it flattens."""
+                 say: Any, sizes: Mapping[str, Sequence[int]] | None = None
+                 ) -> dict[str, Any]:
+    """Each case's GEMM rate over square sizes, from small to where it flattens; with
+    ``sizes``, each dtype's at those sizes alone, and a dtype it omits not timed (a run of
+    a few minutes times what it has time for: compiling and autotuning a size of fp32 at
+    full precision, or of fp8, took 8 to 10 s on an H200)."""
     results: dict[str, Any] = {}
     for case in MATRIX_CASES:
+        if sizes is not None and not sizes.get(case.dtype):
+            results[case.dtype] = {"skipped": "not in this run's plan"}
+            continue
         if capability < case.min_capability:
             results[case.dtype] = {"skipped": f"needs compute capability "
                                               f"{case.min_capability}, the device has "
@@ -78,7 +86,8 @@ def matrix_rates(device: Any, quick: bool, capability: float, memory_bytes: floa
             continue
         say(f"GEMM rate, {case.label} ({case.jax_dtype}, precision {case.precision})")
         try:
-            results[case.dtype] = _sweep(device, case, quick, memory_bytes)
+            results[case.dtype] = _sweep(device, case, quick, memory_bytes,
+                                         None if sizes is None else sizes[case.dtype])
         except Exception as exc:   # a dtype XLA cannot compile here must not lose the rest
             results[case.dtype] = {"skipped": f"{type(exc).__name__}: {exc}"[:300]}
     return results
@@ -95,15 +104,15 @@ def _gemm(case: MatrixCase) -> Any:
                                             preferred_element_type=out))
 
 
-def _sweep(device: Any, case: MatrixCase, quick: bool, memory_bytes: float | None
-           ) -> dict[str, Any]:
+def _sweep(device: Any, case: MatrixCase, quick: bool, memory_bytes: float | None,
+           sizes: Sequence[int] | None = None) -> dict[str, Any]:
     import jax.numpy as jnp
 
     itemsize = jnp.dtype(case.jax_dtype).itemsize
     rates: dict[str, float] = {}
     best, best_n, kernels = 0.0, 0, []
     fn = _gemm(case)
-    for n in QUICK_GEMM_SIZES if quick else GEMM_SIZES:
+    for n in sizes or (QUICK_GEMM_SIZES if quick else GEMM_SIZES):
         if memory_bytes and 4 * n * n * max(itemsize, 2) > memory_bytes / 2:
             break
         a, b = _random(device, (n, n), case.jax_dtype, 1), _random(device, (n, n),

@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,9 +268,11 @@ def base_spec_id(facts: GpuFacts) -> str:
 
 
 def measure_gpu(device: Any = None, quick: bool = False, progress: Any = None,
-                command: str = "roofline hardware measure") -> GpuMeasurement:
+                command: str = "roofline hardware measure",
+                gemm_sizes: Mapping[str, Sequence[int]] | None = None) -> GpuMeasurement:
     """Measure ``device`` (default: JAX's first GPU). ``quick`` uses small sizes: seconds
-    on a CPU, which is how the tests run this code."""
+    on a CPU, which is how the tests run this code. ``gemm_sizes``: each dtype's GEMMs at
+    those sizes alone, the dtypes it omits not timed (default: every dtype's sweep)."""
     say = progress or (lambda message: None)
     device = device if device is not None else default_device()
     facts = gpu_facts(device)
@@ -277,7 +280,8 @@ def measure_gpu(device: Any = None, quick: bool = False, progress: Any = None,
     shorten = 20 if quick else 1
     with ClockSampler() as idle:   # first: the GPU has run nothing yet
         time.sleep(IDLE_S / shorten)
-    matrix = matrix_rates(device, quick, facts.compute_capability, facts.memory_bytes, say)
+    matrix = matrix_rates(device, quick, facts.compute_capability, facts.memory_bytes, say,
+                          gemm_sizes)
     measured = [c for c in MATRIX_CASES if matrix[c.dtype].get("best")]
     sustained = next((c for c in measured if c.dtype == "bf16"), None) or max(
         measured, key=lambda c: matrix[c.dtype]["best"])

@@ -168,23 +168,42 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
 
     out = Path(out)
     _check_arguments(out, steps, warmup)
+    if device is None:
+        device = (_xla.local_gpu() if cores is None else None) or _host_device()
+    where = "the host" if device.platform == "cpu" else device.device_kind
+    progress(f"[1/4] compiling {workload.spec} for {where}")
+    with jax.default_device(device):
+        try:
+            compiled = jax.jit(workload.fn, donate_argnums=workload.donate_argnums).lower(
+                *concrete_arguments(workload.args)).compile()
+        except Exception as exc:
+            raise RooflineError(f"cannot compile {workload.spec} for {where}: "
+                                f"{type(exc).__name__}: {exc}") from None
+    return capture_compiled(workload, compiled, out, device, steps=steps, warmup=warmup,
+                            progress=progress, cores=cores)
+
+
+def capture_compiled(workload: Workload, compiled: Any, out: str | Path, device: Any, *,
+                     steps: int = 5, warmup: int = 2,
+                     progress: Callable[[str], None] = say,
+                     cores: list[int] | None = None) -> Path:
+    """Profile ``steps`` runs of ``workload`` as ``compiled`` already (on ``device``) into
+    the run directory ``out``: what :func:`capture` does after its compile, for a caller
+    that has the program (the GPU ground-truth script times a step, then profiles it).
+    Arguments the program donates (a KV cache it updates in place) are made afresh, untimed,
+    before each run: the run before consumed them."""
+    import jax
+
+    out = Path(out)
+    _check_arguments(out, steps, warmup)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        if device is None:
-            device = (_xla.local_gpu() if cores is None else None) or _host_device()
-        where = "the host" if device.platform == "cpu" else device.device_kind
-        progress(f"[1/4] compiling {workload.spec} for {where}")
         with jax.default_device(device):
-            args = concrete_arguments(workload.args)
-            try:
-                compiled = jax.jit(workload.fn).lower(*args).compile()
-            except Exception as exc:
-                raise RooflineError(f"cannot compile {workload.spec} for {where}: "
-                                    f"{type(exc).__name__}: {exc}") from None
-            started, walls = _profile(compiled, args, staging, steps, warmup, progress)
+            arguments = _Arguments(workload)
+            started, walls = _profile(compiled, arguments, staging, steps, warmup, progress)
         progress(f"[4/4] writing {out}")
         _write_run(staging, workload, compiled.as_text(), steps=steps, warmup=warmup,
                    cores=cores, started=started, walls=walls,
@@ -196,6 +215,33 @@ def capture(workload: Workload, out: str | Path, *, steps: int = 5, warmup: int 
     return out
 
 
+class _Arguments:
+    """A workload's arguments for each run of its program: made once, and the ones it
+    donates made again after each run (which consumed them), before the next."""
+
+    def __init__(self, workload: Workload):
+        import jax
+
+        self.workload = workload
+        self.values = list(concrete_arguments(workload.args))
+        self.donated = sorted(workload.donate_argnums)
+        jax.block_until_ready(self.values)
+
+    def __call__(self) -> list[Any]:
+        return self.values
+
+    def refresh(self) -> None:
+        """Fresh donated arguments (none where nothing is donated), ready on the device."""
+        import jax
+
+        if not self.donated:
+            return
+        fresh = concrete_arguments(tuple(self.workload.args[i] for i in self.donated))
+        for index, value in zip(self.donated, fresh):
+            self.values[index] = value
+        jax.block_until_ready(self.values)
+
+
 def _host_device() -> Any:
     import jax
 
@@ -203,7 +249,7 @@ def _host_device() -> Any:
         return jax.devices("cpu")[0]
 
 
-def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
+def _profile(compiled: Any, arguments: _Arguments, staging: Path, steps: int, warmup: int,
              progress: Callable[[str], None]
              ) -> tuple[datetime.datetime, list[float]]:
     """Warm ``compiled`` up, then trace ``steps`` runs of it into ``staging``: when the
@@ -212,7 +258,8 @@ def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
 
     for index in range(warmup):
         progress(f"[2/4] warm-up {index + 1}/{warmup}")
-        jax.block_until_ready(compiled(*args))
+        jax.block_until_ready(compiled(*arguments()))
+        arguments.refresh()
     started = datetime.datetime.now(datetime.timezone.utc)
     walls = []
     jax.profiler.start_trace(str(staging))
@@ -221,8 +268,9 @@ def _profile(compiled: Any, args: Any, staging: Path, steps: int, warmup: int,
             progress(f"[3/4] profiling step {index + 1}/{steps}")
             with jax.profiler.StepTraceAnnotation("step", step_num=index):
                 begin = time.perf_counter()
-                jax.block_until_ready(compiled(*args))
+                jax.block_until_ready(compiled(*arguments()))
                 walls.append(time.perf_counter() - begin)
+            arguments.refresh()   # outside the step: the next one is timed without it
     finally:
         jax.profiler.stop_trace()
     return started, walls
