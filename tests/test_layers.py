@@ -10,7 +10,7 @@ import roofline
 # Lowest first. A module belongs to the longest prefix that names it.
 LAYERS = (
     ("roofline.errors", "roofline.units", "roofline.outputs", "roofline.input_files",
-     "roofline.limits", "roofline.progress"),
+     "roofline.limits", "roofline.progress", "roofline.arguments"),
     ("roofline.hardware",),
     ("roofline.program",),
     ("roofline.model",),
