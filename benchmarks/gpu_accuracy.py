@@ -306,6 +306,18 @@ def across(source_dir: Path, target_dir: Path, source: Any, target: Any) -> list
     return results
 
 
+def _or_refusal(title: str, compare: Any, *args: Any) -> Errors:
+    """A comparison, or where the model refuses its inputs (ceilings the ops beat, on a
+    machine too noisy to measure them) the section with the refusal as its note: one
+    section refused must not lose the others."""
+    from roofline.errors import RooflineError
+
+    try:
+        return compare(*args)
+    except RooflineError as exc:
+        return Errors(title, {}, [f"not compared: {exc}"])
+
+
 def report(data: Path, specs: Path | None = None) -> list[Errors]:
     """Every comparison the measurements under ``data`` allow (``specs``: spec files to
     read the GPUs from before the library's)."""
@@ -315,7 +327,8 @@ def report(data: Path, specs: Path | None = None) -> list[Errors]:
     hardware = {d: device_hardware(d, specs) for d in measured}
     for device_dir in measured:
         if (device_dir / "ops.csv").exists():
-            results.append(per_op_dtype(device_dir, hardware[device_dir]))
+            results.append(_or_refusal(f"{hardware[device_dir].ref}: per op, f32 -> bf16",
+                                       per_op_dtype, device_dir, hardware[device_dir]))
         if (device_dir / "steps.csv").exists():
             results.append(steps_vs_prediction(device_dir, hardware[device_dir]))
             results += [found for found in (decode_slopes(device_dir, hardware[device_dir]),
