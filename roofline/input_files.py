@@ -6,8 +6,10 @@ tables, compile-cache records, sweep definitions and parts) is read here, as one
 :class:`InputKind`. Only a regular file (or a link to one) is read: a directory, a FIFO
 (which blocks its reader forever), a device (``/dev/zero`` never ends) or a socket is
 refused, naming the file and what to give instead, and so is a file past its kind's size
-limit. Every refusal is the kind's error type (:class:`SpecError` for spec files,
-:class:`TraceError` for traces), so the CLI reports it as any bad input, exit 2.
+limit. A file or directory this user may not read is said to be that, whatever its kind
+(:func:`check_readable` checks a path before its kind is told from its name). Every
+refusal is the kind's error type (:class:`SpecError` for spec files, :class:`TraceError`
+for traces), so the CLI reports it as any bad input, exit 2.
 """
 
 from __future__ import annotations
@@ -91,11 +93,53 @@ NSYS_REPORT = InputKind("Nsight Systems report", "give the SQLite export of the 
                         1 << 40, _trace_error)
 GPU_MEASUREMENT = InputKind("GPU measurement", "give the JSON written by 'roofline hardware "
                             "measure --json'", 16 << 20)
+# What a path given as a profile is before its format is told: its own limit is the
+# largest of any format's (an Nsight Systems export need not be named .sqlite).
+PROFILE_INPUT = InputKind("profile", "give a run directory, a trace (.xplane.pb, or a PyTorch "
+                          "profiler's .json or .json.gz), an Nsight Compute CSV (.csv) or an "
+                          "Nsight Systems report's SQLite export (.sqlite)", 1 << 40,
+                          _trace_error)
 # A raw page of 10,000 kernels with every metric is a few hundred MB.
 NSIGHT_COMPUTE_REPORT = InputKind("Nsight Compute report", "give the CSV that 'ncu --csv "
                                   "--page raw' (or 'ncu --csv' with --metrics) prints, e.g. "
                                   "ncu --import REPORT.ncu-rep --csv --page raw > REPORT.csv",
                                   1 << 30, _trace_error)
+
+
+def check_readable(path: str | Path, kind: InputKind) -> bool:
+    """Whether something is at ``path`` (False where nothing is, or its name is no path
+    the system takes), refusing what this user may not read there, whatever it is: a
+    file it may not open, one under a directory it may not search, a directory it may not
+    list; and anything neither a regular file nor a directory (a FIFO, a device, a socket)
+    or a file past ``kind``'s limit, with ``kind``'s fix. Run before a path's format is
+    told from its name, so that no refusal speaks of a format the file is not."""
+    path = Path(path)
+    try:
+        info = _status(path, kind)
+    except (OSError, ValueError):   # a name too long or with a NUL: the caller says what
+        return False
+    if info is None:
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            with os.scandir(path):
+                pass
+            os.stat(os.path.join(path, os.curdir))   # searchable: its files seen
+        except PermissionError:
+            raise kind.error(path, "cannot list the directory: permission denied; make it "
+                             "readable to you (chmod u+rx, or ask its owner), or give a "
+                             "copy you may read") from None
+        except OSError:
+            pass                # gone since, or another failure its reader reports
+        return True
+    _check_file(path, info, kind)
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+    except PermissionError:
+        raise _denied(path, kind) from None
+    except OSError:
+        pass                    # gone since, or another failure its reader reports
+    return True
 
 
 def check_input(path: str | Path, kind: InputKind) -> None:
@@ -176,13 +220,23 @@ def _checked_stat(path: Path, kind: InputKind) -> os.stat_result | None:
     """The file's status (a link's target's), refused unless it is a regular file within
     the limit; None where nothing is at ``path``."""
     try:
-        info = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        info = _status(path, kind)
     except OSError as exc:
         raise _unreadable(path, kind, exc) from None
-    _check_file(path, info, kind)
+    if info is not None:
+        _check_file(path, info, kind)
     return info
+
+
+def _status(path: Path, kind: InputKind) -> os.stat_result | None:
+    """``stat`` of ``path`` (a link's target's); None where nothing is there, ``kind``'s
+    error where a directory above it may not be searched."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise _unreachable(path, kind) from None
 
 
 def _check_file(path: Path, info: os.stat_result, kind: InputKind) -> None:
@@ -202,7 +256,22 @@ def _missing(path: Path, kind: InputKind) -> RooflineError:
     return kind.error(path, f"no such file: {kind.fix}")
 
 
+def _unreachable(path: Path, kind: InputKind) -> RooflineError:
+    """A path under a directory this user may not search (``stat`` refused)."""
+    return kind.error(path, "cannot reach it: permission denied on a directory above it; "
+                      "make that directory searchable to you (chmod u+x, or ask its owner), "
+                      "or give a copy you may read")
+
+
+def _denied(path: Path, kind: InputKind) -> RooflineError:
+    """A file this user may not read, said so whatever its kind."""
+    return kind.error(path, "cannot read the file: permission denied; make it readable to "
+                      "you (chmod u+r, or ask its owner), or give a copy you may read")
+
+
 def _unreadable(path: Path, kind: InputKind, exc: OSError) -> RooflineError:
+    if isinstance(exc, PermissionError):
+        return _denied(path, kind)
     return kind.error(path, f"cannot read the {kind.name}: {exc.strerror or exc}")
 
 

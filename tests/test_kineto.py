@@ -109,3 +109,101 @@ def test_an_op_whose_recorded_shape_is_no_arrays_keeps_its_time_without_a_cost(t
     relu = _ops(explain(load_run(path), load_hardware("h100-sxm")).to_document())[
         "0001 aten::relu"]
     assert relu["flops"] is None and relu["measured_s"] == pytest.approx(3e-6)
+
+
+# Issue 57: damaged events and device properties, each refused in one line naming the
+# trace, what is wrong and the fix; what torch.profiler may write, answered.
+
+
+def _edited(tmp_path, edit):
+    """The trace of tests/kineto.py with ``edit(trace)`` applied."""
+    path = kineto_trace(tmp_path / "trace.json")
+    trace = json.loads(path.read_text())
+    edit(trace)
+    path.write_text(json.dumps(trace))
+    return path
+
+
+def _events(trace, category, name=None):
+    return [e for e in trace["traceEvents"]
+            if e["cat"] == category and (name is None or e["name"] == name)]
+
+
+def _set(category, key, value, name=None):
+    def edit(trace):
+        for event in _events(trace, category, name):
+            event[key] = value
+    return edit
+
+
+def _drop(category, key):
+    def edit(trace):
+        for event in _events(trace, category):
+            del event[key]
+    return edit
+
+
+def _device(key, value):
+    def edit(trace):
+        trace["deviceProperties"][0][key] = value
+    return edit
+
+
+DAMAGED = "the trace is damaged; capture it again"
+GEMM = "'ampere_sgemm_64x32_sliced1x4_tn'"
+PROPERTY_FIX = f"{DAMAGED}, or delete its deviceProperties and pass --hardware ID"
+
+
+@pytest.mark.parametrize("edit, message", [
+    # Was accepted: aten::linear's span ended before it began, so the addmm inside it no
+    # longer nested in it and the GEMM's 40 us went to aten::addmm.
+    (_set("cpu_op", "dur", -1000.0, "aten::linear"),
+     f"event 'aten::linear' lasts -0.001 s (negative or over 3600 s): {DAMAGED}"),
+    (_set("cpu_op", "dur", 4e9, "aten::relu"), "event 'aten::relu' lasts 4000 s"),
+    # Was: "no GPU kernels in this PyTorch profiler trace: profile with activities=...".
+    (_set("kernel", "ts", None),
+     f"kernel event {GEMM} has no start time ('ts' is null, not a number of microseconds): "
+     f"{DAMAGED}"),
+    (_drop("kernel", "ts"), f"kernel event {GEMM} has no start time (no 'ts', not a number"),
+    (_set("kernel", "dur", "long"), f"kernel event {GEMM} has no duration ('dur' is 'long',"),
+    (_set("kernel", "dur", True), f"kernel event {GEMM} has no duration ('dur' is true,"),
+    (_set("cpu_op", "ts", None, "aten::relu"), "cpu_op event 'aten::relu' has no start time"),
+    (_set("user_annotation", "dur", None),
+     "user_annotation event 'ProfilerStep#0' has no duration"),
+    # Was: "... cannot tell which spec describes the device of trace.json ({'core_count':
+    # '132', 'memory_size': ...})" without --hardware, and "132" read as a number with it.
+    (_device("numSms", "132"),
+     f"deviceProperties[0] 'numSms' is '132', not a whole number above 0: {PROPERTY_FIX}"),
+    (_device("numSms", 1.5), "deviceProperties[0] 'numSms' is 1.5, not a whole number"),
+    (_device("totalGlobalMem", "85022425088"),
+     "'totalGlobalMem' is '85022425088', not a whole number of bytes above 0"),
+    (_device("name", ["NVIDIA H100"]), "'name' is [\"NVIDIA H100\"], not a device name"),
+    (lambda trace: trace.update(deviceProperties="NVIDIA H100 80GB HBM3"),
+     "'deviceProperties' is 'NVIDIA H100 80GB HBM3', not a list of objects (one a GPU)"),
+], ids=["cpu op negative", "cpu op 4000 s", "kernel ts null", "kernel ts missing",
+        "kernel dur text", "kernel dur true", "cpu op ts null", "step dur null",
+        "numSms text", "numSms 1.5", "memory text", "name a list", "properties a text"])
+def test_a_damaged_event_or_device_property_is_refused_naming_it(tmp_path, capsys, edit,
+                                                                 message):
+    path = _edited(tmp_path, edit)
+    for argv in (["explain", str(path), "--hardware", "h100-sxm"], ["explain", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"roofline: error: {path}: ") and message in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("edit", [
+    _set("kernel", "ts", "1234.5"),          # a time written as the text of a number
+    _set("cuda_runtime", "ts", None),        # an event no op, kernel or step is read from
+    lambda trace: trace.pop("deviceProperties"),
+    # Was a TypeError traceback (a list is no key): relu's kernel is charged to itself.
+    lambda trace: [event["args"].update({"External id": [event["args"]["External id"]]})
+                   for event in _events(trace, "cpu_op", "aten::relu")],
+], ids=["text time", "runtime call without a time", "no device properties",
+        "External id a list"])
+def test_what_torch_profiler_may_write_is_answered(tmp_path, capsys, edit):
+    path = _edited(tmp_path, edit)
+    assert main(["explain", str(path), "--hardware", "h100-sxm", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["ops"]) == 6 and doc["op_seconds_per_step"] > 0

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import RooflineError
-from roofline.input_files import PROGRAM_INPUT, check_input
+from roofline.input_files import PROGRAM_INPUT, check_readable
 from roofline.program.hlo_dump import is_dump
 from roofline.program.trace.formats import KINETO_SUFFIXES
 
@@ -45,14 +45,9 @@ def resolve_input(text: str | Path) -> ProgramInput:
     """The kind of INPUT ``text`` names: an existing path is a dump or a run, anything
     else a SPEC (whose own parser reports what is wrong with it)."""
     path = Path(text)
-    try:
-        exists = path.exists()
-    except OSError:
-        exists = False
-    if not exists:
+    # A FIFO or a device is no file to read, nor is one this user may not read.
+    if not check_readable(path, PROGRAM_INPUT):
         return SpecInput(str(text))
-    if not path.is_dir():
-        check_input(path, PROGRAM_INPUT)   # a FIFO or a device is no file to read
     if not path.name.endswith(TRACE_SUFFIX) and is_dump(path):
         return DumpInput(path)
     if path.is_dir() or path.name.endswith((TRACE_SUFFIX, *KINETO_SUFFIXES)):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import TraceError
+from roofline.errors import TraceError, quoted
 from roofline.input_files import KINETO_TRACE, gunzipped, read_input
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.trace.aten_costs import formula_cost, op_cost
@@ -86,7 +86,7 @@ def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
                          "with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     charged = _charge(ops, by_id, kernels, steps)
     measured, costs, timeline = _measured_and_costs(charged, len(steps) or 1)
-    device = _device(trace)
+    device = _device(path, trace)
     walls = tuple((end - start) * 1e-6 for start, end in steps)
     # No step spans: the GPU runs a step's kernels after the host's annotation of it has
     # moved on, so a step's busy time is the run's per step, not its span's.
@@ -134,33 +134,61 @@ def _events(path: Path, events: list[Any]
     """CPU ops per thread (sorted), by External id; device events; step spans (us)."""
     ops: dict[tuple[Any, Any], list[_Op]] = defaultdict(list)
     by_id: dict[Any, _Op] = {}
-    kernels, steps = [], []
+    kernels: list[dict[str, Any]] = []
+    steps: list[tuple[float, float]] = []
     for event in events:
         if not isinstance(event, dict) or event.get("ph") != "X":
             continue
         category, name = event.get("cat"), str(event.get("name", ""))
-        try:
-            start, duration = float(event["ts"]), float(event["dur"])
-        except (KeyError, TypeError, ValueError):
+        is_step = category == "user_annotation" and STEP.match(name) is not None
+        if category not in DEVICE_CATEGORIES and category != "cpu_op" and not is_step:
             continue
+        start, duration = _time(path, event, "ts", name), _time(path, event, "dur", name)
         if not math.isfinite(start):
             raise TraceError(f"{path}: event {name[:80]!r} starts at {start}: the trace is "
                              "damaged; capture it again")
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
         if category in DEVICE_CATEGORIES:
             kernels.append({"name": name, "start": start, "dur": duration, "args": args})
         elif category == "cpu_op":
             op = _Op(name, (event.get("pid"), event.get("tid")), start, start + duration, args)
             ops[op.thread].append(op)
-            if "External id" in args:
-                by_id[args["External id"]] = op
-        elif category == "user_annotation" and STEP.match(name):
+            if _external_id(args) is not None:
+                by_id[_external_id(args)] = op
+        else:
             steps.append((start, start + duration))
+    # A CPU op's span decides which ops nest in it, and so what its kernels are charged to.
     check_durations(path, [(k["name"], k["dur"] * 1e3) for k in kernels]
+                    + [(op.name, (op.end - op.start) * 1e3)
+                       for thread_ops in ops.values() for op in thread_ops]
                     + [("ProfilerStep", (end - start) * 1e3) for start, end in steps])
     for thread_ops in ops.values():
         thread_ops.sort(key=lambda op: (op.start, -op.end))
     return ops, by_id, kernels, sorted(steps)
+
+
+def _time(path: Path, event: dict[str, Any], key: str, name: str) -> float:
+    """An event's start (``ts``) or duration (``dur``) in microseconds: a number (or the
+    text of one); a kernel, op or step without one is a damaged trace, never one left out
+    (a trace of kernels all left out would read as one without kernels)."""
+    value = event.get(key)
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    what = "start time" if key == "ts" else "duration"
+    given = f"'{key}' is {quoted(value)}" if key in event else f"no '{key}'"
+    raise TraceError(f"{path}: {event.get('cat')} event {name[:80]!r} has no {what} "
+                     f"({given}, not a number of microseconds): the trace is damaged; "
+                     "capture it again")
+
+
+def _external_id(args: dict[str, Any]) -> int | str | None:
+    """The ``External id`` joining a kernel to the op that launched it: a number or a
+    text, anything else none."""
+    value = args.get("External id")
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
 
 
 def _charge(ops: dict[tuple[Any, Any], list[_Op]], by_id: dict[Any, _Op],
@@ -173,7 +201,7 @@ def _charge(ops: dict[tuple[Any, Any], list[_Op]], by_id: dict[Any, _Op],
              for op, outer in _costed_ancestors(thread_ops)}
     charged: dict[int, _Charged] = {}
     for kernel in kernels:
-        launcher = by_id.get(kernel["args"].get("External id"))
+        launcher = by_id.get(_external_id(kernel["args"]))
         if launcher is None:
             launcher = _Op(f"kernel {kernel['name']}", ("", ""), kernel["start"],
                            kernel["start"], {})
@@ -188,7 +216,8 @@ def _charge(ops: dict[tuple[Any, Any], list[_Op]], by_id: dict[Any, _Op],
 def _costed_ancestors(thread_ops: list[_Op]) -> list[tuple[_Op, _Op]]:
     """Each op of a thread (sorted by start, outer first) with the outermost op around it
     that a cost formula covers, or itself where none does."""
-    found, open_ops = [], []
+    found: list[tuple[_Op, _Op]] = []
+    open_ops: list[_Op] = []
     for op in thread_ops:
         while open_ops and open_ops[-1].end < op.end:
             open_ops.pop()
@@ -226,11 +255,40 @@ def _measured_and_costs(charged: list[_Charged], steps: int
     return measured, costs, tuple(sorted(timeline, key=lambda event: event.start))
 
 
-def _device(trace: dict[str, Any]) -> dict[str, Any]:
+def _whole(value: Any) -> bool:
+    """Whether a property read from JSON is a whole number above 0."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value == int(value) and value > 0)
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+# The device properties read, and what each must be: torch.profiler writes the CUDA
+# device's own (cudaDeviceProp), a name and whole numbers.
+_PROPERTIES = (("name", "a device name", _name), ("numSms", "a whole number above 0", _whole),
+               ("totalGlobalMem", "a whole number of bytes above 0", _whole))
+
+
+def _device(path: Path, trace: dict[str, Any]) -> dict[str, Any]:
+    """The first GPU's properties, each what torch.profiler writes, or an error naming the
+    one that is not; none where the trace records none."""
+    fix = ("the trace is damaged; capture it again, or delete its deviceProperties and "
+           "pass --hardware ID")
     devices = trace.get("deviceProperties")
-    if isinstance(devices, list) and devices and isinstance(devices[0], dict):
-        return devices[0]
-    return {}
+    if devices is None:
+        return {}
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise TraceError(f"{path}: 'deviceProperties' is {quoted(devices)}, not a list of "
+                         f"objects (one a GPU): {fix}")
+    device = devices[0] if devices else {}
+    for key, what, valid in _PROPERTIES:
+        if key in device and not valid(device[key]):
+            raise TraceError(f"{path}: deviceProperties[0] '{key}' is "
+                             f"{quoted(device[key])}, not {what}: {fix}")
+    return {key: device[key] if key == "name" else int(device[key])
+            for key, _, _ in _PROPERTIES if key in device}
 
 
 def _device_stats(device: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from roofline.errors import NoXlaOpsError, RooflineError, TraceError
 from roofline.input_files import XPLANE_TRACE, read_input
 from roofline.program import _xla
 from roofline.program.gc_pause import gc_paused
+from roofline.program.trace.formats import XPLANE_SUFFIX, check_profile, unlisted_below
 from roofline.program.trace.xplane_wire import (
     STAT_INT64,
     STAT_REF,
@@ -199,7 +200,6 @@ class MeasuredRun:
         return peaks
 
 
-XPLANE_SUFFIX = ".xplane.pb"
 STEP_ANNOTATIONS = "the trace's step annotations"
 ALL_HOSTS = "all"   # the host choice that reads every host of a session
 
@@ -209,15 +209,28 @@ def session_hosts(path: str | Path) -> dict[str, Path]:
     the ``HOST.xplane.pb`` files of its newest session (jax.profiler writes one file per
     host into ``plugins/profile/<session>/``); a trace file is its own host."""
     path = Path(path)
+    if not check_profile(path):         # refuses what this user may not read or list
+        raise TraceError(f"{path}: no such trace file")
     if not path.is_dir():
-        if not path.exists():
-            raise TraceError(f"{path}: no such trace file")
         return {host_of(path): path}
     found = sorted(path.glob(f"**/*{XPLANE_SUFFIX}"), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise TraceError(f"{path}: no *{XPLANE_SUFFIX} trace below this directory; capture "
-                         "one with 'roofline profile' or jax.profiler.trace")
+        raise TraceError(f"{path}: no *{XPLANE_SUFFIX} trace below this directory"
+                         f"{_unlisted_note(path)}capture one with 'roofline profile' or "
+                         "jax.profiler.trace")
     return {host_of(file): file for file in sorted(found[-1].parent.glob(f"*{XPLANE_SUFFIX}"))}
+
+
+def _unlisted_note(path: Path) -> str:
+    """What follows "no trace below this directory" in its refusal: the directories below
+    ``path`` the search passed by (this user may not list them) and how to let it in,
+    where there are any."""
+    denied = unlisted_below(path)
+    if not denied:
+        return "; "
+    shown = ", ".join(map(str, denied[:3])) + (", ..." if len(denied) > 3 else "")
+    return (f", and {len(denied)} directories below it may not be listed ({shown}); make "
+            "them readable to you (chmod u+rx) if the trace is there, or ")
 
 
 def host_of(xplane: Path) -> str:
