@@ -18,6 +18,7 @@ from roofline.cli import main
 from roofline.errors import RooflineError
 from roofline.program._xla import nvidia_gpu_present
 from roofline.studies.sweep import FOREIGN, PARTS, UNREADABLE, SweepPlan, run_sweep
+from tests.refusals import refused
 
 ROOT = Path(__file__).parent.parent
 PREDICT_OPS = ["predict", "--ops", "tests/data/ops/host_one_core_f32.csv", "--from",
@@ -27,15 +28,6 @@ PREDICT_OPS = ["predict", "--ops", "tests/data/ops/host_one_core_f32.csv", "--fr
 TINY_SWEEP = ["sweep", "fc", "--set", "layers=1", "--set", "input=16", "--set", "output=8",
               "--set", "batch=8", "--grid", "nodes=32,64", "--target", "host",
               "--hardware", "v100-sxm2"]
-
-
-def _refused(argv, capsys):
-    """The one paragraph a command refuses ``argv`` with (exit 2, no traceback)."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("roofline: error: ") and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    return err
 
 
 def _cli(argv, env=None, timeout=240):
@@ -91,7 +83,7 @@ def test_parts_unreadable_a_file_with_a_junk_part_is_refused_and_nothing_moves(
     (sweep_copy / PARTS / UNREADABLE).write_text("a file where a folder belongs")
     junk = _models_parts(sweep_copy)[0]
     junk.write_bytes(b"junk, not parquet")
-    err = _refused([*TINY_SWEEP, "--workers", "1", "--out", str(sweep_copy)], capsys)
+    err = refused([*TINY_SWEEP, "--workers", "1", "--out", str(sweep_copy)], capsys)
     assert err == (f"roofline: error: {sweep_copy / PARTS / UNREADABLE} is not a directory: "
                    "a sweep sets unreadable parts aside there; remove it, or use a new "
                    "--out\n")
@@ -189,8 +181,8 @@ def _models_table(tmp, batches):
 
 def test_a_heatmap_of_one_parameter_on_both_axes_is_refused(tmp_path, capsys):
     sweep = _models_table(tmp_path, (8, 16))
-    err = _refused(["plot", "heatmap", sweep, "--x", "nodes", "--y", "nodes", "--out",
-                    str(tmp_path / "h.png")], capsys)
+    err = refused(["plot", "heatmap", sweep, "--x", "nodes", "--y", "nodes", "--out",
+                   str(tmp_path / "h.png")], capsys)
     assert err == ("roofline: error: --x and --y are both 'nodes': a heat map needs two "
                    "different parameters; the sweep varies nodes, batch\n")
     assert not (tmp_path / "h.png").exists()
@@ -199,8 +191,8 @@ def test_a_heatmap_of_one_parameter_on_both_axes_is_refused(tmp_path, capsys):
 def test_a_heatmap_over_an_axis_of_one_value_is_refused(tmp_path, capsys):
     # A map of one row says nothing a table would not: refused, naming what does vary.
     sweep = _models_table(tmp_path, (8,))
-    err = _refused(["plot", "heatmap", sweep, "--x", "nodes", "--y", "batch", "--out",
-                    str(tmp_path / "h.png")], capsys)
+    err = refused(["plot", "heatmap", sweep, "--x", "nodes", "--y", "batch", "--out",
+                   str(tmp_path / "h.png")], capsys)
     assert err == ("roofline: error: --y batch: the sweep has one value of batch (8), a heat "
                    "map of a single row; the sweep varies nodes: sweep two parameters (two "
                    "--grid axes of two or more values each) for a heat map\n")
@@ -238,7 +230,7 @@ def test_a_cached_verdict_that_is_not_the_compilers_is_set_aside_and_compiled(
 def test_sweep_plot_over_one_axis_is_refused_before_any_work(tmp_path, capsys):
     # Before: refused after the whole sweep had run.
     out = tmp_path / "s"
-    err = _refused([*TINY_SWEEP, "--out", str(out), "--plot", "p.png"], capsys)
+    err = refused([*TINY_SWEEP, "--out", str(out), "--plot", "p.png"], capsys)
     assert err == ("roofline: error: --plot p.png draws a heat map over two grid axes; this "
                    "sweep varies nodes: give two --grid axes of two or more values each, or "
                    "leave out --plot\n")
@@ -268,7 +260,7 @@ def test_enum_choices_are_listed_as_words(option, choices, capsys):
 
 
 def test_to_dtype_int8_is_blamed_on_the_option(capsys):
-    err = _refused([*PREDICT_OPS, "--to-dtype", "int8"], capsys)
+    err = refused([*PREDICT_OPS, "--to-dtype", "int8"], capsys)
     assert err == ("roofline: error: the dtype to predict the ops in (--to-dtype) is 'int8', "
                    "not one an ops table's ops are costed in: give one of float32, f32, fp32, "
                    "bfloat16, bf16, float16, f16, fp16, half\n")
@@ -291,7 +283,7 @@ def test_an_ops_table_of_a_wrong_shape_is_named_for_what_it_is(tmp_path, capsys,
     path = tmp_path / "ops.csv"
     path.write_text(table)
     argv = ["predict", "--ops", str(path), "--from", "v100-sxm2", "--to", "a100-80gb"]
-    assert f"roofline: error: {path}: {message}" in _refused(argv, capsys)
+    assert f"roofline: error: {path}: {message}" in refused(argv, capsys)
 
 
 def test_a_jax_chrome_trace_is_not_called_a_pytorch_trace(tmp_path, capsys):
@@ -302,7 +294,7 @@ def test_a_jax_chrome_trace_is_not_called_a_pytorch_trace(tmp_path, capsys):
     path = tmp_path / "vm.trace.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"displayTimeUnit": "ns",
                                                "traceEvents": events}).encode()))
-    err = _refused(["explain", str(path)], capsys)
+    err = refused(["explain", str(path)], capsys)
     assert err == (f"roofline: error: {path}: a JAX or TensorFlow profiler trace (the "
                    "Chrome-trace JSON the profiler converts from its xplane), not a PyTorch "
                    "one: give the .xplane.pb written beside it, or its run directory\n")

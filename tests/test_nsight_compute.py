@@ -28,6 +28,7 @@ from roofline.program.trace.nsight_compute import (
     read_nsight_compute,
 )
 from roofline.units import profiler_unit
+from tests.refusals import refused
 
 DATA = Path(__file__).parent / "data" / "nsight"
 RAW = DATA / "h100_raw.csv"       # NVIDIA H100 80GB HBM3, raw page, 4 kernels
@@ -472,3 +473,191 @@ def test_plot_roofline_takes_a_report_on_one_device(tmp_path, capsys):
     assert main(["plot", "roofline", str(LONG), "--hardware", "v100-sxm2", "--hardware",
                  "h100-sxm", "--out", str(out)]) == 2
     assert "give --hardware once" in capsys.readouterr().err
+
+
+# --- Issue 57: values the formulas read, and kernel IDs, checked -------------------------
+
+EXPORT_AGAIN = "export it again (ncu --import REPORT.ncu-rep --csv --page raw > REPORT.csv)"
+GEMM_DRAM = '"120.00","1,280"'      # the GEMM's (kernel 1, line 10) DRAM Mbyte and peak
+GEMM_TIME = '"2.60","200.00"'       # its DRAM clock and duration (usecond)
+
+
+def _raw_edited(tmp_path: Path, old: str, new: str, name: str = "edited.csv") -> Path:
+    text = RAW.read_text()
+    assert text.count(old) == 1
+    path = tmp_path / name
+    path.write_text(text.replace(old, new))
+    return path
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # Before: the GEMM's DRAM level dropped and the kernel called L2-bound (nan); placed
+    # with no DRAM point and an efficiency of "inf%" (inf, and 1e308 Mbyte, inf in bytes).
+    (GEMM_DRAM, '"nan","1,280"', "dram__bytes.sum is 'nan' Mbyte: not a number (ncu "
+                                 "writes n/a where it has no value)"),
+    (GEMM_DRAM, '"inf","1,280"', "dram__bytes.sum is 'inf' Mbyte: infinite"),
+    (GEMM_DRAM, '"1e308","1,280"', "dram__bytes.sum is '1e308' Mbyte: too large: times its "
+                                   "unit (1e+06) it is more than a float holds"),
+    ('"268,435,456"', '"-268,435,456"', "sm__inst_executed_pipe_tensor.sum is "
+                                        "'-268,435,456' inst: negative"),
+    ('"268,435,456"', '"lots"', "sm__inst_executed_pipe_tensor.sum is 'lots' inst, which "
+                                "is not a number"),
+    # Before: "has no gpu__time_duration.sum", as if ncu had not measured it.
+    (GEMM_TIME, '"2.60","-200.00"', "gpu__time_duration.sum is '-200.00' usecond: negative: "
+                                    "a kernel's measured time is above zero"),
+    (GEMM_TIME, '"2.60","0"', "gpu__time_duration.sum is '0' usecond: zero: a kernel's "
+                              "measured time is above zero"),
+    (GEMM_TIME, '"2.60","5e9"', "gpu__time_duration.sum is '5e9' usecond: 5000 s, longer "
+                                "than any kernel runs (at most 3600 s)"),
+])
+def test_a_value_no_measurement_gives_is_refused_by_line_kernel_and_metric(
+        tmp_path, capsys, old, new, message):
+    path = _raw_edited(tmp_path, old, new)
+    err = refused(["explain", str(path)], capsys)
+    assert f"{path}: line 10: kernel 1: {message}" in err and EXPORT_AGAIN in err
+    # plot roofline reads the report the same way: refused, and the figure already there
+    # is left as it was.
+    figure = tmp_path / "figure.png"
+    figure.write_bytes(b"an earlier figure")
+    err = refused(["plot", "roofline", str(path), "--hardware", "h100-sxm", "--out",
+                   str(figure)], capsys)
+    assert message in err and figure.read_bytes() == b"an earlier figure"
+    assert main(["explain", str(path), "--plot", str(tmp_path / "new.png")]) == 2
+    assert not (tmp_path / "new.png").exists()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # 1e15 Mbyte = 1e21 bytes in 200 us: 5e24 B/s, beyond the 1e17 B/s of any device.
+    (GEMM_DRAM, '"1e15","1,280"', "kernel 1 (line 10): dram__bytes.sum over its 200 us "
+                                  "comes to 5e+06 EB/s, more than 100 PB/s, beyond any "
+                                  "device"),
+    # A per-cycle peak of 1e20 bytes x 2.6 GHz.
+    (GEMM_DRAM, '"120.00","1e20"', "kernel 1 (line 10): dram__bytes.sum.peak_sustained x "
+                                   "dram__cycles_elapsed.avg.per_second comes to 2.6e+11 "
+                                   "EB/s, more than 100 PB/s"),
+])
+def test_counts_and_peaks_beyond_any_device_are_refused(tmp_path, capsys, old, new, message):
+    path = _raw_edited(tmp_path, old, new)
+    err = refused(["explain", str(path)], capsys)
+    assert f"{path}: {message}" in err and "a value or its unit is wrong" in err
+
+
+def test_a_rate_times_a_clock_beyond_any_device_is_refused(tmp_path, capsys):
+    # The long layout's FLOPs per cycle times a clock of 1e30 cycle/ns: the SGEMM's 2 FMULs
+    # a cycle come to 2e39 FLOP/s.
+    path = tmp_path / "clock.csv"
+    path.write_text(LONG.read_text().replace('"cycle/nsecond","1.024"',
+                                             '"cycle/nsecond","1e30"'))
+    err = refused(["explain", str(path), "--hardware", "v100-sxm2"], capsys)
+    assert ("kernel 1 (line 13): smsp__sass_thread_inst_executed_op_fmul_pred_on.sum."
+            "per_cycle_elapsed x smsp__cycles_elapsed.avg.per_second over its 2.048 ms "
+            "comes to 2e+21 EFLOP/s, more than 10 EFLOP/s, beyond any device") in err
+
+
+def _raw_lines() -> list[str]:
+    return RAW.read_text().splitlines()
+
+
+def test_a_row_repeated_alike_is_read_once_and_said(tmp_path, capsys):
+    # Before: kernel 3 counted twice (360 us measured, not 355).
+    lines = _raw_lines()
+    path = tmp_path / "twice.csv"
+    path.write_text("\n".join([*lines, lines[-1]]) + "\n")
+    report = read_nsight_compute(path)
+    assert [k.id for k in report.kernels] == [0, 1, 2, 3]
+    assert report.seconds == pytest.approx(355 * US)
+    assert report.kernels == read_nsight_compute(RAW).kernels
+    assert report.notes == ("kernel 3 (lines 12 and 13) listed again, alike in every value "
+                            "read: each read once (a report joined with itself?)",)
+    assert main(["explain", str(path)]) == 0
+    assert f"NOTE: {report.notes[0]}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('"5.00"', '"6.00"', "with another gpu__time_duration.sum (5e-06 second, then 6e-06 "
+                         "second)"),
+    ("reduce_kernel<512", "reduce_kernel<256", "with another Kernel Name ('void "
+                                               "at::native::reduce_kernel<512"),
+])
+def test_rows_giving_one_id_two_kernels_are_refused(tmp_path, capsys, old, new, message):
+    lines = _raw_lines()
+    path = tmp_path / "two.csv"
+    path.write_text("\n".join([*lines, lines[-1].replace(old, new, 1)]) + "\n")
+    err = refused(["explain", str(path)], capsys)
+    assert f"{path}: kernel 3 is on line 12 and again on line 13 {message}" in err
+    assert "an ID names one kernel launch" in err and EXPORT_AGAIN in err
+
+
+def test_two_kernels_sharing_an_id_in_the_long_layout_are_refused(tmp_path, capsys):
+    # Before: one kernel 0, the copy's name and time with the SGEMM's FLOPs.
+    path = tmp_path / "shared.csv"
+    path.write_text(LONG.read_text().replace('"1","31337"', '"0","31337"'))
+    err = refused(["explain", str(path), "--hardware", "v100-sxm2"], capsys)
+    assert (f"{path}: kernel 0 is on line 2 and again on line 13 with another Kernel Name "
+            "('copy_kernel(float const*, float*, int)', then 'volta_sgemm_128x64_nn')") in err
+
+
+def _long_with(tmp_path: Path, extra: str) -> Path:
+    """The long fixture with one more row for the SGEMM (kernel 1): ``extra`` its metric,
+    unit and value."""
+    sgemm = next(line for line in LONG.read_text().splitlines() if '"Duration"' in line
+                 and line.startswith('"1"'))
+    path = tmp_path / "long.csv"
+    path.write_text(LONG.read_text() + sgemm.rsplit('"Duration"', 1)[0] + extra + "\n")
+    return path
+
+
+def test_two_durations_that_disagree_are_refused(tmp_path, capsys):
+    # Before: the first kept (2.048 ms), the other dropped.
+    path = _long_with(tmp_path, '"Duration","usecond","1,000.00"')
+    err = refused(["explain", str(path), "--hardware", "v100-sxm2"], capsys)
+    assert (f"{path}: kernel 1 has two values of gpu__time_duration.sum: '2,048.00' usecond "
+            "(Duration, line 13) and '1,000.00' usecond (Duration, line 24), apart by more "
+            "than the digits written") in err
+
+
+def test_two_durations_alike_within_their_digits_keep_the_finer(tmp_path):
+    # "2,048.00" usecond is 2.048 ms to within 5 ns, "2,048,004" nsecond 2.048004 ms to
+    # within 0.5 ns: 4 ns apart, they agree, and the finer is kept. 2,048,400 ns is 400 ns
+    # from it: refused.
+    path = _long_with(tmp_path, '"gpu__time_duration.sum","nsecond","2,048,004"')
+    sgemm = next(k for k in read_nsight_compute(path).kernels if k.id == 1)
+    assert sgemm.seconds == pytest.approx(2.048004e-3, rel=1e-12)
+    with pytest.raises(TraceError, match="two values of gpu__time_duration.sum"):
+        read_nsight_compute(_long_with(tmp_path, '"gpu__time_duration.sum","nsecond",'
+                                                 '"2,048,400"'))
+
+
+def test_a_kernel_listed_again_in_the_long_layout_is_read_once_and_said(tmp_path):
+    lines = LONG.read_text().splitlines()
+    path = tmp_path / "again.csv"
+    path.write_text("\n".join([*lines, *lines[1:12]]) + "\n")    # kernel 0's rows again
+    report = read_nsight_compute(path)
+    assert report.kernels == read_nsight_compute(LONG).kernels
+    assert report.notes == ("kernel 0 (lines 2 and 24) listed again, alike in every value "
+                            "read: each read once (a report joined with itself?)",)
+
+
+def test_a_header_naming_a_metric_twice_is_refused(tmp_path, capsys):
+    path = _raw_edited(tmp_path, '"lts__t_bytes.sum",', '"dram__bytes.sum",')
+    err = refused(["explain", str(path)], capsys)
+    assert (f"{path}: the header (line 7) names dram__bytes.sum in columns 13, 22; ncu's "
+            "raw page has one column per metric") in err
+
+
+@pytest.mark.parametrize("text, message", [
+    # Before: "(its first line is '')".
+    ("\n".join(_raw_lines()[:6]) + "\n",
+     "it holds only ncu's own log (6 lines starting with '==', the last '==PROF== "
+     "Disconnected from process 4242') and no table: ncu printed no CSV (it profiled no "
+     "kernel, or ran without --csv)"),
+    ("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n",
+     "the last '==WARNING== No kernels were profiled.'"),
+    ("", "the file is empty"),
+    ("\n\n", "the file is empty"),
+])
+def test_a_file_without_a_table_says_what_it_holds(tmp_path, capsys, text, message):
+    path = tmp_path / "log.csv"
+    path.write_text(text)
+    err = refused(["explain", str(path)], capsys)
+    assert f"{path}: not an Nsight Compute report: " in err and message in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from roofline.cli import main
 from roofline.program.trace.nsight_systems import read_nsys, read_nsys_devices
 from tests.nsys import ALLREDUCE, GELU, GEMM, nsys_export
+from tests.refusals import refused
 
 US = 1e-6
 
@@ -215,3 +217,99 @@ def test_what_is_no_nsight_systems_export_is_refused(tmp_path, capsys, name, mak
     assert err.startswith(f"roofline: error: {path}: ")
     assert message in err
     assert "Traceback" not in err
+
+
+# --- Issue 57: what nsys writes in each column read, checked; a locked export ------------
+
+EXPORT_AGAIN = "export it again with 'nsys export --type sqlite --output REPORT.sqlite"
+
+
+def _edited(path, *statements, loosen=None):
+    """The test export with ``statements`` run on it; ``loosen`` a table recreated without
+    its NOT NULL constraints first (nsys declares them; an edited file may lack them)."""
+    nsys_export(path)
+    with sqlite3.connect(path) as db:
+        if loosen:
+            db.executescript(f"CREATE TABLE loose AS SELECT * FROM {loosen}; DROP TABLE "
+                             f"{loosen}; ALTER TABLE loose RENAME TO {loosen};")
+        for statement in statements:
+            db.execute(statement)
+    return path
+
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+@pytest.mark.parametrize("statements, loosen, message", [
+    # Before: the row left out of the sums but counted a launch: GPU 1's step 338.7 us,
+    # not 372 (a GEMM's 100 us lost over 3 steps).
+    (['UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = NULL WHERE rowid = 1'], KERNEL_TABLE,
+     "CUPTI_ACTIVITY_KIND_KERNEL row 1: end holds no value (NULL), where nsys writes a "
+     "whole number of nanoseconds"),
+    # Before: the text read as 0 by SQLite's arithmetic: the GEMM 536.7 us a step, not 200.
+    (["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x' || start WHERE rowid = 1"], None,
+     "CUPTI_ACTIVITY_KIND_KERNEL row 1: start holds the text 'x1010000', where nsys writes "
+     "a whole number of nanoseconds"),
+    (["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'seven' WHERE rowid = 4"], None,
+     "CUPTI_ACTIVITY_KIND_KERNEL row 4: streamId holds the text 'seven', where nsys writes "
+     "a whole number"),
+    (["UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 1.5 WHERE rowid = 2"], None,
+     "CUPTI_ACTIVITY_KIND_MEMCPY row 2: bytes holds the fraction 1.5, where nsys writes a "
+     "whole number"),
+    (["UPDATE NVTX_EVENTS SET start = 'abc' WHERE rowid = 2"], None,
+     "NVTX_EVENTS row 2: start holds the text 'abc', where nsys writes a whole number of "
+     "nanoseconds"),
+    # Before: every kernel named by its id ("1", classed "other"), and the steps counted
+    # from the one range with a text name, 'warmup step 0': 1 step, not 3.
+    (["DROP TABLE StringIds"], None,
+     "CUPTI_ACTIVITY_KIND_KERNEL.demangledName names kernels by ids into StringIds, and "
+     "the export has no StringIds table: no kernel would have its name or class"),
+    (["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = (SELECT value FROM StringIds "
+      "WHERE id = demangledName)", "DROP TABLE StringIds"], None,
+     "NVTX_EVENTS names ranges by ids into StringIds (textId, row 1 the first), and the "
+     "export has no StringIds table"),
+    (["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 77 WHERE rowid = 3"], None,
+     "CUPTI_ACTIVITY_KIND_KERNEL.demangledName holds ids that StringIds lacks: 77 (row 3 "
+     "holds 77)"),
+    (["UPDATE NVTX_EVENTS SET textId = 99 WHERE rowid = 1"], None,
+     "NVTX_EVENTS row 1: textId 99 is no id of StringIds: the range would go unnamed"),
+])
+def test_a_column_nsys_never_writes_so_is_refused_by_table_row_and_column(
+        tmp_path, capsys, statements, loosen, message):
+    path = _edited(tmp_path / "edited.sqlite", *statements, loosen=loosen)
+    err = refused(["explain", str(path)], capsys)
+    assert f"{path}: {message}" in err and EXPORT_AGAIN in err
+
+
+def test_a_range_still_open_when_the_capture_stopped_is_read(tmp_path):
+    # An NVTX range without its end (NULL) is what nsys writes for one never closed: left
+    # out of the steps, not refused.
+    path = _edited(tmp_path / "open.sqlite", 'UPDATE NVTX_EVENTS SET "end" = NULL WHERE '
+                   "rowid = 2")
+    assert read_nsys(path, 1).steps == 3
+
+
+def test_a_locked_export_is_refused_at_once(report, tmp_path, capsys):
+    # Before: sqlite3's default timeout, 5 s, then "not a readable SQLite database
+    # (database is locked): export it again". A lock that stops a reader is held by a
+    # process writing the file: refused at once, saying so.
+    path = tmp_path / "locked.sqlite"
+    path.write_bytes(report.read_bytes())
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("BEGIN EXCLUSIVE")
+        started = time.perf_counter()
+        err = refused(["explain", str(path)], capsys)
+        assert time.perf_counter() - started < 2.5
+        assert (f"{path}: the SQLite database is locked by another process writing it "
+                "(database is locked): an 'nsys export' not finished, or a program holding "
+                "it open to write; run again once that has ended") in err
+        writer.execute("ROLLBACK")
+        # A writer that has begun but not yet commits holds no lock a reader waits on.
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE StringIds SET value = value WHERE id = 1")
+        assert read_nsys(path, 1).steps == 3
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    assert read_nsys(path, 1).steps == 3

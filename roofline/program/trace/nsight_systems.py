@@ -25,6 +25,13 @@ Steps come from NVTX ranges: a range whose name, its numbers set aside, says ``s
 such names, the one with the most ranges on one thread (then the longest in all) is the
 step, and the step count is its ranges on that thread. Without one, the report is one
 step. Times are those of the whole report divided by the steps, as for an xplane trace.
+
+What nsys writes is checked before it is summed, and an export that breaks a check is
+refused, naming the table, the row and the column: a time, device, stream, size or kind
+that is no whole number (NULL, text, a fraction), a kernel name id that ``StringIds``
+(or the whole table) lacks, an NVTX range whose name id it lacks, and a row of negative
+duration. The export is opened read-only and never waited on: a database another process
+holds locked (one still writing it) is refused at once, saying so.
 """
 
 from __future__ import annotations
@@ -88,7 +95,7 @@ def read_nsys_devices(path: str | Path) -> dict[int, KernelRun]:
     with _opened(path) as report:
         try:
             devices, labels = _read_devices(path, report)
-            steps, steps_from, notes = _steps(report)
+            steps, steps_from, notes = _steps(path, report)
         except sqlite3.DatabaseError as exc:
             raise _damaged(path, exc) from None
     return {number: _run(path, labels[number], devices[number], steps, steps_from, notes)
@@ -150,7 +157,9 @@ def _opened(path: Path) -> Iterator[_Report]:
                          f"export: run '{EXPORT_COMMAND}' and give REPORT.sqlite")
     check_input(path, NSYS_REPORT)
     _check_header(path, read_input_head(path, NSYS_REPORT, 100))
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    # No waiting on a lock (sqlite3's default is 5 s): a lock that stops a reader is held
+    # by a process writing the file, and what is read meanwhile is no finished export.
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0)
     try:
         try:
             report = _Report(db)
@@ -194,7 +203,17 @@ def _truncated(path: Path, how: str) -> TraceError:
                       f"export it again with '{EXPORT_COMMAND}'")
 
 
+def _locked(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def _damaged(path: Path, exc: sqlite3.DatabaseError) -> TraceError:
+    if _locked(exc):
+        return TraceError(f"{path}: the SQLite database is locked by another process "
+                          f"writing it ({exc}): an 'nsys export' not finished, or a program "
+                          "holding it open to write; run again once that has ended. If "
+                          "nothing writes it (a network file system whose locks fail), copy "
+                          "it to a local disk and give the copy")
     return TraceError(f"{path}: not a readable SQLite database ({exc}): export it again "
                       f"with '{EXPORT_COMMAND}'")
 
@@ -209,17 +228,33 @@ def _require(path: Path, report: _Report, table: str, needed: tuple[str, ...]) -
     return columns
 
 
-def _strings(report: _Report, values: set[object]) -> dict[object, str]:
-    """Kernel names by the value of their name column: an id into StringIds, or (in a
-    variant that stores it there) the text itself; an id StringIds lacks stays a number."""
+def _strings(path: Path, report: _Report, column: str, values: set[object]
+             ) -> dict[object, str]:
+    """Kernel names by the value of their name column ``column``: an id into StringIds,
+    or (in a variant that stores it there) the text itself. An id StringIds lacks, or ids
+    without a StringIds table, are refused: the kernels would go unnamed and unclassed."""
     ids = sorted(value for value in values if isinstance(value, int))
-    names = {value: str(value) for value in values}
-    if "StringIds" in report.tables:
-        for start in range(0, len(ids), 500):   # within SQLite's limit of bound values
-            chunk = ids[start:start + 500]
-            names.update(report.db.execute(
-                f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(chunk))})",
-                chunk))
+    names: dict[object, str] = {value: value for value in values if isinstance(value, str)}
+    if ids and "StringIds" not in report.tables:
+        raise TraceError(f"{path}: {KERNELS}.{column} names kernels by ids into StringIds, "
+                         "and the export has no StringIds table: no kernel would have its "
+                         "name or class. The export is damaged or was cut down; export it "
+                         f"again with '{EXPORT_COMMAND}'")
+    for start in range(0, len(ids), 500):   # within SQLite's limit of bound values
+        chunk = ids[start:start + 500]
+        names.update(report.db.execute(
+            f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(chunk))})",
+            chunk))
+    lost = [value for value in ids if value not in names]
+    if lost:
+        listed = ", ".join(map(str, lost[:5])) + (f" and {len(lost) - 5} more"
+                                                   if len(lost) > 5 else "")
+        row, = report.db.execute(f'SELECT rowid FROM {KERNELS} WHERE "{column}" = ? LIMIT 1',
+                                 (lost[0],)).fetchone()
+        raise TraceError(f"{path}: {KERNELS}.{column} holds ids that StringIds lacks: "
+                         f"{listed} (row {row} holds {lost[0]}); those kernels would have no "
+                         "name or class. The export is damaged or was edited; export it "
+                         f"again with '{EXPORT_COMMAND}'")
     return names
 
 
@@ -237,12 +272,10 @@ def _read_devices(path: Path, report: _Report) -> tuple[dict[int, _Device], dict
     _require(path, report, KERNELS, timing)
     # Grouped by the name's id, named after: a join per row would double the query's time.
     column = next(name for name in NAME_COLUMNS if name in columns)
-    process = "globalPid" if "globalPid" in columns else "NULL"
-    kernels = _query(path, report, KERNELS,
-                     f'SELECT deviceId, {process}, streamId, "{column}", COUNT(*), '
-                     f'SUM("end" - start), MIN("end" - start), MAX("end" - start) '
-                     f"FROM {KERNELS} GROUP BY 1, 2, 3, 4")
-    names = _strings(report, {row[3] for row in kernels})
+    kernels = _grouped(path, report, KERNELS, _keys(columns, (column, _NAME)),
+                       'COUNT(*), SUM("end" - start), MIN("end" - start), MAX("end" - start)',
+                       _SPAN)
+    names = _strings(path, report, column, {row[3] for row in kernels})
     groups: list[tuple[int, int | None, int, str, int, float, int | None]] = []
     for device, global_pid, stream, name, count, total, low, high in kernels:
         _check_span(path, KERNELS, names[name], low, high)
@@ -257,12 +290,10 @@ def _read_devices(path: Path, report: _Report) -> tuple[dict[int, _Device], dict
         copy_columns = _require(path, report, table, (*timing, "bytes")
                                 + ((kind,) if kind else ()))
         kinds = _memcpy_kinds(report) if kind else {}
-        process = "globalPid" if "globalPid" in copy_columns else "NULL"
-        for device, global_pid, stream, code, count, total, moved, low, high in _query(
-                path, report, table,
-                f"SELECT deviceId, {process}, streamId, "
-                f'{kind or "NULL"}, COUNT(*), SUM("end" - start), SUM(bytes), '
-                f'MIN("end" - start), MAX("end" - start) FROM {table} GROUP BY 1, 2, 3, 4'):
+        for device, global_pid, stream, code, count, total, moved, low, high in _grouped(
+                path, report, table, _keys(copy_columns, (kind, _WHOLE) if kind else None),
+                'COUNT(*), SUM("end" - start), SUM(bytes), MIN("end" - start), '
+                'MAX("end" - start)', {**_SPAN, "bytes": _WHOLE}):
             label = (f"memcpy {kinds.get(code, f'kind {code}')}" if kind else "memset")
             _check_span(path, table, label, low, high)
             groups.append((device, _process(global_pid), stream, label, count,
@@ -288,8 +319,75 @@ def _query(path: Path, report: _Report, table: str, sql: str) -> list[tuple]:
     try:
         return report.db.execute(sql).fetchall()
     except sqlite3.OperationalError as exc:
+        if _locked(exc):
+            raise _damaged(path, exc) from None
         raise TraceError(f"{path}: table {table} cannot be read as Nsight Systems writes it "
                          f"({exc}): run '{EXPORT_COMMAND}'") from None
+
+
+# What nsys writes in each column read, as SQLite's types (typeof), and in words.
+_Typed = tuple[tuple[str, ...], str]
+_WHOLE: _Typed = (("integer",), "a whole number")
+_NANOSECONDS: _Typed = (("integer",), "a whole number of nanoseconds")
+_NAME: _Typed = (("integer", "text"), "a StringIds id (or the name itself)")
+_SPAN = {"start": _NANOSECONDS, "end": _NANOSECONDS}
+# A column grouped by, and what it holds; None for one the table lacks (read as NULL).
+_Key = tuple[str, _Typed] | None
+
+
+def _keys(columns: set[str], last: _Key) -> tuple[_Key, ...]:
+    """What a table of kernels or copies is grouped by: its CUDA device, process (where
+    it has the column), stream, and ``last`` (the kernel's name, the copy's kind)."""
+    process = (("globalPid", (("integer", "null"), "a whole number, or nothing"))
+               if "globalPid" in columns else None)
+    return ("deviceId", _WHOLE), process, ("streamId", _WHOLE), last
+
+
+def _grouped(path: Path, report: _Report, table: str, keys: tuple[_Key, ...], select: str,
+             summed: dict[str, _Typed]) -> list[tuple]:
+    """``SELECT`` the ``keys``, ``select`` ``FROM table GROUP BY`` the keys, refusing a row
+    whose column holds a type nsys never writes there (:func:`_mistyped_row`): SQLite
+    would sum a NULL as nothing and a text as 0. The keys are checked on the groups, the
+    ``summed`` columns in the same pass (checking each row's keys would cost a quarter
+    more)."""
+    grouped = ", ".join(f'"{key[0]}"' if key else "NULL" for key in keys)
+    rows = _query(path, report, table,
+                  f"SELECT {grouped}, {select}, SUM({_wrong_types(summed)}) FROM {table} "
+                  f"GROUP BY {', '.join(str(i + 1) for i in range(len(keys)))}")
+    for row in rows:
+        if row[-1] or any(_SQLITE_TYPES[type(value)] not in key[1][0]
+                          for key, value in zip(keys, row) if key):
+            checked = {**{key[0]: key[1] for key in keys if key}, **summed}
+            raise _mistyped_row(path, report, table, checked, _wrong_types(checked))
+    return [row[:-1] for row in rows]
+
+
+def _wrong_types(checked: dict[str, _Typed]) -> str:
+    """An SQL test of a row: whether a ``checked`` column holds a type it should not."""
+    return " OR ".join(f'typeof("{name}") NOT IN ({", ".join(map(repr, types))})'
+                       for name, (types, _) in checked.items())
+
+
+_SQLITE_TYPES = {int: "integer", float: "real", str: "text", bytes: "blob",
+                 type(None): "null"}
+
+
+def _mistyped_row(path: Path, report: _Report, table: str, checked: dict[str, _Typed],
+                  wrong: str) -> TraceError:
+    """The first row of ``table`` a column of which holds a type it should not, named."""
+    quoted = ", ".join(f'"{name}"' for name in checked)
+    rowid, *values = report.db.execute(
+        f"SELECT rowid, {quoted} FROM {table} WHERE {wrong} LIMIT 1").fetchone()
+    name, value, (_, wanted) = next(
+        (name, value, typed) for (name, typed), value in zip(checked.items(), values)
+        if _SQLITE_TYPES[type(value)] not in typed[0])
+    held = {"null": "no value (NULL)", "text": f"the text {str(value)[:40]!r}",
+            "real": f"the fraction {value!r}", "blob": "a blob",
+            "integer": repr(value)}[_SQLITE_TYPES[type(value)]]
+    return TraceError(f"{path}: {table} row {rowid}: {name} holds {held}, where nsys "
+                      f"writes {wanted}: the export is damaged or was edited (read as it "
+                      f"is, the row would count wrong or not at all); export it again with "
+                      f"'{EXPORT_COMMAND}'")
 
 
 def _check_span(path: Path, table: str, name: str, low: int, high: int) -> None:
@@ -330,28 +428,34 @@ def _device_numbers(report: _Report, used: set[tuple[int, int | None]]
     return gpus, labels
 
 
-def _steps(report: _Report) -> tuple[int, str, tuple[str, ...]]:
+def _steps(path: Path, report: _Report) -> tuple[int, str, tuple[str, ...]]:
     """The steps of the report by the NVTX rule above: their count, what they were
     counted from, and a note where no range names a step."""
     columns = report.columns(NVTX)
     if not columns >= {"start", "end"} or not columns & {"text", "textId"}:
         return 1, "", ()
     texts = [f"n.{c}" for c in ("text",) if c in columns]
-    join = ""
-    if "textId" in columns and "StringIds" in report.tables:
+    join, unnamed = "", "0"
+    if "textId" in columns:
+        _check_text_ids(path, report)
         texts.append("s.value")
         join = "LEFT JOIN StringIds AS s ON s.id = n.textId"
+        unnamed = "n.textId IS NOT NULL AND s.id IS NULL"
     name = f"COALESCE({', '.join(texts)})" if len(texts) > 1 else texts[0]
-    where = 'n."end" IS NOT NULL AND n."end" >= n.start'
-    if "eventType" in columns:
-        where += f" AND n.eventType IN ({', '.join(map(str, _range_types(report)))})"
+    ranges = (f"eventType IN ({', '.join(map(str, _range_types(report)))})"
+              if "eventType" in columns else "1")
+    _check_nvtx_times(path, report, ranges)
+    where = f'n."end" IS NOT NULL AND n."end" >= n.start AND {ranges}'
     thread = "n.globalTid" if "globalTid" in columns else "NULL"
     counts: dict[str, Counter[object]] = defaultdict(Counter)
     lengths: dict[str, int] = defaultdict(int)
-    for text, tid, count, length in report.db.execute(
-            f'SELECT {name}, {thread}, COUNT(*), SUM(n."end" - n.start) FROM {NVTX} AS n '
-            f"{join} WHERE {where} GROUP BY 1, 2"):
+    for text, tid, count, length, lost in report.db.execute(
+            f'SELECT {name}, {thread}, COUNT(*), SUM(n."end" - n.start), SUM({unnamed}) '
+            f"FROM {NVTX} AS n {join} WHERE {where} GROUP BY 1, 2"):
         if text is None:
+            if lost:
+                raise _unnamed_range(path, report, f"{join} WHERE {where} AND {name} IS NULL "
+                                                   f"AND {unnamed}")
             continue
         key = re.sub(r"\d+", "N", str(text))
         counts[key][tid] += count
@@ -370,6 +474,42 @@ def _steps(report: _Report) -> tuple[int, str, tuple[str, ...]]:
     notes = ((f"NVTX step ranges not used: {', '.join(map(repr, others))}",)
              if others else ())
     return count, f"NVTX ranges {best!r} ({count} on one thread)", notes
+
+
+def _check_text_ids(path: Path, report: _Report) -> None:
+    """Refuse NVTX ranges named by ids into StringIds in an export without StringIds."""
+    if "StringIds" in report.tables:
+        return
+    named = report.db.execute(f"SELECT rowid FROM {NVTX} WHERE textId IS NOT NULL "
+                              "LIMIT 1").fetchone()
+    if named is not None:
+        raise TraceError(f"{path}: {NVTX} names ranges by ids into StringIds (textId, row "
+                         f"{named[0]} the first), and the export has no StringIds table: "
+                         "the ranges that mark steps would go unnamed and the steps "
+                         "uncounted. The export is damaged or was cut down; export it "
+                         f"again with '{EXPORT_COMMAND}'")
+
+
+def _unnamed_range(path: Path, report: _Report, joined_where: str) -> TraceError:
+    """The first NVTX range the step query finds no name for, by its textId."""
+    row, text_id = report.db.execute(
+        f"SELECT n.rowid, n.textId FROM {NVTX} AS n {joined_where} LIMIT 1").fetchone()
+    return TraceError(f"{path}: {NVTX} row {row}: textId {text_id} is no id of StringIds: "
+                      "the range would go unnamed, and a step it marks uncounted. The "
+                      "export is damaged or was edited; export it again with "
+                      f"'{EXPORT_COMMAND}'")
+
+
+def _check_nvtx_times(path: Path, report: _Report, ranges: str) -> None:
+    """Refuse an NVTX range whose start is no whole number, or whose end is neither that
+    nor NULL (a range still open when the capture stopped): compared as they are, it
+    would be left out of the steps."""
+    checked = {"start": _NANOSECONDS,
+               "end": (("integer", "null"), "a whole number of nanoseconds, or nothing")}
+    wrong = _wrong_types(checked)
+    if report.db.execute(f"SELECT 1 FROM {NVTX} WHERE ({wrong}) AND {ranges} "
+                         "LIMIT 1").fetchone():
+        raise _mistyped_row(path, report, NVTX, checked, f"({wrong}) AND {ranges}")
 
 
 def _range_types(report: _Report) -> tuple[int, ...]:
