@@ -1,6 +1,6 @@
 """Limits on the work one command may be asked for, each raised by an environment
 variable: a slip ("--steps 1000000000", a grid axis of 1..1000000000000+1) is refused at
-once instead of running for days or ending in MemoryError."""
+once instead of running for days or ending in MemoryError; and the cores it may use."""
 
 from __future__ import annotations
 
@@ -44,3 +44,11 @@ PROFILE_STEPS = Limit("ROOFLINE_MAX_PROFILE_STEPS", 10_000, "profiled and warm-u
 # Local sweep workers: each is a Python process holding JAX (about 0.5 GB), one per core
 # at most being useful.
 SWEEP_WORKERS_MAX = 1024
+
+
+def usable_cores() -> list[int]:
+    """The CPU cores this process may run on, in order (all of them where the system
+    keeps no affinity: macOS, Windows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))

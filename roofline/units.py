@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 import re
 
+from roofline.arguments import of_type, optional
 from roofline.errors import UnitError
 
 
@@ -101,6 +103,7 @@ def parse_quantity(text: object, kind: Kind) -> float:
     Raises :class:`UnitError` for a bare number, an unknown or ambiguous unit, or a unit
     of another kind (a bandwidth where a FLOP rate belongs).
     """
+    of_type("kind", kind, Kind, "a Kind")
     if not isinstance(text, str):
         raise UnitError(
             f"expected {kind.description} written as a string with its unit, such as "
@@ -149,6 +152,9 @@ def format_quantity(value: float, kind: Kind, *, like: float | None = None) -> s
     Byte counts take the prefix family (GB or GiB) that states them more exactly, or
     that of ``like``, so that two numbers set side by side share units ("7.411 GiB of
     8 GiB", not "7.957 GB of 8 GiB")."""
+    of_type("value", value, numbers.Real, "a number")
+    of_type("kind", kind, Kind, "a Kind")
+    optional(of_type, "like", like, numbers.Real, "a number")
     if kind is Kind.TIME:
         for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
             if abs(value) >= factor or unit == "ns":

@@ -135,7 +135,7 @@ def test_eager_execution_is_named_and_refused_where_it_cannot_apply(tmp_path, ca
     with pytest.raises(RooflineError, match="eager execution runs the program uncompiled"):
         analyze(spec, "v100-sxm2", placement=PlacementOptions(execution="eager"),
                 compile=__import__("roofline").CompileOptions(compile_target="host"))
-    with pytest.raises(RooflineError, match="unknown execution"):
+    with pytest.raises(RooflineError, match="execution='lazy': choose one of fused, eager"):
         analyze(spec, "v100-sxm2", placement=PlacementOptions(execution="lazy"))
     assert main(["analyze", spec, "--execution", "eager", "--target", "host"]) == 2
     assert "names a compiler" in capsys.readouterr().err

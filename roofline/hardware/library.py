@@ -13,8 +13,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from roofline.errors import RooflineError, SpecError, UnknownHardwareError, did_you_mean
+from roofline.arguments import kind_of, path_or_text, paths
+from roofline.errors import RooflineError, SpecError, UnknownHardwareError, did_you_mean, quoted
 from roofline.hardware.records import Hardware, HardwareKind
 from roofline.hardware.spec_file import load_spec_file
 
@@ -99,7 +101,11 @@ class ParsedRef:
 
 
 def load_hardware(ref: str | Path, extra_dirs: Iterable[str | Path] = ()) -> Hardware:
-    """Load a device by reference (``tpu-v2``, ``tpu-v3@cloud-doc:chip``) or file path."""
+    """Load a device by reference (``tpu-v2``, ``tpu-v3@cloud-doc:chip``) or file path,
+    searching ``extra_dirs`` (a directory or several) after the built-in specs and
+    ``$ROOFLINE_HARDWARE_PATH``."""
+    path_or_text("ref", ref)
+    extra_dirs = paths("extra_dirs", extra_dirs)
     text = str(ref)
     if text.endswith(".toml") or os.sep in text:
         return load_spec_file(Path(text))
@@ -116,6 +122,23 @@ def load_hardware(ref: str | Path, extra_dirs: Iterable[str | Path] = ()) -> Har
     return load_spec_file(files[parsed.id], variant=parsed.variant, scope=parsed.scope)
 
 
+def hardware_ref(name: str, value: Any) -> Hardware | str | Path:
+    """The argument ``name`` where it is a :class:`Hardware`, a spec id (``tpu-v3``) or the
+    path of a spec file, unread; else a TypeError naming it."""
+    if isinstance(value, Hardware):
+        return value
+    if not isinstance(value, (str, Path)):
+        raise TypeError(f"{name} must be a Hardware, a spec id or a spec file's path, not "
+                        f"{kind_of(value)} ({quoted(value)})")
+    return path_or_text(name, value)
+
+
+def hardware_argument(name: str, value: Any) -> Hardware:
+    """:func:`hardware_ref`, a spec id or path loaded (:func:`load_hardware`)."""
+    found = hardware_ref(name, value)
+    return found if isinstance(found, Hardware) else load_hardware(found)
+
+
 @dataclass(frozen=True)
 class LibraryEntry:
     """One visible spec file: its record, or the error that kept it from loading."""
@@ -127,7 +150,9 @@ class LibraryEntry:
 
 
 def list_hardware(extra_dirs: Iterable[str | Path] = ()) -> list[LibraryEntry]:
-    """Load every visible spec file; broken files are returned with their error."""
+    """Load every visible spec file (``extra_dirs``: a directory or several searched too);
+    broken files are returned with their error."""
+    extra_dirs = paths("extra_dirs", extra_dirs)
     entries = []
     for hw_id, path in sorted(spec_files(extra_dirs).items()):
         try:

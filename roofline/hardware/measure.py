@@ -45,6 +45,7 @@ from typing import Any
 from roofline.errors import RooflineError
 from roofline.hardware.host_kernels import DTYPES, cache_sizes
 from roofline.hardware.records import ExecutionUnit
+from roofline.limits import usable_cores
 from roofline.units import Kind, format_quantity
 
 
@@ -131,8 +132,7 @@ def cpu_facts() -> CpuFacts:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
                 memory = int(line.split()[1]) * 1024
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = len(usable_cores())
     return CpuFacts(fields.get("model name", "unknown CPU"), fields.get("vendor_id", "unknown"),
                     cores, clock or 1e9, per_cycle, ext, memory or 1 << 30)
 
@@ -197,7 +197,7 @@ def measure_host(quick: bool = False, progress: Any = None) -> HostMeasurement:
     say = progress or (lambda message: None)
     facts = cpu_facts()
     say(f"measuring on one core of {facts.model}")
-    first = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    first = usable_cores()[0]
     one = _run_worker({first}, quick)
     say(f"measuring on all {facts.cores} cores")
     every = _run_worker(None, quick)

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from roofline.arguments import flag, of_type, optional, path_or_text, paths
+from roofline.arguments import text as nonempty
 from roofline.errors import RooflineError
 from roofline.hardware.gpu_measure import (
     GpuMeasurement,
@@ -16,7 +18,7 @@ from roofline.hardware.gpu_measure import (
     measure_gpu,
     measured_variant_toml,
 )
-from roofline.hardware.library import load_hardware
+from roofline.hardware.library import hardware_ref, load_hardware
 from roofline.hardware.measure import HostMeasurement, host_spec_toml, measure_host
 from roofline.hardware.records import Hardware
 from roofline.hardware.spec_file import spec_from_text
@@ -51,8 +53,13 @@ def measure(device: str = "auto", *, quick: bool = False, out: str | Path | None
     With ``out``, also writes the measurement as a spec file with the defaults of
     :func:`write_spec` (which reports the flags, and takes a GPU's base spec and variant).
     """
-    if device not in DEVICES:
+    if of_type("device", device, str, "a string") not in DEVICES:
         raise RooflineError(f"unknown device {device!r} to measure: {', '.join(DEVICES)}")
+    flag("quick", quick)
+    optional(path_or_text, "out", out)
+    flag("force", force)
+    optional(of_type, "progress", progress, Callable, "a function of one line of text")
+    nonempty("command", command)
     if out is not None:
         _check_spec_path(Path(out), force)   # before a minute of measuring
     measurement: Measurement
@@ -85,7 +92,14 @@ def write_spec(measurement: Measurement, out: str | Path, *, force: bool = False
     library's spec of that GPU (or ``base``, searched in ``hardware_dirs`` too) with the
     measurement added as variant ``variant``, each figure beside its datasheet peak.
     """
-    out = Path(out)
+    of_type("measurement", measurement, (HostMeasurement, GpuMeasurement),
+            "a HostMeasurement or a GpuMeasurement (from measure)")
+    out = Path(path_or_text("out", out))
+    flag("force", force)
+    optional(hardware_ref, "base", base)
+    nonempty("variant", variant)
+    hardware_dirs = paths("hardware_dirs", hardware_dirs)
+
     _check_spec_path(out, force)
     if isinstance(measurement, GpuMeasurement):
         return _write_gpu_spec(measurement, out, base, variant, hardware_dirs)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roofline import arguments
 from roofline.errors import SpecError, UnknownHardwareError, did_you_mean
 from roofline.hardware.records import (
     DTYPES,
@@ -490,8 +491,11 @@ def _overhead(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) 
 
 def load_spec_file(path: str | Path, *, variant: str | None = None,
                    scope: str | None = None) -> Hardware:
-    """Read, validate and build the spec file at ``path``."""
-    path = Path(path)
+    """Read, validate and build the spec file at ``path`` (at ``variant`` and ``scope``
+    where given)."""
+    path = Path(arguments.path_or_text("path", path))
+    arguments.optional(arguments.text, "variant", variant)
+    arguments.optional(arguments.text, "scope", scope)
     return spec_from_text(read_input_text(path, SPEC_FILE), path, variant=variant,
                           scope=scope)
 

@@ -30,8 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roofline.arguments import (
+    member,
+    optional,
+    path_or_text,
+    paths,
+    text,
+    whole_number,
+)
 from roofline.errors import RooflineError
 from roofline.hardware.device_names import spec_for_device
+from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Hardware
 from roofline.model.analysis import NOISE, Placer, omissions_of
 from roofline.model.coverage import Coverage, Gap, Omission, coverage, share
@@ -455,6 +464,7 @@ def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,
     too. A trace of kernels without XLA ops raises :class:`NoXlaOpsError`."""
     from roofline.hardware import load_hardware
 
+    explain_arguments(run, hardware, device, host, overlap, hardware_dir)
     loaded = load_run(run, device, host)
     if isinstance(hardware, Hardware):
         return explain(loaded, hardware, Overlap(overlap))
@@ -470,6 +480,18 @@ def explain_run(run: str | Path, hardware: str | Hardware | None = None, *,
                 "hardware_specs/host.toml' (or pass --hardware ID)") from exc
         raise
     return explain(loaded, found, Overlap(overlap))
+
+
+def explain_arguments(run: object, hardware: object, device: object, host: object,
+                      overlap: object, hardware_dir: object) -> None:
+    """What :func:`explain_run` takes, checked at the door (the arguments named as it
+    names them)."""
+    path_or_text("run", run)
+    optional(hardware_ref, "hardware", hardware)
+    optional(whole_number, "device", device, low=0)
+    optional(text, "host", host)
+    member("overlap", overlap, Overlap)
+    optional(paths, "hardware_dir", hardware_dir)
 
 
 def _async_role(measured: MeasuredOp) -> Role | None:

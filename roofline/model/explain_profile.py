@@ -11,7 +11,7 @@ from pathlib import Path
 
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
-from roofline.model.explain import Explanation, explain_run
+from roofline.model.explain import Explanation, explain_arguments, explain_run
 from roofline.model.placement import Overlap
 from roofline.program.trace.formats import directory_report, is_nsight_compute_report
 
@@ -26,6 +26,7 @@ def explain_profile(run: str | Path, hardware: str | Hardware | None = None, *,
     the roofline of ``hardware`` (default: the spec of the GPU the report names), a
     :class:`roofline.model.hierarchical.HierarchicalRoofline`; ``device`` picks a device
     of a report of several (default: the busiest)."""
+    explain_arguments(run, hardware, device, host, overlap, hardware_dir)
     report = directory_report(run) or Path(run)
     if not is_nsight_compute_report(report):
         return explain_run(run, hardware, device=device, host=host, overlap=overlap,

@@ -11,9 +11,20 @@ spec's peaks at the hardware record's scope.
 from __future__ import annotations
 
 import enum
+import numbers
 from dataclasses import dataclass
+from pathlib import Path
 
-from roofline.errors import UnknownHardwareError
+from roofline.arguments import (
+    member,
+    of_type,
+    optional,
+    real_number,
+    text,
+    whole_number,
+)
+from roofline.errors import ArgumentError, UnknownHardwareError
+from roofline.hardware.library import hardware_argument
 from roofline.hardware.records import (
     ComputeRoof,
     ExecutionUnit,
@@ -98,10 +109,20 @@ class Work:
 
     def __post_init__(self) -> None:
         for name in ("flops", "bytes", "link_bytes", "transcendentals"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"Work.{name} cannot be negative: {getattr(self, name)}")
-        if not 0 < self.wave_efficiency <= 1:
-            raise ValueError(f"Work.wave_efficiency must be in (0, 1]: {self.wave_efficiency}")
+            real_number(name, getattr(self, name), low=0)
+        text("dtype", self.dtype)
+        member("unit", self.unit, ExecutionUnit)
+        for index, pair in enumerate(of_type("near_bytes", self.near_bytes, (tuple, list),
+                                             "a tuple of (level, bytes) pairs")):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"near_bytes[{index}] must be a (level, bytes) pair, not "
+                                f"{pair!r}")
+            text(f"near_bytes[{index}]", pair[0])
+            real_number(f"near_bytes[{index}]", pair[1], low=0)
+        optional(text, "link", self.link)
+        whole_number("launches", self.launches, low=0)
+        real_number("wave_efficiency", self.wave_efficiency, high=1, above=0)
+        of_type("algorithm", self.algorithm, str, "a string")
 
     @property
     def intensity(self) -> float:
@@ -220,19 +241,36 @@ def _bandwidth(hw: Hardware, level: MemoryLevel) -> float:
     return level.bytes_per_s
 
 
-def ridge_point(hw: Hardware, dtype: str, unit: str, level: str | None = None) -> float:
-    """Intensity (FLOP/B) where the ``level`` bandwidth roof meets the compute roof."""
+def ridge_point(hw: Hardware | str | Path, dtype: str, unit: str, level: str | None = None
+                ) -> float:
+    """Intensity (FLOP/B) where the ``level`` bandwidth roof (default: main memory's)
+    meets the compute roof of ``dtype`` on ``unit``; ``hw`` a :class:`Hardware`, a spec id
+    (``tpu-v2``) or a spec file's path."""
+    hw, level = _roof_arguments(hw, dtype, unit, level)
     memory = hw.main_memory if level is None else hw.level(level)
     return compute_roof(hw, dtype, unit).flop_per_s / _bandwidth(hw, memory)
 
 
-def attainable_flop_per_s(hw: Hardware, intensity: float, dtype: str, unit: str,
+def attainable_flop_per_s(hw: Hardware | str | Path, intensity: float, dtype: str, unit: str,
                           level: str | None = None) -> float:
-    """min(peak, intensity x bandwidth): the roofline at ``intensity`` FLOP/B."""
-    if intensity < 0:
-        raise ValueError(f"intensity cannot be negative: {intensity}")
+    """min(peak, intensity x bandwidth): the roofline at ``intensity`` FLOP/B (infinite:
+    no bytes, the peak); ``hw`` as for :func:`ridge_point`."""
+    hw, level = _roof_arguments(hw, dtype, unit, level)
+    number = float(of_type("intensity", intensity, numbers.Real, "a number"))
+    if not number >= 0:
+        raise ArgumentError(lambda say: f"{say('intensity')}={intensity!r}: give a number of "
+                                        "at least 0 (FLOP per byte)")
     memory = hw.main_memory if level is None else hw.level(level)
     return min(compute_roof(hw, dtype, unit).flop_per_s, intensity * _bandwidth(hw, memory))
+
+
+def _roof_arguments(hw: object, dtype: object, unit: object, level: object
+                    ) -> tuple[Hardware, str | None]:
+    """The device (a spec id or path loaded) and the memory level a roof is asked of,
+    ``dtype`` and ``unit`` checked."""
+    text("dtype", dtype)
+    text("unit", unit)
+    return hardware_argument("hw", hw), optional(text, "level", level)
 
 
 @dataclass(frozen=True)
@@ -242,21 +280,29 @@ class Ridge:
     flop_per_byte: float
 
 
-def ridge_points(hw: Hardware) -> list[Ridge]:
+def ridge_points(hw: Hardware | str | Path) -> list[Ridge]:
     """Every ridge: each FLOP roof (not a transcendental one) against each memory level
-    with a bandwidth."""
+    with a bandwidth; ``hw`` as for :func:`ridge_point`."""
+    hw = hardware_argument("hw", hw)
     return [Ridge(roof, level, roof.flop_per_s / level.bytes_per_s)
             for level in hw.memory if level.bytes_per_s is not None
             for roof in hw.arithmetic]
 
 
-def place(work: Work, hw: Hardware, overlap: Overlap = Overlap.MAX) -> Placement:
-    """Place ``work`` on ``hw``: time terms, lower bound under ``overlap``, bound class.
+def place(work: Work, hw: Hardware | str | Path, overlap: Overlap | str = Overlap.MAX
+          ) -> Placement:
+    """Place ``work`` on ``hw`` (as for :func:`ridge_point`): time terms, lower bound under
+    ``overlap``, bound class.
 
     Ties go to the earlier term in the order compute, memory (far to near), link,
     overhead: an op exactly at the ridge point is compute-bound. Without a roof for the
     op's dtype and unit, its compute term is left out (``compute_left_out``).
     """
+    of_type("work", work, Work, "a Work")
+    if not isinstance(hw, Hardware):   # checked so only where it is not: place is hot
+        hw = hardware_argument("hw", hw)
+    if not isinstance(overlap, Overlap):
+        overlap = member("overlap", overlap, Overlap)
     roof = choose_roof(hw, work.dtype, work.unit)
     flops_s = work.flops / (roof.flop_per_s * work.wave_efficiency) if roof else 0.0
     transcendental = transcendental_roof(hw, work.dtype) if work.transcendentals else None

@@ -25,8 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline.arguments import (
+    flag,
+    member,
+    of_type,
+    one_of,
+    optional,
+    path_or_text,
+    real_number,
+    text,
+    whole_number,
+)
 from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
+from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
 from roofline.model.accuracy import ErrorBand, expected_error
 from roofline.model.analysis import (
@@ -106,6 +118,12 @@ class CompileOptions:
     cache_dir: str | Path | None = None
     cache_from_environment: bool = True
 
+    def __post_init__(self) -> None:
+        optional(text, "compile_target", self.compile_target)
+        flag("data_parallel", self.data_parallel)
+        optional(path_or_text, "cache_dir", self.cache_dir)
+        flag("cache_from_environment", self.cache_from_environment)
+
     @property
     def cache(self) -> str | Path | None:
         """The compile cache to use, or None for none."""
@@ -142,6 +160,15 @@ class PlacementOptions:
     target_floor: float | None = None
     execution: Execution | str = Execution.FUSED
 
+    def __post_init__(self) -> None:
+        member("overlap", self.overlap, Overlap)
+        member("ceilings", self.ceilings, Ceilings)
+        flag("clamp", self.clamp)
+        one_of("floor", self.floor, ("auto", *(policy.value for policy in FloorPolicy)))
+        optional(real_number, "host_floor", self.host_floor, low=0)
+        optional(real_number, "target_floor", self.target_floor, low=0)
+        member("execution", self.execution, Execution)
+
 
 @dataclass(frozen=True)
 class SideOptions:
@@ -155,6 +182,19 @@ class SideOptions:
     per: ComparedUnit | str | None = None
     devices: int = 1
     max_batch: bool = False
+
+    def __post_init__(self) -> None:
+        optional(member, "per", self.per, ComparedUnit)
+        whole_number("devices", self.devices, low=1)
+        flag("max_batch", self.max_batch)
+
+
+def _options(**records: Any) -> None:
+    """The option records a question was given (``placement``, ``compile``, ``sides``),
+    each of its own type."""
+    kinds = {"placement": PlacementOptions, "compile": CompileOptions, "sides": SideOptions}
+    for name, value in records.items():
+        of_type(name, value, kinds[name], f"a {kinds[name].__name__}")
 
 
 def _no_data_parallel(options: CompileOptions, question: str) -> None:
@@ -209,6 +249,9 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
     from roofline.program.hlo_dump import dumped_program, read_dump
     from roofline.program.workloads import parse_spec
 
+    path_or_text("input", input)
+    optional(hardware_ref, "hardware", hardware)
+    _options(placement=placement, compile=compile)
     target, data_parallel = compile.compile_target, compile.data_parallel
     overlap = placement.overlap
     hw = None if hardware is None else _hardware(hardware)
@@ -312,13 +355,20 @@ def place_input(input: str | Path, hardware: Hardware, *,
 
 
 def _measured_table(measured: MeasuredTimes) -> dict[str, float]:
-    if isinstance(measured, Mapping):
-        return {str(k): float(v) for k, v in measured.items()}
+    """``measured`` (op name -> seconds, or a DataFrame of columns ``op`` and ``seconds``)
+    as a dict, each time checked."""
     columns = getattr(measured, "columns", None)
-    if columns is None or not {"op", "seconds"} <= set(columns):
+    if isinstance(measured, Mapping):
+        pairs = measured.items()
+    elif columns is None:
+        raise TypeError("measured must be a mapping op name -> seconds or a DataFrame with "
+                        f"columns 'op' and 'seconds', not {type(measured).__name__}")
+    elif not {"op", "seconds"} <= set(columns):
         raise RooflineError("measured times must be a mapping op name -> seconds or a "
                             "DataFrame with columns 'op' and 'seconds'")
-    return {str(k): float(v) for k, v in zip(measured["op"], measured["seconds"])}
+    else:
+        pairs = zip(measured["op"], measured["seconds"])
+    return {str(k): real_number(f"measured[{str(k)!r}]", v, low=0) for k, v in pairs}
 
 
 @dataclass(frozen=True)
@@ -358,6 +408,14 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
     scales the run's fitted per-op floor. A SPEC is placed on both rooflines at the spec's
     peaks.
     """
+    path_or_text("input", input)
+    hardware_ref("hardware", hardware)
+    for name, factor in of_type("scale", scale, Mapping, "a mapping of parameter names to "
+                                "factors").items():
+        of_type("scale", name, str, "a mapping whose keys are parameter names")
+        real_number(f"scale[{name!r}]", factor)
+    optional(real_number, "power_w", power_w, above=0)
+    _options(placement=placement, compile=compile)
     _no_data_parallel(compile, "whatif")
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
     hw = _hardware(hardware)
@@ -544,6 +602,12 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     default_stand_in`), and ``sides.devices`` how many GPUs (or CPUs) run the step
     data-parallel, with a ring all-reduce of its gradients over their links.
     """
+    path_or_text("input", input)
+    hardware_ref("source", source)
+    hardware_ref("target", target)
+    measured_table = None if measured is None else _measured_table(measured)
+    optional(text, "to_program", to_program)
+    _options(placement=placement, compile=compile, sides=sides)
     _no_data_parallel(compile, "predict")
     per, devices, max_batch = sides.per, sides.devices, sides.max_batch
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
@@ -589,8 +653,8 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
             compiler_gap(compiler_note(program.platform, program.compiler, dest))))
     bound = _lower_bound(program.ops, source_hw, dest, overlap, after_ops)
     measured_s = program.measured_s
-    if measured is not None:
-        measured_s = _measured_table(measured)
+    if measured_table is not None:
+        measured_s = measured_table
     if measured_s is not None:
         source_hw, dest = even_ceilings(source_hw, dest, ceilings)
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
@@ -660,8 +724,14 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
     run on another machine (``other-host``: measurements of two devices mostly come from
     two hosts), to the same device on the same one."""
     from roofline.model.comparison import same_layer
-    from roofline.program.ops_table import OpsTable, read_ops_table
+    from roofline.program.ops_table import OpsTable, ops_table_argument, read_ops_table
 
+    if not isinstance(table, OpsTable):
+        ops_table_argument("table", table)
+    hardware_ref("source", source)
+    hardware_ref("target", target)
+    optional(text, "to_dtype", to_dtype)
+    _options(placement=placement)
     if execution_of(placement.execution).eager:
         raise RooflineError("an ops table's rows are kernels as measured, one per op: "
                             "eager execution places a SPEC's program (leave it out here)")
@@ -733,6 +803,11 @@ def largest_batch(spec: str, hardware: HardwareRef, *, limit: int = BATCH_LIMIT,
     within ``resolution`` (a fraction; 0: exact). A what-if of the memory: ``hardware`` scaled by
     ``memory_capacity=2``, compiled for a target with that much memory.
     """
+    text("spec", spec)
+    hardware_ref("hardware", hardware)
+    whole_number("limit", limit, low=1)
+    real_number("resolution", resolution, low=0)
+    _options(compile=compile)
     _no_data_parallel(compile, "largest_batch")
     build, start = _batch_builder(spec)
     hw = _hardware(hardware)
@@ -767,6 +842,9 @@ def sensitivity(input: str | Path, hardware: HardwareRef, *,
                 compile: CompileOptions = CompileOptions()) -> Sensitivity:
     """Elasticity of INPUT's roofline time to every parameter of ``hardware``, ranked (at
     ``placement.overlap``)."""
+    path_or_text("input", input)
+    hardware_ref("hardware", hardware)
+    _options(placement=placement, compile=compile)
     _no_data_parallel(compile, "sensitivity")
     program = program_ops(input, hardware, compile_target=compile.compile_target,
                           cache_dir=compile.cache, execution=placement.execution)

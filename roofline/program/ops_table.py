@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.errors import OpsTableError, RooflineError, UnitError
+from roofline.arguments import path_or_text
+from roofline.errors import OpsTableError, RooflineError, UnitError, quoted
 from roofline.input_files import OPS_TABLE, read_input
 from roofline.program.hlo.costs import analyze_module
 from roofline.program.hlo.op_cost import OpCost
@@ -123,10 +124,24 @@ def cost_row(row: OpRow, where: str) -> OpCost:
     return _cost(row, where, 1)
 
 
+def ops_table_argument(name: str, table: Any) -> str | Path | pandas.DataFrame:
+    """``table`` where it is an ops table to read: a CSV's path, or a DataFrame; else a
+    TypeError naming ``name``."""
+    import pandas
+
+    if isinstance(table, pandas.DataFrame):
+        return table
+    if not isinstance(table, (str, Path)):
+        raise TypeError(f"{name} must be a CSV file's path or a DataFrame, not "
+                        f"{type(table).__name__} ({quoted(table)})")
+    return path_or_text(name, table)
+
+
 def read_ops_table(table: str | Path | pandas.DataFrame) -> OpsTable:
     """Read and cost an ops table (a CSV path or a DataFrame); see the module docstring."""
     import pandas
 
+    ops_table_argument("table", table)
     where = str(table) if not isinstance(table, pandas.DataFrame) else "ops table"
     if isinstance(table, pandas.DataFrame):
         frame = table

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
@@ -40,6 +40,16 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from roofline.arguments import (
+    flag,
+    of_type,
+    optional,
+    path_or_text,
+    paths,
+    sequence_of,
+    text,
+    whole_number,
+)
 from roofline.errors import DoesNotFitError, RooflineError, did_you_mean, quoted
 from roofline.input_files import (
     SWEEP_DEFINITION,
@@ -119,7 +129,8 @@ class Task:
 class SweepPlan:
     """A sweep: every model of a workload ``family`` over ``grid`` (parameter -> values;
     ``fixed`` parameters set once), compiled for each of ``targets`` and placed on each of
-    ``hardware``, written to ``out`` (compiled programs kept in ``cache``)."""
+    ``hardware`` (spec ids), written to ``out`` (compiled programs kept in ``cache``; both
+    a path or its string)."""
 
     family: str
     grid: Mapping[str, Sequence[Any]]
@@ -130,6 +141,28 @@ class SweepPlan:
     cache: Path | None = None
     hardware_dirs: Sequence[str] = ()
     data_parallel: bool = False
+
+    def __post_init__(self) -> None:
+        text("family", self.family)
+        for name, values in of_type("grid", self.grid, Mapping, "a mapping of parameter "
+                                    "names to lists of values").items():
+            text("grid's parameter names", name)
+            if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Collection):
+                raise TypeError(f"grid[{name!r}] must be a list of values, not "
+                                f"{type(values).__name__} ({quoted(values)})")
+        sequence_of("targets", self.targets, text)
+        sequence_of("hardware", self.hardware, text)
+        object.__setattr__(self, "out", Path(path_or_text("out", self.out)))
+        for name in of_type("fixed", self.fixed, Mapping, "a mapping of parameter names "
+                            "to values"):
+            text("fixed's parameter names", name)
+        if self.cache is not None:
+            object.__setattr__(self, "cache", Path(path_or_text("cache", self.cache)))
+        if isinstance(self.hardware_dirs, str):   # not read letter by letter
+            raise TypeError("hardware_dirs must be a list of directories, not str "
+                            f"({quoted(self.hardware_dirs)})")
+        paths("hardware_dirs", self.hardware_dirs)
+        flag("data_parallel", self.data_parallel)
 
     def tasks(self) -> list[Task]:
         from roofline.program.workloads import FAMILIES
@@ -563,9 +596,12 @@ def run_sweep(plan: SweepPlan, *, workers: int = 2, scheduler: str | None = None
               limit: int | None = None, extend: bool = False) -> dict[str, Any]:
     """Run every unfinished task of ``plan``; returns counts and the output files. A
     directory already holding another sweep is refused unless ``extend``."""
-    if not 1 <= workers <= SWEEP_WORKERS_MAX:
-        raise RooflineError(f"workers={workers!r}: give a whole number from 1 to "
-                            f"{SWEEP_WORKERS_MAX:,} (local worker processes)")
+    of_type("plan", plan, SweepPlan, "a SweepPlan")
+    whole_number("workers", workers, low=1, high=SWEEP_WORKERS_MAX)
+    optional(text, "scheduler", scheduler)
+    of_type("progress", progress, Callable, "a function of one line of text")
+    optional(whole_number, "limit", limit, low=0)
+    flag("extend", extend)
     tasks = plan.tasks()
     plan.out.mkdir(parents=True, exist_ok=True)
     parts = plan.out / PARTS

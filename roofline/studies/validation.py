@@ -42,8 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline.arguments import flag, of_type, path_or_text
 from roofline.errors import ArgumentError, RooflineError
 from roofline.input_files import RUN_MANIFEST, VALIDATION_SUITE, read_input, read_input_text
+from roofline.limits import usable_cores
 from roofline.model.coverage import Coverage
 from roofline.model.placement import BoundKind
 from roofline.program.hlo.rules import OpCategory
@@ -454,7 +456,7 @@ def host_cases(config: dict[str, Any], workdir: Path, quick: bool = False,
     if not hasattr(os, "sched_setaffinity"):
         raise RooflineError("the host suite pins processes to cores, which this system "
                             "cannot do (Linux only)")
-    cores = sorted(os.sched_getaffinity(0))
+    cores = usable_cores()
     workdir.mkdir(parents=True, exist_ok=True)
     if host_spec is None:
         from roofline.hardware.measure import host_spec_toml, measure_host
@@ -507,8 +509,13 @@ def validate(suite: str = "all", *, quick: bool = False, host_spec: Path | None 
     the measured batch: a smaller copy would not be the measured experiment). Host runs
     and the published suite's compile cache go to ``workdir`` (default: a temporary
     directory, removed afterwards)."""
-    if suite not in (*SUITES, "all"):
-        raise RooflineError(f"unknown suite {suite!r}: choose {', '.join(SUITES)} or all")
+    if of_type("suite", suite, str, "a string") not in (*SUITES, "all"):
+        raise ArgumentError(lambda say: f"unknown {say('suite')} {suite!r}: choose "
+                                        f"{', '.join(SUITES)} or all")
+    flag("quick", quick)
+    host_spec = None if host_spec is None else Path(path_or_text("host_spec", host_spec))
+    workdir = None if workdir is None else Path(path_or_text("workdir", workdir))
+    of_type("progress", progress, Callable, "a function of one line of text")
     config = load_cases()
     wanted = SUITES if suite == "all" else (suite,)
     cases: list[CaseResult] = []

@@ -30,8 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline.arguments import of_type, optional, path_or_text, text, whole_number
 from roofline.errors import RooflineError
-from roofline.limits import PROFILE_STEPS
+from roofline.limits import PROFILE_STEPS, usable_cores
 from roofline.program import _xla
 from roofline.program.hlo import parse_hlo_text
 from roofline.progress import say
@@ -62,7 +63,7 @@ def host_description() -> dict[str, Any]:
     except OSError:
         pass
     threads = os.cpu_count() or 1
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else threads
+    usable = len(usable_cores())
     return {"cpu_model": model, "physical_cores": len(physical) or threads,
             "threads": threads, "usable_threads": usable, "machine": platform.machine(),
             "system": platform.system()}
@@ -91,13 +92,6 @@ def _describe_args(args: tuple[Any, ...]) -> list[dict[str, Any]]:
             for leaf in jax.tree.leaves(args)]
 
 
-def usable_cores() -> list[int]:
-    """The CPU cores this process may run on, in order."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
 def pinned_cores(count: int) -> list[int]:
     """The first ``count`` usable cores, or an error that says how many there are."""
     if not hasattr(os, "sched_setaffinity"):
@@ -115,6 +109,12 @@ def capture_spec(spec: str, out: str | Path, *, steps: int = 5, warmup: int = 2,
                  progress: Callable[[str], None] = say) -> Path:
     """Profile the workload ``spec`` (see :func:`roofline.program.workloads.parse_spec`) into
     ``out``; ``cores``: pinned to the first that many usable cores, in a child process."""
+    spec = text("spec", spec)
+    out = path_or_text("out", out)
+    steps = whole_number("steps", steps, low=1)
+    warmup = whole_number("warmup", warmup, low=0)
+    cores = optional(whole_number, "cores", cores)   # its range: pinned_cores
+    progress = of_type("progress", progress, Callable, "a function of one message")
     if cores is None:
         from roofline.program.workloads import parse_spec
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from roofline.arguments import of_type, paths
 from roofline.errors import RooflineError
 from roofline.input_files import InputKind, read_input_text
 from roofline.render.html.documents import Column, ReportData, report_data
@@ -104,6 +105,9 @@ def write_html_report(document: dict[str, Any], path: str | Path,
     leaves no half-written file); returns the path."""
     from roofline.outputs import check_output_path, write_text_atomic
 
+    of_type("document", document, Mapping, "a result's document (its to_document())")
+    of_type("path", path, (str, Path), "a path or a string")
+    hardware_dir = paths("hardware_dir", hardware_dir)
     path = check_output_path(path, "the HTML report")
     write_text_atomic(path, html_report(document, hardware_dir))
     return path

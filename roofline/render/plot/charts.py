@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from roofline.arguments import of_type, one_of, optional, sequence_of, text, whole_number
 from roofline.errors import RooflineError
 from roofline.hardware.records import Hardware
 from roofline.render.plot.layout import Spot, freeze_layout, new_figure, place_labels
@@ -43,6 +44,8 @@ def main_ridge(hardware: Hardware) -> float:
 def build_speedup(comparison: Comparison, *, title: str | None = None) -> Figure:
     """Per-op speedup against arithmetic intensity, coloured by category, with both
     devices' ridge points (ParaDnn Figure 6b/c)."""
+    _comparison("comparison", comparison)
+    _title(title)
     ops = [op for op in comparison.ops if op.old_s > 0 and op.new_s > 0
            and op.intensity > 0 and math.isfinite(op.intensity)]
     if not ops:
@@ -85,6 +88,25 @@ def build_speedup(comparison: Comparison, *, title: str | None = None) -> Figure
     return fig
 
 
+def _title(title: object) -> None:
+    optional(of_type, "title", title, str, "a string")
+
+
+def _comparison(name: str, value: object) -> Comparison:
+    from roofline.model.comparison import Comparison
+
+    return of_type(name, value, Comparison,
+                   "a Comparison (a prediction's comparison, or a what-if)")
+
+
+def _labelled_comparison(name: str, value: object) -> tuple[str, Comparison]:
+    """A (label, comparison) pair."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{name} must be a (label, Comparison) pair, not "
+                        f"{type(value).__name__}")
+    return text(f"{name}[0]", value[0]), _comparison(f"{name}[1]", value[1])
+
+
 def time_breakdown(comparison: Comparison, by: str = "bound",
                    labels: tuple[str, str] | None = None) -> dict[str, dict[str, float]]:
     """Seconds per bound class (``by="bound"``) or category, before and after: the bars
@@ -103,7 +125,13 @@ def time_breakdown(comparison: Comparison, by: str = "bound",
 
 def build_breakdown(bars: Mapping[str, Mapping[str, float]], *,
                     title: str = "Time by bound class") -> Figure:
-    """Stacked bars of seconds per class, one bar per hardware or scenario."""
+    """Stacked bars of seconds per class, one bar per hardware or scenario (``bars``: a
+    bar's label -> its seconds by class, as :func:`scenario_bars` and
+    :func:`time_breakdown` give them)."""
+    for label, parts in of_type("bars", bars, Mapping, "a mapping of labels to "
+                                "seconds by class").items():
+        of_type(f"bars[{label!r}]", parts, Mapping, "a mapping of classes to seconds")
+    of_type("title", title, str, "a string")
     if not bars:
         raise RooflineError("nothing to break down: no bars given")
     classes = sorted({c for parts in bars.values() for c in parts})
@@ -187,6 +215,13 @@ def build_heatmap(models: pandas.DataFrame, x: str, y: str, metric: str = "utili
                   *, title: str | None = None) -> Figure:
     """A metric over two sweep parameters (ParaDnn Figure 2a-c); cells whose model does
     not fit or failed are marked. One model per cell (see :func:`heatmap_slice`)."""
+    import pandas
+
+    of_type("models", models, pandas.DataFrame, "a DataFrame (a sweep's models.parquet)")
+    text("x", x)
+    text("y", y)
+    text("metric", metric)
+    _title(title)
     for column in (x, y, metric, "status"):
         if column not in models.columns:
             raise RooflineError(f"the sweep table has no column {column!r}; it has: "
@@ -252,6 +287,11 @@ def heatmap_title(metric: str, models: pandas.DataFrame) -> str:
 def build_sensitivity(result: Sensitivity, *, top: int = 12,
                       title: str | None = None) -> Figure:
     """A tornado chart: each parameter's elasticity of total time, largest first."""
+    from roofline.model.comparison import Sensitivity
+
+    of_type("result", result, Sensitivity, "a Sensitivity (from sensitivity)")
+    whole_number("top", top, low=1)
+    _title(title)
     shown = list(result.elasticities[:top])
     if not shown:
         raise RooflineError("no parameter to chart")
@@ -283,6 +323,9 @@ def scenario_bars(comparisons: Sequence[tuple[str, Comparison]],
                   base_label: str = "baseline", by: str = "bound") -> dict[str, dict[str, float]]:
     """Bars for several what-ifs of one program: the common baseline, then each scenario's
     time by its own bound class (or by category)."""
+    sequence_of("comparisons", comparisons, _labelled_comparison)
+    text("base_label", base_label)
+    one_of("by", by, ("bound", "category"))
     if not comparisons:
         raise RooflineError("no scenario to compare")
     bars = {base_label: time_breakdown(comparisons[0][1], by, (base_label, "_"))[base_label]}

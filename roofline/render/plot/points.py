@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from roofline.arguments import of_type
+
 if TYPE_CHECKING:
     from roofline.hardware.records import Hardware
     from roofline.model.analysis import PlacedOp, ProgramPlacement
@@ -38,6 +40,10 @@ class OpPoint:
 
 def predicted_points(placement: ProgramPlacement) -> list[OpPoint]:
     """Every op that does FLOPs at its roofline lower bound."""
+    from roofline.model.analysis import ProgramPlacement
+
+    of_type("placement", placement, ProgramPlacement,
+            "a ProgramPlacement (an analysis's placement)")
     return [OpPoint(op.cost.name, op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.placement.seconds, op.placement.seconds, False)
             for op in placement.ops if _predicted_drawn(op)]
@@ -60,6 +66,7 @@ def predicted_left_off(placement: ProgramPlacement) -> str:
 
 def measured_points(explanation: Explanation) -> list[OpPoint]:
     """Every costed op that does FLOPs at its measured time."""
+    _explanation(explanation)
     name = _namer(explanation)
     return [OpPoint(name(op), op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.seconds, op.seconds, True)
@@ -100,12 +107,19 @@ def left_off_note(parts: Mapping[str, float], total_s: float, what: str) -> str:
 
 def bound_points(explanation: Explanation) -> list[OpPoint]:
     """The same ops as :func:`measured_points`, at their roofline lower bounds."""
+    _explanation(explanation)
     name = _namer(explanation)
     return [OpPoint(name(op), op.cost.category, op.cost.flops, op.cost.intensity,
                     op.cost.flops / op.placement.seconds, op.placement.seconds, False)
             for op in explanation.ops
             if op.cost is not None and op.placement is not None and op.cost.flops > 0
             and op.cost.bytes > 0 and op.placement.seconds > 0]
+
+
+def _explanation(value: object) -> None:
+    from roofline.model.explain import Explanation
+
+    of_type("explanation", value, Explanation, "an Explanation (from explain)")
 
 
 def _namer(explanation: Explanation) -> Callable[[ExplainedOp], str]:

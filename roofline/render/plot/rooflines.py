@@ -12,7 +12,16 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox, blended_transform_factory
 
+from roofline.arguments import (
+    flag,
+    of_type,
+    optional,
+    sequence_of,
+    text,
+    whole_number,
+)
 from roofline.errors import RooflineError
+from roofline.hardware.library import hardware_argument
 from roofline.hardware.records import ComputeRoof, ExecutionUnit, Hardware
 from roofline.model.placement import ridge_points
 from roofline.render.plot.layout import (
@@ -73,8 +82,18 @@ def build_roofline(devices: Sequence[Hardware], points: Sequence[OpPoint] = (), 
     when measured and hollow when predicted; each set's whole program is a star; the
     ``label_top`` ops with the most time are named. No two labels overlap: a label with
     no free place is left out. ``note`` goes under the title: what the points leave off
-    (:func:`roofline.render.plot.points.measured_left_off`).
+    (:func:`roofline.render.plot.points.measured_left_off`). A device is a
+    :class:`Hardware`, a spec id or a spec file's path.
     """
+    devices = sequence_of("devices", devices, hardware_argument)
+    points = sequence_of("points", points,
+                         lambda name, point: of_type(name, point, OpPoint, "an OpPoint"))
+    optional(sequence_of, "dtypes", dtypes, text)
+    optional(sequence_of, "units", units, text)
+    flag("all_levels", all_levels)
+    whole_number("label_top", label_top, low=0)
+    optional(of_type, "title", title, str, "a string")
+    of_type("note", note, str, "a string")
     if not devices:
         raise RooflineError("no hardware to plot: name at least one device id")
     all_levels = all_levels or any(point.measured for point in points)

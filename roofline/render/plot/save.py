@@ -7,6 +7,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
+from roofline.arguments import of_type, path_or_text
 from roofline.errors import RooflineError
 from roofline.outputs import write_atomic
 from roofline.render.plot.layout import FIGURE_DPI
@@ -20,7 +21,8 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     Metadata that would change between runs (dates, random ids) is left out, so the same
     figure gives the same file.
     """
-    path = Path(path)
+    of_type("fig", fig, Figure, "a matplotlib Figure (from a build_* function)")
+    path = Path(path_or_text("path", path))
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in FIGURE_FORMATS:
         raise RooflineError(
