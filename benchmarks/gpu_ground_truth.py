@@ -509,7 +509,7 @@ def _step_energy(run: Run, compiled: Any, args: list[Any], donated: list[int]
         return {"energy_source": sampler.summary()["source"]}
     joules, how = found
     return {"energy_j": f"{joules / calls:.6g}", "power_w": f"{joules / sampler.seconds:.1f}",
-            "energy_source": f"{how}, {calls} steps in {sampler.seconds:.2f} s"}
+            "energy_source": f"{how}, {calls} steps in {sampler.seconds:.4g} s"}
 
 
 def traces(run: Run, device: Any) -> dict[str, Any]:
