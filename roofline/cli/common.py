@@ -256,14 +256,62 @@ def save_plot(fig: Any, path: str, coverage: Any = None) -> None:
 def check_output_files(args: argparse.Namespace) -> None:
     """Refuse an output path before any work is done (not after a long compile): the
     files of --out, --plot, --annotate and --html, and the directories of --keep, --cache and a
-    command's --out directory (``out_is_directory``). An empty path is refused too."""
+    command's --out directory (``out_is_directory``). An empty path is refused too, a
+    figure whose name has no figure format, two options naming one file, and a file whose
+    directory takes no new file (tried: a file created there and removed, as the root user
+    writes where the permissions say no one may, but not on a read-only filesystem)."""
     from roofline.outputs import check_output_directory, check_output_path
 
     files, directories = ["plot", "annotate", "roofline_plot", "html"], ["keep", "cache"]
     (directories if getattr(args, "out_is_directory", False) else files).append("out")
-    for name in files:
-        if getattr(args, name, None) is not None:
-            check_output_path(getattr(args, name), f"--{name.replace('_', '-')}")
+    given = [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in files
+             if getattr(args, name, None) is not None]
+    for option, path in given:
+        check_output_path(path, option)
+        if option in FIGURE_OPTIONS:
+            _check_figure_name(path)
+    _check_distinct(given)
+    for option, path in given:
+        _try_writing_beside(path, option)
     for name in directories:
         if getattr(args, name, None) is not None:
             check_output_directory(getattr(args, name), f"--{name}")
+
+
+FIGURE_OPTIONS = ("--plot", "--roofline-plot")   # options that name a figure file
+
+
+def _check_figure_name(path: str) -> None:
+    from roofline.render.plot.save import FIGURE_FORMATS
+
+    if Path(path).suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+        raise RooflineError(f"cannot write a figure to {path}: use a "
+                            f"{', '.join('.' + f for f in FIGURE_FORMATS[:-1])} or "
+                            f".{FIGURE_FORMATS[-1]} file name")
+
+
+def _check_distinct(given: Sequence[tuple[str, str]]) -> None:
+    """Refuse two output options naming one file: the one written last would replace
+    the other."""
+    seen: dict[str, str] = {}
+    for option, path in given:
+        real = os.path.realpath(path)
+        if real in seen:
+            raise RooflineError(f"{seen[real]} and {option} both name {path}: the second "
+                                "would replace the first; give each output its own file")
+        seen[real] = option
+
+
+def _try_writing_beside(path: str, option: str) -> None:
+    """Create a file in ``path``'s directory and remove it: the one check that a file can
+    be written there."""
+    import tempfile
+
+    directory = os.path.dirname(path) or "."
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".roofline-", suffix=".probe", dir=directory)
+    except OSError as exc:
+        raise RooflineError(f"cannot write {option} {path}: {directory} takes no new file "
+                            f"({exc.strerror}); choose another path") from None
+    os.close(handle)
+    os.unlink(probe)

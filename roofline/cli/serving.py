@@ -21,7 +21,14 @@ from roofline.cli.common import (
     scale_factor,
 )
 from roofline.errors import ArgumentError, RooflineError
-from roofline.model.serving_defaults import MAX_SEQUENCES, REQUESTS, SEED, TOKEN_BUDGET
+from roofline.limits import usable_cores
+from roofline.model.serving_defaults import (
+    MAX_SEQUENCES,
+    MOST_REQUESTS,
+    REQUESTS,
+    SEED,
+    TOKEN_BUDGET,
+)
 
 if TYPE_CHECKING:
     from roofline.api import Lengths
@@ -29,7 +36,10 @@ if TYPE_CHECKING:
 # The model's arguments (and questions) that its errors name, as this command line asks
 # for them.
 OPTIONS = {"inputs": "--input-len", "outputs": "--output-len", "rate": "--rate",
-           "requests": "--requests", "serving()": "'roofline llm' without --input-len"}
+           "requests": "--requests", "seed": "--seed", "ttft_s": "--ttft",
+           "tpot_s": "--tpot", "token_budget": "--token-budget",
+           "max_sequences": "--max-sequences",
+           "serving()": "'roofline llm' without --input-len"}
 
 
 @contextlib.contextmanager
@@ -65,17 +75,21 @@ def _llm(args: argparse.Namespace) -> int:
     answers = [serving(args.spec, hardware, placement=placement, compile=compile)
                for _, hardware in devices]
     labels = [label for label, _ in devices]
-    document = serving_document(answers, labels)
-    emit(args, text=serving_text(answers, labels), document=document,
-         rows=device_rows(document), out=args.out)
+    # Every figure is drawn before any output is written: one that fails writes nothing.
+    figures = []
     if args.plot:
         from roofline.api import build_serving_curves
 
         curves = [(label, serving_curve(args.spec, hw, placement=placement, compile=compile),
                    answer.devices) for (label, hw), answer in zip(devices, answers)]
-        save_plot(build_serving_curves(curves, title=answers[0].spec), args.plot)
+        figures.append((build_serving_curves(curves, title=answers[0].spec), args.plot))
     if args.roofline_plot:
-        _save_phases_roofline(answers[0], labels[0], args.roofline_plot)
+        figures.append((_phases_roofline(answers[0], labels[0]), args.roofline_plot))
+    document = serving_document(answers, labels)
+    emit(args, text=serving_text(answers, labels), document=document,
+         rows=device_rows(document), out=args.out)
+    for figure, path in figures:
+        save_plot(figure, path)
     return 0
 
 
@@ -127,26 +141,31 @@ def _serve(args: argparse.Namespace) -> int:
         raise RooflineError("--ttft and --tpot make one latency target: give both (MLPerf "
                             "Server's for Llama 2 70B: --ttft 2 --tpot 0.2) or neither")
     inputs, outputs = _lengths(args)
-    target = None if args.ttft is None else LatencyTarget(args.ttft, args.tpot)
-    scheduler = Scheduler(token_budget=args.token_budget, max_sequences=args.max_sequences)
     devices = [(hw_id, load_hardware(hw_id, args.hardware_dir)) for hw_id in args.hardware]
     placement = PlacementOptions(overlap=args.overlap)
     compile = compile_options_of(args)
-    options = ServeOptions(rate=args.rate, requests=args.requests, latency=target,
-                           scheduler=scheduler, seed=args.seed)
     with _worded_as_options():
+        target = None if args.ttft is None else LatencyTarget(args.ttft, args.tpot)
+        scheduler = Scheduler(token_budget=args.token_budget,
+                              max_sequences=args.max_sequences)
+        options = ServeOptions(rate=args.rate, requests=args.requests, latency=target,
+                               scheduler=scheduler, seed=args.seed,
+                               workers=len(usable_cores()))
         answers = [serve(args.spec, hardware, inputs, outputs, options, placement=placement,
                          compile=compile) for _, hardware in devices]
     labels = [label for label, _ in devices]
+    # The figure is drawn before any output is written: if it fails, nothing is.
+    figure = (build_served_curves(answers, labels, title=answers[0].spec) if args.plot
+              else None)
     document = served_document(answers, labels)
     emit(args, text=served_text(answers, labels), document=document,
          rows=served_rows(document), out=args.out)
-    if args.plot:
-        save_plot(build_served_curves(answers, labels, title=answers[0].spec), args.plot)
+    if figure is not None:
+        save_plot(figure, args.plot)
     return 0
 
 
-def _save_phases_roofline(answer: Any, label: str, path: str) -> None:
+def _phases_roofline(answer: Any, label: str) -> Any:
     """The prefill and decode ops of the first device on its roofline, one colour each."""
     import dataclasses
 
@@ -156,9 +175,9 @@ def _save_phases_roofline(answer: Any, label: str, path: str) -> None:
     points = [dataclasses.replace(point, category=step.phase.value)
               for step in (answer.prefill, answer.decode)
               for point in predicted_points(step.placement)]
-    save_plot(build_roofline([answer.decode.placement.hardware], points,
-                             title=f"{answer.spec}: prefill (batch {answer.prefill.batch}) "
-                                   f"and decode ops on {label}"), path)
+    return build_roofline([answer.decode.placement.hardware], points,
+                          title=f"{answer.spec}: prefill (batch {answer.prefill.batch}) "
+                                f"and decode ops on {label}")
 
 
 def _devices_and_output(parser: argparse.ArgumentParser) -> None:
@@ -219,7 +238,7 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     s.add_argument("--rate", type=positive_float, metavar="PER_S",
                    help="requests a second, arriving as a Poisson process (default: all "
                         "at once, an offline run)")
-    s.add_argument("--requests", type=bounded_int(1, 1_000_000), default=REQUESTS,
+    s.add_argument("--requests", type=bounded_int(1, MOST_REQUESTS), default=REQUESTS,
                    metavar="N", help=f"requests simulated (default {REQUESTS})")
     s.add_argument("--ttft", type=duration_seconds, metavar="TIME",
                    help="with --tpot: find the highest rate whose p99 time to first token "

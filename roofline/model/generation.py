@@ -33,29 +33,37 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from roofline.arguments import flag, of_type, optional, real_number, whole_number
 from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
 from roofline.model.llm import (
+    LINES_FROM,
+    Capacity,
     OnDevices,
     Phase,
     PhaseStep,
     StepSource,
+    capacity_of,
     check_formats,
+    check_served,
     decode_pair,
     decoder_workload,
     shown_spec,
     variant,
 )
 from roofline.model.questions import CompileOptions, HardwareRef, PlacementOptions
-from roofline.model.serving_defaults import REQUESTS, SEED
+from roofline.model.serving_defaults import MOST_REQUESTS, REQUESTS, SEED
 from roofline.model.serving_sim import (
+    SHARED_REQUESTS,
     Lengths,
     Line,
     Requests,
     Scheduler,
     ServingRun,
+    Simulations,
     StepModel,
     causal_pairs,
     simulate,
+    simulate_within,
 )
 
 if TYPE_CHECKING:
@@ -96,10 +104,12 @@ def fit_steps(workload: Workload, batch: int, inputs: Lengths, outputs: Lengths,
     ``batch`` prompts (fewer where they do not fit), of the longest input and of half of
     it (a token's cost and a prompt's pairs): a step's compute grows with its tokens
     only past a GEMM tile's rows, which decode batches do not reach. Checked by decode at
-    the middle context and a prefill of three quarters of the prompt."""
-    low = inputs.low
-    high = max(inputs.high + outputs.high, low + 16)
-    prompt = _tile_rows(inputs.high)
+    the middle context and a prefill of three quarters of the prompt. The contexts and
+    prompts stay within the model's positions (a request may use all of them)."""
+    positions = _positions(workload)
+    high = min(max(inputs.high + outputs.high, inputs.low + 16), positions)
+    low = min(inputs.low, high - 16)
+    prompt = min(_tile_rows(inputs.high), positions)
     half = _tile_rows(max(prompt // 2, 1))
     if half == prompt:
         prompt, half = prompt * 2, prompt
@@ -170,6 +180,13 @@ def _tile_rows(tokens: int) -> int:
     return -(-tokens // PROMPT_TILE) * PROMPT_TILE
 
 
+def _positions(workload: Workload) -> int:
+    """The most tokens a sequence of the decoder may hold (its context)."""
+    from roofline.program.workloads.decoder import resolved_config
+
+    return resolved_config(workload.params).max_context
+
+
 def _solved(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
             placement: PlacementOptions, compile: CompileOptions
             ) -> tuple[Workload, StepSource, FittedSteps]:
@@ -185,6 +202,12 @@ def _solved(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     check_formats(workload, source.hardware)
     fitted = fit_steps(workload, int(workload.params["batch"]), inputs, outputs, source)
     return workload, source, fitted
+
+
+def _check_lengths(inputs: Lengths, outputs: Lengths) -> None:
+    for name, lengths in (("inputs", inputs), ("outputs", outputs)):
+        of_type(name, lengths, Lengths, "a Lengths (Lengths(512, 512): 512 tokens each; "
+                "Lengths(128, 2048): drawn uniformly from 128 to 2048)")
 
 
 def _lengths_within(workload: Workload, inputs: Lengths, outputs: Lengths) -> None:
@@ -236,11 +259,15 @@ def generation(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengt
                compile: CompileOptions = CompileOptions()) -> Generation:
     """The SPEC's batch generating ``outputs`` tokens after ``inputs`` prompt tokens each
     (module docstring); lengths that vary are drawn with ``seed``."""
+    _check_lengths(inputs, outputs)
+    check_served(spec, hardware, placement, compile)
+    whole_number("seed", seed, low=0)
     workload, source, fitted = _solved(spec, hardware, inputs, outputs, placement, compile)
     batch = int(workload.params["batch"])
     rng = np.random.default_rng(seed)
     isl, osl = inputs.draw(batch, rng), outputs.draw(batch, rng)
-    prompt = _tile_rows(int(isl.max()))    # a static batch pads its prompts
+    # A static batch pads its prompts (to the tile, within the model's positions).
+    prompt = min(_tile_rows(int(isl.max())), _positions(workload))
     ttft = source(Phase.PREFILL, batch, prompt).seconds
     steps = int(osl.max()) - 1
     contexts = prompt + np.arange(1, steps + 1)
@@ -265,9 +292,8 @@ class LatencyTarget:
     tpot_s: float
 
     def __post_init__(self) -> None:
-        for name, value in (("TTFT", self.ttft_s), ("TPOT", self.tpot_s)):
-            if not value > 0 or not math.isfinite(value):
-                raise RooflineError(f"the {name} target {value} must be a time above 0")
+        for name in ("ttft_s", "tpot_s"):
+            object.__setattr__(self, name, real_number(name, getattr(self, name), above=0))
 
 
 @dataclass(frozen=True)
@@ -298,9 +324,15 @@ class Served(OnDevices):
     curve: tuple[tuple[float, ServingRun], ...]   # (rate, run), rising rates
     frontier: tuple[FrontierPoint, ...]
     fitted: FittedSteps
+    # The most requests/s the device serves: the offline run's steady rate (a --rate
+    # above it is refused; the highest rate within a target is searched below it).
+    sustained_rate: float = math.nan
 
 
 RATE_STEPS = 12          # bisections of the highest rate: 2**-12 of the offline rate
+# ... or fewer, once the rate found is known to this share of itself: finer than the noise
+# of a p99 over a few thousand requests.
+RATE_PRECISION = 0.005
 CURVE_SHARES = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.95)
 FRONTIER_SEQUENCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -311,7 +343,10 @@ class ServeOptions:
     (None: all at once, an offline run), lengths drawn with ``seed``; the ``latency``
     target whose highest rate is found (None: not searched); the ``scheduler``'s budget
     and sequences (its cache comes from the device); ``curves``: also the
-    latency-throughput curve and the Pareto frontier."""
+    latency-throughput curve and the Pareto frontier; ``workers``: processes that make
+    the runs beside this one (:class:`~roofline.model.serving_sim.Simulations`; 1: all
+    made here). The CLI gives one a core; more than 1 from a script asks it to start with
+    ``if __name__ == "__main__":``, as every use of :mod:`multiprocessing` does."""
 
     rate: float | None = None
     requests: int = REQUESTS
@@ -319,6 +354,18 @@ class ServeOptions:
     scheduler: Scheduler = Scheduler()
     seed: int = SEED
     curves: bool = True
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", optional(real_number, "rate", self.rate, above=0))
+        object.__setattr__(self, "requests", whole_number("requests", self.requests, low=1,
+                                                          high=MOST_REQUESTS))
+        optional(of_type, "latency", self.latency, LatencyTarget,
+                 "a LatencyTarget (LatencyTarget(2.0, 0.2): p99 TTFT 2 s, TPOT 200 ms)")
+        of_type("scheduler", self.scheduler, Scheduler, "a Scheduler")
+        object.__setattr__(self, "seed", whole_number("seed", self.seed, low=0))
+        flag("curves", self.curves)
+        object.__setattr__(self, "workers", whole_number("workers", self.workers, low=1))
 
 
 def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
@@ -328,57 +375,151 @@ def serve(spec: str, hardware: HardwareRef, inputs: Lengths, outputs: Lengths,
     """Requests of ``inputs`` and ``outputs`` tokens served as ``options`` say (module
     docstring), the device's KV-cache pages from XLA's footprints. The SPEC's batch is the
     step model's first batch."""
-    from roofline.model.llm import capacity_of
-
+    _check_lengths(inputs, outputs)
+    check_served(spec, hardware, placement, compile)
+    of_type("options", options, ServeOptions, "a ServeOptions")
     workload, source, fitted = _solved(spec, hardware, inputs, outputs, placement, compile)
-    batch = int(workload.params["batch"])
-    longest = inputs.high + outputs.high
-    capacity = capacity_of(variant(workload, context=longest),
-                           *decode_pair(source, batch, longest), source.compile_target,
-                           source.hardware, source.cache_dir)
+    capacity = _cache_capacity(workload, source, inputs.high + outputs.high)
     scheduler = dataclasses.replace(options.scheduler, cache_tokens=capacity.tokens)
-    model = fitted.model
-    rate, target = options.rate, options.latency
-
-    def run_at(r: float | None, limit: Scheduler = scheduler) -> ServingRun:
-        return simulate(Requests.make(options.requests, inputs, outputs, r, options.seed),
-                        model, limit)
-    offline = run_at(None)
-    most = offline.steady_requests_per_s
-    if math.isnan(most):
-        most = offline.requests_per_s
-    if rate is not None and rate > most:
-        raise ArgumentError(lambda name: f"{name('rate')}={rate:g} requests/s is more than "
-                            f"{source.hardware.id} serves: at most {most:.3g} requests/s, "
-                            "its steady rate with every request queued at once; give a "
-                            "lower rate")
-    run = offline if rate is None else run_at(rate)
-    best_rate = best_run = None
-    if target is not None:
-        best_rate, best_run = _highest_rate(run_at, most, target, source.hardware.id)
-    top = best_rate or most
-    curve = tuple((share * top, run_at(share * top)) for share in CURVE_SHARES) \
-        if options.curves else ()
-    frontier = _frontier([FrontierPoint(n, run_at(None, dataclasses.replace(
-        scheduler, max_sequences=n)), False) for n in FRONTIER_SEQUENCES]) \
-        if options.curves else ()
+    runs = served_runs(fitted.model, scheduler, inputs, outputs, options,
+                       source.hardware.id)
     return Served(_shown(workload), source.hardware, fitted.devices, inputs, outputs,
-                  scheduler, rate, run, offline, target, best_rate, best_run, curve,
-                  frontier, fitted)
+                  scheduler, options.rate, runs.run, runs.offline, options.latency,
+                  runs.best_rate, runs.best_run, runs.curve, runs.frontier, fitted,
+                  runs.sustained_rate)
 
 
-def _highest_rate(run_at: Callable[[float], ServingRun], most: float,
-                  target: LatencyTarget, device: str) -> tuple[float, ServingRun]:
-    """The highest rate whose run meets ``target``, by bisection below ``most``."""
+def _cache_capacity(workload: Workload, source: StepSource, context: int) -> Capacity:
+    """The KV cache a device holds beside the weights for sequences of ``context`` tokens:
+    the largest decode batch at that context (:func:`~roofline.model.llm.capacity_of`),
+    its line in the batch drawn from decode at :data:`~roofline.model.llm.LINES_FROM`
+    sequences and twice that (the SPEC's batch and its pair where those do not fit), so
+    that it comes from the device and the model, not from the SPEC's batch."""
+    try:
+        low, high = (source(Phase.DECODE, LINES_FROM, context),
+                     source(Phase.DECODE, 2 * LINES_FROM, context))
+    except DoesNotFitError:
+        low, high = sorted(decode_pair(source, int(workload.params["batch"]), context),
+                           key=lambda step: step.batch)
+    return capacity_of(variant(workload, context=context), low, high, source.compile_target,
+                       source.hardware, source.cache_dir)
+
+
+@dataclass(frozen=True)
+class ServedRuns:
+    """The runs :func:`serve` answers with (:class:`Served`'s fields of the same names)."""
+
+    run: ServingRun
+    offline: ServingRun
+    sustained_rate: float
+    best_rate: float | None
+    best_run: ServingRun | None
+    curve: tuple[tuple[float, ServingRun], ...]
+    frontier: tuple[FrontierPoint, ...]
+
+
+def served_runs(model: StepModel, scheduler: Scheduler, inputs: Lengths, outputs: Lengths,
+                options: ServeOptions, device: str) -> ServedRuns:
+    """The requests of ``options`` served over a step ``model`` by ``scheduler`` (its
+    cache the device's): offline, at the options' rate, at the highest rate within their
+    latency target, over the latency-throughput curve and the Pareto frontier. A run the
+    answer asks for twice runs once: the frontier's limit of the options' scheduler is
+    the offline run, and a limit on the sequences a step holds that a run never reached
+    changes nothing at any limit above what it held."""
+    done: dict[tuple[float | None, int], ServingRun] = {}
+    unheld: dict[float | None, ServingRun] = {}   # by rate: a run its limit never held back
+
+    def requests_at(rate: float | None) -> Requests:
+        return Requests.make(options.requests, inputs, outputs, rate, options.seed)
+
+    def keep(rate: float | None, limit: Scheduler, run: ServingRun) -> ServingRun:
+        done[rate, limit.max_sequences] = run
+        if run.most_sequences < limit.max_sequences:
+            unheld[rate] = run
+        return run
+
+    def run_at(rate: float | None, limit: Scheduler = scheduler) -> ServingRun:
+        run = done.get((rate, limit.max_sequences))
+        if run is None:
+            same = unheld.get(rate)
+            run = keep(rate, limit, same if same is not None and same.most_sequences
+                       < limit.max_sequences else simulate(requests_at(rate), model, limit))
+        return run
+
+    def within_at(rate: float, target: LatencyTarget) -> ServingRun | None:
+        """The run at ``rate`` where it meets ``target``; None where it does not (it
+        stops as soon as it cannot)."""
+        if (rate, scheduler.max_sequences) in done:
+            run = done[rate, scheduler.max_sequences]
+            return run if run.meets(target.ttft_s, target.tpot_s) else None
+        run = simulate_within(requests_at(rate), model, scheduler, target.ttft_s,
+                              target.tpot_s)
+        return None if run is None else keep(rate, scheduler, run)
+    with Simulations(model, options.workers if options.requests >= SHARED_REQUESTS
+                     else 1) as simulations:
+        offline = run_at(None)
+        most = offline.steady_requests_per_s
+        if math.isnan(most):
+            most = offline.requests_per_s
+        rate, target = options.rate, options.latency
+        if rate is not None and rate > most:
+            raise ArgumentError(lambda name: f"{name('rate')}={rate:g} requests/s is more "
+                                f"than {device} serves: at most {_rate(most)} requests/s, "
+                                f"its steady rate with all {options.requests:,} requests "
+                                "queued at once; give a lower rate")
+
+        def started(wanted: list[tuple[float | None, Scheduler]]
+                    ) -> list[tuple[float | None, Scheduler, Callable[[], ServingRun]]]:
+            """The runs of ``wanted`` the answer has not made, started."""
+            return [(at, limit, simulations.start(requests_at(at), limit))
+                    for at, limit in wanted if (at, limit.max_sequences) not in done
+                    and not (at in unheld and unheld[at].most_sequences
+                             < limit.max_sequences)]
+        # On other cores, the frontier's runs are made beside the target's search (they do
+        # not wait on it), the curve's together; here, each as it is asked for.
+        ahead = options.curves and simulations.parallel
+        limits = [dataclasses.replace(scheduler, max_sequences=n) for n in FRONTIER_SEQUENCES]
+        frontier_runs = started([(None, limit) for limit in limits]) if ahead else []
+        run = offline if rate is None else run_at(rate)
+        best_rate = best_run = None
+        if target is not None:
+            best_rate, best_run = _highest_rate(run_at, within_at, most, target, device)
+        top = best_rate or most
+        rates = [share * top for share in CURVE_SHARES]
+        curve_runs = started([(at, scheduler) for at in rates]) if ahead else []
+        for at, limit, collect in frontier_runs + curve_runs:
+            keep(at, limit, collect())
+    curve: tuple[tuple[float, ServingRun], ...] = ()
+    frontier: tuple[FrontierPoint, ...] = ()
+    if options.curves:
+        curve = tuple((at, run_at(at)) for at in rates)
+        frontier = _frontier([FrontierPoint(limit.max_sequences, run_at(None, limit), False)
+                              for limit in limits])
+    return ServedRuns(run, offline, most, best_rate, best_run, curve, frontier)
+
+
+def _rate(value: float) -> str:
+    """Requests a second as the answers print them: whole from 100 up, three digits below."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _highest_rate(run_at: Callable[[float], ServingRun],
+                  within_at: Callable[[float, LatencyTarget], ServingRun | None],
+                  most: float, target: LatencyTarget, device: str
+                  ) -> tuple[float, ServingRun]:
+    """The highest rate whose run meets ``target``, by bisection below ``most``, to
+    ``RATE_PRECISION`` of itself."""
     low, high = 0.0, most
     found: ServingRun | None = None
     for _ in range(RATE_STEPS):
         middle = (low + high) / 2
-        run = run_at(middle)
-        if run.meets(target.ttft_s, target.tpot_s):
+        run = within_at(middle, target)
+        if run is not None:
             low, found = middle, run
         else:
             high = middle
+        if found is not None and high - low <= RATE_PRECISION * low:
+            break
     if found is None:
         alone = run_at(most * 2 ** -RATE_STEPS)
         raise RooflineError(f"no rate meets TTFT <= {target.ttft_s:g} s and TPOT <= "
@@ -390,13 +531,17 @@ def _highest_rate(run_at: Callable[[float], ServingRun], most: float,
 
 
 def _frontier(points: list[FrontierPoint]) -> tuple[FrontierPoint, ...]:
-    """Mark the points no other beats on both throughput and time per output token."""
+    """Mark the points no other beats on both throughput and time per output token
+    (requests of one output token have no TPOT: throughput alone)."""
+    def tpot(point: FrontierPoint) -> float:
+        mean = point.run.tpot.mean
+        return 0.0 if math.isnan(mean) else mean
     marked = []
     for point in points:
         beaten = any(other.run.output_tokens_per_s >= point.run.output_tokens_per_s
-                     and other.run.tpot.mean < point.run.tpot.mean
+                     and tpot(other) < tpot(point)
                      or other.run.output_tokens_per_s > point.run.output_tokens_per_s
-                     and other.run.tpot.mean <= point.run.tpot.mean
+                     and tpot(other) <= tpot(point)
                      for other in points)
         marked.append(FrontierPoint(point.sequences, point.run, not beaten))
     return tuple(marked)

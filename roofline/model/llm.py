@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from roofline.errors import DoesNotFitError, RooflineError
+from roofline.arguments import of_type, sequence_of, text, whole_number
+from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
+from roofline.hardware.library import hardware_ref
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
 from roofline.model.placement import BoundKind, Overlap
 from roofline.model.questions import (
@@ -285,6 +287,15 @@ def check_formats(workload: Workload, hardware: Hardware) -> None:
                             "with weights=int4 (weight-only) or leave weights out")
 
 
+def check_served(spec: Any, hardware: Any, placement: Any, compile: Any) -> None:
+    """The arguments every serving question takes, each of its type (a TypeError naming
+    it where not)."""
+    text("spec", spec)
+    hardware_ref("hardware", hardware)
+    of_type("placement", placement, PlacementOptions, "a PlacementOptions")
+    of_type("compile", compile, CompileOptions, "a CompileOptions")
+
+
 def serving(spec: str, hardware: HardwareRef, *,
             placement: PlacementOptions = PlacementOptions(),
             compile: CompileOptions = CompileOptions()) -> Serving:
@@ -292,13 +303,21 @@ def serving(spec: str, hardware: HardwareRef, *,
     prompt and context are the served ones (its phase is ignored). Compiled for
     ``compile.compile_target`` (default: the hardware's own compiler), where a sharding
     plan (``tp``, ``dp``) takes a slice big enough unless the target names one; placed at
-    ``placement.overlap``."""
+    ``placement.overlap``. A batch whose decode step does not fit one device's memory is
+    refused, with the largest that does."""
+    check_served(spec, hardware, placement, compile)
     workload = decoder_workload(spec)
     source = StepSource(workload, hardware, placement, compile, must_fit=False)
     hardware = source.hardware
     check_formats(workload, hardware)
     batch = int(workload.params["batch"])
-    prefill, decode = source(Phase.PREFILL, batch), source(Phase.DECODE, batch)
+    decode = source(Phase.DECODE, batch)
+    if decode.fit is not None and not decode.fit.fits:
+        low, high = _line_steps(source, min(batch, LINES_FROM))
+        raise DoesNotFitError(_batch_too_large(workload, decode.fit, capacity_of(
+            workload, low, high, source.compile_target, hardware, source.cache_dir),
+            hardware.id))
+    prefill = source(Phase.PREFILL, batch)
     low, high = _line_steps(source, batch)
     knee = _knee(low, high, lambda b: source(Phase.DECODE, b))
     capacity = capacity_of(workload, low, high, source.compile_target, hardware,
@@ -312,6 +331,18 @@ def serving(spec: str, hardware: HardwareRef, *,
     return Serving(shown_spec(workload), hardware,
                    decode.program.devices * (pipeline.stages if pipeline else 1),
                    split, prefill, decode, knee, capacity, LEFT_OUT, pipeline)
+
+
+def _batch_too_large(workload: Workload, footprint: Fit, capacity: Capacity,
+                     device: str) -> str:
+    batch, context = int(workload.params["batch"]), int(workload.params["context"])
+    fits = (f"at most {capacity.batch:,} sequences of {context:,} tokens fit beside the "
+            f"weights: give batch={capacity.batch} or less, " if capacity.batch >= 1 else
+            "not even one sequence fits beside the weights: ")
+    return (f"batch={batch:,} does not fit one {device}: its decode step at a context of "
+            f"{context:,} tokens needs {footprint.footprint_bytes / 2**30:,.1f} GiB of "
+            f"{footprint.capacity_bytes / 2**30:,.0f} GiB; {fits}a shorter context, "
+            "quantize (weights=fp8, kv=fp8) or shard over more devices (tp)")
 
 
 def _pipeline(workload: Workload, hardware: Hardware) -> Pipeline | None:
@@ -461,13 +492,18 @@ def capacity_of(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
         raise RooflineError(f"XLA reported no memory footprint for the decode step on "
                             f"{target}: the capacity cannot be found")
     context = int(workload.params["context"])
-    per_sequence = (two.fit.footprint_bytes - one.fit.footprint_bytes) / (two.batch - one.batch)
-    fixed = one.fit.footprint_bytes - per_sequence * one.batch
     capacity = one.fit.capacity_bytes
     kv_per_token = _cache_bytes(one.program) / (one.batch * context)
+    # A sequence takes at least its cache: at a batch of one or two, XLA's temporaries
+    # may shrink as the batch grows (another fusion), and the line through two such
+    # footprints would give a sequence a fraction of it.
+    per_sequence = max(
+        (two.fit.footprint_bytes - one.fit.footprint_bytes) / (two.batch - one.batch),
+        kv_per_token * context)
     if per_sequence <= 0:
         raise RooflineError("the decode step's footprint does not grow with its batch: "
                             "the capacity cannot be found")
+    fixed = one.fit.footprint_bytes - per_sequence * one.batch
     largest = math.floor((capacity - fixed) / per_sequence)
     checked: Fit | None = None
     note = ""
@@ -489,6 +525,12 @@ def capacity_of(workload: Workload, one: PhaseStep, two: PhaseStep, target: str,
         checked = fit(program, hardware)
         if checked is None or checked.fits:
             break
+        # The line through this footprint and the first step's: steeper where the two
+        # steps' line was drawn through a batch too small to show a sequence's bytes.
+        if largest > one.batch:
+            per_sequence = max(per_sequence, (checked.footprint_bytes
+                                              - one.fit.footprint_bytes) / (largest - one.batch))
+            fixed = one.fit.footprint_bytes - per_sequence * one.batch
         over = checked.footprint_bytes - capacity
         largest -= max(1, math.ceil(over / per_sequence))
     else:
@@ -533,6 +575,12 @@ def serving_curve(spec: str, hardware: HardwareRef, *,
                   compile: CompileOptions = CompileOptions()) -> list[CurvePoint]:
     """Prefill and decode of a decoder SPEC at each of ``batches`` that fits one device (a
     compile XLA refuses, or a footprint past the device's memory, ends the curve)."""
+    check_served(spec, hardware, placement, compile)
+    batches = tuple(sequence_of("batches", batches,
+                                lambda name, value: whole_number(name, value, low=1)))
+    if not batches:
+        raise ArgumentError(lambda name: f"{name('batches')} is empty: give the batches "
+                            "to compile, such as (1, 8, 64)")
     source = StepSource(decoder_workload(spec), hardware, placement, compile, must_fit=True)
     points = []
     for batch in batches:

@@ -30,14 +30,20 @@ latency, each at p50/p90/p99, and output tokens per second.
 
 from __future__ import annotations
 
+import heapq
 import math
+import multiprocessing
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.arguments import of_type, optional, real_number, text, whole_number
 from roofline.errors import ArgumentError, RooflineError
-from roofline.model.serving_defaults import MAX_SEQUENCES, SEED, TOKEN_BUDGET
+from roofline.model.serving_defaults import MAX_SEQUENCES, MOST_REQUESTS, SEED, TOKEN_BUDGET
 
 PERCENTILES = (50, 90, 99)
 
@@ -50,6 +56,10 @@ class Line:
     fixed_s: float
     per_token_s: float
     per_attended_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("fixed_s", "per_token_s", "per_attended_s"):
+            object.__setattr__(self, name, real_number(name, getattr(self, name)))
 
     def at(self, tokens: float, attended: float) -> float:
         return self.fixed_s + self.per_token_s * tokens + self.per_attended_s * attended
@@ -69,6 +79,13 @@ class StepModel:
     # as XLA's unfused program does; fused attention kernels do not, and steps leave it
     # out unless asked (``scores=True``: to check the model against XLA's own prefill).
     scores_memory_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("compute", "memory", "link"):
+            of_type(name, getattr(self, name), Line, "a Line")
+        for name in ("overhead_s", "prompt_pair_s", "prompt_token_memory_s",
+                     "scores_memory_s"):
+            object.__setattr__(self, name, real_number(name, getattr(self, name)))
 
     def seconds(self, tokens: float, cached_read: float, decode_pairs: float,
                 prompt_pairs: float = 0.0, prompt_tokens: float = 0.0,
@@ -112,9 +129,21 @@ class Lengths:
     low: int
     high: int
 
+    def __post_init__(self) -> None:
+        low = whole_number("low", self.low, low=1)
+        high = whole_number("high", self.high, low=1)
+        if high < low:
+            raise ArgumentError(lambda name: f"Lengths({low}, {high}): {name('high')}={high} "
+                                f"is below {name('low')}={low}: give Lengths({high}, {low}) "
+                                f"for a range drawn uniformly, or Lengths({low}, {low}) for "
+                                "a fixed length")
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "high", high)
+
     @classmethod
     def parse(cls, lengths: str) -> Lengths:
         """``512`` (fixed) or ``128-2048`` (uniform)."""
+        text("lengths", lengths)
         try:
             values = [int(part) for part in lengths.split("-")]
         except ValueError:
@@ -155,17 +184,20 @@ class Requests:
              seed: int = SEED) -> Requests:
         """``requests`` of them arriving as a Poisson process at ``rate`` per second, or
         all at once (``rate`` None: an offline run)."""
-        if requests < 1:
-            raise ArgumentError(lambda name: f"{name('requests')}={requests}: give at "
-                                "least 1")
-        rng = np.random.default_rng(seed)
+        whole_number("requests", requests, low=1, high=MOST_REQUESTS)
+        of_type("inputs", inputs, Lengths, "a Lengths")
+        of_type("outputs", outputs, Lengths, "a Lengths")
+        optional(real_number, "rate", rate, above=0)
+        rng = np.random.default_rng(whole_number("seed", seed, low=0))
         if rate is None:
             arrival = np.zeros(requests)
         else:
-            if not rate > 0 or not math.isfinite(rate):
-                raise ArgumentError(lambda name: f"{name('rate')}={rate}: give requests "
-                                    "per second above 0")
-            arrival = np.cumsum(rng.exponential(1.0 / rate, size=requests))
+            with np.errstate(over="ignore"):
+                arrival = np.cumsum(rng.exponential(1.0 / rate, size=requests))
+            if not np.isfinite(arrival[-1]):
+                raise ArgumentError(lambda name: f"{name('rate')}={rate:g} requests/s: "
+                                    f"{requests:,} arrivals that far apart pass the longest "
+                                    "time a float holds; give a higher rate")
         return cls(arrival, inputs.draw(requests, rng), outputs.draw(requests, rng))
 
     def __len__(self) -> int:
@@ -182,10 +214,9 @@ class Scheduler:
     cache_tokens: int = 0        # KV-cache positions that fit beside the weights
 
     def __post_init__(self) -> None:
-        for name in ("token_budget", "max_sequences", "page_tokens"):
-            if getattr(self, name) < 1:
-                raise RooflineError(f"scheduler: {name}={getattr(self, name)} must be at "
-                                    "least 1")
+        for name in ("token_budget", "max_sequences", "page_tokens", "cache_tokens"):
+            object.__setattr__(self, name, whole_number(
+                name, getattr(self, name), low=0 if name == "cache_tokens" else 1))
 
     @property
     def pages(self) -> int:
@@ -224,9 +255,10 @@ class ServingRun:
     tpot: Percentiles
     latency: Percentiles
     mean_batch: float                # sequences a step, averaged over steps
-    # Requests ended a second between the tenth and the ninetieth percentile of the ends:
-    # the rate the server sustains, without the ramp at the start and the tail at the end.
+    # The rate the server sustains: the most sequences it held at once over their mean
+    # time from admission to the last token (Little's law; NaN where that is 0).
     steady_requests_per_s: float = math.nan
+    most_sequences: int = 0          # held at once, at most
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -245,190 +277,549 @@ def simulate(requests: Requests, model: StepModel, scheduler: Scheduler) -> Serv
     """Serve ``requests`` step by step (module docstring). Runs of decode-only steps
     between two events (an arrival, a request's end, a page running short) are taken
     together: their times follow from the step model without looking at each sequence."""
+    run = _simulate(requests, model, scheduler, None)
+    assert run is not None   # only a run held to a target stops early
+    return run
+
+
+# Runs of fewer requests than this are made in this process whatever the workers asked
+# for: starting processes would cost more than it saves.
+SHARED_REQUESTS = 2_000
+
+
+class Simulations:
+    """Runs of :func:`simulate` over one step model, started now and collected later: made
+    by ``workers`` processes beside this one where there are more than 1, else each made
+    here when collected. The same runs either way: each is deterministic and independent
+    of the others. A context manager: leaving it ends the workers."""
+
+    def __init__(self, model: StepModel, workers: int) -> None:
+        self.model = model
+        self.pool: ProcessPoolExecutor | None = None
+        if whole_number("workers", workers, low=1) > 1:
+            context = multiprocessing.get_context("forkserver")
+            # The server forks each worker with the simulator imported: not this process,
+            # whose threads (JAX's among them) a fork would copy mid-lock.
+            context.set_forkserver_preload([__name__])
+            self.pool = ProcessPoolExecutor(workers, mp_context=context)
+
+    @property
+    def parallel(self) -> bool:
+        """Whether runs are made beside this process."""
+        return self.pool is not None
+
+    def __enter__(self) -> Simulations:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def start(self, requests: Requests, scheduler: Scheduler) -> Callable[[], ServingRun]:
+        """The run of ``requests`` by ``scheduler``, started: call the result for it."""
+        if self.pool is not None:
+            try:
+                future = self.pool.submit(simulate, requests, self.model, scheduler)
+            except (OSError, BrokenProcessPool):   # no processes to be had: made here
+                self.pool = None
+            else:
+                return lambda: _collected(future, requests, self.model, scheduler)
+        return lambda: simulate(requests, self.model, scheduler)
+
+
+def _collected(future: Future[ServingRun], requests: Requests, model: StepModel,
+               scheduler: Scheduler) -> ServingRun:
+    try:
+        return future.result()
+    except BrokenProcessPool:     # a worker was lost (killed, out of memory): made here
+        return simulate(requests, model, scheduler)
+
+
+def simulate_within(requests: Requests, model: StepModel, scheduler: Scheduler,
+                    ttft_s: float, tpot_s: float) -> ServingRun | None:
+    """:func:`simulate`'s run where its p99 TTFT and TPOT are at most ``ttft_s`` and
+    ``tpot_s`` (:meth:`ServingRun.meets`), else None: the run stops as soon as enough
+    requests are past either that its 99th percentile is too."""
+    return _simulate(requests, model, scheduler, (ttft_s, tpot_s))
+
+
+def _simulate(requests: Requests, model: StepModel, scheduler: Scheduler,
+              within: tuple[float, float] | None) -> ServingRun | None:
     n = len(requests)
-    arrival, isl, osl = requests.arrival_s, requests.input_len, requests.output_len
-    page = scheduler.page_tokens
+    isl, osl = requests.input_len, requests.output_len
     longest = int((isl + osl).max())
-    if _pages(longest, page) > scheduler.pages:
+    if _pages(longest, scheduler.page_tokens) > scheduler.pages:
         raise RooflineError(f"a request of {longest} tokens needs more KV cache than the "
                             f"device holds beside the weights ({scheduler.cache_tokens:,} "
                             "tokens): shorten the lengths, quantize the cache (kv=fp8) or "
                             "shard over more devices")
-    order = np.argsort(arrival, kind="stable")
-    state = _State(isl.astype(np.int64).copy(), np.zeros(n, dtype=np.int64),
-                   np.zeros(n, dtype=np.int64), np.full(n, np.nan), scheduler.pages)
-    done = np.full(n, np.nan)
-    waiting: deque[int] = deque()
-    running: list[int] = []                     # in the order admitted
-    now, next_arrival, steps, batch_sum = 0.0, 0, 0, 0
-    while next_arrival < n or waiting or running:
-        while next_arrival < n and arrival[order[next_arrival]] <= now:
-            waiting.append(int(order[next_arrival]))
-            next_arrival += 1
-        if not waiting and not running:
-            now = float(arrival[order[next_arrival]])
-            continue
-        arrives = float(arrival[order[next_arrival]]) if next_arrival < n else math.inf
-        index = np.asarray(running, dtype=np.int64)
-        decoding = index[state.to_prefill[index] == 0]
-        admissible = bool(waiting) and len(running) < scheduler.max_sequences
-        if len(decoding) == len(running) and not admissible and len(decoding):
-            taken, seconds = _decode_run(decoding, state, model, page, osl, arrives - now)
-            if taken:
-                now += seconds
-                steps += taken
-                batch_sum += taken * len(decoding)
-                _finish(running, decoding, state, osl, done, now, page)
-                continue
-        decoding = _make_room(running, decoding, waiting, state, isl, page)
-        tokens, cached_read, pairs, prompt_pairs, chunks = _fill(
-            running, decoding, waiting, state, scheduler)
-        prompt_tokens = sum(chunk for _, chunk in chunks)
-        if tokens == 0:
-            if next_arrival < n:   # nothing fits until a request arrives or ends
-                now = max(now, arrives)
-                continue
-            raise RooflineError("the scheduler can place no request: its pages or its "
-                                "token budget are too small for any prompt chunk")
-        now += model.seconds(tokens, cached_read, pairs, prompt_pairs, prompt_tokens)
-        steps += 1
-        batch_sum += len(decoding) + len(chunks)
-        state.cached[decoding] += 1
-        state.made[decoding] += 1
-        for i, chunk in chunks:
-            state.cached[i] += chunk
-            state.to_prefill[i] -= chunk
-            if state.to_prefill[i] == 0:
-                state.made[i] += 1
-                if math.isnan(state.first[i]):
-                    state.first[i] = now
-        _finish(running, np.asarray(running, dtype=np.int64), state, osl, done, now, page)
-    start = float(arrival.min())
-    ttft = state.first - arrival
-    latency = done - arrival
+    server = _Server(requests, model, scheduler)
+    if within is not None:
+        several = int((osl > 1).sum())
+        server.within = _Within(*within, n - _percentile_rank(n),
+                                several - _percentile_rank(several) if several else n + 1)
+    try:
+        server.run()
+    except _Missed:
+        return None
+    arrival = requests.arrival_s
+    ttft, latency = np.array(server.ttft), np.array(server.latency)
     several = osl > 1
     tpot = (latency[several] - ttft[several]) / (osl[several] - 1)
-    return ServingRun(n, now - start, int(osl.sum()), int(isl.sum()), steps,
-                      state.preemptions, Percentiles.of(ttft), Percentiles.of(tpot),
-                      Percentiles.of(latency), batch_sum / max(steps, 1),
-                      _steady_rate(done))
+    return ServingRun(n, server.end_s - float(arrival.min()), int(osl.sum()), int(isl.sum()),
+                      server.steps, server.preemptions, Percentiles.of(ttft),
+                      Percentiles.of(tpot), Percentiles.of(latency),
+                      server.batch_sum / max(server.steps, 1),
+                      _steady_rate(server.most_running, latency - np.array(server.wait)),
+                      server.most_running)
 
 
-STEADY_SPAN = (0.1, 0.9)
+def _percentile_rank(count: int) -> int:
+    """The rank (from 0) of the value the 99th percentile of ``count`` values starts from
+    (NumPy's linear interpolation): where as many values as lie from it up are past a
+    limit, so is the percentile."""
+    return math.floor(PERCENTILES[-1] / 100 * (count - 1))
 
 
-def _steady_rate(done: np.ndarray) -> float:
-    """Requests ended a second between two percentiles of the end times (``STEADY_SPAN``);
-    NaN for too few requests to tell."""
-    ends = np.sort(done)
-    first, last = (int(share * (len(ends) - 1)) for share in STEADY_SPAN)
-    span = ends[last] - ends[first]
-    return (last - first) / span if last > first and span > 0 else math.nan
+class _Missed(Exception):
+    """A run held to a target has missed it."""
+
+
+@dataclass
+class _Within:
+    """A p99 TTFT and TPOT a run is held to, and how many requests past each miss it."""
+
+    ttft_s: float
+    tpot_s: float
+    ttft_misses: int
+    tpot_misses: int
+    late: int = 0     # requests past the TTFT
+    slow: int = 0     # past the TPOT
+
+    def first_token(self, ttft_s: float) -> None:
+        if ttft_s > self.ttft_s:
+            self.late += 1
+            if self.late >= self.ttft_misses:
+                raise _Missed
+
+    def ended(self, ttft_s: float, latency_s: float, outputs: int) -> None:
+        if outputs > 1 and (latency_s - ttft_s) / (outputs - 1) > self.tpot_s:
+            self.slow += 1
+            if self.slow >= self.tpot_misses:
+                raise _Missed
+
+
+def _steady_rate(most_running: int, service: np.ndarray) -> float:
+    """The requests a second a server sustains holding ``most_running`` sequences, each for
+    the mean of ``service`` (seconds from admission to the last token): Little's law, so
+    that requests ending together (a batch admitted at once) do not read as a rate."""
+    mean = float(service.mean()) if service.size else 0.0
+    return most_running / mean if mean > 0 else math.nan
 
 
 def _pages(tokens: int | np.ndarray, page: int) -> int | np.ndarray:
     return -(-tokens // page)
 
 
-@dataclass
-class _State:
-    """Each request's progress, and the KV cache's free pages."""
-
-    to_prefill: np.ndarray      # tokens still to prefill (chunked)
-    cached: np.ndarray          # tokens in the KV cache
-    made: np.ndarray            # output tokens made
-    first: np.ndarray           # when the first token came
-    free_pages: int
-    preemptions: int = 0
+# Past this many seconds from its epoch, the clock of an idle server moves its epoch to the
+# next arrival: a float's resolution there is about a nanosecond, while arrivals at a rate
+# of 1e-12 a second lie 1e12 s apart, where a step's milliseconds would round away.
+EPOCH_SPAN_S = 2.0 ** 22
+# Decode-only steps summed one by one, below which arrays cost more than they save.
+FEW_STEPS = 40
 
 
-def _decode_run(decoding: np.ndarray, state: _State, model: StepModel, page: int,
-                osl: np.ndarray, until_arrival_s: float) -> tuple[int, float]:
-    """Decode-only steps taken together, up to the first that ends a request, the one in
-    which a request arrives, and the last the free pages allow: (steps, seconds)."""
-    batch = len(decoding)
-    cached = state.cached[decoding]
-    most = int((osl[decoding] - state.made[decoding]).min())
-    contexts = float(cached.sum()) + batch * np.arange(1, most + 1)
-    elapsed = np.cumsum(model.decode_steps_s(batch, contexts))
-    taken = min(most, int(np.searchsorted(elapsed, until_arrival_s)) + 1)
-    while taken > 0:
-        needed = int((_pages(cached + taken, page) - _pages(cached, page)).sum())
-        if needed <= state.free_pages:
-            break
-        taken //= 2
-    if taken == 0:
-        return 0, 0.0
-    state.free_pages -= needed
-    state.cached[decoding] += taken
-    state.made[decoding] += taken
-    return taken, float(elapsed[taken - 1])
+def _decode_lines(model: StepModel, batch: int) -> tuple[float, ...]:
+    """A decode step of ``batch`` sequences as :meth:`StepModel.decode_steps_s` sums it:
+    compute's fixed part and its part a cached token, memory's, the link's time and the
+    overhead."""
+    compute, memory = model.compute, model.memory
+    return (compute.fixed_s + compute.per_token_s * batch, compute.per_attended_s,
+            memory.fixed_s + memory.per_token_s * batch, memory.per_attended_s,
+            model.link.at(batch, 0.0), model.overhead_s)
 
 
-def _make_room(running: list[int], decoding: np.ndarray, waiting: deque[int],
-               state: _State, isl: np.ndarray, page: int) -> np.ndarray:
-    """Pages for each decoding sequence's next token, preempting the sequence admitted
-    last while they are short; the sequences that decode this step."""
-    while True:
-        needed = int((state.cached[decoding] % page == 0).sum())
-        if needed <= state.free_pages or not running:
-            break
-        victim = running.pop()
-        state.free_pages += int(_pages(int(state.cached[victim]), page))
-        state.cached[victim] = 0
-        state.to_prefill[victim] = isl[victim] + state.made[victim]
-        waiting.appendleft(victim)
-        state.preemptions += 1
-        decoding = decoding[decoding != victim]
-    state.free_pages -= needed
-    return decoding
+def _larger(lines: tuple[float, ...], low: float, high: float) -> tuple[float, float] | None:
+    """The line of :func:`_decode_lines` (its fixed part and its part a cached token) that
+    is the larger at every cache from ``low`` to ``high`` tokens, with room to spare for
+    rounding (lines cross once at most, so the ends tell); None where neither is."""
+    fixed_compute, per_compute, fixed_memory, per_memory = lines[:4]
+    compute_low = fixed_compute + per_compute * low
+    memory_low = fixed_memory + per_memory * low
+    compute_high = fixed_compute + per_compute * high
+    memory_high = fixed_memory + per_memory * high
+    margin = 1e-9 * (abs(compute_low) + abs(memory_low) + abs(compute_high)
+                     + abs(memory_high))
+    if memory_low - compute_low > margin and memory_high - compute_high > margin:
+        return fixed_memory, per_memory
+    if compute_low - memory_low > margin and compute_high - memory_high > margin:
+        return fixed_compute, per_compute
+    return None
 
 
-def _fill(running: list[int], decoding: np.ndarray, waiting: deque[int], state: _State,
-          scheduler: Scheduler) -> tuple[int, float, float, float, list[tuple[int, int]]]:
-    """The step's prompt chunks after its decode tokens, within the token budget and the
-    free pages: (tokens, cached tokens read, decoding and prompt query-key pairs,
-    chunks)."""
-    page = scheduler.page_tokens
-    tokens = len(decoding)
-    contexts = float(state.cached[decoding].sum()) + tokens
-    cached_read = pairs = contexts
-    prompt_pairs = 0.0
-    budget = scheduler.token_budget - tokens
-    chunks: list[tuple[int, int]] = []
-    index = np.asarray(running, dtype=np.int64)
-    candidates = deque(index[state.to_prefill[index] > 0].tolist())
-    while budget > 0:
-        if candidates:
-            i, admitted = candidates.popleft(), False
-        elif waiting and len(running) < scheduler.max_sequences:
-            i, admitted = waiting[0], True
+class _Server:
+    """The scheduler's state as it serves (module docstring), kept so that a step costs
+    about the same whatever the number of sequences: the decoding sequences all advance
+    one token a step, so each is held as its cache and tokens made less the steps taken
+    so far (``steps``), with the sum of those caches, how many of them sit at each offset
+    within a page, and a heap of the step at which each ends. Step times are summed in the
+    same order as :meth:`StepModel.seconds` and :meth:`StepModel.decode_steps_s` sum
+    them, to the same floats."""
+
+    def __init__(self, requests: Requests, model: StepModel, scheduler: Scheduler) -> None:
+        n = len(requests)
+        order = np.argsort(requests.arrival_s, kind="stable")
+        self.order: list[int] = order.tolist()
+        self.arrivals: list[float] = requests.arrival_s[order].tolist()
+        self.arrival: list[float] = requests.arrival_s.tolist()
+        self.isl: list[int] = requests.input_len.tolist()
+        self.osl: list[int] = requests.output_len.tolist()
+        self.model, self.scheduler = model, scheduler
+        self.page = scheduler.page_tokens
+        self.free = scheduler.pages
+        # A request that is not decoding: its tokens still to prefill, in its cache, made.
+        self.to_prefill = list(self.isl)
+        self.cached = [0] * n
+        self.made = [0] * n
+        self.ttft = [math.nan] * n
+        self.latency = [math.nan] * n
+        self.wait = [math.nan] * n          # arrival to admission (the first)
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []        # in the order admitted
+        self.prefilling: list[int] = []     # those of them with prompt tokens to prefill
+        # The decoding sequences: each one's cache and tokens made, less ``steps``.
+        self.decoding: dict[int, tuple[int, int]] = {}
+        self.cached_sum = 0                 # of the decoding sequences' offset caches
+        self.offsets = [0] * self.page if self.page <= 4096 else None   # per offset % page
+        self.offset_counts: dict[int, int] = {}     # the same, where pages are long
+        self.ends: list[tuple[int, int]] = []   # heap: (step it ends at, sequence)
+        self.decode_lines: dict[int, tuple[float, ...]] = {}   # _decode_lines, by batch
+        self.ramp = np.arange(1.0, max(self.osl) + 1)     # 1, 2, ...: steps ahead
+        self.epoch = 0.0                    # the clock counts from here
+        self.now = 0.0
+        self.most_running = 0               # sequences held at once, at most
+        self.within: _Within | None = None  # a target the run is held to
+        self.steps = self.batch_sum = self.preemptions = 0
+
+    @property
+    def end_s(self) -> float:
+        return self.epoch + self.now
+
+    def run(self) -> None:
+        n = len(self.order)
+        arrivals, order, waiting = self.arrivals, self.order, self.waiting
+        running, decoding, prefilling = self.running, self.decoding, self.prefilling
+        max_sequences = self.scheduler.max_sequences
+        next_arrival = 0
+        while next_arrival < n or waiting or running:
+            epoch, now = self.epoch, self.now
+            while next_arrival < n and arrivals[next_arrival] - epoch <= now:
+                waiting.append(order[next_arrival])
+                next_arrival += 1
+            if not waiting and not running:
+                self._idle_until(arrivals[next_arrival])
+                continue
+            arrives = arrivals[next_arrival] - epoch if next_arrival < n else math.inf
+            if decoding and not prefilling and (not waiting or len(running) >= max_sequences) \
+                    and self._decode_run(arrives - now):
+                continue
+            self._make_room()
+            if not self._mixed_step():
+                if next_arrival < n:   # nothing fits until a request arrives or ends
+                    self.now = max(self.now, arrives)
+                    continue
+                raise RooflineError("the scheduler can place no request: its pages or its "
+                                    "token budget are too small for any prompt chunk")
+
+    def _idle_until(self, arrival: float) -> None:
+        """Nothing to serve until ``arrival``: the clock moves there (and its epoch, once it
+        is far from it)."""
+        if arrival - self.epoch > EPOCH_SPAN_S:
+            self.epoch, self.now = arrival, 0.0
         else:
-            break
-        prior = int(state.cached[i])
-        room = (int(_pages(prior, page)) + state.free_pages) * page - prior
-        chunk = min(int(state.to_prefill[i]), budget, room)
-        if chunk <= 0:
-            break
-        if admitted:
-            waiting.popleft()
-            running.append(i)
-        state.free_pages -= int(_pages(prior + chunk, page) - _pages(prior, page))
-        chunks.append((i, chunk))
-        budget -= chunk
-        tokens += chunk
-        cached_read += prior + chunk
-        prompt_pairs += causal_pairs(chunk, prior)
-    return tokens, cached_read, pairs, prompt_pairs, chunks
+            self.now = arrival - self.epoch
 
+    # --- the decoding sequences --------------------------------------------------------
 
-def _finish(running: list[int], candidates: np.ndarray, state: _State, osl: np.ndarray,
-            done: np.ndarray, now: float, page: int) -> None:
-    """End the requests among ``candidates`` that made all their tokens."""
-    if not len(candidates):
-        return
-    ended = candidates[state.made[candidates] >= osl[candidates]]
-    for i in ended.tolist():
-        done[i] = now
-        state.free_pages += int(_pages(int(state.cached[i]), page))
-        running.remove(i)
+    def _start_decoding(self, i: int) -> None:
+        steps = self.steps
+        cached, made = self.cached[i] - steps, self.made[i] - steps
+        self.decoding[i] = (cached, made)
+        self.cached_sum += cached
+        self._count_offset(cached % self.page, 1)
+        heapq.heappush(self.ends, (self.osl[i] - made, i))
+
+    def _stop_decoding(self, i: int) -> None:
+        """``i`` leaves the decoding sequences, its cache and tokens made as they are."""
+        cached, made = self.decoding.pop(i)
+        self.cached_sum -= cached
+        self._count_offset(cached % self.page, -1)
+        self.cached[i], self.made[i] = cached + self.steps, made + self.steps
+
+    def _count_offset(self, offset: int, change: int) -> None:
+        if self.offsets is not None:
+            self.offsets[offset] += change
+        else:
+            self.offset_counts[offset] = self.offset_counts.get(offset, 0) + change
+
+    def _at_page_end(self) -> int:
+        """Decoding sequences whose next token starts a page."""
+        offset = -self.steps % self.page
+        if self.offsets is not None:
+            return self.offsets[offset]
+        return self.offset_counts.get(offset, 0)
+
+    def _new_pages(self, steps: int) -> int:
+        """Pages the decoding sequences take in their next ``steps`` steps: a sequence
+        whose cache fills ``x`` tokens of its last page (0: all of it) takes pages(x +
+        steps) - pages(x): ``steps // page``, and one more where ``x`` is 0 or above
+        ``page - steps % page`` (and ``steps % page`` is not 0)."""
+        page, offsets = self.page, self.offsets
+        whole, rest = divmod(steps, page)
+        taken = whole * len(self.decoding)
+        if not rest:
+            return taken
+        if offsets is None:
+            now = self.steps
+            return taken + sum(count for offset, count in self.offset_counts.items()
+                               if (offset + now) % page in range(page - rest + 1, page + 1)
+                               or (offset + now) % page == 0)
+        # The offsets x = page - rest + 1 .. page (0), kept at (x - steps so far) % page.
+        first = (page - rest + 1 - self.steps) % page
+        last = first + rest
+        return taken + (sum(offsets[first:last]) if last <= page else
+                        sum(offsets[first:]) + sum(offsets[:last - page]))
+
+    def _decode_run(self, until_arrival_s: float) -> bool:
+        """Decode-only steps taken together, up to the first that ends a request, the one
+        in which a request arrives, and the last the free pages allow; False where not one
+        can be taken."""
+        ends, decoding, osl = self.ends, self.decoding, self.osl
+        while True:
+            end, i = ends[0]
+            entry = decoding.get(i)
+            if entry is not None and end == osl[i] - entry[1]:
+                break
+            heapq.heappop(ends)      # a sequence that ended or was preempted since
+        steps = self.steps
+        most = end - steps
+        batch = len(decoding)
+        cached = float(self.cached_sum + batch * steps)
+        taken, seconds = self._steps_until(batch, cached, most, until_arrival_s)
+        needed = self._new_pages(taken)
+        if needed > self.free:
+            while taken > 0 and needed > self.free:
+                taken //= 2
+                needed = self._new_pages(taken)
+            if taken == 0:
+                return False
+            seconds = self._steps_until(batch, cached, taken, math.inf)[1]
+        self.free -= needed
+        self.now += seconds
+        self.steps = steps + taken
+        self.batch_sum += taken * batch
+        if taken == most:
+            self._finish_decoding()
+        return True
+
+    def _steps_until(self, batch: int, cached: float, most: int, until_s: float
+                     ) -> tuple[int, float]:
+        """The next decode-only steps up to the one that ends at ``until_s`` or after it,
+        at most ``most`` of them: how many, and the time from now to the end of the last.
+        Each step's time is :meth:`StepModel.decode_steps_s`'s, summed in order (the same
+        floats either way): over lists for a few steps, over arrays for many."""
+        lines = self.decode_lines.get(batch)
+        if lines is None:
+            lines = self.decode_lines[batch] = _decode_lines(self.model, batch)
+        fixed_compute, per_compute, fixed_memory, per_memory, link, overhead = lines
+        context = cached + batch
+        first = max(fixed_compute + per_compute * context,
+                    fixed_memory + per_memory * context) + link + overhead
+        if first >= until_s or most == 1:
+            return 1, first
+        # Steps grow with the cache, so the first one's time bounds how many reach until_s
+        # (those of a model whose lines fall with it take more tries).
+        count = most if first <= 0 or until_s == math.inf else \
+            min(most, int(until_s / first) + 2)
+        if count <= FEW_STEPS:
+            step, total = 1, first
+            larger = None if link else _larger(lines, cached + batch, cached + batch * most)
+            if larger is not None:      # one line all along, no link time: fewer sums
+                fixed, per_cached = larger
+                for step in range(2, most + 1):
+                    total += fixed + per_cached * (cached + batch * step) + overhead
+                    if total >= until_s:
+                        break
+                return step, total
+            for step in range(2, most + 1):
+                context = cached + batch * step
+                total += max(fixed_compute + per_compute * context,
+                             fixed_memory + per_memory * context) + link + overhead
+                if total >= until_s:
+                    break
+            return step, total
+        while True:
+            elapsed = self._elapsed(lines, batch, cached, count)
+            if count == most or elapsed[-1] >= until_s:
+                taken = min(count, int(np.searchsorted(elapsed, until_s)) + 1)
+                return taken, float(elapsed[taken - 1])
+            count = min(most, 2 * count)
+
+    def _elapsed(self, lines: tuple[float, ...], batch: int, cached: float, count: int
+                 ) -> np.ndarray:
+        """The time from now to the end of each of the next ``count`` decode-only steps:
+        :meth:`StepModel.decode_steps_s` summed, its operations done in place, and only the
+        line that is the larger at every step where one is (with room to spare: lines
+        cross once at most, so the ends tell)."""
+        fixed_compute, per_compute, fixed_memory, per_memory, link, overhead = lines
+        if len(self.ramp) < count:
+            self.ramp = np.arange(1.0, 2 * count + 1)
+        contexts = self.ramp[:count] * batch
+        contexts += cached
+        larger = _larger(lines, cached + batch, cached + batch * count)
+        if larger is not None:
+            fixed, per_cached = larger
+            elapsed = contexts
+            elapsed *= per_cached
+            elapsed += fixed
+        else:
+            elapsed = contexts * per_compute
+            elapsed += fixed_compute
+            contexts *= per_memory
+            contexts += fixed_memory
+            np.maximum(elapsed, contexts, out=elapsed)
+        if link:
+            elapsed += link
+        elapsed += overhead
+        return np.cumsum(elapsed, out=elapsed)
+
+    def _finish_decoding(self) -> None:
+        """End the decoding sequences that made all their tokens (:meth:`_stop_decoding`
+        and :meth:`_end` of each, written out)."""
+        ends, decoding, osl, steps = self.ends, self.decoding, self.osl, self.steps
+        page, offsets, running = self.page, self.offsets, self.running
+        now, epoch, arrival, latency = self.now, self.epoch, self.arrival, self.latency
+        while ends and ends[0][0] <= steps:
+            end, i = heapq.heappop(ends)
+            entry = decoding.get(i)
+            if entry is None or end != osl[i] - entry[1]:
+                continue
+            del decoding[i]
+            cached = entry[0]
+            self.cached_sum -= cached
+            if offsets is not None:
+                offsets[cached % page] -= 1
+            else:
+                self._count_offset(cached % page, -1)
+            latency[i] = now - (arrival[i] - epoch)
+            self.free += -(-(cached + steps) // page)
+            running.remove(i)
+            if self.within is not None:
+                self.within.ended(self.ttft[i], latency[i], osl[i])
+
+    def _end(self, i: int) -> None:
+        self.latency[i] = self.now - (self.arrival[i] - self.epoch)
+        self.free += -(-self.cached[i] // self.page)
+        self.running.remove(i)
+        if self.within is not None:
+            self.within.ended(self.ttft[i], self.latency[i], self.osl[i])
+
+    # --- a step with prompt chunks -----------------------------------------------------
+
+    def _make_room(self) -> None:
+        """Pages for each decoding sequence's next token, preempting the sequence admitted
+        last while they are short."""
+        needed = self._at_page_end()
+        while needed > self.free and self.running:
+            victim = self.running.pop()
+            if victim in self.decoding:
+                self._stop_decoding(victim)
+            else:
+                self.prefilling.remove(victim)
+            self.free += -(-self.cached[victim] // self.page)
+            self.cached[victim] = 0
+            self.to_prefill[victim] = self.isl[victim] + self.made[victim]
+            self.waiting.appendleft(victim)
+            self.preemptions += 1
+            needed = self._at_page_end()
+        self.free -= needed
+
+    def _mixed_step(self) -> bool:
+        """A step of the decoding sequences' tokens and prompt chunks within the token
+        budget and the free pages; False where it would hold no token."""
+        scheduler, page, waiting = self.scheduler, self.page, self.waiting
+        running, prefilling = self.running, self.prefilling
+        cached, to_prefill = self.cached, self.to_prefill
+        batch = len(self.decoding)
+        tokens = batch
+        cached_read = pairs = float(self.cached_sum + batch * self.steps) + tokens
+        prompt_pairs = 0.0
+        budget = scheduler.token_budget - tokens
+        free = self.free
+        chunks: list[tuple[int, int]] = []
+        candidates, index = len(prefilling), 0
+        while budget > 0:
+            admitted = index == candidates
+            if admitted:
+                if not waiting or len(running) >= scheduler.max_sequences:
+                    break
+                i = waiting[0]
+            else:
+                i = prefilling[index]
+                index += 1
+            prior = cached[i]
+            prior_pages = -(-prior // page)
+            chunk = min(to_prefill[i], budget, (prior_pages + free) * page - prior)
+            if chunk <= 0:
+                break
+            if admitted:
+                waiting.popleft()
+                running.append(i)
+                prefilling.append(i)
+                self._admitted(i)
+            free -= -(-(prior + chunk) // page) - prior_pages
+            chunks.append((i, chunk))
+            budget -= chunk
+            tokens += chunk
+            cached_read += prior + chunk
+            prompt_pairs += chunk * prior + chunk * (chunk + 1) / 2   # causal_pairs
+        if tokens == 0:
+            return False
+        self.free = free
+        now = self.now = self.now + self.model.seconds(tokens, cached_read, pairs,
+                                                       prompt_pairs, tokens - batch)
+        steps = self.steps = self.steps + 1
+        self.batch_sum += batch + len(chunks)
+        made, osl, decoding, offsets, ends = (self.made, self.osl, self.decoding,
+                                              self.offsets, self.ends)
+        for i, chunk in chunks:
+            cached[i] += chunk
+            to_prefill[i] -= chunk
+            if to_prefill[i] == 0:
+                made[i] += 1
+                if self.ttft[i] != self.ttft[i]:    # NaN: the request's first token
+                    self.ttft[i] = now - (self.arrival[i] - self.epoch)
+                    if self.within is not None:
+                        self.within.first_token(self.ttft[i])
+                prefilling.remove(i)
+                if made[i] >= osl[i]:
+                    self._end(i)
+                    continue
+                # It decodes from the next step (:meth:`_start_decoding`, written out).
+                offset_cached = cached[i] - steps
+                offset_made = made[i] - steps
+                decoding[i] = (offset_cached, offset_made)
+                self.cached_sum += offset_cached
+                if offsets is not None:
+                    offsets[offset_cached % page] += 1
+                else:
+                    self._count_offset(offset_cached % page, 1)
+                heapq.heappush(ends, (osl[i] - offset_made, i))
+        if ends and ends[0][0] <= steps:
+            self._finish_decoding()
+        return True
+
+    def _admitted(self, i: int) -> None:
+        if math.isnan(self.wait[i]):
+            self.wait[i] = self.now - (self.arrival[i] - self.epoch)
+        self.most_running = max(self.most_running, len(self.running))

@@ -5,6 +5,7 @@ schema ``roofline/served/1``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -100,7 +101,8 @@ def served_document(answers: Sequence[Served], labels: Sequence[str]) -> dict[st
         entries.append({
             "label": label, "hardware": a.hardware.ref, "devices": a.devices,
             "input_len": str(a.inputs), "output_len": str(a.outputs),
-            "scheduler": vars(a.scheduler), "rate": a.rate, "run": _run_document(a.run),
+            "scheduler": vars(a.scheduler), "rate": a.rate,
+            "sustained_rate": a.sustained_rate, "run": _run_document(a.run),
             "offline": _run_document(a.offline),
             "latency_target": vars(a.latency) if a.latency else None, "best_rate": a.best_rate,
             "best_run": _run_document(a.best_run) if a.best_run else None,
@@ -117,8 +119,13 @@ def served_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
             for entry in document["devices"] for point in entry["curve"]]
 
 
+def _time(seconds: float) -> str:
+    """A time, or "-" where the run has none (TPOT of requests of one output token)."""
+    return "-" if math.isnan(seconds) else time_text(seconds)
+
+
 def _spread(p: Percentiles) -> str:
-    return f"{time_text(p.p50)} / {time_text(p.p90)} / {time_text(p.p99)}"
+    return f"{_time(p.p50)} / {_time(p.p90)} / {_time(p.p99)}"
 
 
 def _run_rows(run_of: Callable[[Served], ServingRun | None]
@@ -129,7 +136,7 @@ def _run_rows(run_of: Callable[[Served], ServingRun | None]
             return "-" if run is None else what(run, a)
         return cell
     return (
-        ("requests/s served", show(lambda r, a: f"{r.requests_per_s:.3g}")),
+        ("requests/s served", show(lambda r, a: rate_text(r.requests_per_s))),
         ("output tokens/s (system)", show(lambda r, a: rate_text(r.output_tokens_per_s))),
         ("output tokens/s (device)",
          show(lambda r, a: rate_text(a.per_device(r.output_tokens_per_s)))),
@@ -168,12 +175,12 @@ def served_text(answers: Sequence[Served], labels: Sequence[str]) -> str:
         table(f"highest rate with p99 TTFT <= {time_text(t.ttft_s)} and p99 TPOT <= "
               f"{time_text(t.tpot_s)}", (
                   ("requests/s", lambda a: "-" if a.best_rate is None
-                   else f"{a.best_rate:.3g}"),
+                   else rate_text(a.best_rate)),
                   *_run_rows(lambda a: a.best_run)[1:6]))
     for label, a in zip(labels, answers):
         best = [p for p in a.frontier if p.on_frontier]
         points = (f"{p.sequences}: {rate_text(a.per_device(p.run.output_tokens_per_s))} "
-                  f"tokens/s/device at TPOT {time_text(p.run.tpot.mean)}" for p in best)
+                  f"tokens/s/device at TPOT {_time(p.run.tpot.mean)}" for p in best)
         lines.append(f"{label}: Pareto frontier over the most sequences a step (offline): "
                      + ", ".join(points))
         lines.append(f"{label}: step model checked against compiles: "

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from roofline.errors import RooflineError
+from roofline.arguments import of_type, sequence_of, text, whole_number
+from roofline.errors import ArgumentError, RooflineError
 from roofline.render.plot.layout import new_figure
 
 if TYPE_CHECKING:
@@ -20,12 +21,25 @@ if TYPE_CHECKING:
 _DEVICE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
+def _curve(name: str, value: object) -> object:
+    """A curve of :func:`build_serving_curves`: (label, points, devices)."""
+    if not isinstance(value, (tuple, list)) or len(value) != 3:
+        raise TypeError(f"{name} must be a (label, points, devices) triple, not "
+                        f"{type(value).__name__}")
+    text(f"{name}[0]", value[0])
+    of_type(f"{name}[1]", value[1], (list, tuple), "a list of CurvePoint (serving_curve's)")
+    whole_number(f"{name}[2]", value[2], low=1)
+    return value
+
+
 def build_serving_curves(curves: Sequence[tuple[str, Sequence[CurvePoint], int]], *,
                          title: str) -> Figure:
     """Two panels: decode tokens/s per device against the time per output token, and
     prefill tokens/s per device against the time to first token; one line per device
     (``curves``: its label, its points, how many devices share a step), each point
     labelled with its batch."""
+    sequence_of("curves", curves, _curve)
+    of_type("title", title, str, "a string")
     if not any(points for _, points, _ in curves):
         raise RooflineError("no batch fits any of the devices: nothing to draw")
     fig = new_figure(11, 4.6)
@@ -60,6 +74,14 @@ def build_served_curves(answers: Sequence[Served], labels: Sequence[str], *,
     latency-throughput curve), and offline tokens/s per device against each request's
     tokens/s (1 / TPOT) for each limit on the sequences a step holds, the Pareto frontier
     drawn through the points no other beats on both."""
+    from roofline.model.generation import Served
+
+    sequence_of("answers", answers,
+                lambda name, answer: of_type(name, answer, Served, "a Served (from serve)"))
+    if len(sequence_of("labels", labels, text)) != len(answers):
+        raise ArgumentError(lambda say: f"{say('labels')}: give one label for each of the "
+                                        f"{len(answers)} answers, not {len(labels)}")
+    of_type("title", title, str, "a string")
     fig = new_figure(11, 4.6)
     curve_ax, frontier_ax = fig.subplots(1, 2)
     for a, label, color in zip(answers, labels, _DEVICE_COLORS):
