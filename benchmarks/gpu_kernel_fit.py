@@ -30,7 +30,7 @@ import tarfile
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -210,8 +210,6 @@ def fit_matrix_class(kernels: Sequence[MeasuredKernel], base: KernelModel, kind:
 
 def _with_class(model: KernelModel, kind: KernelClass,
                 params: MatrixClassParams | MemoryClassParams) -> KernelModel:
-    from dataclasses import replace
-
     if isinstance(params, MatrixClassParams):
         return replace(model, matrix_classes={**model.matrix_classes, kind: params})
     return replace(model, memory_classes={**model.memory_classes, kind: params})
@@ -303,8 +301,6 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
                 f"each kernel weighted by max(1, its time / {WEIGHT_FROM_S * 1e6:g} us)",
         "fit_residuals_by_class": classes,
         "never_read": "steps.csv (the whole steps are the check, never the fit)"}
-    from dataclasses import replace
-
     return replace(base, provenance=provenance)
 
 
