@@ -30,13 +30,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from gpu_accuracy import _placed_s, _step_program, _steps  # noqa: E402
 from gpu_kernel_fit import (  # noqa: E402
     DEVICE_DIR,
-    MODEL_FILE,
     profiled_step,
     unpacked_profiles,
 )
 
 from roofline.model.kernel_model import (  # noqa: E402
     KernelClass,
+    kernel_model_path,
     kernel_seconds,
     load_kernel_model,
     step_estimate,
@@ -54,7 +54,7 @@ def steps_table(device_dir: Path) -> list[str]:
     """The 14 steps: measured, plain roofline and kernel model, with errors."""
     from roofline.hardware import load_hardware
 
-    model = load_kernel_model(device_dir / MODEL_FILE)
+    model = load_kernel_model(kernel_model_path(device_dir.name))
     hardware = load_hardware(device_dir.name)
     lines = [f"== {device_dir.name}: whole steps (the check: never fitted) ==",
              f"{'step':60} {'measured':>9} {'roofline':>9} {'err':>7} {'kernels':>9} "
@@ -80,7 +80,7 @@ def steps_table(device_dir: Path) -> list[str]:
 
 def kernels_table(device_dir: Path) -> list[str]:
     """Per kernel (each op's kernels in one execution) on the two profiles, by class."""
-    model = load_kernel_model(device_dir / MODEL_FILE)
+    model = load_kernel_model(kernel_model_path(device_dir.name))
     lines = [f"== {device_dir.name}: per kernel on the profiles (training data: fit "
              f"quality), ops whose kernels took over {ABOVE_S * 1e6:g} us =="]
     with tempfile.TemporaryDirectory(prefix="kernel-check-") as tmp:

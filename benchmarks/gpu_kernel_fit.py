@@ -15,7 +15,7 @@ Fits are robust least squares (scipy's ``least_squares``, soft-L1 loss on the re
 error), so a few odd kernels do not move a class.
 
 Run: .venv/bin/python benchmarks/gpu_kernel_fit.py [--device-dir measurements/gpu/h200]
-writes DEVICE_DIR/kernel_model.json.
+writes the model beside the device's spec: hardware_specs/<id>.kernels.json.
 """
 
 from __future__ import annotations
@@ -49,15 +49,17 @@ from roofline.model.kernel_model import (  # noqa: E402
     MatrixClassParams,
     MemoryClassParams,
     kernel_class,
+    kernel_model_path,
     kernel_model_to_json,
     kernel_seconds,
 )
+from roofline.outputs import write_text_atomic  # noqa: E402
 from roofline.program.hlo.formulas import GemmShape  # noqa: E402
 from roofline.program.hlo.op_cost import OpCost  # noqa: E402
 from roofline.program.hlo.rules import OpCategory  # noqa: E402
 
 DEVICE_DIR = ROOT / "measurements" / "gpu" / "h200"
-MODEL_FILE = "kernel_model.json"
+
 PROFILES = ("run0", "run1")
 LARGE_OP_US = 100.0     # ops.csv: only ops at least this long are kernel-bound
 # The kernel each large ops.csv op compiled to (measure.json's "kernels": bf16 GEMMs ran
@@ -310,8 +312,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kernel-fit-") as tmp:
         model = fit(args.device_dir, unpacked_profiles(args.device_dir, Path(tmp)))
-    out = args.device_dir / MODEL_FILE
-    out.write_text(json.dumps(kernel_model_to_json(model), indent=1) + "\n")
+    out = kernel_model_path(args.device_dir.name)
+    write_text_atomic(out, json.dumps(kernel_model_to_json(model), indent=1) + "\n")
     print(f"wrote {out}")
     print(json.dumps(kernel_model_to_json(model), indent=1))
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from roofline.errors import KernelModelError
 from roofline.hardware.records import ExecutionUnit
 from roofline.model.kernel_model import (
     KernelClass,
     KernelModel,
-    KernelModelError,
     MatrixClassParams,
     MemoryClassParams,
     kernel_class,
@@ -30,7 +30,7 @@ from roofline.program.hlo_dump import dumped_program, read_dump
 from tests.conftest import H200_RUN
 
 RESNET50_BF16 = "resnet50__batch-32_image-224_classes-1000_mode-train_dtype-bf16.txt.gz"
-MODEL_FILE = H200_RUN / "kernel_model.json"
+MODEL_FILE = Path(__file__).resolve().parents[1] / "hardware_specs" / "h200.kernels.json"
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ library GEMM (a cuBLAS / cublasLt custom call, its split-K reduce kernel include
 program shows one call, the profile joins both kernels to it), a cuDNN convolution (its
 forward, input-gradient and filter-gradient passes apart), and copies or anything else.
 Each class has its own parameters, learned from per-kernel times measured on the device
-(``benchmarks/gpu_kernel_fit.py`` writes them, with provenance, into a JSON file kept with
-the device's measurements) and never from whole steps, which are the check:
+(``benchmarks/gpu_kernel_fit.py`` writes them, with provenance, into a JSON file beside
+the device's spec: ``hardware_specs/<id>.kernels.json``) and never from whole steps,
+which are the check:
 
 - memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``;
 - matrix classes: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``, where the rate
@@ -33,7 +34,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import RooflineError
+from roofline.errors import KernelModelError
+from roofline.hardware.records import Hardware, HardwareKind
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.rules import OpCategory
 
@@ -57,10 +59,6 @@ class KernelClass(str, Enum):
 MATRIX_CLASSES = (KernelClass.TRITON_GEMM, KernelClass.LIBRARY_GEMM, KernelClass.CONV_FPROP,
                   KernelClass.CONV_DGRAD, KernelClass.CONV_WGRAD)
 MEMORY_CLASSES = tuple(c for c in KernelClass if c not in MATRIX_CLASSES)
-
-
-class KernelModelError(RooflineError):
-    """A kernel model's parameters file that cannot be used, naming the file and field."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +219,26 @@ def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
     kernels = sum(each.kernels for each in timed)
     return StepEstimate(tuple(timed), sum(each.seconds for each in timed),
                         model.step_fixed_s + model.gap_s * kernels)
+
+
+KERNELS_SUFFIX = ".kernels.json"
+
+
+def kernel_model_path(hardware_id: str) -> Path:
+    """Where the kernel model of the device ``hardware_id`` lives: beside its spec file
+    (the built-in one where it has none: a new model's place)."""
+    from roofline.hardware.library import builtin_dir, spec_files
+
+    spec = spec_files().get(hardware_id)
+    return (spec.parent if spec is not None else builtin_dir()) / f"{hardware_id}{KERNELS_SUFFIX}"
+
+
+def kernel_model_for(hardware: Hardware) -> KernelModel | None:
+    """The kernel model measured on ``hardware`` (a GPU), or None where it has none."""
+    if hardware.kind is not HardwareKind.GPU:
+        return None
+    path = kernel_model_path(hardware.id)
+    return load_kernel_model(path) if path.is_file() else None
 
 
 def kernel_model_to_json(model: KernelModel) -> dict[str, Any]:
