@@ -160,3 +160,46 @@ def test_the_model_on_run1s_program_is_near_run1s_kernels(h200_profiles):
     step = loaded.run.step_time()
     assert estimate.kernel_s == pytest.approx(step.op_s, rel=0.20)
     assert estimate.seconds == pytest.approx(step.wall_s, rel=0.15)
+
+
+@pytest.fixture(scope="module")
+def small_fc_on_h200():
+    from roofline.api import analyze
+
+    return analyze("fc:layers=2,nodes=64,input=64,output=16,batch=8,dtype=bf16", "h200")
+
+
+def test_analyze_on_a_measured_gpu_gives_the_step_as_its_kernels_run(small_fc_on_h200):
+    # Both figures, named: the roofline bound and the step as XLA:GPU runs it, whose idle
+    # time is the model's per-step and per-kernel idle (hand: fixed + gap x kernels).
+    kernels = small_fc_on_h200.kernels
+    assert kernels is not None and small_fc_on_h200.placement is not None
+    model = kernels.model
+    count = sum(each.kernels for each in kernels.ops)
+    assert count >= 4      # two layers forward and backward at least
+    assert kernels.idle_s == pytest.approx(model.step_fixed_s + model.gap_s * count)
+    assert kernels.kernel_s == pytest.approx(sum(each.seconds for each in kernels.ops))
+    # Tiny kernels are dominated by their fixed costs: slower than the roofline's sum.
+    assert kernels.seconds > small_fc_on_h200.placement.seconds
+
+
+def test_a_gpu_without_measurements_and_a_host_program_have_no_kernel_model():
+    from roofline.api import CompileOptions, analyze
+    from roofline.hardware import load_hardware
+    from roofline.model.kernel_model import kernel_model_for
+
+    assert kernel_model_for(load_hardware("h100-sxm")) is None
+    assert kernel_model_for(load_hardware("tpu-v3")) is None
+    on_host = analyze("fc:layers=1,nodes=32,input=32,output=8,batch=4", "h200",
+                      compile=CompileOptions(compile_target="host"))
+    assert on_host.kernels is None
+
+
+def test_the_json_answer_names_both_figures(small_fc_on_h200):
+    from roofline.render.program import analysis_document
+
+    a = small_fc_on_h200
+    doc = analysis_document(a.label, a.program, a.placement, a.fit, a.kernels)
+    assert doc["kernels"]["seconds"] == pytest.approx(a.kernels.seconds)
+    assert doc["kernels"]["never_read"].startswith("steps.csv")
+    assert doc["predicted"]["seconds"] == pytest.approx(a.placement.seconds)

@@ -128,6 +128,7 @@ class StepEstimate:
     ops: tuple[OpKernelTime, ...]
     kernel_s: float
     idle_s: float
+    model: KernelModel       # whose parameters (and their provenance)
 
     @property
     def seconds(self) -> float:
@@ -218,7 +219,7 @@ def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
                                   trips * model.kernels_per_op(kind)))
     kernels = sum(each.kernels for each in timed)
     return StepEstimate(tuple(timed), sum(each.seconds for each in timed),
-                        model.step_fixed_s + model.gap_s * kernels)
+                        model.step_fixed_s + model.gap_s * kernels, model)
 
 
 KERNELS_SUFFIX = ".kernels.json"
