@@ -68,6 +68,11 @@ class SpecError(RooflineError, ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+class KernelModelError(RooflineError, ValueError):
+    """A GPU kernel model's parameters file that cannot be used: names the file and the
+    field."""
+
+
 class UnknownHardwareError(RooflineError, LookupError):
     """A hardware id, variant, scope or roof that the library does not have."""
 

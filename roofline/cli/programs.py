@@ -35,7 +35,8 @@ def _analyze(args: argparse.Namespace) -> int:
                          overlap=args.overlap, execution=args.execution),
                      compile=compile_options_of(args, args.data_parallel))
     placement = result.placement
-    doc = analysis_document(result.label, result.program, placement, result.fit)
+    doc = analysis_document(result.label, result.program, placement, result.fit,
+                            result.kernels)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":

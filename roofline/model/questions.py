@@ -66,6 +66,7 @@ from roofline.model.comparison import (
 )
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import FloorPolicy, given_floor
+from roofline.model.kernel_model import StepEstimate, kernel_model_for, step_estimate
 from roofline.model.placement import Overlap
 from roofline.model.sides import (
     ComparedUnit,
@@ -236,6 +237,10 @@ class Analysis:
     program: CompiledProgram
     placement: ProgramPlacement | None
     fit: Fit | None
+    # The step as XLA:GPU runs it: its kernels at the rates each class achieved on the
+    # device, and the idle between them; None where the program is no GPU's or the device
+    # has no kernel model (:mod:`roofline.model.kernel_model`).
+    kernels: StepEstimate | None = None
 
 
 def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
@@ -245,7 +250,8 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
     the hardware's own, e.g. ``tpu-v3``, else this host; ``data_parallel`` splits the batch
     over every device of a TPU board), or read a compiled program from an HLO dump, and
     cost every op; with ``hardware``, place each op on one device's roofline (at
-    ``placement.overlap``)."""
+    ``placement.overlap``) and, for a GPU measured kernel by kernel, time the step as its
+    kernels run (``kernels``)."""
     from roofline.program.hlo_dump import dumped_program, read_dump
     from roofline.program.workloads import parse_spec
 
@@ -274,8 +280,10 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
                                                          cache_dir=compile.cache)
     if hw is None:
         return Analysis(label, program, None, None)
+    model = kernel_model_for(hw) if program.target.platform == "gpu" else None
     return Analysis(label, program, Placer(hw, Overlap(overlap)).program(program),
-                    fit(program, hw))
+                    fit(program, hw),
+                    None if model is None else step_estimate(program.costs, model))
 
 
 def _compiled_already(path: Path, execution: Execution | str) -> None:

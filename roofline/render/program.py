@@ -11,6 +11,7 @@ from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
     from roofline.model.analysis import Fit, ProgramPlacement
+    from roofline.model.kernel_model import StepEstimate
     from roofline.model.placement import Placement
     from roofline.program.compile import CompiledProgram
     from roofline.program.hlo.op_cost import OpCost
@@ -53,7 +54,8 @@ def _op_row(op: OpCost, p: Placement | None, placed: bool) -> dict[str, Any]:
 
 
 def analysis_document(spec: str, program: CompiledProgram,
-                      placement: ProgramPlacement | None, fit: Fit | None) -> dict[str, Any]:
+                      placement: ProgramPlacement | None, fit: Fit | None,
+                      kernels: StepEstimate | None = None) -> dict[str, Any]:
     """``analyze`` as JSON: schema ``roofline/analysis/1``."""
     from roofline.model.analysis import omissions_of
 
@@ -113,6 +115,16 @@ def analysis_document(spec: str, program: CompiledProgram,
                                  for b, s in placement.seconds_by_bound().items()},
             "seconds_by_category": placement.seconds_by_category(),
             "critical_path": _critical_path(program, placement),
+        }
+    if kernels is not None:
+        doc["kernels"] = {
+            "seconds": kernels.seconds, "kernel_seconds": kernels.kernel_s,
+            "idle_seconds": kernels.idle_s,
+            "kernels": sum(each.kernels for each in kernels.ops),
+            "seconds_by_class": {kind.value: seconds for kind, seconds in
+                                 sorted(kernels.by_class().items(), key=lambda kv: -kv[1])},
+            "fitted_by": kernels.model.provenance.get("fitted_by", ""),
+            "never_read": kernels.model.provenance.get("never_read", ""),
         }
     if fit is not None:
         doc["fit"] = {"footprint_bytes": fit.footprint_bytes,
@@ -177,6 +189,17 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
         for bound, seconds in sorted(p["seconds_by_bound"].items(), key=lambda kv: -kv[1]):
             share = seconds / p["seconds"] if p["seconds"] else 0.0
             lines.append(f"  {bound:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+        if "kernels" in doc:
+            k = doc["kernels"]
+            lines.append(f"as XLA:GPU runs it on {doc['hardware']['label']} (each kernel at "
+                         f"the rate its class achieved there, and the idle between "
+                         f"kernels): {q(k['seconds'], Kind.TIME)}: kernels "
+                         f"{q(k['kernel_seconds'], Kind.TIME)}, idle "
+                         f"{q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels; "
+                         "the roofline above is the bound hand-tuned kernels approach")
+            for kind, seconds in k["seconds_by_class"].items():
+                share = seconds / k["kernel_seconds"] if k["kernel_seconds"] else 0.0
+                lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
         path = p["critical_path"]
         if p["seconds"]:
             lines.append(f"critical path {q(path['seconds'], Kind.TIME)} "

@@ -1,0 +1,322 @@
+"""Learn a GPU's kernel model (roofline/model/kernel_model.py) from per-kernel times only.
+
+Reads the H200 run's two profiles (measurements/gpu/h200/traces.tar.gz: run0, an FC bf16
+step, and run1, a ResNet-50 bf16 train step), joins their kernels to the ops of each
+step's optimized HLO through the project's own trace reader (``load_run``), and fits each
+kernel class's parameters to the time each op's kernels took, with the few single ops of
+ops.csv that are large enough for their Python timing to be the kernel's (at least
+``LARGE_OP_US``: below a few hundred us those timings are dispatch-bound). The idle time
+between kernels is fitted to the two profiles' measured idle time per step (wall less
+kernel time). The clock comes from measure.json (the sustained SM clock under bf16 GEMMs),
+the tensor-core peaks from the datasheet spec. The whole steps of steps.csv are never
+read: they are the check (benchmarks/gpu_kernel_accuracy.py).
+
+Fits are robust least squares (scipy's ``least_squares``, soft-L1 loss on the relative
+error), so a few odd kernels do not move a class.
+
+Run: .venv/bin/python benchmarks/gpu_kernel_fit.py [--device-dir measurements/gpu/h200]
+writes the model beside the device's spec: hardware_specs/<id>.kernels.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import tarfile
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from roofline.hardware.records import ExecutionUnit  # noqa: E402
+from roofline.model.kernel_model import (  # noqa: E402
+    MATRIX_CLASSES,
+    MEMORY_CLASSES,
+    KernelClass,
+    KernelModel,
+    MatrixClassParams,
+    MemoryClassParams,
+    kernel_class,
+    kernel_model_path,
+    kernel_model_to_json,
+    kernel_seconds,
+)
+from roofline.outputs import write_text_atomic  # noqa: E402
+from roofline.program.hlo.formulas import GemmShape  # noqa: E402
+from roofline.program.hlo.op_cost import OpCost  # noqa: E402
+from roofline.program.hlo.rules import OpCategory  # noqa: E402
+
+DEVICE_DIR = ROOT / "measurements" / "gpu" / "h200"
+
+PROFILES = ("run0", "run1")
+LARGE_OP_US = 100.0     # ops.csv: only ops at least this long are kernel-bound
+# The kernel each large ops.csv op compiled to (measure.json's "kernels": bf16 GEMMs ran
+# as Triton GEMM fusions, f32 (TF32) GEMMs as cublasLt calls; element-wise ops as kLoop).
+OPS_CSV_GEMM_CLASS = {"bfloat16": KernelClass.TRITON_GEMM, "float32": KernelClass.LIBRARY_GEMM}
+_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
+_BYTES = {"float32": 4, "bfloat16": 2}
+_RELATIVE_SCALE = 0.1   # soft-L1 turns linear past a 10% relative error
+# Each kernel's relative error weighs as its time past this (at least 1): a class is fitted
+# to the time its kernels take, not to the count of its smallest ones.
+WEIGHT_FROM_S = 10e-6
+
+
+@dataclass(frozen=True)
+class MeasuredKernel:
+    """The kernels of one execution of an op, measured: the op, its class, its time (all
+    its kernels' time in one execution) and how many kernels it ran."""
+
+    source: str      # "run1", "run0" or "ops.csv"
+    op: OpCost
+    kind: KernelClass
+    seconds: float
+    kernels: float
+
+
+@dataclass(frozen=True)
+class ProfiledStep:
+    """A profile's step: its kernels, wall time and the time the GPU ran nothing."""
+
+    name: str
+    kernels: tuple[MeasuredKernel, ...]
+    wall_s: float
+    kernel_s: float
+    kernel_count: float
+
+    @property
+    def idle_s(self) -> float:
+        """Wall less kernel time (the PDL overlap of kernels counted against it)."""
+        return self.wall_s - self.kernel_s
+
+
+def unpacked_profiles(device_dir: Path, into: Path) -> dict[str, Path]:
+    """The run directories of ``device_dir``'s traces.tar.gz, unpacked under ``into``."""
+    with tarfile.open(device_dir / "traces.tar.gz") as archive:
+        archive.extractall(into, filter="data")
+    return {name: into / name for name in PROFILES}
+
+
+def profiled_step(name: str, path: Path) -> ProfiledStep:
+    """A profile's kernels joined to their ops, per op execution, per step."""
+    from roofline.program.run import load_run
+
+    loaded = load_run(path)
+    run = loaded.run
+    costs = {op.name: op for module in loaded.costs.values() for top in module.ops
+             for op in (top, *top.body)}
+    spans: dict[str, list[float]] = defaultdict(list)
+    for event in run.timeline:
+        spans[event.op].append((event.end - event.start) * 1e-9)
+    kernels = []
+    for op_name, durations in spans.items():
+        op = costs[op_name]
+        kernels.append(MeasuredKernel(name, op, kernel_class(op),
+                                      sum(durations) / run.steps, len(durations) / run.steps))
+    step = run.step_time()
+    return ProfiledStep(name, tuple(kernels), step.wall_s,
+                        sum(k.seconds for k in kernels),
+                        sum(k.kernels for k in kernels))
+
+
+def _op(name: str, category: OpCategory, unit: ExecutionUnit, dtype: str, flops: float,
+        read: float, written: float, gemm: GemmShape | None = None,
+        fusion_kind: str = "kLoop") -> OpCost:
+    opcode = "custom-call" if fusion_kind == "" else "fusion"
+    return OpCost(name, opcode, category, dtype, unit, flops, 0.0, read, written, 0.0,
+                  0.0, name, (), gemm=gemm, fusion_kind=fusion_kind, platform="gpu")
+
+
+def large_single_ops(device_dir: Path) -> list[MeasuredKernel]:
+    """ops.csv's ops long enough to be timed by their kernel: square matmuls (as the
+    kernel class measure.json says they ran) and element-wise ops (a kLoop kernel)."""
+    found = []
+    with (device_dir / "ops.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            seconds = float(row["time_us"]) * 1e-6
+            if seconds < LARGE_OP_US * 1e-6 or row["dtype"] not in _DTYPE:
+                continue
+            shapes = [[int(n) for n in s.split("x")] for s in row["shapes"].split(";")]
+            width = _BYTES[row["dtype"]]
+            name = f"{row['name']} {row['dtype']}"
+            if row["kind"] == "matmul":
+                (m, k), (_, n) = shapes
+                kind = OPS_CSV_GEMM_CLASS[row["dtype"]]
+                op = _op(name, OpCategory.MATMUL, ExecutionUnit.MATRIX, _DTYPE[row["dtype"]],
+                         2.0 * m * n * k, width * (m * k + k * n), width * m * n,
+                         GemmShape(1, m, n, k),
+                         "kCustom" if kind is KernelClass.TRITON_GEMM else "")
+            else:
+                elements = math.prod(shapes[0])
+                op = _op(name, OpCategory.ELEMENTWISE, ExecutionUnit.VECTOR,
+                         _DTYPE[row["dtype"]], float(elements),
+                         float(width * elements * len(shapes)), float(width * elements))
+                kind = KernelClass.ELEMENTWISE
+            found.append(MeasuredKernel("ops.csv", op, kind, seconds, 1.0))
+    return found
+
+
+def _robust_fit(residuals: Callable[[np.ndarray], np.ndarray], start: Sequence[float],
+                upper: Sequence[float]) -> np.ndarray:
+    return least_squares(residuals, np.asarray(start, float), loss="soft_l1",
+                         f_scale=_RELATIVE_SCALE, bounds=(0.0, np.asarray(upper, float))).x
+
+
+def _weights(measured: np.ndarray) -> np.ndarray:
+    return np.maximum(measured / WEIGHT_FROM_S, 1.0)
+
+
+def fit_memory_class(kernels: Sequence[MeasuredKernel]) -> MemoryClassParams:
+    """``fixed_s`` and ``bytes_per_s`` of a memory-bound class, on relative error."""
+    measured = np.array([k.seconds for k in kernels])
+    weight = _weights(measured)
+    moved = np.array([k.op.bytes for k in kernels])
+    # in us and s/TB so both parameters are of order one for the solver
+    fixed_us, s_per_tb = _robust_fit(
+        lambda p: weight * ((p[0] * 1e-6 + moved * p[1] * 1e-12) / measured - 1), [2.0, 0.3],
+        [np.inf, np.inf])
+    return MemoryClassParams(fixed_us * 1e-6, 1e12 / max(s_per_tb, 1e-6),
+                             float(np.mean([k.kernels for k in kernels])))
+
+
+def fit_matrix_class(kernels: Sequence[MeasuredKernel], base: KernelModel, kind: KernelClass,
+                     bytes_per_s: float) -> MatrixClassParams:
+    """``fixed_s`` and ``efficiency`` of a matrix class (its memory side at the device's
+    element-wise bandwidth: no small-row GEMM was profiled to learn its own)."""
+    measured = np.array([k.seconds for k in kernels])
+    weight = _weights(measured)
+
+    def params(p: np.ndarray) -> MatrixClassParams:
+        return MatrixClassParams(p[0] * 1e-6, max(p[1], 1e-6), bytes_per_s,
+                                 kernels_per_op=float(np.mean([k.kernels for k in kernels])))
+
+    def residuals(p: np.ndarray) -> np.ndarray:
+        model = _with_class(base, kind, params(p))
+        predicted = np.array([kernel_seconds(k.op, model, kind) for k in kernels])
+        return weight * (predicted / measured - 1)
+
+    # an efficiency is at most the whole peak (at the sustained clock)
+    return params(_robust_fit(residuals, [3.0, 0.6], [np.inf, 1.0]))
+
+
+def _with_class(model: KernelModel, kind: KernelClass,
+                params: MatrixClassParams | MemoryClassParams) -> KernelModel:
+    if isinstance(params, MatrixClassParams):
+        return replace(model, matrix_classes={**model.matrix_classes, kind: params})
+    return replace(model, memory_classes={**model.memory_classes, kind: params})
+
+
+def fit_idle(steps: Sequence[ProfiledStep]) -> tuple[float, float]:
+    """(step_fixed_s, gap_s): idle per step = fixed + gap x kernels, least squares over
+    the profiled steps (exact with two)."""
+    design = np.array([[1.0, step.kernel_count] for step in steps])
+    idle = np.array([step.idle_s for step in steps])
+    fixed, gap = np.linalg.lstsq(design, idle, rcond=None)[0]
+    return max(float(fixed), 0.0), max(float(gap), 0.0)
+
+
+def _peaks() -> dict[str, float]:
+    """Datasheet dense peaks per operand dtype at the maximum clock: tensor cores, and
+    the CUDA cores for full-precision fp32."""
+    from roofline.hardware import load_hardware
+
+    h200 = load_hardware("h200")
+    peaks = {roof.dtype: roof.flop_per_s for roof in h200.compute
+             if roof.unit is ExecutionUnit.MATRIX}
+    peaks["fp32"] = next(roof.flop_per_s for roof in h200.compute
+                         if roof.unit is ExecutionUnit.VECTOR and roof.dtype == "fp32")
+    return peaks
+
+
+def relative_errors(kernels: Sequence[MeasuredKernel], model: KernelModel) -> np.ndarray:
+    return np.array([kernel_seconds(k.op, model, k.kind) / k.seconds - 1 for k in kernels])
+
+
+def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
+    """The device's kernel model, learned from its profiles and large single ops."""
+    measure = json.loads((device_dir / "measure.json").read_text())
+    steps = [profiled_step(name, path) for name, path in profiles.items()]
+    training = [k for step in steps for k in step.kernels] + large_single_ops(device_dir)
+    by_class: dict[KernelClass, list[MeasuredKernel]] = defaultdict(list)
+    for kernel in training:
+        by_class[kernel.kind].append(kernel)
+    memory = {kind: fit_memory_class(by_class[kind]) for kind in MEMORY_CLASSES
+              if by_class[kind]}
+    # A class the profiles never ran (a lone copy kernel at most) borrows the element-wise
+    # kernels' parameters: said in the provenance.
+    borrowed = [kind.value for kind in MEMORY_CLASSES if len(by_class[kind]) < 3]
+    for kind in MEMORY_CLASSES:
+        if kind.value in borrowed:
+            memory[kind] = memory[KernelClass.ELEMENTWISE]
+    fixed, gap = fit_idle(steps)
+    base = KernelModel(
+        device=device_dir.name, sm_count=int(measure["facts"]["sm_count"]),
+        max_clock_hz=float(measure["facts"]["max_sm_mhz"]) * 1e6,
+        sustained_clock_hz=float(measure["clock"]["sm_mhz_median"]) * 1e6,
+        matrix_peak_flop_per_s=_peaks(), memory_classes=memory, matrix_classes={},
+        gap_s=gap, step_fixed_s=fixed, provenance={})
+    bandwidth = memory[KernelClass.ELEMENTWISE].bytes_per_s
+    matrix = {}
+    for kind in MATRIX_CLASSES:
+        matrix[kind] = fit_matrix_class(by_class[kind], base, kind, bandwidth)
+        base = _with_class(base, kind, matrix[kind])
+    classes = {}
+    for kind in KernelClass:
+        kernels = by_class[kind]
+        errors = np.abs(relative_errors(kernels, base)) if kernels else np.array([])
+        above = np.array([k.seconds > 10e-6 for k in kernels], bool)
+        classes[kind.value] = {
+            "kernels": len(kernels),
+            "from": sorted({k.source for k in kernels}),
+            "median_abs_error": float(np.median(errors)) if len(errors) else None,
+            "median_abs_error_above_10us": (float(np.median(errors[above]))
+                                            if above.any() else None),
+            "kernels_above_10us": int(above.sum()),
+            "borrowed_from_elementwise": kind.value in borrowed}
+    provenance = {
+        "fitted_by": "benchmarks/gpu_kernel_fit.py",
+        "profiles": {step.name: {
+            "source": f"{device_dir.name}/traces.tar.gz:{step.name}",
+            "ops": len(step.kernels), "kernels_per_step": step.kernel_count,
+            "wall_s": step.wall_s, "kernel_s": step.kernel_s, "idle_s": step.idle_s,
+            "idle_fit_residual_s": step.idle_s - fixed - gap * step.kernel_count}
+            for step in steps},
+        "single_ops": f"{device_dir.name}/ops.csv, ops of at least {LARGE_OP_US:g} us "
+                      f"({sum(k.source == 'ops.csv' for k in training)})",
+        "clock": f"{device_dir.name}/measure.json: sustained = median SM clock under bf16 "
+                 "GEMMs at the power limit; max = the device's maximum SM clock",
+        "matrix_peaks": "hardware_specs/h200.toml datasheet dense peaks",
+        "matrix_bytes_per_s": "the element-wise class's bandwidth (no small-row GEMM in "
+                              "the profiles to learn its own)",
+        "loss": f"scipy least_squares, soft_l1 on relative error, f_scale {_RELATIVE_SCALE}, "
+                f"each kernel weighted by max(1, its time / {WEIGHT_FROM_S * 1e6:g} us)",
+        "fit_residuals_by_class": classes,
+        "never_read": "steps.csv (the whole steps are the check, never the fit)"}
+    return replace(base, provenance=provenance)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device-dir", type=Path, default=DEVICE_DIR)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kernel-fit-") as tmp:
+        model = fit(args.device_dir, unpacked_profiles(args.device_dir, Path(tmp)))
+    out = kernel_model_path(args.device_dir.name)
+    write_text_atomic(out, json.dumps(kernel_model_to_json(model), indent=1) + "\n")
+    print(f"wrote {out}")
+    print(json.dumps(kernel_model_to_json(model), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,340 @@
+"""A GPU step's expected time as the kernels XLA:GPU and its libraries run for it.
+
+Each op of a compiled XLA:GPU program (its :class:`OpCost`) is mapped to a kernel class
+(:func:`kernel_class`): an element-wise fusion (kLoop), a reduction fusion (kInput), a
+custom (Triton) fusion that is no GEMM (transposes and the like), a Triton GEMM fusion, a
+library GEMM (a cuBLAS / cublasLt custom call, its split-K reduce kernel included: the
+program shows one call, the profile joins both kernels to it), a cuDNN convolution (its
+forward, input-gradient and filter-gradient passes apart), and copies or anything else.
+Each class has its own parameters, learned from per-kernel times measured on the device
+(``benchmarks/gpu_kernel_fit.py`` writes them, with provenance, into a JSON file beside
+the device's spec: ``hardware_specs/<id>.kernels.json``) and never from whole steps,
+which are the check:
+
+- memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``;
+- matrix classes: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``, where the rate
+  is the dtype's datasheet tensor-core peak x the sustained clock's share of the maximum
+  clock (the power limit holds the clock down under tensor-core work) x the class's
+  achieved ``efficiency`` x the share of the device's tile slots doing useful work (tile
+  and wave quantization of the op's GEMM on the device's SMs); the bytes term makes a
+  GEMM of few rows (a decode step's) memory-bound on its weights.
+
+A step's expected time is the sum of its kernels' times plus the time the GPU sits idle
+between them: ``step_fixed_s + gap_s x kernels``, the kernels counted as each class
+launches them per op (a cuDNN call runs set-up and padding kernels beside its main one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, dataclass, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from roofline.errors import KernelModelError
+from roofline.hardware.records import Hardware, HardwareKind
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost
+from roofline.program.hlo.rules import OpCategory
+
+SCHEMA = "roofline/gpu-kernel-model/1"
+
+
+class KernelClass(str, Enum):
+    """What kind of kernel an op of an XLA:GPU program runs as."""
+
+    ELEMENTWISE = "elementwise"          # a kLoop fusion (or a lone element-wise op)
+    REDUCTION = "reduction"              # a kInput fusion: reductions, scatters, transposes
+    CUSTOM_FUSION = "custom_fusion"      # a kCustom fusion that is no GEMM
+    TRITON_GEMM = "triton_gemm"          # a kCustom fusion around a dot
+    LIBRARY_GEMM = "library_gemm"        # a cuBLAS / cublasLt custom call
+    CONV_FPROP = "conv_fprop"            # cuDNN: forward (with bias and activation)
+    CONV_DGRAD = "conv_dgrad"            # cuDNN: gradient of the input
+    CONV_WGRAD = "conv_wgrad"            # cuDNN: gradient of the filter
+    COPY = "copy"                        # copies and any other op that runs a kernel
+
+
+MATRIX_CLASSES = (KernelClass.TRITON_GEMM, KernelClass.LIBRARY_GEMM, KernelClass.CONV_FPROP,
+                  KernelClass.CONV_DGRAD, KernelClass.CONV_WGRAD)
+MEMORY_CLASSES = tuple(c for c in KernelClass if c not in MATRIX_CLASSES)
+
+
+@dataclass(frozen=True)
+class MemoryClassParams:
+    """A memory-bound kernel class: ``t = fixed_s + bytes / bytes_per_s``."""
+
+    fixed_s: float
+    bytes_per_s: float
+    kernels_per_op: float = 1.0
+
+
+@dataclass(frozen=True)
+class MatrixClassParams:
+    """A matrix kernel class: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``,
+    ``rate`` the dtype's peak x the sustained clock share x ``efficiency`` x the wave
+    efficiency of the op's GEMM in ``tile_m x tile_n`` tiles on the device's SMs."""
+
+    fixed_s: float
+    efficiency: float
+    bytes_per_s: float
+    tile_m: int = 128
+    tile_n: int = 128
+    kernels_per_op: float = 1.0
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """One device's kernel classes, idle time and clocks, with where they came from."""
+
+    device: str
+    sm_count: int
+    max_clock_hz: float
+    sustained_clock_hz: float
+    # Datasheet dense tensor-core peaks at the maximum clock, per dtype of the operands
+    # (``fp32`` for full-precision f32, run on the CUDA cores).
+    matrix_peak_flop_per_s: Mapping[str, float]
+    memory_classes: Mapping[KernelClass, MemoryClassParams]
+    matrix_classes: Mapping[KernelClass, MatrixClassParams]
+    gap_s: float            # idle time on the stream per kernel launched
+    step_fixed_s: float     # idle time per step whatever its kernels
+    provenance: Mapping[str, Any]
+
+    @property
+    def clock_share(self) -> float:
+        """The sustained clock under tensor-core work as a share of the maximum."""
+        return self.sustained_clock_hz / self.max_clock_hz
+
+    def kernels_per_op(self, kind: KernelClass) -> float:
+        params = self.memory_classes.get(kind) or self.matrix_classes[kind]
+        return params.kernels_per_op
+
+
+@dataclass(frozen=True)
+class OpKernelTime:
+    """One kernel-launching op's class, time and kernel count (its loops' trips in)."""
+
+    op: OpCost
+    kind: KernelClass
+    seconds: float
+    kernels: float
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """A step's expected time on the GPU: its kernels' times and the idle between them."""
+
+    ops: tuple[OpKernelTime, ...]
+    kernel_s: float
+    idle_s: float
+    model: KernelModel       # whose parameters (and their provenance)
+
+    @property
+    def seconds(self) -> float:
+        return self.kernel_s + self.idle_s
+
+    def by_class(self) -> dict[KernelClass, float]:
+        """Kernel seconds per class."""
+        totals: dict[KernelClass, float] = {}
+        for each in self.ops:
+            totals[each.kind] = totals.get(each.kind, 0.0) + each.seconds
+        return totals
+
+
+def kernel_class(op: OpCost) -> KernelClass:
+    """The class of kernel ``op`` (an op of an XLA:GPU program that runs a kernel) runs as."""
+    if op.opcode in ("fusion", "fusion-start"):
+        if op.fusion_kind == "kCustom":
+            return (KernelClass.TRITON_GEMM if op.category is OpCategory.MATMUL
+                    else KernelClass.CUSTOM_FUSION)
+        if op.fusion_kind == "kInput":
+            return KernelClass.REDUCTION
+        return KernelClass.ELEMENTWISE
+    if op.opcode == "custom-call":
+        if op.category is OpCategory.CONVOLUTION:
+            if "bw-input" in op.name or "backward-input" in op.op_name:
+                return KernelClass.CONV_DGRAD
+            if "bw-filter" in op.name or "backward-filter" in op.op_name:
+                return KernelClass.CONV_WGRAD
+            return KernelClass.CONV_FPROP
+        if op.category is OpCategory.MATMUL:
+            return KernelClass.LIBRARY_GEMM
+    if op.category is OpCategory.ELEMENTWISE:
+        return KernelClass.ELEMENTWISE
+    if op.category is OpCategory.REDUCTION:
+        return KernelClass.REDUCTION
+    return KernelClass.COPY
+
+
+def matrix_dtype(op: OpCost) -> str:
+    """The tensor-core dtype a matrix op runs in: f32 operands on TF32 unless asked for
+    full fp32 precision."""
+    if op.dtype == "fp32":
+        return "fp32" if op.full_fp32 else "tf32"
+    return op.dtype
+
+
+def wave_efficiency(op: OpCost, params: MatrixClassParams, sm_count: int) -> float:
+    """The share of the SMs' tile slots doing useful work for ``op``'s GEMM (1 where the
+    op has none)."""
+    if op.gemm is None:
+        return 1.0
+    return op.gemm.wave_efficiency((params.tile_m, params.tile_n), sm_count)
+
+
+def kernel_seconds(op: OpCost, model: KernelModel, kind: KernelClass | None = None) -> float:
+    """The expected time of the kernels one execution of ``op`` runs (its class's time)."""
+    kind = kind or kernel_class(op)
+    if kind in model.memory_classes:
+        memory = model.memory_classes[kind]
+        return memory.fixed_s + op.bytes / memory.bytes_per_s
+    matrix = model.matrix_classes[kind]
+    dtype = matrix_dtype(op)
+    if dtype not in model.matrix_peak_flop_per_s:
+        raise KernelModelError(f"{model.device}'s kernel model has no matrix peak for "
+                               f"{dtype} ({op.name}); it has "
+                               f"{', '.join(sorted(model.matrix_peak_flop_per_s))}")
+    rate = (model.matrix_peak_flop_per_s[dtype] * model.clock_share * matrix.efficiency
+            * wave_efficiency(op, matrix, model.sm_count))
+    return matrix.fixed_s + max(op.flops / rate, op.bytes / matrix.bytes_per_s)
+
+
+def launching_ops(ops: tuple[OpCost, ...], trips: int = 1) -> Iterator[tuple[OpCost, int]]:
+    """Each op of ``ops`` that runs kernels, with how many times a step runs it (a loop's,
+    call's or conditional's body ops as often as their trips)."""
+    for op in ops:
+        if op.body:
+            yield from launching_ops(op.body, trips * op.trip_count)
+        elif op.does_work:
+            yield op, trips
+
+
+def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
+    """The expected time of one execution of ``costs``'s module on the model's GPU."""
+    timed = []
+    for op, trips in launching_ops(costs.ops):
+        kind = kernel_class(op)
+        timed.append(OpKernelTime(op, kind, trips * kernel_seconds(op, model, kind),
+                                  trips * model.kernels_per_op(kind)))
+    kernels = sum(each.kernels for each in timed)
+    return StepEstimate(tuple(timed), sum(each.seconds for each in timed),
+                        model.step_fixed_s + model.gap_s * kernels, model)
+
+
+KERNELS_SUFFIX = ".kernels.json"
+
+
+def kernel_model_path(hardware_id: str) -> Path:
+    """Where the kernel model of the device ``hardware_id`` lives: beside its spec file
+    (the built-in one where it has none: a new model's place)."""
+    from roofline.hardware.library import builtin_dir, spec_files
+
+    spec = spec_files().get(hardware_id)
+    return (spec.parent if spec is not None else builtin_dir()) / f"{hardware_id}{KERNELS_SUFFIX}"
+
+
+def kernel_model_for(hardware: Hardware) -> KernelModel | None:
+    """The kernel model measured on ``hardware`` (a GPU), or None where it has none."""
+    if hardware.kind is not HardwareKind.GPU:
+        return None
+    path = kernel_model_path(hardware.id)
+    return load_kernel_model(path) if path.is_file() else None
+
+
+def kernel_model_to_json(model: KernelModel) -> dict[str, Any]:
+    """``model`` as the JSON document :func:`load_kernel_model` reads."""
+    return {
+        "schema": SCHEMA, "device": model.device, "sm_count": model.sm_count,
+        "max_clock_hz": model.max_clock_hz, "sustained_clock_hz": model.sustained_clock_hz,
+        "matrix_peak_flop_per_s": dict(model.matrix_peak_flop_per_s),
+        "memory_classes": {k.value: _as_dict(v) for k, v in model.memory_classes.items()},
+        "matrix_classes": {k.value: _as_dict(v) for k, v in model.matrix_classes.items()},
+        "gap_s": model.gap_s, "step_fixed_s": model.step_fixed_s,
+        "provenance": dict(model.provenance)}
+
+
+def _as_dict(params: MemoryClassParams | MatrixClassParams) -> dict[str, float]:
+    return {f.name: getattr(params, f.name) for f in fields(params)}
+
+
+def load_kernel_model(path: str | Path) -> KernelModel:
+    """The kernel model a parameters file holds; :class:`KernelModelError` naming the file
+    and the field where it is not one (not JSON, a field missing, of the wrong type, not
+    positive, a class unknown or missing)."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise KernelModelError(f"{path}: not a readable JSON kernel model ({exc})") from exc
+    reader = _Fields(path)
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+        raise KernelModelError(f"{path}: field 'schema' is not {SCHEMA!r}")
+    peaks = reader.mapping(document, "matrix_peak_flop_per_s")
+    memory = reader.mapping(document, "memory_classes")
+    matrix = reader.mapping(document, "matrix_classes")
+    model = KernelModel(
+        device=reader.text(document, "device"),
+        sm_count=int(reader.positive(document, "sm_count")),
+        max_clock_hz=reader.positive(document, "max_clock_hz"),
+        sustained_clock_hz=reader.positive(document, "sustained_clock_hz"),
+        matrix_peak_flop_per_s={dtype: reader.positive(peaks, dtype, "matrix_peak_flop_per_s")
+                                for dtype in peaks},
+        memory_classes={kind: reader.params(MemoryClassParams, memory, kind.value,
+                                            "memory_classes") for kind in MEMORY_CLASSES},
+        matrix_classes={kind: reader.params(MatrixClassParams, matrix, kind.value,
+                                            "matrix_classes") for kind in MATRIX_CLASSES},
+        gap_s=reader.positive(document, "gap_s", allow_zero=True),
+        step_fixed_s=reader.positive(document, "step_fixed_s", allow_zero=True),
+        provenance=reader.mapping(document, "provenance"))
+    unknown = set(memory) - {k.value for k in MEMORY_CLASSES} | (
+        set(matrix) - {k.value for k in MATRIX_CLASSES})
+    if unknown:
+        raise KernelModelError(f"{path}: unknown kernel classes {sorted(unknown)}")
+    return model
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Checked reads of a parameters file's fields, each error naming file and field."""
+
+    path: Path
+
+    def _fail(self, field: str, what: str) -> KernelModelError:
+        return KernelModelError(f"{self.path}: field '{field}' {what}")
+
+    def mapping(self, record: Mapping[str, Any], name: str, within: str = "") -> dict:
+        field = f"{within}.{name}" if within else name
+        value = record.get(name)
+        if not isinstance(value, dict):
+            raise self._fail(field, "is missing or not an object")
+        return value
+
+    def text(self, record: Mapping[str, Any], name: str) -> str:
+        value = record.get(name)
+        if not isinstance(value, str) or not value:
+            raise self._fail(name, "is missing or not a string")
+        return value
+
+    def positive(self, record: Mapping[str, Any], name: str, within: str = "",
+                 allow_zero: bool = False) -> float:
+        field = f"{within}.{name}" if within else name
+        value = record.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._fail(field, f"is missing or not a number ({value!r})")
+        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+            raise self._fail(field, f"must be a finite number above zero, not {value!r}")
+        return float(value)
+
+    def params(self, kind: type, classes: Mapping[str, Any], name: str, within: str) -> Any:
+        record = self.mapping(classes, name, within)
+        where = f"{within}.{name}"
+        values = {}
+        for f in fields(kind):
+            if f.name not in record and f.default is not MISSING:
+                continue   # a default applies
+            values[f.name] = self.positive(record, f.name, where,
+                                           allow_zero=f.name == "fixed_s")
+        if "tile_m" in values:
+            values["tile_m"], values["tile_n"] = int(values["tile_m"]), int(values["tile_n"])
+        return kind(**values)
