@@ -40,7 +40,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from roofline.hardware.records import ExecutionUnit  # noqa: E402
+from roofline.hardware import load_hardware  # noqa: E402
+from roofline.hardware.library import spec_files  # noqa: E402
+from roofline.hardware.records import ExecutionUnit, HardwareKind  # noqa: E402
 from roofline.model.kernel_model import (  # noqa: E402
     MATRIX_CLASSES,
     MEMORY_CLASSES,
@@ -48,6 +50,8 @@ from roofline.model.kernel_model import (  # noqa: E402
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
+    carried_to,
+    flop_per_cycle,
     kernel_class,
     kernel_model_path,
     kernel_model_to_json,
@@ -226,19 +230,6 @@ def fit_idle(steps: Sequence[ProfiledStep]) -> tuple[float, float]:
     return max(float(fixed), 0.0), max(float(gap), 0.0)
 
 
-def _peaks() -> dict[str, float]:
-    """Datasheet dense peaks per operand dtype at the maximum clock: tensor cores, and
-    the CUDA cores for full-precision fp32."""
-    from roofline.hardware import load_hardware
-
-    h200 = load_hardware("h200")
-    peaks = {roof.dtype: roof.flop_per_s for roof in h200.compute
-             if roof.unit is ExecutionUnit.MATRIX}
-    peaks["fp32"] = next(roof.flop_per_s for roof in h200.compute
-                         if roof.unit is ExecutionUnit.VECTOR and roof.dtype == "fp32")
-    return peaks
-
-
 def relative_errors(kernels: Sequence[MeasuredKernel], model: KernelModel) -> np.ndarray:
     return np.array([kernel_seconds(k.op, model, k.kind) / k.seconds - 1 for k in kernels])
 
@@ -261,10 +252,12 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
             memory[kind] = memory[KernelClass.ELEMENTWISE]
     fixed, gap = fit_idle(steps)
     base = KernelModel(
-        device=device_dir.name, sm_count=int(measure["facts"]["sm_count"]),
+        device=device_dir.name, measured_on=device_dir.name,
+        sm_count=int(measure["facts"]["sm_count"]),
         max_clock_hz=float(measure["facts"]["max_sm_mhz"]) * 1e6,
         sustained_clock_hz=float(measure["clock"]["sm_mhz_median"]) * 1e6,
-        matrix_peak_flop_per_s=_peaks(), memory_classes=memory, matrix_classes={},
+        matrix_flop_per_cycle=flop_per_cycle(load_hardware(device_dir.name)),
+        memory_classes=memory, matrix_classes={},
         gap_s=gap, step_fixed_s=fixed, provenance={})
     bandwidth = memory[KernelClass.ELEMENTWISE].bytes_per_s
     matrix = {}
@@ -296,7 +289,8 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
                       f"({sum(k.source == 'ops.csv' for k in training)})",
         "clock": f"{device_dir.name}/measure.json: sustained = median SM clock under bf16 "
                  "GEMMs at the power limit; max = the device's maximum SM clock",
-        "matrix_peaks": "hardware_specs/h200.toml datasheet dense peaks",
+        "matrix_flop_per_cycle": f"hardware_specs/{device_dir.name}.toml's datasheet dense "
+                                 "peaks over the clocks they are quoted at",
         "matrix_bytes_per_s": "the element-wise class's bandwidth (no small-row GEMM in "
                               "the profiles to learn its own)",
         "loss": f"scipy least_squares, soft_l1 on relative error, f_scale {_RELATIVE_SCALE}, "
@@ -312,10 +306,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kernel-fit-") as tmp:
         model = fit(args.device_dir, unpacked_profiles(args.device_dir, Path(tmp)))
-    out = kernel_model_path(args.device_dir.name)
-    write_text_atomic(out, json.dumps(kernel_model_to_json(model), indent=1) + "\n")
-    print(f"wrote {out}")
     print(json.dumps(kernel_model_to_json(model), indent=1))
+    source = load_hardware(model.device)
+    # The same chip elsewhere (the H100 for the H200) gets the mechanisms, said as carried.
+    kin = [load_hardware(ref) for ref in spec_files() if ref != model.device]
+    for hardware, each in [(source, model)] + [
+            (other, carried_to(model, source, other)) for other in kin
+            if other.kind is HardwareKind.GPU
+            and other.compute_capability == source.compute_capability]:
+        out = kernel_model_path(hardware.id)
+        write_text_atomic(out, json.dumps(kernel_model_to_json(each), indent=1) + "\n")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

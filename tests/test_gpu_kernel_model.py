@@ -44,8 +44,9 @@ def _model() -> KernelModel:
     memory = MemoryClassParams(fixed_s=1e-6, bytes_per_s=4e12)
     matrix = MatrixClassParams(fixed_s=3e-6, efficiency=0.8, bytes_per_s=4e12)
     return KernelModel(
-        device="testgpu", sm_count=132, max_clock_hz=1.98e9, sustained_clock_hz=1.65e9,
-        matrix_peak_flop_per_s={"bf16": 1e15},
+        device="testgpu", measured_on="testgpu", sm_count=132, max_clock_hz=1.98e9,
+        sustained_clock_hz=1.65e9,
+        matrix_flop_per_cycle={"bf16": 1e15 / 1.98e9},
         memory_classes={kind: memory for kind in KernelClass if kind.value in (
             "elementwise", "reduction", "custom_fusion", "copy")},
         matrix_classes={kind: matrix for kind in KernelClass if kind.value not in (
@@ -86,7 +87,7 @@ def test_a_gemm_takes_its_flops_at_the_clocked_quantized_rate():
                 2.0 * 4096**2, 0.0, 0.0, "dot", (), gemm=GemmShape(1, 4096, 4096, 4096))
     assert kernel_class(op) is KernelClass.LIBRARY_GEMM
     # 1,024 tiles of 128 x 128 on 132 SMs: 8 waves, 1024 / (8 x 132) = 0.9697 useful.
-    # rate = 1 PFLOP/s x 1.65 / 1.98 x 0.8 x 0.9697 = 646.5 TFLOP/s
+    # rate = 1 PFLOP/s / 1.98 GHz x 1.65 GHz x 0.8 x 0.9697 = 646.5 TFLOP/s
     # t = 3 us + 137.44 GFLOP / 646.5 TFLOP/s = 3 + 212.6 us
     assert kernel_seconds(op, _model()) == pytest.approx(215.6e-6, rel=1e-3)
     # Eight rows of it (a decode step's GEMM) are memory-bound on the weights: 3 us + the
@@ -110,7 +111,11 @@ def test_a_step_adds_the_idle_time_between_its_kernels(resnet50_ops):
 def test_the_h200s_fitted_parameters_load_with_their_provenance():
     model = load_kernel_model(MODEL_FILE)
     assert model.device == "h200" and model.sm_count == 132
-    assert model.clock_share == pytest.approx(1650 / 1980)
+    # Tensor cores do 528 x 1,024 FLOPs a cycle (989.4 TFLOP/s at 1.83 GHz, the spec's
+    # derived-clock), the CUDA cores 16,896 x 2 (66.9 TFLOP/s at 1.98 GHz).
+    assert model.matrix_flop_per_cycle["bf16"] == pytest.approx(528 * 1024, rel=1e-3)
+    assert model.matrix_flop_per_cycle["fp32"] == pytest.approx(16896 * 2, rel=1e-3)
+    assert model.sustained_clock_hz == pytest.approx(1.65e9)
     assert set(model.memory_classes) | set(model.matrix_classes) == set(KernelClass)
     assert all(0 < m.efficiency <= 1 for m in model.matrix_classes.values())
     assert set(model.provenance["profiles"]) == {"run0", "run1"}
@@ -188,7 +193,7 @@ def test_a_gpu_without_measurements_and_a_host_program_have_no_kernel_model():
     from roofline.hardware import load_hardware
     from roofline.model.kernel_model import kernel_model_for
 
-    assert kernel_model_for(load_hardware("h100-sxm")) is None
+    assert kernel_model_for(load_hardware("a100-80gb")) is None
     assert kernel_model_for(load_hardware("tpu-v3")) is None
     on_host = analyze("fc:layers=1,nodes=32,input=32,output=8,batch=4", "h200",
                       compile=CompileOptions(compile_target="host"))
@@ -203,3 +208,26 @@ def test_the_json_answer_names_both_figures(small_fc_on_h200):
     assert doc["kernels"]["seconds"] == pytest.approx(a.kernels.seconds)
     assert doc["kernels"]["never_read"].startswith("steps.csv")
     assert doc["predicted"]["seconds"] == pytest.approx(a.placement.seconds)
+
+
+def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_chip_does():
+    # The same Hopper chip: fixed times, efficiencies and idle kept; bandwidths x 3.35 /
+    # 4.8 (the datasheets' HBM3 and HBM3e); tensor cores of the same FLOPs a cycle.
+    from roofline.hardware import load_hardware
+    from roofline.model.kernel_model import carried_to, kernel_model_for
+
+    h200, h100 = load_hardware("h200"), load_hardware("h100-sxm")
+    measured = load_kernel_model(MODEL_FILE)
+    carried = kernel_model_for(h100)
+    assert carried == carried_to(measured, h200, h100)   # the file is the carry, as written
+    assert carried.device == "h100-sxm" and carried.measured_on == "h200"
+    elementwise = KernelClass.ELEMENTWISE
+    assert (carried.memory_classes[elementwise].bytes_per_s
+            / measured.memory_classes[elementwise].bytes_per_s) == pytest.approx(3.35 / 4.8)
+    assert carried.memory_classes[elementwise].fixed_s == \
+        measured.memory_classes[elementwise].fixed_s
+    assert carried.gap_s == measured.gap_s
+    assert carried.matrix_flop_per_cycle["bf16"] == pytest.approx(528 * 1024, rel=1e-3)
+    assert "nothing checked on it" in carried.provenance["carried_from"]
+    with pytest.raises(KernelModelError, match="compute capability 9.0; a100-80gb is 8.0"):
+        carried_to(measured, h200, load_hardware("a100-80gb"))

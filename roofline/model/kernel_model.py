@@ -13,11 +13,12 @@ which are the check:
 
 - memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``;
 - matrix classes: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``, where the rate
-  is the dtype's datasheet tensor-core peak x the sustained clock's share of the maximum
-  clock (the power limit holds the clock down under tensor-core work) x the class's
-  achieved ``efficiency`` x the share of the device's tile slots doing useful work (tile
-  and wave quantization of the op's GEMM on the device's SMs); the bytes term makes a
-  GEMM of few rows (a decode step's) memory-bound on its weights.
+  is the dtype's dense FLOPs per clock cycle (a datasheet peak over the clock it is quoted
+  at: 1.83 GHz for Hopper's tensor cores, 1.98 GHz for its CUDA cores) x the clock the
+  power limit holds under tensor-core work x the class's achieved ``efficiency`` x the
+  share of the device's tile slots doing useful work (tile and wave quantization of the
+  op's GEMM on the device's SMs); the bytes term makes a GEMM of few rows (a decode
+  step's) memory-bound on its weights.
 
 A step's expected time is the sum of its kernels' times plus the time the GPU sits idle
 between them: ``step_fixed_s + gap_s x kernels``, the kernels counted as each class
@@ -29,13 +30,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from roofline.errors import KernelModelError
-from roofline.hardware.records import Hardware, HardwareKind
+from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.rules import OpCategory
 
@@ -89,22 +90,20 @@ class KernelModel:
     """One device's kernel classes, idle time and clocks, with where they came from."""
 
     device: str
+    measured_on: str        # the device whose kernels were timed (``device``, or one of its
+                            # architecture it was carried from: :func:`carried_to`)
     sm_count: int
     max_clock_hz: float
-    sustained_clock_hz: float
-    # Datasheet dense tensor-core peaks at the maximum clock, per dtype of the operands
-    # (``fp32`` for full-precision f32, run on the CUDA cores).
-    matrix_peak_flop_per_s: Mapping[str, float]
+    sustained_clock_hz: float   # the SM clock under sustained tensor-core work
+    # Dense FLOPs per SM clock cycle of the whole device, per dtype of the operands: a
+    # datasheet peak over the clock it is quoted at (``fp32``: full-precision f32, on the
+    # CUDA cores).
+    matrix_flop_per_cycle: Mapping[str, float]
     memory_classes: Mapping[KernelClass, MemoryClassParams]
     matrix_classes: Mapping[KernelClass, MatrixClassParams]
     gap_s: float            # idle time on the stream per kernel launched
     step_fixed_s: float     # idle time per step whatever its kernels
     provenance: Mapping[str, Any]
-
-    @property
-    def clock_share(self) -> float:
-        """The sustained clock under tensor-core work as a share of the maximum."""
-        return self.sustained_clock_hz / self.max_clock_hz
 
     def kernels_per_op(self, kind: KernelClass) -> float:
         params = self.memory_classes.get(kind) or self.matrix_classes[kind]
@@ -191,11 +190,11 @@ def kernel_seconds(op: OpCost, model: KernelModel, kind: KernelClass | None = No
         return memory.fixed_s + op.bytes / memory.bytes_per_s
     matrix = model.matrix_classes[kind]
     dtype = matrix_dtype(op)
-    if dtype not in model.matrix_peak_flop_per_s:
-        raise KernelModelError(f"{model.device}'s kernel model has no matrix peak for "
+    if dtype not in model.matrix_flop_per_cycle:
+        raise KernelModelError(f"{model.device}'s kernel model has no matrix rate for "
                                f"{dtype} ({op.name}); it has "
-                               f"{', '.join(sorted(model.matrix_peak_flop_per_s))}")
-    rate = (model.matrix_peak_flop_per_s[dtype] * model.clock_share * matrix.efficiency
+                               f"{', '.join(sorted(model.matrix_flop_per_cycle))}")
+    rate = (model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz * matrix.efficiency
             * wave_efficiency(op, matrix, model.sm_count))
     return matrix.fixed_s + max(op.flops / rate, op.bytes / matrix.bytes_per_s)
 
@@ -222,6 +221,58 @@ def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
                         model.step_fixed_s + model.gap_s * kernels, model)
 
 
+# The clock a compute capability's low-precision tensor-core peaks are quoted at, where it
+# is not its maximum: Hopper's 989.4 TFLOP/s dense bf16 is 528 tensor cores x 1,024 FLOPs
+# a cycle at 1.83 GHz, its fp32 and fp64 peaks the 1.98 GHz boost (the specs'
+# "derived-clock").
+TENSOR_PEAK_CLOCK_HZ = {"9.0": 1.83e9}
+
+
+def flop_per_cycle(hardware: Hardware) -> dict[str, float]:
+    """The dense FLOPs a GPU does per SM clock cycle, per operand dtype of a matrix
+    product: each tensor-core peak of its spec over the clock it is quoted at (fp64's at
+    the boost clock), and its fp32 vector peak (full-precision f32 products run on the
+    CUDA cores) over the boost clock."""
+    boost = hardware.clock.value
+    tensor = TENSOR_PEAK_CLOCK_HZ.get(hardware.compute_capability or "", boost)
+    rates = {roof.dtype: roof.flop_per_s / (boost if roof.dtype == "fp64" else tensor)
+             for roof in hardware.compute if roof.unit is ExecutionUnit.MATRIX}
+    rates.update({roof.dtype: roof.flop_per_s / boost for roof in hardware.compute
+                  if roof.unit is ExecutionUnit.VECTOR and roof.dtype == "fp32"})
+    return rates
+
+
+def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> KernelModel:
+    """``model``, measured on ``source``, carried to ``target``, a GPU of the same
+    architecture, as mechanisms: each class's fixed time, efficiency and tiles, the idle
+    between kernels and the clock the power limit holds are the chip's and stay; the
+    bandwidths scale with the two datasheets' main-memory bandwidths, and the FLOPs a
+    cycle, the SMs and the maximum clock are the target's own."""
+    if target.kind is not HardwareKind.GPU or (
+            target.compute_capability != source.compute_capability):
+        raise KernelModelError(
+            f"{model.device}'s kernel model is of compute capability "
+            f"{source.compute_capability}; {target.id} is "
+            f"{target.compute_capability or 'no GPU'}: its kernels must be measured")
+    ratio = target.main_memory.bytes_per_s / source.main_memory.bytes_per_s
+    return replace(
+        model, device=target.id, sm_count=int(target.count("sm")),
+        max_clock_hz=target.clock.value, matrix_flop_per_cycle=flop_per_cycle(target),
+        memory_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
+                        for kind, params in model.memory_classes.items()},
+        matrix_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
+                        for kind, params in model.matrix_classes.items()},
+        provenance={
+            "fitted_by": model.provenance.get("fitted_by", ""),
+            "carried_from": f"{source.id}'s kernel model: the same chip's mechanisms; "
+                            f"bandwidths x {ratio:.4g} (the datasheets' main memory, "
+                            f"{target.main_memory.bytes_per_s / 1e12:.3g} / "
+                            f"{source.main_memory.bytes_per_s / 1e12:.3g} TB/s), FLOPs a "
+                            f"cycle, SMs and maximum clock from {target.id}'s spec; no "
+                            f"kernel of {target.id} measured, so nothing checked on it",
+            "never_read": model.provenance.get("never_read", "")})
+
+
 KERNELS_SUFFIX = ".kernels.json"
 
 
@@ -245,9 +296,10 @@ def kernel_model_for(hardware: Hardware) -> KernelModel | None:
 def kernel_model_to_json(model: KernelModel) -> dict[str, Any]:
     """``model`` as the JSON document :func:`load_kernel_model` reads."""
     return {
-        "schema": SCHEMA, "device": model.device, "sm_count": model.sm_count,
+        "schema": SCHEMA, "device": model.device, "measured_on": model.measured_on,
+        "sm_count": model.sm_count,
         "max_clock_hz": model.max_clock_hz, "sustained_clock_hz": model.sustained_clock_hz,
-        "matrix_peak_flop_per_s": dict(model.matrix_peak_flop_per_s),
+        "matrix_flop_per_cycle": dict(model.matrix_flop_per_cycle),
         "memory_classes": {k.value: _as_dict(v) for k, v in model.memory_classes.items()},
         "matrix_classes": {k.value: _as_dict(v) for k, v in model.matrix_classes.items()},
         "gap_s": model.gap_s, "step_fixed_s": model.step_fixed_s,
@@ -270,16 +322,18 @@ def load_kernel_model(path: str | Path) -> KernelModel:
     reader = _Fields(path)
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
         raise KernelModelError(f"{path}: field 'schema' is not {SCHEMA!r}")
-    peaks = reader.mapping(document, "matrix_peak_flop_per_s")
+    per_cycle = reader.mapping(document, "matrix_flop_per_cycle")
     memory = reader.mapping(document, "memory_classes")
     matrix = reader.mapping(document, "matrix_classes")
     model = KernelModel(
         device=reader.text(document, "device"),
+        measured_on=reader.text(document, "measured_on"),
         sm_count=int(reader.positive(document, "sm_count")),
         max_clock_hz=reader.positive(document, "max_clock_hz"),
         sustained_clock_hz=reader.positive(document, "sustained_clock_hz"),
-        matrix_peak_flop_per_s={dtype: reader.positive(peaks, dtype, "matrix_peak_flop_per_s")
-                                for dtype in peaks},
+        matrix_flop_per_cycle={dtype: reader.positive(per_cycle, dtype,
+                                                      "matrix_flop_per_cycle")
+                               for dtype in per_cycle},
         memory_classes={kind: reader.params(MemoryClassParams, memory, kind.value,
                                             "memory_classes") for kind in MEMORY_CLASSES},
         matrix_classes={kind: reader.params(MatrixClassParams, matrix, kind.value,

@@ -123,6 +123,8 @@ def analysis_document(spec: str, program: CompiledProgram,
             "kernels": sum(each.kernels for each in kernels.ops),
             "seconds_by_class": {kind.value: seconds for kind, seconds in
                                  sorted(kernels.by_class().items(), key=lambda kv: -kv[1])},
+            "measured_on": kernels.model.measured_on,
+            "carried_from": kernels.model.provenance.get("carried_from", ""),
             "fitted_by": kernels.model.provenance.get("fitted_by", ""),
             "never_read": kernels.model.provenance.get("never_read", ""),
         }
@@ -191,8 +193,10 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             lines.append(f"  {bound:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
         if "kernels" in doc:
             k = doc["kernels"]
+            where = ("there" if k["carried_from"] == "" else
+                     f"on {k['measured_on']}, carried to this chip's memory and clocks")
             lines.append(f"as XLA:GPU runs it on {doc['hardware']['label']} (each kernel at "
-                         f"the rate its class achieved there, and the idle between "
+                         f"the rate its class achieved {where}, and the idle between "
                          f"kernels): {q(k['seconds'], Kind.TIME)}: kernels "
                          f"{q(k['kernel_seconds'], Kind.TIME)}, idle "
                          f"{q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels; "
