@@ -231,3 +231,56 @@ def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_ch
     assert "nothing checked on it" in carried.provenance["carried_from"]
     with pytest.raises(KernelModelError, match="compute capability 9.0; a100-80gb is 8.0"):
         carried_to(measured, h200, load_hardware("a100-80gb"))
+
+
+def test_a_scaled_device_has_no_kernel_model_its_variants_share_it():
+    from roofline.hardware import load_hardware
+    from roofline.model.kernel_model import kernel_model_for
+
+    assert kernel_model_for(load_hardware("h200").scaled(memory_bandwidth=1.5)) is None
+    assert kernel_model_for(load_hardware("h200@measured")) == kernel_model_for(
+        load_hardware("h200"))
+
+
+# --- serving questions, timed either way ----------------------------------------------
+
+SMALL_GPT2 = "decoder:config=gpt2,layers=1,d_model=64,heads=2,d_ff=128,vocab=512,batch=4"
+
+
+@pytest.fixture(scope="module")
+def served_both_ways(tmp_path_factory):
+    from roofline.api import CompileOptions, PlacementOptions, serving
+
+    compiled = CompileOptions(cache_dir=tmp_path_factory.mktemp("programs"))
+    return {timing: serving(SMALL_GPT2, "h200", compile=compiled,
+                            placement=PlacementOptions(timing=timing))
+            for timing in ("roofline", "as-run")}
+
+
+def test_llm_as_run_times_each_step_by_its_kernels_and_says_so(served_both_ways):
+    from roofline.render.serving import serving_document, serving_text
+
+    roofline, as_run = served_both_ways["roofline"], served_both_ways["as-run"]
+    assert roofline.decode.as_run is None
+    estimate = as_run.decode.as_run
+    assert estimate is not None
+    assert as_run.decode.seconds == pytest.approx(estimate.seconds + as_run.decode.link_s)
+    assert as_run.decode.compute_s == pytest.approx(estimate.compute_s)
+    # A one-layer step is a handful of small kernels: their fixed times and the idle
+    # between them, far past the roofline's few microseconds.
+    assert as_run.decode.seconds > 10 * roofline.decode.seconds
+    assert "as XLA:GPU runs it, each kernel at the rate its class achieved on h200" in \
+        serving_text([as_run], ["h200"])
+    assert "the roofline bound hand-tuned kernels approach" in \
+        serving_text([roofline], ["h200"])
+    assert serving_document([as_run], ["h200"])["devices"][0]["timing"] == "as-run"
+
+
+@pytest.mark.parametrize("device, why", [("a100-80gb", "a100-80gb has no kernel model"),
+                                          ("tpu-v5e", "tpu-v5e has no kernel model")])
+def test_as_run_is_refused_where_no_kernels_were_measured(device, why):
+    from roofline.api import PlacementOptions, serving
+    from roofline.errors import RooflineError
+
+    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: h100-sxm, h200\)"):
+        serving(SMALL_GPT2, device, placement=PlacementOptions(timing="as-run"))

@@ -43,6 +43,15 @@ from roofline.program.hlo.rules import OpCategory
 SCHEMA = "roofline/gpu-kernel-model/1"
 
 
+class StepTiming(str, Enum):
+    """How a GPU step's time is found: the roofline bound that hand-tuned kernels
+    approach (what TensorRT-LLM-class serving reaches), or the step as XLA:GPU runs it
+    (each kernel at its class's measured rate, and the idle between kernels)."""
+
+    ROOFLINE = "roofline"
+    AS_RUN = "as-run"
+
+
 class KernelClass(str, Enum):
     """What kind of kernel an op of an XLA:GPU program runs as."""
 
@@ -112,12 +121,15 @@ class KernelModel:
 
 @dataclass(frozen=True)
 class OpKernelTime:
-    """One kernel-launching op's class, time and kernel count (its loops' trips in)."""
+    """One kernel-launching op's class, time and kernel count, and its time's FLOPs and
+    bytes terms (its loops' trips in each)."""
 
     op: OpCost
     kind: KernelClass
     seconds: float
     kernels: float
+    compute_s: float = 0.0
+    memory_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +144,16 @@ class StepEstimate:
     @property
     def seconds(self) -> float:
         return self.kernel_s + self.idle_s
+
+    @property
+    def compute_s(self) -> float:
+        """The ops' FLOPs terms, summed."""
+        return sum(each.compute_s for each in self.ops)
+
+    @property
+    def memory_s(self) -> float:
+        """The ops' bytes terms, summed."""
+        return sum(each.memory_s for each in self.ops)
 
     def by_class(self) -> dict[KernelClass, float]:
         """Kernel seconds per class."""
@@ -182,12 +204,32 @@ def wave_efficiency(op: OpCost, params: MatrixClassParams, sm_count: int) -> flo
     return op.gemm.wave_efficiency((params.tile_m, params.tile_n), sm_count)
 
 
+@dataclass(frozen=True)
+class KernelTerms:
+    """The parts of one execution of an op's kernels: a fixed time, its FLOPs at its
+    class's rate (0 for a memory-bound class) and its bytes at its class's bandwidth."""
+
+    fixed_s: float
+    compute_s: float
+    memory_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.fixed_s + max(self.compute_s, self.memory_s)
+
+
 def kernel_seconds(op: OpCost, model: KernelModel, kind: KernelClass | None = None) -> float:
     """The expected time of the kernels one execution of ``op`` runs (its class's time)."""
+    return kernel_terms(op, model, kind).seconds
+
+
+def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
+                 ) -> KernelTerms:
+    """:func:`kernel_seconds`'s parts."""
     kind = kind or kernel_class(op)
     if kind in model.memory_classes:
         memory = model.memory_classes[kind]
-        return memory.fixed_s + op.bytes / memory.bytes_per_s
+        return KernelTerms(memory.fixed_s, 0.0, op.bytes / memory.bytes_per_s)
     matrix = model.matrix_classes[kind]
     dtype = matrix_dtype(op)
     if dtype not in model.matrix_flop_per_cycle:
@@ -196,7 +238,7 @@ def kernel_seconds(op: OpCost, model: KernelModel, kind: KernelClass | None = No
                                f"{', '.join(sorted(model.matrix_flop_per_cycle))}")
     rate = (model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz * matrix.efficiency
             * wave_efficiency(op, matrix, model.sm_count))
-    return matrix.fixed_s + max(op.flops / rate, op.bytes / matrix.bytes_per_s)
+    return KernelTerms(matrix.fixed_s, op.flops / rate, op.bytes / matrix.bytes_per_s)
 
 
 def launching_ops(ops: tuple[OpCost, ...], trips: int = 1) -> Iterator[tuple[OpCost, int]]:
@@ -214,8 +256,10 @@ def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
     timed = []
     for op, trips in launching_ops(costs.ops):
         kind = kernel_class(op)
-        timed.append(OpKernelTime(op, kind, trips * kernel_seconds(op, model, kind),
-                                  trips * model.kernels_per_op(kind)))
+        terms = kernel_terms(op, model, kind)
+        timed.append(OpKernelTime(op, kind, trips * terms.seconds,
+                                  trips * model.kernels_per_op(kind),
+                                  trips * terms.compute_s, trips * terms.memory_s))
     kernels = sum(each.kernels for each in timed)
     return StepEstimate(tuple(timed), sum(each.seconds for each in timed),
                         model.step_fixed_s + model.gap_s * kernels, model)
@@ -286,11 +330,17 @@ def kernel_model_path(hardware_id: str) -> Path:
 
 
 def kernel_model_for(hardware: Hardware) -> KernelModel | None:
-    """The kernel model measured on ``hardware`` (a GPU), or None where it has none."""
+    """The kernel model measured on ``hardware`` (a GPU as its spec file has it, any
+    variant), or None where it has none, or where the record was scaled (a what-if
+    device, whose kernels no one has timed)."""
+    from roofline.hardware.library import load_hardware
+
     if hardware.kind is not HardwareKind.GPU:
         return None
     path = kernel_model_path(hardware.id)
-    return load_kernel_model(path) if path.is_file() else None
+    if not path.is_file() or hardware != load_hardware(hardware.ref):
+        return None
+    return load_kernel_model(path)
 
 
 def kernel_model_to_json(model: KernelModel) -> dict[str, Any]:

@@ -27,8 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.arguments import of_type, sequence_of, text, whole_number
 from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
-from roofline.hardware.library import hardware_ref
+from roofline.hardware.library import hardware_ref, spec_files
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
+from roofline.model.kernel_model import (
+    KernelModel,
+    StepEstimate,
+    StepTiming,
+    kernel_model_for,
+    kernel_model_path,
+    step_estimate,
+)
 from roofline.model.placement import BoundKind, Overlap
 from roofline.model.questions import (
     CompileOptions,
@@ -88,6 +96,9 @@ class PhaseStep:
     fit: Fit | None
     program: CompiledProgram = dataclasses.field(repr=False)
     placement: ProgramPlacement = dataclasses.field(repr=False)
+    # Timed as XLA:GPU runs it (``timing=as-run``): its kernels and the idle between them,
+    # whose times ``seconds``, ``compute_s`` and ``memory_s`` then are; None: the roofline.
+    as_run: StepEstimate | None = dataclasses.field(default=None, repr=False)
 
     @property
     def tokens_per_s(self) -> float:
@@ -385,6 +396,7 @@ class StepSource:
         self.workload = workload
         self.hardware, self.placer, self.compile_target = serving_setting(
             hardware, placement, compile)
+        self.kernels = _kernel_model(self.hardware, self.compile_target, placement)
         self.cache_dir = compile.cache
         self.must_fit = must_fit
         self._steps: dict[tuple[Phase, int, int], PhaseStep] = {}
@@ -398,7 +410,7 @@ class StepSource:
                                **{phase.length: length})
             try:
                 step = compiled_step(workload, phase, self.compile_target, self.placer,
-                                     self.cache_dir)
+                                     self.cache_dir, self.kernels)
             except DoesNotFitError as exc:
                 raise DoesNotFitError(f"{phase} at batch {batch}: {exc}") from None
             if self.must_fit and step.fit is not None and not step.fit.fits:
@@ -441,8 +453,33 @@ def _line_steps(source: StepSource, batch: int) -> tuple[PhaseStep, PhaseStep]:
     return low, high
 
 
+def _kernel_model(hardware: Hardware, target: str, placement: PlacementOptions
+                  ) -> KernelModel | None:
+    """The kernel model a serving question's steps are timed by: None for the roofline;
+    for ``as-run``, the device's, where it has one and the steps are a GPU's."""
+    from roofline.program.compile import get_target
+
+    if StepTiming(placement.timing) is StepTiming.ROOFLINE:
+        return None
+    model = kernel_model_for(hardware)
+    if model is None or get_target(target).platform != "gpu":
+        measured = sorted(ref for ref in spec_files()
+                          if kernel_model_path(ref).is_file())
+        raise RooflineError(
+            f"timing=as-run times each kernel of XLA:GPU's program at its class's measured "
+            f"rate, and {hardware.id} " + ("has no kernel model" if model is None else
+                                           f"is compiled for {target}, no GPU")
+            + f" (GPUs with one: {', '.join(measured) or 'none'}); give timing=roofline, "
+            "or measure its kernels with benchmarks/gpu_ground_truth.py")
+    return model
+
+
 def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
-                  cache_dir: str | Path | None) -> PhaseStep:
+                  cache_dir: str | Path | None, kernels: KernelModel | None = None
+                  ) -> PhaseStep:
+    """``workload``'s step compiled for ``target`` and placed; timed as XLA:GPU runs it
+    where a kernel model is given (its compute and memory the kernels' FLOPs and bytes
+    terms, the fixed times and idle beside them)."""
     from roofline.model.placement import class_text
     from roofline.program.compile import compile_workload
 
@@ -457,11 +494,16 @@ def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
             link += op.placement.link_s
     batch = int(workload.params["batch"])
     tokens = batch * (int(workload.params["prompt"]) if phase is Phase.PREFILL else 1)
-    return PhaseStep(
-        phase, batch, tokens, placement.seconds, compute, memory, link,
-        program.costs.flops, program.costs.bytes,
-        {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()},
-        fit(program, placer.hardware), program, placement)
+    by_bound = {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()}
+    footprint = fit(program, placer.hardware)
+    if kernels is None:
+        return PhaseStep(phase, batch, tokens, placement.seconds, compute, memory, link,
+                         program.costs.flops, program.costs.bytes, by_bound, footprint,
+                         program, placement)
+    as_run = step_estimate(program.costs, kernels)
+    return PhaseStep(phase, batch, tokens, as_run.seconds + link, as_run.compute_s,
+                     as_run.memory_s, link, program.costs.flops, program.costs.bytes,
+                     by_bound, footprint, program, placement, as_run)
 
 
 def _knee(one: PhaseStep, two: PhaseStep, step_at: Callable[[int], PhaseStep]) -> Knee:

@@ -66,7 +66,12 @@ from roofline.model.comparison import (
 )
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import FloorPolicy, given_floor
-from roofline.model.kernel_model import StepEstimate, kernel_model_for, step_estimate
+from roofline.model.kernel_model import (
+    StepEstimate,
+    StepTiming,
+    kernel_model_for,
+    step_estimate,
+)
 from roofline.model.placement import Overlap
 from roofline.model.sides import (
     ComparedUnit,
@@ -150,8 +155,12 @@ class PlacementOptions:
     ``auto`` picks per question). ``execution``: a SPEC's ops as XLA compiles them
     (``fused``) or as an eager framework runs them (``eager``: one kernel per op;
     :class:`roofline.program.execution.Execution`; a TPU always runs the compiled
-    program). ``overlap`` and ``execution`` are all that :func:`analyze` and
-    :func:`sensitivity` read; :func:`whatif` reads ``ceilings`` and ``clamp`` too."""
+    program). ``timing``: a GPU step in the serving questions (:func:`serving`,
+    :func:`serve`) as the roofline bounds it (``roofline``, what hand-tuned kernels
+    approach) or as XLA:GPU runs it (``as-run``: the device's kernel model,
+    :mod:`roofline.model.kernel_model`); :func:`analyze` gives both. ``overlap`` and
+    ``execution`` are all that :func:`analyze` and :func:`sensitivity` read;
+    :func:`whatif` reads ``ceilings`` and ``clamp`` too."""
 
     overlap: Overlap | str = Overlap.MAX
     ceilings: Ceilings | str = Ceilings.ACHIEVABLE
@@ -160,6 +169,7 @@ class PlacementOptions:
     host_floor: float | None = None
     target_floor: float | None = None
     execution: Execution | str = Execution.FUSED
+    timing: StepTiming | str = StepTiming.ROOFLINE
 
     def __post_init__(self) -> None:
         member("overlap", self.overlap, Overlap)
@@ -169,6 +179,7 @@ class PlacementOptions:
         optional(real_number, "host_floor", self.host_floor, low=0)
         optional(real_number, "target_floor", self.target_floor, low=0)
         member("execution", self.execution, Execution)
+        member("timing", self.timing, StepTiming)
 
 
 @dataclass(frozen=True)

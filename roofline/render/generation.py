@@ -11,7 +11,13 @@ from typing import Any
 
 from roofline.model.generation import FittedSteps, Generation, Served
 from roofline.model.serving_sim import Percentiles, ServingRun
-from roofline.render.serving import rate_text, scalar_fields, time_text
+from roofline.render.serving import (
+    rate_text,
+    scalar_fields,
+    time_text,
+    timing_document,
+    timing_text,
+)
 from roofline.render.tables import format_table
 
 GENERATION_SCHEMA = "roofline/generation/1"
@@ -41,7 +47,8 @@ def generation_document(answers: Sequence[Generation], labels: Sequence[str]
                         ) -> dict[str, Any]:
     entries = [{
         "label": label, "hardware": a.hardware.ref, "devices": a.devices,
-        "batch": a.batch, "input_len": str(a.inputs), "output_len": str(a.outputs),
+        **timing_document(a.fitted.solved_from[0]), "batch": a.batch,
+        "input_len": str(a.inputs), "output_len": str(a.outputs),
         "time_to_first_token_s": a.time_to_first_token_s,
         "time_per_output_token_s": a.time_per_output_token_s,
         "request_latency_s": Percentiles.of(_array(a.latency)).__dict__,
@@ -81,6 +88,7 @@ def generation_text(answers: Sequence[Generation], labels: Sequence[str]) -> str
     lines.append(format_table(rows, ["", *labels]))
     lines.append("")
     for label, a in zip(labels, answers):
+        lines.append(f"{label}: {timing_text(a.fitted.solved_from[0])}")
         lines.append(f"{label}: step model checked against compiles: "
                      f"{_checks_text(a.fitted)}")
     return "\n".join(lines) + "\n"
@@ -100,6 +108,7 @@ def served_document(answers: Sequence[Served], labels: Sequence[str]) -> dict[st
     for label, a in zip(labels, answers):
         entries.append({
             "label": label, "hardware": a.hardware.ref, "devices": a.devices,
+            **timing_document(a.fitted.solved_from[0]),
             "input_len": str(a.inputs), "output_len": str(a.outputs),
             "scheduler": vars(a.scheduler), "rate": a.rate,
             "sustained_rate": a.sustained_rate, "run": _run_document(a.run),
@@ -183,6 +192,7 @@ def served_text(answers: Sequence[Served], labels: Sequence[str]) -> str:
                   f"tokens/s/device at TPOT {_time(p.run.tpot.mean)}" for p in best)
         lines.append(f"{label}: Pareto frontier over the most sequences a step (offline): "
                      + ", ".join(points))
+        lines.append(f"{label}: {timing_text(a.fitted.solved_from[0])}")
         lines.append(f"{label}: step model checked against compiles: "
                      f"{_checks_text(a.fitted)}")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,29 @@ from roofline.units import Kind, format_quantity
 SCHEMA = "roofline/serving/1"
 
 
+def timing_document(step: PhaseStep) -> dict[str, Any]:
+    """How a serving answer's steps were timed (each step of one answer alike)."""
+    if step.as_run is None:
+        return {"timing": "roofline", "measured_on": None, "carried_from": ""}
+    model = step.as_run.model
+    return {"timing": "as-run", "measured_on": model.measured_on,
+            "carried_from": model.provenance.get("carried_from", "")}
+
+
+def timing_text(step: PhaseStep) -> str:
+    """How a serving answer's steps were timed, for people."""
+    if step.as_run is None:
+        return ("step times: the roofline bound hand-tuned kernels approach (as "
+                "TensorRT-LLM-class serving does); --timing as-run times XLA:GPU's kernels "
+                "on a GPU measured kernel by kernel")
+    model = step.as_run.model
+    where = (model.measured_on if model.measured_on == model.device
+             else f"{model.measured_on}, carried to {model.device}'s memory and clocks")
+    return (f"step times: as XLA:GPU runs it, each kernel at the rate its class achieved "
+            f"on {where}, and the idle between kernels (--timing roofline: the bound "
+            "hand-tuned kernels approach)")
+
+
 def _step_document(step: PhaseStep) -> dict[str, Any]:
     return {"phase": step.phase.value, "batch": step.batch, "tokens": step.tokens,
             "seconds": step.seconds, "tokens_per_s": step.tokens_per_s,
@@ -31,7 +54,7 @@ def serving_document(answers: Sequence[Serving], labels: Sequence[str]) -> dict[
         k, c = a.knee, a.capacity
         entries.append({
             "label": label, "hardware": a.hardware.ref, "devices": a.devices,
-            "sharding": a.sharding,
+            "sharding": a.sharding, **timing_document(a.decode),
             "time_to_first_token_s": a.time_to_first_token_s,
             "time_per_output_token_s": a.time_per_output_token_s,
             "decode_tokens_per_s": a.decode_tokens_per_s,
@@ -144,7 +167,7 @@ def serving_text(answers: Sequence[Serving], labels: Sequence[str]) -> str:
              f"prefill: batch {p.batch}, {p.tokens // max(p.batch, 1)} prompt tokens each; "
              f"decode: batch {d.batch}, KV cache of {first.capacity.context} tokens"]
     for label, a in zip(labels, answers):
-        lines.append(f"{label}: {a.sharding}")
+        lines.append(f"{label}: {a.sharding}; {timing_text(a.decode)}")
     rows = [{"": name, **{label: show(a) for label, a in zip(labels, answers)}}
             for name, show in ROWS]
     lines += ["", format_table(rows, ["", *labels])]
