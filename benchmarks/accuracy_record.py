@@ -4,8 +4,9 @@
 Runs the independent suites of ``roofline validate`` (published, and host unless
 ``--published-only``, which keeps the record's host cases) and keeps, for each case,
 what it compares, its op mix (the share of the source's predicted time in memory-bound
-ops) and its error. Commit the file it writes: a prediction's band is only as current as
-this record.
+ops) and its error, keeping the GPU steps' cases (benchmarks/gpu_kernel_accuracy.py
+--record writes those). Commit the file it writes: a prediction's band is only as current
+as this record.
 
 Run: .venv/bin/python benchmarks/accuracy_record.py [--published-only] [--workdir DIR]
      (about 10 minutes for the published suite with a cold compile cache, 5 more for host)
@@ -36,7 +37,7 @@ def main() -> int:
 
     from dataclasses import asdict
 
-    from roofline.model.accuracy import RECORD, ValidatedCase, load_record
+    from roofline.model.accuracy import GPU_STEPS, RECORD, ValidatedCase, load_record
     from roofline.outputs import write_text_atomic
     from roofline.studies.validation import Validation, validate
 
@@ -55,6 +56,8 @@ def main() -> int:
         cases += [case for case in load_record()
                   if case.name not in published and case.name not in names
                   and case.kind.startswith("transfer")]
+    # The GPU steps' cases come from benchmarks/gpu_kernel_accuracy.py --record: kept.
+    cases += [case for case in load_record() if case.kind.endswith(GPU_STEPS)]
     document = {"schema": "roofline/accuracy/1", "written_by": "benchmarks/accuracy_record.py",
                 "cases": [asdict(case) for case in cases]}
     out = args.out or RECORD

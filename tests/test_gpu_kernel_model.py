@@ -277,10 +277,36 @@ def test_llm_as_run_times_each_step_by_its_kernels_and_says_so(served_both_ways)
 
 
 @pytest.mark.parametrize("device, why", [("a100-80gb", "a100-80gb has no kernel model"),
-                                          ("tpu-v5e", "tpu-v5e has no kernel model")])
+                                          ("tpu-v5e", r"tpu-v5e runs no XLA:GPU program "
+                                                      r"\(it is compiled for tpu-v5e\)")])
 def test_as_run_is_refused_where_no_kernels_were_measured(device, why):
     from roofline.api import PlacementOptions, serving
     from roofline.errors import RooflineError
 
     with pytest.raises(RooflineError, match=why + r" \(GPUs with one: h100-sxm, h200\)"):
         serving(SMALL_GPT2, device, placement=PlacementOptions(timing="as-run"))
+
+
+def test_each_figure_carries_the_error_the_measured_steps_give_it(small_fc_on_h200,
+                                                                   served_both_ways):
+    # The record holds each of the 14 measured H200 steps twice, against the roofline and
+    # against the kernel model (benchmarks/gpu_kernel_accuracy.py --record); a band is
+    # the median and largest |error| of the 3 nearest in memory-bound share.
+    from roofline.model.accuracy import NEAREST, load_record
+
+    record = load_record()
+    roofline_cases = [c for c in record if c.kind == "roofline: h200 steps"]
+    as_run_cases = [c for c in record if c.kind == "as-run: h200 steps"]
+    assert len(roofline_cases) == len(as_run_cases) == 14
+    # The roofline ran every measured step too fast; the kernel model is nearer.
+    assert all(case.error < 0 for case in roofline_cases)
+    assert (sorted(abs(c.error) for c in as_run_cases)[7]
+            < sorted(abs(c.error) for c in roofline_cases)[7])
+    a = small_fc_on_h200
+    for band, kind in ((a.expected_error, "roofline: h200 steps"),
+                       (a.kernels_expected_error, "as-run: h200 steps")):
+        assert band is not None and band.kind == kind and len(band.cases) == NEAREST
+        assert band.typical <= band.largest
+    assert "against XLA:GPU's own steps" in a.expected_error.text()
+    assert served_both_ways["as-run"].decode.expected_error.kind == "as-run: h200 steps"
+    assert served_both_ways["roofline"].decode.expected_error.kind == "roofline: h200 steps"

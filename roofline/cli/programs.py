@@ -36,7 +36,8 @@ def _analyze(args: argparse.Namespace) -> int:
                      compile=compile_options_of(args, args.data_parallel))
     placement = result.placement
     doc = analysis_document(result.label, result.program, placement, result.fit,
-                            result.kernels)
+                            result.kernels, expected_error=result.expected_error,
+                            kernels_expected_error=result.kernels_expected_error)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":

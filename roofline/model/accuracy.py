@@ -7,6 +7,11 @@ in memory-bound ops). The record, ``accuracy.json`` beside this module, holds ea
 published and host case's error and op mix as the last full run of ``roofline validate``
 measured them; ``benchmarks/accuracy_record.py`` writes it. A prediction of a
 kind no case covers says so: its error is not known.
+
+A GPU step's two figures (``analyze``: the roofline bound, and the step as XLA:GPU runs
+it on the GPU's kernel model) draw theirs from the whole steps measured on the GPU the
+kernel model was measured on, the same way: nearest in the share of the step's time in
+memory-bound ops (``benchmarks/gpu_kernel_accuracy.py --record`` writes those cases).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from roofline.input_files import VALIDATION_SUITE, read_input_text
 
 if TYPE_CHECKING:
     from roofline.hardware.records import Hardware
+    from roofline.model.analysis import ProgramPlacement
     from roofline.model.comparison import Comparison
 
 RECORD = Path(__file__).with_name("accuracy.json")
 NEAREST = 3   # cases a band is drawn from: the nearest in op mix of the same kind
+GPU_STEPS = " steps"   # ends the kind of a GPU step's figure: "as-run: h200 steps"
 
 
 @dataclass(frozen=True)
@@ -53,14 +60,24 @@ class ErrorBand:
     memory_share: float
 
     def text(self) -> str:
-        return (f"expected error: about {self.typical:.0%} (median |error| of the "
-                f"{len(self.cases)} validated {self.kind} case"
-                f"{'s' if len(self.cases) != 1 else ''} nearest its op mix, "
+        cases = f"{len(self.cases)} validated {self.kind} case" + (
+            "s" if len(self.cases) != 1 else "")
+        against = ""
+        if self.kind.endswith(GPU_STEPS):   # "as-run: h200 steps"
+            timing, device = self.kind[:-len(GPU_STEPS)].split(": ")
+            figure = "kernel model" if timing == "as-run" else "roofline"
+            cases = f"{len(self.cases)} measured {device} steps' {figure} times"
+            # The roofline is the bound hand-tuned kernels approach: its error is against
+            # what XLA:GPU's own kernels took.
+            against = "" if timing == "as-run" else " against XLA:GPU's own steps"
+        return (f"expected error{against}: about {self.typical:.0%} (median |error| of the "
+                f"{cases} nearest its op mix, "
                 f"{self.memory_share:.0%} of the time memory-bound; largest "
                 f"{self.largest:.0%})")
 
     def to_document(self) -> dict[str, Any]:
-        return {"typical": self.typical, "largest": self.largest, "cases": list(self.cases),
+        return {"text": self.text(),
+                "typical": self.typical, "largest": self.largest, "cases": list(self.cases),
                 "kind": self.kind, "memory_share": self.memory_share,
                 "basis": "median and largest |predicted / measured - 1| of the validated "
                          "cases of this kind nearest in memory-bound share"}
@@ -73,6 +90,15 @@ def kind_of(source: Hardware, target: Hardware, transfer: bool = False) -> str:
     what = (f"{source.kind} -> {target.kind}" if source.ref != target.ref
             else f"{source.kind}, another program")
     return f"{'transfer' if transfer else 'analytical'}: {what}"
+
+
+def placement_memory_share(placement: ProgramPlacement) -> float:
+    """The share of a placed program's time in memory-bound ops."""
+    from roofline.model.placement import BoundKind
+
+    held = sum(seconds for bound, seconds in placement.seconds_by_bound().items()
+               if bound.kind is BoundKind.MEMORY)
+    return held / placement.seconds if placement.seconds else 0.0
 
 
 def memory_share(comparison: Comparison) -> float:
@@ -102,12 +128,24 @@ def expected_error(comparison: Comparison, transfer: bool = False,
                    cases: Sequence[ValidatedCase] | None = None) -> ErrorBand | None:
     """The band of the validated cases nearest ``comparison`` (module docstring; a
     ``transfer`` of measured times); None where no case is of its kind."""
+    return band_of(kind_of(comparison.before, comparison.after, transfer),
+                   memory_share(comparison), cases)
+
+
+def gpu_step_kind(timing: str, measured_on: str) -> str:
+    """The kind of a GPU step's figure (``timing``: ``roofline`` or ``as-run``) whose
+    error the steps measured on ``measured_on`` tell."""
+    return f"{timing}: {measured_on}{GPU_STEPS}"
+
+
+def band_of(kind: str, share: float, cases: Sequence[ValidatedCase] | None = None
+            ) -> ErrorBand | None:
+    """The band of the cases of ``kind`` nearest ``share`` of the time memory-bound; None
+    where no case is of that kind."""
     cases = load_record() if cases is None else cases
-    kind = kind_of(comparison.before, comparison.after, transfer)
     alike = [case for case in cases if case.kind == kind]
     if not alike:
         return None
-    share = memory_share(comparison)
     nearest = sorted(alike, key=lambda case: (abs(case.memory_share - share), case.name))
     chosen = nearest[:NEAREST]
     errors = [abs(case.error) for case in chosen]

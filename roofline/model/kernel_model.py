@@ -155,6 +155,13 @@ class StepEstimate:
         """The ops' bytes terms, summed."""
         return sum(each.memory_s for each in self.ops)
 
+    @property
+    def memory_share(self) -> float:
+        """The share of the kernels' time in ops whose bytes hold them back more than
+        their FLOPs."""
+        held = sum(each.seconds for each in self.ops if each.memory_s >= each.compute_s)
+        return held / self.kernel_s if self.kernel_s else 0.0
+
     def by_class(self) -> dict[KernelClass, float]:
         """Kernel seconds per class."""
         totals: dict[KernelClass, float] = {}

@@ -28,6 +28,12 @@ from typing import TYPE_CHECKING, Any
 from roofline.arguments import of_type, sequence_of, text, whole_number
 from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
 from roofline.hardware.library import hardware_ref, spec_files
+from roofline.model.accuracy import (
+    ErrorBand,
+    band_of,
+    gpu_step_kind,
+    placement_memory_share,
+)
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
 from roofline.model.kernel_model import (
     KernelModel,
@@ -99,6 +105,9 @@ class PhaseStep:
     # Timed as XLA:GPU runs it (``timing=as-run``): its kernels and the idle between them,
     # whose times ``seconds``, ``compute_s`` and ``memory_s`` then are; None: the roofline.
     as_run: StepEstimate | None = dataclasses.field(default=None, repr=False)
+    # The error this step's time can expect, from the whole steps measured on the GPU its
+    # kernel model was measured on (None where there are none).
+    expected_error: ErrorBand | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -397,6 +406,10 @@ class StepSource:
         self.hardware, self.placer, self.compile_target = serving_setting(
             hardware, placement, compile)
         self.kernels = _kernel_model(self.hardware, self.compile_target, placement)
+        # The steps measured on a GPU whose kernels were timed tell each step's error.
+        measured = self.kernels or _gpu_kernel_model(self.hardware, self.compile_target)
+        self.band_kind = None if measured is None else gpu_step_kind(
+            StepTiming(placement.timing).value, measured.measured_on)
         self.cache_dir = compile.cache
         self.must_fit = must_fit
         self._steps: dict[tuple[Phase, int, int], PhaseStep] = {}
@@ -410,7 +423,7 @@ class StepSource:
                                **{phase.length: length})
             try:
                 step = compiled_step(workload, phase, self.compile_target, self.placer,
-                                     self.cache_dir, self.kernels)
+                                     self.cache_dir, self.kernels, self.band_kind)
             except DoesNotFitError as exc:
                 raise DoesNotFitError(f"{phase} at batch {batch}: {exc}") from None
             if self.must_fit and step.fit is not None and not step.fit.fits:
@@ -461,25 +474,34 @@ def _kernel_model(hardware: Hardware, target: str, placement: PlacementOptions
 
     if StepTiming(placement.timing) is StepTiming.ROOFLINE:
         return None
-    model = kernel_model_for(hardware)
-    if model is None or get_target(target).platform != "gpu":
+    model = _gpu_kernel_model(hardware, target)
+    if model is None:
         measured = sorted(ref for ref in spec_files()
                           if kernel_model_path(ref).is_file())
         raise RooflineError(
             f"timing=as-run times each kernel of XLA:GPU's program at its class's measured "
-            f"rate, and {hardware.id} " + ("has no kernel model" if model is None else
-                                           f"is compiled for {target}, no GPU")
+            f"rate, and {hardware.id} "
+            + ("has no kernel model" if get_target(target).platform == "gpu" else
+               f"runs no XLA:GPU program (it is compiled for {target})")
             + f" (GPUs with one: {', '.join(measured) or 'none'}); give timing=roofline, "
             "or measure its kernels with benchmarks/gpu_ground_truth.py")
     return model
 
 
+def _gpu_kernel_model(hardware: Hardware, target: str) -> KernelModel | None:
+    """The kernel model of the GPU a step compiled for ``target`` runs on, if any."""
+    from roofline.program.compile import get_target
+
+    return kernel_model_for(hardware) if get_target(target).platform == "gpu" else None
+
+
 def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
-                  cache_dir: str | Path | None, kernels: KernelModel | None = None
-                  ) -> PhaseStep:
+                  cache_dir: str | Path | None, kernels: KernelModel | None = None,
+                  band_kind: str | None = None) -> PhaseStep:
     """``workload``'s step compiled for ``target`` and placed; timed as XLA:GPU runs it
     where a kernel model is given (its compute and memory the kernels' FLOPs and bytes
-    terms, the fixed times and idle beside them)."""
+    terms, the fixed times and idle beside them); with the error the measured steps of
+    ``band_kind`` give it (:func:`roofline.model.accuracy.band_of`)."""
     from roofline.model.placement import class_text
     from roofline.program.compile import compile_workload
 
@@ -497,13 +519,16 @@ def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
     by_bound = {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()}
     footprint = fit(program, placer.hardware)
     if kernels is None:
+        band = None if band_kind is None else band_of(band_kind,
+                                                      placement_memory_share(placement))
         return PhaseStep(phase, batch, tokens, placement.seconds, compute, memory, link,
                          program.costs.flops, program.costs.bytes, by_bound, footprint,
-                         program, placement)
+                         program, placement, None, band)
     as_run = step_estimate(program.costs, kernels)
+    band = None if band_kind is None else band_of(band_kind, as_run.memory_share)
     return PhaseStep(phase, batch, tokens, as_run.seconds + link, as_run.compute_s,
                      as_run.memory_s, link, program.costs.flops, program.costs.bytes,
-                     by_bound, footprint, program, placement, as_run)
+                     by_bound, footprint, program, placement, as_run, band)
 
 
 def _knee(one: PhaseStep, two: PhaseStep, step_at: Callable[[int], PhaseStep]) -> Knee:

@@ -40,7 +40,13 @@ from roofline.errors import RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
-from roofline.model.accuracy import ErrorBand, expected_error
+from roofline.model.accuracy import (
+    ErrorBand,
+    band_of,
+    expected_error,
+    gpu_step_kind,
+    placement_memory_share,
+)
 from roofline.model.analysis import (
     BATCH_LIMIT,
     CapacityThroughput,
@@ -252,6 +258,11 @@ class Analysis:
     # device, and the idle between them; None where the program is no GPU's or the device
     # has no kernel model (:mod:`roofline.model.kernel_model`).
     kernels: StepEstimate | None = None
+    # The error each figure can expect, from the whole steps measured on the GPU the
+    # kernel model was measured on (:func:`roofline.model.accuracy.band_of`); None where
+    # there are none.
+    expected_error: ErrorBand | None = None
+    kernels_expected_error: ErrorBand | None = None
 
 
 def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
@@ -291,10 +302,16 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
                                                          cache_dir=compile.cache)
     if hw is None:
         return Analysis(label, program, None, None)
+    placed = Placer(hw, Overlap(overlap)).program(program)
     model = kernel_model_for(hw) if program.target.platform == "gpu" else None
-    return Analysis(label, program, Placer(hw, Overlap(overlap)).program(program),
-                    fit(program, hw),
-                    None if model is None else step_estimate(program.costs, model))
+    if model is None:
+        return Analysis(label, program, placed, fit(program, hw))
+    kernels = step_estimate(program.costs, model)
+    return Analysis(label, program, placed, fit(program, hw), kernels,
+                    band_of(gpu_step_kind("roofline", model.measured_on),
+                            placement_memory_share(placed)),
+                    band_of(gpu_step_kind("as-run", model.measured_on),
+                            kernels.memory_share))
 
 
 def _compiled_already(path: Path, execution: Execution | str) -> None:

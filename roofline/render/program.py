@@ -10,6 +10,7 @@ from roofline.render.tables import format_table, with_coverage
 from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
+    from roofline.model.accuracy import ErrorBand
     from roofline.model.analysis import Fit, ProgramPlacement
     from roofline.model.kernel_model import StepEstimate
     from roofline.model.placement import Placement
@@ -55,8 +56,11 @@ def _op_row(op: OpCost, p: Placement | None, placed: bool) -> dict[str, Any]:
 
 def analysis_document(spec: str, program: CompiledProgram,
                       placement: ProgramPlacement | None, fit: Fit | None,
-                      kernels: StepEstimate | None = None) -> dict[str, Any]:
-    """``analyze`` as JSON: schema ``roofline/analysis/1``."""
+                      kernels: StepEstimate | None = None, *,
+                      expected_error: ErrorBand | None = None,
+                      kernels_expected_error: ErrorBand | None = None) -> dict[str, Any]:
+    """``analyze`` as JSON: schema ``roofline/analysis/1``; on a GPU measured kernel by
+    kernel, the step as its kernels run and each figure's expected error."""
     from roofline.model.analysis import omissions_of
 
     costs = program.costs
@@ -115,6 +119,7 @@ def analysis_document(spec: str, program: CompiledProgram,
                                  for b, s in placement.seconds_by_bound().items()},
             "seconds_by_category": placement.seconds_by_category(),
             "critical_path": _critical_path(program, placement),
+            "expected_error": expected_error.to_document() if expected_error else None,
         }
     if kernels is not None:
         doc["kernels"] = {
@@ -127,6 +132,8 @@ def analysis_document(spec: str, program: CompiledProgram,
             "carried_from": kernels.model.provenance.get("carried_from", ""),
             "fitted_by": kernels.model.provenance.get("fitted_by", ""),
             "never_read": kernels.model.provenance.get("never_read", ""),
+            "expected_error": (kernels_expected_error.to_document()
+                               if kernels_expected_error else None),
         }
     if fit is not None:
         doc["fit"] = {"footprint_bytes": fit.footprint_bytes,
@@ -191,6 +198,8 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
         for bound, seconds in sorted(p["seconds_by_bound"].items(), key=lambda kv: -kv[1]):
             share = seconds / p["seconds"] if p["seconds"] else 0.0
             lines.append(f"  {bound:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+        if p.get("expected_error"):
+            lines.append(f"  {p['expected_error']['text']}")
         if "kernels" in doc:
             k = doc["kernels"]
             where = ("there" if k["carried_from"] == "" else
@@ -204,6 +213,8 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             for kind, seconds in k["seconds_by_class"].items():
                 share = seconds / k["kernel_seconds"] if k["kernel_seconds"] else 0.0
                 lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+            if k.get("expected_error"):
+                lines.append(f"  {k['expected_error']['text']}")
         path = p["critical_path"]
         if p["seconds"]:
             lines.append(f"critical path {q(path['seconds'], Kind.TIME)} "

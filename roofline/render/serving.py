@@ -15,25 +15,28 @@ SCHEMA = "roofline/serving/1"
 
 def timing_document(step: PhaseStep) -> dict[str, Any]:
     """How a serving answer's steps were timed (each step of one answer alike)."""
+    band = None if step.expected_error is None else step.expected_error.to_document()
     if step.as_run is None:
-        return {"timing": "roofline", "measured_on": None, "carried_from": ""}
+        return {"timing": "roofline", "measured_on": None, "carried_from": "",
+                "expected_error": band}
     model = step.as_run.model
     return {"timing": "as-run", "measured_on": model.measured_on,
-            "carried_from": model.provenance.get("carried_from", "")}
+            "carried_from": model.provenance.get("carried_from", ""), "expected_error": band}
 
 
 def timing_text(step: PhaseStep) -> str:
     """How a serving answer's steps were timed, for people."""
+    band = "" if step.expected_error is None else f"; {step.expected_error.text()}"
     if step.as_run is None:
         return ("step times: the roofline bound hand-tuned kernels approach (as "
                 "TensorRT-LLM-class serving does); --timing as-run times XLA:GPU's kernels "
-                "on a GPU measured kernel by kernel")
+                f"on a GPU measured kernel by kernel{band}")
     model = step.as_run.model
     where = (model.measured_on if model.measured_on == model.device
              else f"{model.measured_on}, carried to {model.device}'s memory and clocks")
     return (f"step times: as XLA:GPU runs it, each kernel at the rate its class achieved "
             f"on {where}, and the idle between kernels (--timing roofline: the bound "
-            "hand-tuned kernels approach)")
+            f"hand-tuned kernels approach){band}")
 
 
 def _step_document(step: PhaseStep) -> dict[str, Any]:
