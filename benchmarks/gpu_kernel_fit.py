@@ -194,6 +194,23 @@ def fit_memory_class(kernels: Sequence[MeasuredKernel]) -> MemoryClassParams:
                              float(np.mean([k.kernels for k in kernels])))
 
 
+def fit_reduction_class(kernels: Sequence[MeasuredKernel]) -> MemoryClassParams:
+    """A memory-bound class whose column reductions of few independent sums reach a share
+    of the bandwidth (:attr:`MemoryClassParams.parallel_outputs`): ``fixed_s``, ``bytes_per_s``
+    and the sums at which the whole bandwidth is reached, on relative error."""
+    measured = np.array([k.seconds for k in kernels])
+    weight = _weights(measured)
+    moved = np.array([k.op.bytes for k in kernels])
+    sums = np.array([k.op.column_sums or np.inf for k in kernels], float)
+    # in us, s/TB and thousands of sums: each of order one for the solver
+    fixed_us, s_per_tb, thousands = _robust_fit(
+        lambda p: weight * ((p[0] * 1e-6 + moved * p[1] * 1e-12
+                             / np.minimum(1.0, sums / (p[2] * 1e3))) / measured - 1),
+        [2.0, 0.3, 5.0], [np.inf, np.inf, np.inf])
+    return MemoryClassParams(fixed_us * 1e-6, 1e12 / max(s_per_tb, 1e-6),
+                             float(np.mean([k.kernels for k in kernels])), thousands * 1e3)
+
+
 def fit_matrix_class(kernels: Sequence[MeasuredKernel], base: KernelModel, kind: KernelClass,
                      bytes_per_s: float) -> MatrixClassParams:
     """``fixed_s`` and ``efficiency`` of a matrix class (its memory side at the device's
@@ -242,8 +259,9 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
     by_class: dict[KernelClass, list[MeasuredKernel]] = defaultdict(list)
     for kernel in training:
         by_class[kernel.kind].append(kernel)
-    memory = {kind: fit_memory_class(by_class[kind]) for kind in MEMORY_CLASSES
-              if by_class[kind]}
+    memory = {kind: (fit_reduction_class if kind is KernelClass.REDUCTION
+                     else fit_memory_class)(by_class[kind])
+              for kind in MEMORY_CLASSES if by_class[kind]}
     # A class the profiles never ran (a lone copy kernel at most) borrows the element-wise
     # kernels' parameters: said in the provenance.
     borrowed = [kind.value for kind in MEMORY_CLASSES if len(by_class[kind]) < 3]

@@ -310,3 +310,32 @@ def test_each_figure_carries_the_error_the_measured_steps_give_it(small_fc_on_h2
     assert "against XLA:GPU's own steps" in a.expected_error.text()
     assert served_both_ways["as-run"].decode.expected_error.kind == "as-run: h200 steps"
     assert served_both_ways["roofline"].decode.expected_error.kind == "roofline: h200 steps"
+
+
+def test_a_column_reduction_counts_its_sums_a_row_reduction_none(resnet50_ops):
+    # Batch-norm statistics over NHWC activations keep the channels, the minor-most
+    # dimension: input_reduce_fusion.31 sums bf16[32,28,28,512] seen as [128, 196, 512]
+    # into [128, 512] (65,536 sums); input_multiply_reduce_fusion.3 [32,7,7,512] into
+    # [512]. A loop fusion runs no reduce.
+    assert resnet50_ops["input_reduce_fusion.31"].column_sums == 128 * 512
+    assert resnet50_ops["input_multiply_reduce_fusion.3"].column_sums == 512
+    assert resnet50_ops["loop_select_fusion"].column_sums == 0
+    # Llama's prefill sums 84 MB into one number (its minor dimension reduced too): a
+    # row reduction, whose kernel XLA splits over the device; no column limit applies.
+    prefill = dumped_program(read_dump(H200_RUN / "dumps" / (
+        "decoder__config-llama3-8b_phase-prefill_batch-1_prompt-2048_context-1024_tp-1_dp-1"
+        "_pp-1_ep-1_dtype-bf16.txt.gz")))
+    assert {op.name: op for op in prefill.costs.ops}["input_reduce_fusion.64"].column_sums == 0
+
+
+def test_a_column_reduction_of_few_sums_reaches_that_share_of_the_bandwidth():
+    params = MemoryClassParams(fixed_s=1e-6, bytes_per_s=4e12, parallel_outputs=8192)
+    model = replace(_model(), memory_classes={**_model().memory_classes,
+                                              KernelClass.REDUCTION: params})
+    op = OpCost("input_reduce_fusion", "fusion", OpCategory.REDUCTION, "bf16",
+                ExecutionUnit.VECTOR, 4e6, 0.0, 8e6 - 4096, 4096.0, 0.0, 0.0, "reduce_sum",
+                (), fusion_kind="kInput", column_sums=2048)
+    # 2,048 sums of 8,192: a quarter of the bandwidth, 1 us + 8 MB / 1 TB/s = 9 us.
+    assert kernel_seconds(op, model) == pytest.approx(9e-6)
+    assert kernel_seconds(replace(op, column_sums=65536), model) == pytest.approx(3e-6)
+    assert kernel_seconds(replace(op, column_sums=0), model) == pytest.approx(3e-6)

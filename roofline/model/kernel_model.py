@@ -73,11 +73,21 @@ MEMORY_CLASSES = tuple(c for c in KernelClass if c not in MATRIX_CLASSES)
 
 @dataclass(frozen=True)
 class MemoryClassParams:
-    """A memory-bound kernel class: ``t = fixed_s + bytes / bytes_per_s``."""
+    """A memory-bound kernel class: ``t = fixed_s + bytes / bytes_per_s``; for a column
+    reduction of fewer independent sums than ``parallel_outputs``
+    (:attr:`OpCost.column_sums`), the bandwidth in that share, as fewer cores run it (0:
+    no such limit)."""
 
     fixed_s: float
     bytes_per_s: float
     kernels_per_op: float = 1.0
+    parallel_outputs: float = 0.0
+
+    def bandwidth(self, op: OpCost) -> float:
+        """The bandwidth ``op``'s kernels reach."""
+        if not self.parallel_outputs or not op.column_sums:
+            return self.bytes_per_s
+        return self.bytes_per_s * min(1.0, op.column_sums / self.parallel_outputs)
 
 
 @dataclass(frozen=True)
@@ -236,7 +246,7 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
     kind = kind or kernel_class(op)
     if kind in model.memory_classes:
         memory = model.memory_classes[kind]
-        return KernelTerms(memory.fixed_s, 0.0, op.bytes / memory.bytes_per_s)
+        return KernelTerms(memory.fixed_s, 0.0, op.bytes / memory.bandwidth(op))
     matrix = model.matrix_classes[kind]
     dtype = matrix_dtype(op)
     if dtype not in model.matrix_flop_per_cycle:
@@ -445,7 +455,8 @@ class _Fields:
             if f.name not in record and f.default is not MISSING:
                 continue   # a default applies
             values[f.name] = self.positive(record, f.name, where,
-                                           allow_zero=f.name == "fixed_s")
+                                           allow_zero=f.name in ("fixed_s",
+                                                                 "parallel_outputs"))
         if "tile_m" in values:
             values["tile_m"], values["tile_n"] = int(values["tile_m"]), int(values["tile_n"])
         return kind(**values)

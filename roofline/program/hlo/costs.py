@@ -42,7 +42,7 @@ from roofline.program.hlo.rules import (
     unknown_label,
     wrapped_result,
 )
-from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape
+from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, arrays
 from roofline.program.hlo.traffic import Moved, kernel_bytes, link_bytes
 
 __all__ = ["MISSING_BODY", "OpCategory", "analyze_module"]
@@ -97,6 +97,7 @@ class _Analyzer:
         # Memos by what an op calls (as stand-ins) and by computation name: alike fusions
         # of every layer share them.
         self._heaviest: dict[tuple[str, ...], Instruction | None] = {}
+        self._fewest_sums: dict[tuple[str, ...], int] = {}
         self._plans: dict[str, FusionPlan] = {}
         # Alike ops -> the first one's costs and the matrix op in its body, if any.
         self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
@@ -264,6 +265,7 @@ class _Analyzer:
             fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
             else "", full_fp32=self._full_fp32(effective, computation, unit),
             layout=self._layout(effective, computation, unit),
+            column_sums=self._column_sums(effective, computation),
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,
@@ -456,6 +458,22 @@ class _Analyzer:
             kinds |= set(instruction.name.split(".")[0].split("_"))
         return kinds
 
+    def _column_sums(self, instruction: Instruction, computation: Computation) -> int:
+        """The fewest outputs of any column reduction ``instruction`` runs (itself, or in
+        its fusion): the independent sums its kernel can spread over a device; 0 for
+        none."""
+        if instruction.opcode == "reduce":
+            return _column_outputs(instruction, computation)
+        if instruction.opcode != "fusion":
+            return 0
+        called = tuple(self.calls.stand_in(name) for name in all_called(instruction))
+        if called not in self._fewest_sums:
+            found = (_column_outputs(inner, body) for body in (
+                self.module.computations[name] for name in self.calls.reachable(called))
+                for inner in body.instructions if inner.opcode == "reduce")
+            self._fewest_sums[called] = min((n for n in found if n), default=0)
+        return self._fewest_sums[called]
+
     def _heaviest_inner(self, instruction: Instruction, computation: Computation
                         ) -> Instruction | None:
         """The dot or convolution that gives a kernel its unit (itself, or in a fusion)."""
@@ -479,6 +497,21 @@ class _Analyzer:
                     if flops > best_flops:
                         best, best_flops = inner, flops
         return best
+
+
+def _column_outputs(reduce: Instruction, computation: Computation) -> int:
+    """A reduce's outputs where it keeps its operand's minor-most dimension (a column
+    reduction: each output sums along a strided column), else 0 (a row reduction, or an
+    operand out of sight)."""
+    operand = computation.by_name.get(reduce.operands[0]) if reduce.operands else None
+    if operand is None or not isinstance(operand.shape, ArrayShape) or not operand.shape.dims:
+        return 0
+    shape = operand.shape
+    minor = (shape.minor_to_major[0] if shape.minor_to_major
+             else len(shape.dims) - 1)
+    reduced = {int(d) for d in reduce.attributes.get("dimensions", "").strip("{}").split(",")
+               if d.strip()}
+    return 0 if minor in reduced else arrays(reduce.shape)[0].elements
 
 
 @functools.cache

@@ -47,6 +47,10 @@ class OpCost:
     # PyTorch does by default; roofline.program.hlo.eager); "" where the compiler chose.
     layout: str = ""
     fusion_kind: str = ""        # a fusion's kind as compiled: kLoop, kInput, kOutput, kCustom
+    # The fewest outputs of any column reduction it runs (a reduce that keeps its operand's
+    # minor-most dimension, as batch-norm statistics over NHWC activations do): the
+    # independent sums its kernel can spread over a device's cores; 0 where it runs none.
+    column_sums: int = 0
     # A loop, call or conditional: the kernels one trip of it runs (its body's and its
     # condition's, or the branch costed), each costed on its own; its totals above are
     # these times ``trip_count``. Empty for a kernel.
