@@ -11,7 +11,8 @@ Each class has its own parameters, learned from per-kernel times measured on the
 the device's spec: ``hardware_specs/<id>.kernels.json``) and never from whole steps,
 which are the check:
 
-- memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``;
+- memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``, a column reduction of few
+  sums at a share of that bandwidth (:class:`MemoryClassParams`);
 - matrix classes: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``, where the rate
   is the dtype's dense FLOPs per clock cycle (a datasheet peak over the clock it is quoted
   at: 1.83 GHz for Hopper's tensor cores, 1.98 GHz for its CUDA cores) x the clock the
@@ -23,6 +24,8 @@ which are the check:
 A step's expected time is the sum of its kernels' times plus the time the GPU sits idle
 between them: ``step_fixed_s + gap_s x kernels``, the kernels counted as each class
 launches them per op (a cuDNN call runs set-up and padding kernels beside its main one).
+A device of the same chip gets the mechanisms carried (:func:`carried_to`); a serving
+question times its steps either way (:class:`StepTiming`).
 """
 
 from __future__ import annotations
