@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         serve,
     )
     from roofline.model.hierarchical import HierarchicalRoofline
+    from roofline.model.kernel_model import StepEstimate, StepTiming
     from roofline.model.llm import (
         Capacity,
         CurvePoint,
@@ -173,6 +174,7 @@ _HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
     "roofline.model.generation": ("FittedSteps", "FrontierPoint", "Generation", "LatencyTarget",
         "Served", "ServeOptions", "StepCheck", "generation", "serve"),
     "roofline.model.hierarchical": ("HierarchicalRoofline",),
+    "roofline.model.kernel_model": ("StepEstimate", "StepTiming"),
     "roofline.model.llm": ("Capacity", "CurvePoint", "Knee", "Phase", "PhaseStep", "Pipeline",
         "Serving", "serving", "serving_curve"),
     "roofline.model.placement": ("Bound", "BoundKind", "Overlap", "Placement", "Work",
@@ -209,12 +211,13 @@ __all__ = [
     "whatif", "write_spec",
     # their options: records of the options rarely given
     "ComparedUnit", "CompileOptions", "PlacementOptions", "SideOptions", "Lengths",
-    "LatencyTarget", "Scheduler", "ServeOptions",
+    "LatencyTarget", "Scheduler", "ServeOptions", "StepTiming",
     # their results
     "Analysis", "CapacityThroughput", "Comparison", "Coverage", "Explanation", "GpuMeasurement",
     "HierarchicalRoofline",
     "HostMeasurement", "Prediction", "PredictionMode", "ProgramPlacement", "Sensitivity",
-    "Serving", "Generation", "Served", "ServingRun", "StepTime", "Validation", "WhatIf",
+    "Serving", "Generation", "Served", "ServingRun", "StepEstimate", "StepTime", "Validation",
+    "WhatIf",
     "WrittenSpec",
     # what those results hold
     "Capacity", "CompiledProgram", "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee",

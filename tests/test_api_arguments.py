@@ -352,9 +352,10 @@ NOT_GIVEN = {
         ("Analysis", "CapacityThroughput", "Comparison", "Coverage", "Explanation",
          "GpuMeasurement", "HierarchicalRoofline", "HostMeasurement", "Prediction",
          "ProgramPlacement", "Sensitivity", "Serving", "Generation", "Served", "ServingRun",
-         "StepTime", "Validation", "WhatIf", "WrittenSpec", "Capacity", "CompiledProgram",
-         "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee", "Line", "Percentiles",
-         "PhaseStep", "Pipeline", "StepCheck", "StepModel", "Bound", "Placement"),
+         "StepEstimate", "StepTime", "Validation", "WhatIf", "WrittenSpec", "Capacity",
+         "CompiledProgram", "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee",
+         "Line", "Percentiles", "PhaseStep", "Pipeline", "StepCheck", "StepModel", "Bound",
+         "Placement"),
         "a result: the library builds it and a caller reads it"),
     **dict.fromkeys(
         ("Hardware", "ComputeRoof", "Link", "MemoryLevel"),
