@@ -438,12 +438,17 @@ def served_runs(model: StepModel, scheduler: Scheduler, inputs: Lengths, outputs
             unheld[rate] = run
         return run
 
+    def reusable(rate: float | None, limit: Scheduler) -> ServingRun | None:
+        """A run at ``rate`` that never reached ``limit``: the run under it too."""
+        same = unheld.get(rate)
+        return same if same is not None and same.most_sequences < limit.max_sequences \
+            else None
+
     def run_at(rate: float | None, limit: Scheduler = scheduler) -> ServingRun:
         run = done.get((rate, limit.max_sequences))
         if run is None:
-            same = unheld.get(rate)
-            run = keep(rate, limit, same if same is not None and same.most_sequences
-                       < limit.max_sequences else simulate(requests_at(rate), model, limit))
+            run = keep(rate, limit, reusable(rate, limit)
+                       or simulate(requests_at(rate), model, limit))
         return run
 
     def within_at(rate: float, target: LatencyTarget) -> ServingRun | None:
@@ -473,8 +478,7 @@ def served_runs(model: StepModel, scheduler: Scheduler, inputs: Lengths, outputs
             """The runs of ``wanted`` the answer has not made, started."""
             return [(at, limit, simulations.start(requests_at(at), limit))
                     for at, limit in wanted if (at, limit.max_sequences) not in done
-                    and not (at in unheld and unheld[at].most_sequences
-                             < limit.max_sequences)]
+                    and reusable(at, limit) is None]
         # On other cores, the frontier's runs are made beside the target's search (they do
         # not wait on it), the curve's together; here, each as it is asked for.
         ahead = options.curves and simulations.parallel

@@ -349,6 +349,14 @@ def kernel_model_path(hardware_id: str) -> Path:
     return (spec.parent if spec is not None else builtin_dir()) / f"{hardware_id}{KERNELS_SUFFIX}"
 
 
+def measured_gpus() -> list[str]:
+    """The devices that have a kernel model, by spec id."""
+    from roofline.hardware.library import spec_files
+
+    return sorted(ref for ref, spec in spec_files().items()
+                  if spec.with_name(f"{ref}{KERNELS_SUFFIX}").is_file())
+
+
 def kernel_model_for(hardware: Hardware) -> KernelModel | None:
     """The kernel model measured on ``hardware`` (a GPU as its spec file has it, any
     variant), or None where it has none, or where the record was scaled (a what-if

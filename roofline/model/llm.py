@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.arguments import of_type, sequence_of, text, whole_number
 from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
-from roofline.hardware.library import hardware_ref, spec_files
+from roofline.hardware.library import hardware_ref
 from roofline.model.accuracy import (
     ErrorBand,
     band_of,
@@ -40,7 +40,7 @@ from roofline.model.kernel_model import (
     StepEstimate,
     StepTiming,
     kernel_model_for,
-    kernel_model_path,
+    measured_gpus,
     step_estimate,
 )
 from roofline.model.placement import BoundKind, Overlap
@@ -476,14 +476,13 @@ def _kernel_model(hardware: Hardware, target: str, placement: PlacementOptions
         return None
     model = _gpu_kernel_model(hardware, target)
     if model is None:
-        measured = sorted(ref for ref in spec_files()
-                          if kernel_model_path(ref).is_file())
         raise RooflineError(
             f"timing=as-run times each kernel of XLA:GPU's program at its class's measured "
             f"rate, and {hardware.id} "
             + ("has no kernel model" if get_target(target).platform == "gpu" else
                f"runs no XLA:GPU program (it is compiled for {target})")
-            + f" (GPUs with one: {', '.join(measured) or 'none'}); give timing=roofline, "
+            + f" (GPUs with one: {', '.join(measured_gpus()) or 'none'}); give "
+            "timing=roofline, "
             "or measure its kernels with benchmarks/gpu_ground_truth.py")
     return model
 
@@ -516,19 +515,16 @@ def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
             link += op.placement.link_s
     batch = int(workload.params["batch"])
     tokens = batch * (int(workload.params["prompt"]) if phase is Phase.PREFILL else 1)
-    by_bound = {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()}
-    footprint = fit(program, placer.hardware)
-    if kernels is None:
-        band = None if band_kind is None else band_of(band_kind,
-                                                      placement_memory_share(placement))
-        return PhaseStep(phase, batch, tokens, placement.seconds, compute, memory, link,
-                         program.costs.flops, program.costs.bytes, by_bound, footprint,
-                         program, placement, None, band)
-    as_run = step_estimate(program.costs, kernels)
-    band = None if band_kind is None else band_of(band_kind, as_run.memory_share)
-    return PhaseStep(phase, batch, tokens, as_run.seconds + link, as_run.compute_s,
-                     as_run.memory_s, link, program.costs.flops, program.costs.bytes,
-                     by_bound, footprint, program, placement, as_run, band)
+    seconds, share = placement.seconds, placement_memory_share(placement)
+    as_run = None if kernels is None else step_estimate(program.costs, kernels)
+    if as_run is not None:
+        seconds, compute, memory = as_run.seconds + link, as_run.compute_s, as_run.memory_s
+        share = as_run.memory_share
+    return PhaseStep(phase, batch, tokens, seconds, compute, memory, link,
+                     program.costs.flops, program.costs.bytes,
+                     {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()},
+                     fit(program, placer.hardware), program, placement, as_run,
+                     None if band_kind is None else band_of(band_kind, share))
 
 
 def _knee(one: PhaseStep, two: PhaseStep, step_at: Callable[[int], PhaseStep]) -> Knee:
