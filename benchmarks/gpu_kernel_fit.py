@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from roofline.hardware import load_hardware  # noqa: E402
 from roofline.hardware.library import spec_files  # noqa: E402
-from roofline.hardware.records import ExecutionUnit, HardwareKind  # noqa: E402
+from roofline.hardware.records import ExecutionUnit, HardwareKind, MemoryLevel  # noqa: E402
 from roofline.model.kernel_model import (  # noqa: E402
     MATRIX_CLASSES,
     MEMORY_CLASSES,
@@ -181,34 +181,48 @@ def _weights(measured: np.ndarray) -> np.ndarray:
     return np.maximum(measured / WEIGHT_FROM_S, 1.0)
 
 
-def fit_memory_class(kernels: Sequence[MeasuredKernel]) -> MemoryClassParams:
-    """``fixed_s`` and ``bytes_per_s`` of a memory-bound class, on relative error."""
+def l2_bandwidth(l2: MemoryLevel) -> float:
+    """The L2 cache's bandwidth as the spec has it: measured (``achieved``) where it cites
+    a measurement, else its peak."""
+    value = l2.achieved.value if l2.achieved else l2.bytes_per_s
+    if not value:
+        raise SystemExit(f"the spec's {l2.name} level has neither a bandwidth nor an "
+                         "achieved one: the kernel model reads L2-resident bytes at it")
+    return value
+
+
+def fit_memory_class(kernels: Sequence[MeasuredKernel], l2: MemoryLevel,
+                     reductions: bool = False) -> MemoryClassParams:
+    """A memory-bound class's ``fixed_s``, ``bytes_per_s`` and the reads its kernels find
+    in the L2 cache (``resident_bytes``, at most the cache, read at its measured
+    bandwidth), on relative error; for ``reductions``, also the time each sum's combining
+    takes (``output_s``) and the sums at which a column reduction reaches the whole
+    bandwidth (``parallel_outputs``)."""
     measured = np.array([k.seconds for k in kernels])
     weight = _weights(measured)
     moved = np.array([k.op.bytes for k in kernels])
-    # in us and s/TB so both parameters are of order one for the solver
-    fixed_us, s_per_tb = _robust_fit(
-        lambda p: weight * ((p[0] * 1e-6 + moved * p[1] * 1e-12) / measured - 1), [2.0, 0.3],
-        [np.inf, np.inf])
-    return MemoryClassParams(fixed_us * 1e-6, 1e12 / max(s_per_tb, 1e-6),
-                             float(np.mean([k.kernels for k in kernels])))
-
-
-def fit_reduction_class(kernels: Sequence[MeasuredKernel]) -> MemoryClassParams:
-    """A memory-bound class whose column reductions of few independent sums reach a share
-    of the bandwidth (:attr:`MemoryClassParams.parallel_outputs`): ``fixed_s``, ``bytes_per_s``
-    and the sums at which the whole bandwidth is reached, on relative error."""
-    measured = np.array([k.seconds for k in kernels])
-    weight = _weights(measured)
-    moved = np.array([k.op.bytes for k in kernels])
+    read = np.array([k.op.bytes_read for k in kernels])
     sums = np.array([k.op.column_sums or np.inf for k in kernels], float)
-    # in us, s/TB and thousands of sums: each of order one for the solver
-    fixed_us, s_per_tb, thousands = _robust_fit(
-        lambda p: weight * ((p[0] * 1e-6 + moved * p[1] * 1e-12
-                             / np.minimum(1.0, sums / (p[2] * 1e3))) / measured - 1),
-        [2.0, 0.3, 5.0], [np.inf, np.inf, np.inf])
-    return MemoryClassParams(fixed_us * 1e-6, 1e12 / max(s_per_tb, 1e-6),
-                             float(np.mean([k.kernels for k in kernels])), thousands * 1e3)
+    outputs = np.array([k.op.reduce_outputs for k in kernels], float)
+    l2_bytes_per_s = l2_bandwidth(l2)
+
+    # in us, s/TB, MB, thousands of sums and ps a sum: each of order one for the solver
+    def predicted(p: np.ndarray) -> np.ndarray:
+        resident = np.minimum(read, p[2] * 1e6)
+        share = np.minimum(1.0, sums / (p[3] * 1e3)) if reductions else 1.0
+        combining = outputs * p[4] * 1e-12 if reductions else 0.0
+        return (p[0] * 1e-6 + resident / l2_bytes_per_s
+                + (moved - resident) * p[1] * 1e-12 / share + combining)
+
+    start, upper = [2.0, 0.3, 10.0], [np.inf, np.inf, l2.capacity_bytes / 1e6]
+    if reductions:
+        start, upper = start + [5.0, 10.0], upper + [np.inf, np.inf]
+    p = _robust_fit(lambda p: weight * (predicted(p) / measured - 1), start, upper)
+    return MemoryClassParams(
+        p[0] * 1e-6, 1e12 / max(p[1], 1e-6), float(np.mean([k.kernels for k in kernels])),
+        parallel_outputs=p[3] * 1e3 if reductions else 0.0,
+        output_s=p[4] * 1e-12 if reductions else 0.0,
+        resident_bytes=p[2] * 1e6, resident_bytes_per_s=l2_bytes_per_s)
 
 
 def fit_matrix_class(kernels: Sequence[MeasuredKernel], base: KernelModel, kind: KernelClass,
@@ -227,8 +241,10 @@ def fit_matrix_class(kernels: Sequence[MeasuredKernel], base: KernelModel, kind:
         predicted = np.array([kernel_seconds(k.op, model, kind) for k in kernels])
         return weight * (predicted / measured - 1)
 
-    # an efficiency is at most the whole peak (at the sustained clock)
-    return params(_robust_fit(residuals, [3.0, 0.6], [np.inf, 1.0]))
+    # an efficiency is at most the whole peak at the maximum clock: short kernels run
+    # above the clock the power limit holds under sustained work
+    ceiling = base.max_clock_hz / base.sustained_clock_hz
+    return params(_robust_fit(residuals, [3.0, 0.6], [np.inf, ceiling]))
 
 
 def _with_class(model: KernelModel, kind: KernelClass,
@@ -259,8 +275,8 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
     by_class: dict[KernelClass, list[MeasuredKernel]] = defaultdict(list)
     for kernel in training:
         by_class[kernel.kind].append(kernel)
-    memory = {kind: (fit_reduction_class if kind is KernelClass.REDUCTION
-                     else fit_memory_class)(by_class[kind])
+    l2 = load_hardware(device_dir.name).level("L2")
+    memory = {kind: fit_memory_class(by_class[kind], l2, kind is KernelClass.REDUCTION)
               for kind in MEMORY_CLASSES if by_class[kind]}
     # A class the profiles never ran (a lone copy kernel at most) borrows the element-wise
     # kernels' parameters: said in the provenance.

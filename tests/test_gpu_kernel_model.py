@@ -117,7 +117,15 @@ def test_the_h200s_fitted_parameters_load_with_their_provenance():
     assert model.matrix_flop_per_cycle["fp32"] == pytest.approx(16896 * 2, rel=1e-3)
     assert model.sustained_clock_hz == pytest.approx(1.65e9)
     assert set(model.memory_classes) | set(model.matrix_classes) == set(KernelClass)
-    assert all(0 < m.efficiency <= 1 for m in model.matrix_classes.values())
+    # A class's rate is at most the peak at the maximum clock (short kernels run above
+    # the sustained one): efficiency x 1.65 GHz <= 1.98 GHz.
+    assert all(0 < m.efficiency * model.sustained_clock_hz <= model.max_clock_hz * (1 + 1e-9)
+               for m in model.matrix_classes.values())
+    # The L2-resident reads are at most the 50 MiB L2 and read at its measured 9.7 TB/s
+    # (Ernst's gpu-l2-cache plateau, the spec's achieved figure).
+    assert all(m.resident_bytes <= 50 * 2**20 for m in model.memory_classes.values())
+    assert all(m.resident_bytes_per_s in (0.0, 9.7e12)
+               for m in model.memory_classes.values())
     assert set(model.provenance["profiles"]) == {"run0", "run1"}
     assert "steps.csv" in model.provenance["never_read"]
     # What the file holds is what the model writes back.
@@ -339,3 +347,29 @@ def test_a_column_reduction_of_few_sums_reaches_that_share_of_the_bandwidth():
     assert kernel_seconds(op, model) == pytest.approx(9e-6)
     assert kernel_seconds(replace(op, column_sums=65536), model) == pytest.approx(3e-6)
     assert kernel_seconds(replace(op, column_sums=0), model) == pytest.approx(3e-6)
+
+
+def test_a_reduction_counts_the_sums_all_its_reduces_produce(resnet50_ops):
+    # input_reduce_fusion.31 runs four reduces of bf16[128, 196, 512] into [128, 512] (the
+    # batch-norm gradient's sums, fused): 4 x 65,536 sums; input_multiply_reduce_fusion.3
+    # one [32,7,7,512] into [512]. A loop fusion runs none.
+    assert resnet50_ops["input_reduce_fusion.31"].reduce_outputs == 4 * 128 * 512
+    assert resnet50_ops["input_multiply_reduce_fusion.3"].reduce_outputs == 512
+    assert resnet50_ops["loop_select_fusion"].reduce_outputs == 0
+
+
+def test_a_memory_kernel_reads_its_first_bytes_from_l2_and_pays_for_its_sums():
+    params = MemoryClassParams(fixed_s=1e-6, bytes_per_s=4e12, output_s=40e-12,
+                               resident_bytes=20e6, resident_bytes_per_s=10e12)
+    model = replace(_model(), memory_classes={**_model().memory_classes,
+                                              KernelClass.REDUCTION: params})
+    op = OpCost("input_reduce_fusion", "fusion", OpCategory.REDUCTION, "bf16",
+                ExecutionUnit.VECTOR, 0.0, 0.0, 52e6, 1e6, 0.0, 0.0, "reduce_sum", (),
+                fusion_kind="kInput", reduce_outputs=250_000)
+    # 1 us + 20 MB from L2 at 10 TB/s (2 us) + the other 33 MB at 4 TB/s (8.25 us)
+    # + 250,000 sums x 40 ps (10 us).
+    assert kernel_seconds(op, model) == pytest.approx(21.25e-6)
+    # A kernel reading less than the resident bytes reads all of them from L2; its
+    # writes go to main memory: 1 us + 8 MB / 10 TB/s + 1 MB / 4 TB/s.
+    small = replace(op, bytes_read=8e6, reduce_outputs=0)
+    assert kernel_seconds(small, model) == pytest.approx(1e-6 + 0.8e-6 + 0.25e-6)

@@ -11,8 +11,10 @@ Each class has its own parameters, learned from per-kernel times measured on the
 the device's spec: ``hardware_specs/<id>.kernels.json``) and never from whole steps,
 which are the check:
 
-- memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``, a column reduction of few
-  sums at a share of that bandwidth (:class:`MemoryClassParams`);
+- memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``, where the first bytes a
+  kernel reads may come from the L2 cache its producers just wrote, a reduction pays for
+  combining each of its sums, and a column reduction of few sums reaches a share of the
+  bandwidth (:class:`MemoryClassParams`);
 - matrix classes: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``, where the rate
   is the dtype's dense FLOPs per clock cycle (a datasheet peak over the clock it is quoted
   at: 1.83 GHz for Hopper's tensor cores, 1.98 GHz for its CUDA cores) x the clock the
@@ -76,21 +78,38 @@ MEMORY_CLASSES = tuple(c for c in KernelClass if c not in MATRIX_CLASSES)
 
 @dataclass(frozen=True)
 class MemoryClassParams:
-    """A memory-bound kernel class: ``t = fixed_s + bytes / bytes_per_s``; for a column
-    reduction of fewer independent sums than ``parallel_outputs``
-    (:attr:`OpCost.column_sums`), the bandwidth in that share, as fewer cores run it (0:
-    no such limit)."""
+    """A memory-bound kernel class: ``t = fixed_s + resident / resident_bytes_per_s +
+    (bytes - resident) / bytes_per_s + outputs x output_s``.
+
+    ``resident``: the first ``resident_bytes`` it reads, which the kernels that wrote them
+    moments before left in the L2 cache (0 where the class has no such term);
+    ``outputs``: the sums its reductions produce (:attr:`OpCost.reduce_outputs`), each
+    combined across the threads that read its inputs. For a column reduction of fewer
+    independent sums than ``parallel_outputs`` (:attr:`OpCost.column_sums`), the
+    main-memory bandwidth in that share, as fewer cores run it (0: no such limit)."""
 
     fixed_s: float
     bytes_per_s: float
     kernels_per_op: float = 1.0
     parallel_outputs: float = 0.0
+    output_s: float = 0.0
+    resident_bytes: float = 0.0
+    resident_bytes_per_s: float = 0.0
 
     def bandwidth(self, op: OpCost) -> float:
         """The bandwidth ``op``'s kernels reach."""
         if not self.parallel_outputs or not op.column_sums:
             return self.bytes_per_s
         return self.bytes_per_s * min(1.0, op.column_sums / self.parallel_outputs)
+
+    def memory_seconds(self, op: OpCost) -> float:
+        """``op``'s time past the fixed one: its bytes from the L2 cache and from main
+        memory, and its sums' combining."""
+        resident = (min(op.bytes_read, self.resident_bytes)
+                    if self.resident_bytes_per_s else 0.0)
+        return (resident / (self.resident_bytes_per_s or 1.0)
+                + (op.bytes - resident) / self.bandwidth(op)
+                + op.reduce_outputs * self.output_s)
 
 
 @dataclass(frozen=True)
@@ -249,7 +268,7 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
     kind = kind or kernel_class(op)
     if kind in model.memory_classes:
         memory = model.memory_classes[kind]
-        return KernelTerms(memory.fixed_s, 0.0, op.bytes / memory.bandwidth(op))
+        return KernelTerms(memory.fixed_s, 0.0, memory.memory_seconds(op))
     matrix = model.matrix_classes[kind]
     dtype = matrix_dtype(op)
     if dtype not in model.matrix_flop_per_cycle:
@@ -308,10 +327,10 @@ def flop_per_cycle(hardware: Hardware) -> dict[str, float]:
 
 def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> KernelModel:
     """``model``, measured on ``source``, carried to ``target``, a GPU of the same
-    architecture, as mechanisms: each class's fixed time, efficiency and tiles, the idle
-    between kernels and the clock the power limit holds are the chip's and stay; the
-    bandwidths scale with the two datasheets' main-memory bandwidths, and the FLOPs a
-    cycle, the SMs and the maximum clock are the target's own."""
+    architecture, as mechanisms: each class's fixed time, efficiency, tiles, L2 reads and
+    sums' cost, the idle between kernels and the clock the power limit holds are the
+    chip's and stay; the main-memory bandwidths scale with the two datasheets', and the
+    FLOPs a cycle, the SMs and the maximum clock are the target's own."""
     if target.kind is not HardwareKind.GPU or (
             target.compute_capability != source.compute_capability):
         raise KernelModelError(
@@ -329,7 +348,7 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
         provenance={
             "fitted_by": model.provenance.get("fitted_by", ""),
             "carried_from": f"{source.id}'s kernel model: the same chip's mechanisms; "
-                            f"bandwidths x {ratio:.4g} (the datasheets' main memory, "
+                            f"main-memory bandwidths x {ratio:.4g} (the datasheets' main memory, "
                             f"{target.main_memory.bytes_per_s / 1e12:.3g} / "
                             f"{source.main_memory.bytes_per_s / 1e12:.3g} TB/s), FLOPs a "
                             f"cycle, SMs and maximum clock from {target.id}'s spec; no "
@@ -426,6 +445,11 @@ def load_kernel_model(path: str | Path) -> KernelModel:
     return model
 
 
+# The parameters whose 0 means "no such term".
+_MAY_BE_ZERO = ("fixed_s", "parallel_outputs", "output_s", "resident_bytes",
+                "resident_bytes_per_s")
+
+
 @dataclass(frozen=True)
 class _Fields:
     """Checked reads of a parameters file's fields, each error naming file and field."""
@@ -466,8 +490,7 @@ class _Fields:
             if f.name not in record and f.default is not MISSING:
                 continue   # a default applies
             values[f.name] = self.positive(record, f.name, where,
-                                           allow_zero=f.name in ("fixed_s",
-                                                                 "parallel_outputs"))
+                                           allow_zero=f.name in _MAY_BE_ZERO)
         if "tile_m" in values:
             values["tile_m"], values["tile_n"] = int(values["tile_m"]), int(values["tile_n"])
         return kind(**values)

@@ -97,7 +97,7 @@ class _Analyzer:
         # Memos by what an op calls (as stand-ins) and by computation name: alike fusions
         # of every layer share them.
         self._heaviest: dict[tuple[str, ...], Instruction | None] = {}
-        self._fewest_sums: dict[tuple[str, ...], int] = {}
+        self._reductions: dict[tuple[str, ...], tuple[int, int]] = {}
         self._plans: dict[str, FusionPlan] = {}
         # Alike ops -> the first one's costs and the matrix op in its body, if any.
         self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
@@ -249,6 +249,7 @@ class _Analyzer:
                     effective, shapes, link,
                     self.module.num_partitions * self.module.replica_count))
         category, unit, dtype, written = self._classify(effective, computation, resolved)
+        column_sums, reduce_outputs = self._reductions_run(effective, computation)
         if body:   # a loop computes in the unit and dtype of its heaviest kernel
             heaviest = max(body, key=lambda op: op.flops)
             unit, dtype, written = heaviest.unit, heaviest.dtype, heaviest.written_dtype
@@ -265,7 +266,7 @@ class _Analyzer:
             fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
             else "", full_fp32=self._full_fp32(effective, computation, unit),
             layout=self._layout(effective, computation, unit),
-            column_sums=self._column_sums(effective, computation),
+            column_sums=column_sums, reduce_outputs=reduce_outputs,
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,
@@ -458,21 +459,25 @@ class _Analyzer:
             kinds |= set(instruction.name.split(".")[0].split("_"))
         return kinds
 
-    def _column_sums(self, instruction: Instruction, computation: Computation) -> int:
-        """The fewest outputs of any column reduction ``instruction`` runs (itself, or in
-        its fusion): the independent sums its kernel can spread over a device; 0 for
-        none."""
+    def _reductions_run(self, instruction: Instruction, computation: Computation
+                        ) -> tuple[int, int]:
+        """(``column_sums``, ``reduce_outputs``) of the reductions ``instruction`` runs
+        (itself, or in its fusion): the fewest outputs of any column reduction (the
+        independent sums its kernel can spread over a device), and all their outputs."""
         if instruction.opcode == "reduce":
-            return _column_outputs(instruction, computation)
+            return _column_outputs(instruction, computation), _outputs(instruction)
         if instruction.opcode != "fusion":
-            return 0
+            return 0, 0
         called = tuple(self.calls.stand_in(name) for name in all_called(instruction))
-        if called not in self._fewest_sums:
-            found = (_column_outputs(inner, body) for body in (
+        if called not in self._reductions:
+            reduces = [(inner, body) for body in (
                 self.module.computations[name] for name in self.calls.reachable(called))
-                for inner in body.instructions if inner.opcode == "reduce")
-            self._fewest_sums[called] = min((n for n in found if n), default=0)
-        return self._fewest_sums[called]
+                for inner in body.instructions if inner.opcode == "reduce"]
+            self._reductions[called] = (
+                min((n for n in (_column_outputs(*each) for each in reduces) if n),
+                    default=0),
+                sum(_outputs(inner) for inner, _ in reduces))
+        return self._reductions[called]
 
     def _heaviest_inner(self, instruction: Instruction, computation: Computation
                         ) -> Instruction | None:
@@ -499,6 +504,11 @@ class _Analyzer:
         return best
 
 
+def _outputs(reduce: Instruction) -> int:
+    """A reduce's outputs (a variadic reduce's tuple counted once: one sum per position)."""
+    return arrays(reduce.shape)[0].elements
+
+
 def _column_outputs(reduce: Instruction, computation: Computation) -> int:
     """A reduce's outputs where it keeps its operand's minor-most dimension (a column
     reduction: each output sums along a strided column), else 0 (a row reduction, or an
@@ -511,7 +521,7 @@ def _column_outputs(reduce: Instruction, computation: Computation) -> int:
              else len(shape.dims) - 1)
     reduced = {int(d) for d in reduce.attributes.get("dimensions", "").strip("{}").split(",")
                if d.strip()}
-    return 0 if minor in reduced else arrays(reduce.shape)[0].elements
+    return 0 if minor in reduced else _outputs(reduce)
 
 
 @functools.cache
