@@ -211,8 +211,8 @@ def fit_memory_class(kernels: Sequence[MeasuredKernel], l2: MemoryLevel,
         resident = np.minimum(read, p[2] * 1e6)
         share = np.minimum(1.0, sums / (p[3] * 1e3)) if reductions else 1.0
         combining = outputs * p[4] * 1e-12 if reductions else 0.0
-        return (p[0] * 1e-6 + resident / l2_bytes_per_s
-                + (moved - resident) * p[1] * 1e-12 / share + combining)
+        return (p[0] * 1e-6 + (resident / l2_bytes_per_s
+                               + (moved - resident) * p[1] * 1e-12) / share + combining)
 
     start, upper = [2.0, 0.3, 10.0], [np.inf, np.inf, l2.capacity_bytes / 1e6]
     if reductions:

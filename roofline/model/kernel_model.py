@@ -85,8 +85,8 @@ class MemoryClassParams:
     moments before left in the L2 cache (0 where the class has no such term);
     ``outputs``: the sums its reductions produce (:attr:`OpCost.reduce_outputs`), each
     combined across the threads that read its inputs. For a column reduction of fewer
-    independent sums than ``parallel_outputs`` (:attr:`OpCost.column_sums`), the
-    main-memory bandwidth in that share, as fewer cores run it (0: no such limit)."""
+    independent sums than ``parallel_outputs`` (:attr:`OpCost.column_sums`), both
+    bandwidths in that share, as fewer cores run it (0: no such limit)."""
 
     fixed_s: float
     bytes_per_s: float
@@ -96,20 +96,21 @@ class MemoryClassParams:
     resident_bytes: float = 0.0
     resident_bytes_per_s: float = 0.0
 
-    def bandwidth(self, op: OpCost) -> float:
-        """The bandwidth ``op``'s kernels reach."""
+    def share(self, op: OpCost) -> float:
+        """The share of the device's bandwidths ``op``'s kernels reach: below 1 for a
+        column reduction of fewer sums than ``parallel_outputs``, as fewer cores run it."""
         if not self.parallel_outputs or not op.column_sums:
-            return self.bytes_per_s
-        return self.bytes_per_s * min(1.0, op.column_sums / self.parallel_outputs)
+            return 1.0
+        return min(1.0, op.column_sums / self.parallel_outputs)
 
     def memory_seconds(self, op: OpCost) -> float:
         """``op``'s time past the fixed one: its bytes from the L2 cache and from main
-        memory, and its sums' combining."""
+        memory, at its share of their bandwidths, and its sums' combining."""
         resident = (min(op.bytes_read, self.resident_bytes)
                     if self.resident_bytes_per_s else 0.0)
-        return (resident / (self.resident_bytes_per_s or 1.0)
-                + (op.bytes - resident) / self.bandwidth(op)
-                + op.reduce_outputs * self.output_s)
+        moving = (resident / (self.resident_bytes_per_s or 1.0)
+                  + (op.bytes - resident) / self.bytes_per_s)
+        return moving / self.share(op) + op.reduce_outputs * self.output_s
 
 
 @dataclass(frozen=True)
