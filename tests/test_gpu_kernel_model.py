@@ -163,15 +163,16 @@ def test_the_model_on_run1s_program_is_near_run1s_kernels(h200_profiles):
     # run1 is training data for the fit: this checks the fit's quality on the step it
     # learned from, not the model (the 14 whole steps of steps.csv are the check, in
     # benchmarks/gpu_kernel_accuracy.py). Measured: 7.829 ms of kernels, 10.359 ms of
-    # wall time a step; the model's kernels come within 20% (the reductions, fitted at
-    # 29% median error over those above 10 us, are under), its step within 15%.
+    # wall time a step; the model's 7.05 ms of kernels and 9.58 ms step are each 10%
+    # under (reductions 0.33 ms and cuDNN's forward passes 0.25 ms of the gap): held
+    # within 15%.
     from roofline.program.run import load_run
 
     loaded = load_run(h200_profiles / "run1")
     (costs,) = loaded.costs.values()
     estimate = step_estimate(costs, load_kernel_model(MODEL_FILE))
     step = loaded.run.step_time()
-    assert estimate.kernel_s == pytest.approx(step.op_s, rel=0.20)
+    assert estimate.kernel_s == pytest.approx(step.op_s, rel=0.15)
     assert estimate.seconds == pytest.approx(step.wall_s, rel=0.15)
 
 
