@@ -374,3 +374,31 @@ def test_a_memory_kernel_reads_its_first_bytes_from_l2_and_pays_for_its_sums():
     # writes go to main memory: 1 us + 8 MB / 10 TB/s + 1 MB / 4 TB/s.
     small = replace(op, bytes_read=8e6, reduce_outputs=0)
     assert kernel_seconds(small, model) == pytest.approx(1e-6 + 0.8e-6 + 0.25e-6)
+
+
+def test_a_sum_shorter_than_a_warp_is_no_threads_combining():
+    # A reduce of f32[4096, 8] into [4096] sums 8 elements an output: one thread's loop,
+    # no combining across threads; of f32[64, 4096] into [64], 4,096 each: combined.
+    from roofline.program.hlo.costs import analyze_module
+    from roofline.program.hlo.parser import parse_hlo_text
+
+    text = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  short = f32[4096,8]{1,0} parameter(0)
+  long = f32[64,4096]{1,0} parameter(1)
+  zero = f32[] constant(0)
+  few = f32[4096]{0} reduce(short, zero), dimensions={1}, to_apply=add
+  many = f32[64]{0} reduce(long, zero), dimensions={1}, to_apply=add
+  ROOT t = (f32[4096]{0}, f32[64]{0}) tuple(few, many)
+}
+"""
+    ops = {op.name: op for op in analyze_module(parse_hlo_text(text)).ops}
+    assert ops["few"].reduce_outputs == 0
+    assert ops["many"].reduce_outputs == 64

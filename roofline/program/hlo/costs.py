@@ -465,7 +465,8 @@ class _Analyzer:
         (itself, or in its fusion): the fewest outputs of any column reduction (the
         independent sums its kernel can spread over a device), and all their outputs."""
         if instruction.opcode == "reduce":
-            return _column_outputs(instruction, computation), _outputs(instruction)
+            return (_column_outputs(instruction, computation),
+                    _outputs(instruction, computation))
         if instruction.opcode != "fusion":
             return 0, 0
         called = tuple(self.calls.stand_in(name) for name in all_called(instruction))
@@ -476,7 +477,7 @@ class _Analyzer:
             self._reductions[called] = (
                 min((n for n in (_column_outputs(*each) for each in reduces) if n),
                     default=0),
-                sum(_outputs(inner) for inner, _ in reduces))
+                sum(_outputs(*each) for each in reduces))
         return self._reductions[called]
 
     def _heaviest_inner(self, instruction: Instruction, computation: Computation
@@ -504,9 +505,21 @@ class _Analyzer:
         return best
 
 
-def _outputs(reduce: Instruction) -> int:
-    """A reduce's outputs (a variadic reduce's tuple counted once: one sum per position)."""
-    return arrays(reduce.shape)[0].elements
+# The threads of a warp (CUDA C++ Programming Guide, "SIMT Architecture"): a sum of fewer
+# elements is one thread's loop, combined across no threads.
+WARP = 32
+
+
+def _outputs(reduce: Instruction, computation: Computation) -> int:
+    """A reduce's outputs (a variadic reduce's tuple counted once: one sum per position)
+    whose sums span at least a warp's elements, so that threads combine them; all of them
+    where its operand is out of sight."""
+    outputs = arrays(reduce.shape)[0].elements
+    operand = computation.by_name.get(reduce.operands[0]) if reduce.operands else None
+    if operand is None or not outputs:
+        return outputs
+    summed = arrays(operand.shape)[0].elements // outputs
+    return outputs if summed >= WARP else 0
 
 
 def _column_outputs(reduce: Instruction, computation: Computation) -> int:
@@ -521,7 +534,7 @@ def _column_outputs(reduce: Instruction, computation: Computation) -> int:
              else len(shape.dims) - 1)
     reduced = {int(d) for d in reduce.attributes.get("dimensions", "").strip("{}").split(",")
                if d.strip()}
-    return 0 if minor in reduced else _outputs(reduce)
+    return 0 if minor in reduced else arrays(reduce.shape)[0].elements
 
 
 @functools.cache

@@ -51,9 +51,9 @@ class OpCost:
     # minor-most dimension, as batch-norm statistics over NHWC activations do): the
     # independent sums its kernel can spread over a device's cores; 0 where it runs none.
     column_sums: int = 0
-    # The outputs of all the reductions it runs, summed (itself, or every reduce in its
-    # fusion): each output is a sum its kernel combines across threads; 0 where it runs
-    # none.
+    # The outputs of all the reductions it runs (itself, or every reduce in its fusion)
+    # that sum at least a warp's 32 elements, summed: sums its kernel combines across
+    # threads; 0 where it runs none.
     reduce_outputs: int = 0
     # A loop, call or conditional: the kernels one trip of it runs (its body's and its
     # condition's, or the branch costed), each costed on its own; its totals above are
