@@ -193,7 +193,10 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             f"{name} {q(size, Kind.BYTES)}" for name, size in s["bytes_per_device"].items()))
     if "predicted" in doc:
         p = doc["predicted"]
-        lines.append(f"predicted on {doc['hardware']['label']} (overlap "
+        # Where the GPU's kernels were measured, both figures are named: the roofline
+        # bound, and the step as XLA:GPU runs it (the expected time).
+        figure = "roofline bound" if "kernels" in doc else "predicted"
+        lines.append(f"{figure} on {doc['hardware']['label']} (overlap "
                      f"{doc['hardware']['overlap']}): {q(p['seconds'], Kind.TIME)}")
         for bound, seconds in sorted(p["seconds_by_bound"].items(), key=lambda kv: -kv[1]):
             share = seconds / p["seconds"] if p["seconds"] else 0.0
@@ -204,9 +207,9 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             k = doc["kernels"]
             where = ("there" if k["carried_from"] == "" else
                      f"on {k['measured_on']}, carried to this chip's memory and clocks")
-            lines.append(f"as XLA:GPU runs it on {doc['hardware']['label']} (each kernel at "
-                         f"the rate its class achieved {where}, and the idle between "
-                         f"kernels): {q(k['seconds'], Kind.TIME)}: kernels "
+            lines.append(f"expected as XLA:GPU runs it on {doc['hardware']['label']} (each "
+                         f"kernel at the rate its class achieved {where}, and the idle "
+                         f"between kernels): {q(k['seconds'], Kind.TIME)}: kernels "
                          f"{q(k['kernel_seconds'], Kind.TIME)}, idle "
                          f"{q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels; "
                          "the roofline above is the bound hand-tuned kernels approach")
