@@ -327,6 +327,13 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
                                  "peaks over the clocks they are quoted at",
         "matrix_bytes_per_s": "the element-wise class's bandwidth (no small-row GEMM in "
                               "the profiles to learn its own)",
+        "resident_bytes_per_s": f"hardware_specs/{device_dir.name}.toml's L2 level: "
+                                f"{l2_bandwidth(l2) / 1e12:g} TB/s "
+                                f"({'achieved' if l2.achieved else 'peak'}, "
+                                f"{', '.join(l2.achieved.sources if l2.achieved else l2.sources)}"
+                                f"); resident_bytes fitted within its "
+                                f"{l2.capacity_bytes / 2**20:g} MiB",
+        "matrix_efficiency": "at most the peak at the maximum clock (max / sustained)",
         "loss": f"scipy least_squares, soft_l1 on relative error, f_scale {_RELATIVE_SCALE}, "
                 f"each kernel weighted by max(1, its time / {WEIGHT_FROM_S * 1e6:g} us)",
         "fit_residuals_by_class": classes,
