@@ -1,14 +1,15 @@
 """Learn a GPU's kernel model (roofline/model/kernel_model.py) from per-kernel times only.
 
-Reads the H200 run's two profiles (measurements/gpu/h200/traces.tar.gz: run0, an FC bf16
-step, and run1, a ResNet-50 bf16 train step), joins their kernels to the ops of each
-step's optimized HLO through the project's own trace reader (``load_run``), and fits each
-kernel class's parameters to the time each op's kernels took, with the few single ops of
-ops.csv that are large enough for their Python timing to be the kernel's (at least
-``LARGE_OP_US``: below a few hundred us those timings are dispatch-bound). The idle time
-between kernels is fitted to the two profiles' measured idle time per step (wall less
-kernel time). The clock comes from measure.json (the sustained SM clock under bf16 GEMMs),
-the tensor-core peaks from the datasheet spec. The whole steps of steps.csv are never
+Reads the profiled steps of a GPU run (measurements/gpu/h200/traces.tar.gz: the first H200
+run's run0, an FC bf16 step, and run1, a ResNet-50 bf16 train step; a later run's
+``steps/NAME/``, one per step), joins their kernels to the ops of each step's optimized
+HLO through the project's own trace reader (``load_run``), and fits each kernel class's
+parameters to the time each op's kernels took, with the few single ops of ops.csv that
+are large enough for their Python timing to be the kernel's (at least ``LARGE_OP_US``:
+below a few hundred us those timings are dispatch-bound). The idle time between kernels
+is fitted to the profiles' measured idle time per step (wall less kernel time). The
+clock comes from measure.json (the sustained SM clock under bf16 GEMMs), the tensor-core
+peaks from the datasheet spec. The whole steps of steps.csv are never
 read: they are the check (benchmarks/gpu_kernel_accuracy.py).
 
 Fits are robust least squares (scipy's ``least_squares``, soft-L1 loss on the relative
@@ -40,6 +41,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpu_ground_truth import PROFILES_DIR  # noqa: E402
+
 from roofline.hardware import load_hardware  # noqa: E402
 from roofline.hardware.library import spec_files  # noqa: E402
 from roofline.hardware.records import ExecutionUnit, HardwareKind, MemoryLevel  # noqa: E402
@@ -61,10 +64,10 @@ from roofline.outputs import write_text_atomic  # noqa: E402
 from roofline.program.hlo.formulas import GemmShape  # noqa: E402
 from roofline.program.hlo.op_cost import OpCost  # noqa: E402
 from roofline.program.hlo.rules import OpCategory  # noqa: E402
+from roofline.program.trace.capture import MANIFEST  # noqa: E402
 
 DEVICE_DIR = ROOT / "measurements" / "gpu" / "h200"
 
-PROFILES = ("run0", "run1")
 LARGE_OP_US = 100.0     # ops.csv: only ops at least this long are kernel-bound
 # The kernel each large ops.csv op compiled to (measure.json's "kernels": bf16 GEMMs ran
 # as Triton GEMM fusions, f32 (TF32) GEMMs as cublasLt calls; element-wise ops as kLoop).
@@ -106,10 +109,14 @@ class ProfiledStep:
 
 
 def unpacked_profiles(device_dir: Path, into: Path) -> dict[str, Path]:
-    """The run directories of ``device_dir``'s traces.tar.gz, unpacked under ``into``."""
+    """The profiled steps of ``device_dir``'s traces.tar.gz, unpacked under ``into``, by
+    name: each ``roofline profile`` run directory (one with a manifest) at its top level
+    (the first run's run0 and run1) or under ``steps/`` (a later run's one per step)."""
     with tarfile.open(device_dir / "traces.tar.gz") as archive:
         archive.extractall(into, filter="data")
-    return {name: into / name for name in PROFILES}
+    found = sorted([*into.glob(f"*/{MANIFEST}"), *into.glob(f"{PROFILES_DIR}/*/{MANIFEST}")])
+    return {manifest.parent.relative_to(into).as_posix(): manifest.parent
+            for manifest in found}
 
 
 def profiled_step(name: str, path: Path) -> ProfiledStep:
