@@ -463,7 +463,8 @@ class _Analyzer:
                         ) -> tuple[int, int]:
         """(``column_sums``, ``reduce_outputs``) of the reductions ``instruction`` runs
         (itself, or in its fusion): the fewest outputs of any column reduction (the
-        independent sums its kernel can spread over a device), and all their outputs."""
+        independent sums its kernel can spread over a device), and the outputs of all of
+        them whose threads combine their sums (:func:`_outputs`)."""
         if instruction.opcode == "reduce":
             return (_column_outputs(instruction, computation),
                     _outputs(instruction, computation))
