@@ -45,7 +45,7 @@ from gpu_ground_truth import PROFILES_DIR  # noqa: E402
 
 from roofline.hardware import load_hardware  # noqa: E402
 from roofline.hardware.library import spec_files  # noqa: E402
-from roofline.hardware.records import ExecutionUnit, HardwareKind, MemoryLevel  # noqa: E402
+from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind  # noqa: E402
 from roofline.model.kernel_model import (  # noqa: E402
     MATRIX_CLASSES,
     MEMORY_CLASSES,
@@ -188,20 +188,32 @@ def _weights(measured: np.ndarray) -> np.ndarray:
     return np.maximum(measured / WEIGHT_FROM_S, 1.0)
 
 
-def l2_bandwidth(l2: MemoryLevel) -> float:
-    """The L2 cache's bandwidth as the spec has it: measured (``achieved``) where it cites
-    a measurement, else its peak."""
-    value = l2.achieved.value if l2.achieved else l2.bytes_per_s
-    if not value:
-        raise SystemExit(f"the spec's {l2.name} level has neither a bandwidth nor an "
-                         "achieved one: the kernel model reads L2-resident bytes at it")
-    return value
+@dataclass(frozen=True)
+class L2Cache:
+    """A device's L2 as the fit reads it: its capacity, its achievable bandwidth (the
+    measured one where the spec cites it: :meth:`Hardware.at_ceilings`) and where that
+    figure comes from."""
+
+    capacity_bytes: float
+    bytes_per_s: float
+    basis: str
 
 
-def fit_memory_class(kernels: Sequence[MeasuredKernel], l2: MemoryLevel,
+def achievable_l2(hardware: Hardware) -> L2Cache:
+    """``hardware``'s L2 at its achievable ceiling."""
+    achievable = hardware.at_ceilings("achievable")
+    level = achievable.level("L2")
+    if not level.bytes_per_s:
+        raise SystemExit(f"{hardware.id}'s spec gives its L2 level no bandwidth, peak or "
+                         "achieved: the kernel model reads L2-resident bytes at it")
+    return L2Cache(level.capacity_bytes, level.bytes_per_s,
+                   dict(achievable.ceiling_basis()).get(level.name, ""))
+
+
+def fit_memory_class(kernels: Sequence[MeasuredKernel], l2: L2Cache,
                      reductions: bool = False) -> MemoryClassParams:
     """A memory-bound class's ``fixed_s``, ``bytes_per_s`` and the reads its kernels find
-    in the L2 cache (``resident_bytes``, at most the cache, read at its measured
+    in the L2 cache (``resident_bytes``, at most the cache, read at ``l2``'s achievable
     bandwidth), on relative error; for ``reductions``, also the time each sum's combining
     takes (``output_s``) and the sums at which a column reduction reaches the whole
     bandwidth (``parallel_outputs``)."""
@@ -211,14 +223,13 @@ def fit_memory_class(kernels: Sequence[MeasuredKernel], l2: MemoryLevel,
     read = np.array([k.op.bytes_read for k in kernels])
     sums = np.array([k.op.column_sums or np.inf for k in kernels], float)
     outputs = np.array([k.op.reduce_outputs for k in kernels], float)
-    l2_bytes_per_s = l2_bandwidth(l2)
 
     # in us, s/TB, MB, thousands of sums and ps a sum: each of order one for the solver
     def predicted(p: np.ndarray) -> np.ndarray:
         resident = np.minimum(read, p[2] * 1e6)
         share = np.minimum(1.0, sums / (p[3] * 1e3)) if reductions else 1.0
         combining = outputs * p[4] * 1e-12 if reductions else 0.0
-        return (p[0] * 1e-6 + (resident / l2_bytes_per_s
+        return (p[0] * 1e-6 + (resident / l2.bytes_per_s
                                + (moved - resident) * p[1] * 1e-12) / share + combining)
 
     start, upper = [2.0, 0.3, 10.0], [np.inf, np.inf, l2.capacity_bytes / 1e6]
@@ -229,7 +240,7 @@ def fit_memory_class(kernels: Sequence[MeasuredKernel], l2: MemoryLevel,
         p[0] * 1e-6, 1e12 / max(p[1], 1e-6), float(np.mean([k.kernels for k in kernels])),
         parallel_outputs=p[3] * 1e3 if reductions else 0.0,
         output_s=p[4] * 1e-12 if reductions else 0.0,
-        resident_bytes=p[2] * 1e6, resident_bytes_per_s=l2_bytes_per_s)
+        resident_bytes=p[2] * 1e6, resident_bytes_per_s=l2.bytes_per_s)
 
 
 def fit_matrix_class(kernels: Sequence[MeasuredKernel], base: KernelModel, kind: KernelClass,
@@ -282,7 +293,7 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
     by_class: dict[KernelClass, list[MeasuredKernel]] = defaultdict(list)
     for kernel in training:
         by_class[kernel.kind].append(kernel)
-    l2 = load_hardware(device_dir.name).level("L2")
+    l2 = achievable_l2(load_hardware(device_dir.name))
     memory = {kind: fit_memory_class(by_class[kind], l2, kind is KernelClass.REDUCTION)
               for kind in MEMORY_CLASSES if by_class[kind]}
     # A class the profiles never ran (a lone copy kernel at most) borrows the element-wise
@@ -335,10 +346,8 @@ def fit(device_dir: Path, profiles: dict[str, Path]) -> KernelModel:
         "matrix_bytes_per_s": "the element-wise class's bandwidth (no small-row GEMM in "
                               "the profiles to learn its own)",
         "resident_bytes_per_s": f"hardware_specs/{device_dir.name}.toml's L2 level: "
-                                f"{l2_bandwidth(l2) / 1e12:g} TB/s "
-                                f"({'achieved' if l2.achieved else 'peak'}, "
-                                f"{', '.join(l2.achieved.sources if l2.achieved else l2.sources)}"
-                                f"); resident_bytes fitted within its "
+                                f"{l2.bytes_per_s / 1e12:g} TB/s ({l2.basis}); "
+                                f"resident_bytes fitted within its "
                                 f"{l2.capacity_bytes / 2**20:g} MiB",
         "matrix_efficiency": "at most the peak at the maximum clock (max / sustained)",
         "loss": f"scipy least_squares, soft_l1 on relative error, f_scale {_RELATIVE_SCALE}, "
