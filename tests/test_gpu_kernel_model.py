@@ -140,6 +140,10 @@ def test_the_h200s_fitted_parameters_load_with_their_provenance():
     (lambda d: d.update(gap_s=-1.0), "gap_s"),
     (lambda d: d["matrix_classes"].pop("triton_gemm"), "matrix_classes.triton_gemm"),
     (lambda d: d.update(sustained_clock_hz=float("nan")), "sustained_clock_hz"),
+    (lambda d: d["memory_classes"]["reduction"].update(resident_bytes=-1.0),
+     "memory_classes.reduction.resident_bytes"),
+    (lambda d: d["memory_classes"]["reduction"].update(output_s="fast"),
+     "memory_classes.reduction.output_s"),
 ])
 def test_a_malformed_parameters_file_is_refused_naming_the_file_and_field(
         tmp_path: Path, damage, field):
@@ -217,6 +221,19 @@ def test_the_json_answer_names_both_figures(small_fc_on_h200):
     assert doc["kernels"]["seconds"] == pytest.approx(a.kernels.seconds)
     assert doc["kernels"]["never_read"].startswith("steps.csv")
     assert doc["predicted"]["seconds"] == pytest.approx(a.placement.seconds)
+
+
+def test_the_text_answer_names_both_figures_and_a_gpu_without_measurements_predicts(
+        small_fc_on_h200):
+    from roofline.render.program import analysis_document, analysis_text
+
+    a = small_fc_on_h200
+    text = analysis_text(analysis_document(a.label, a.program, a.placement, a.fit,
+                                           a.kernels), 5)
+    assert "roofline bound on h200" in text and "predicted on" not in text
+    assert "expected as XLA:GPU runs it on h200" in text
+    bare = analysis_text(analysis_document(a.label, a.program, a.placement, a.fit), 5)
+    assert "predicted on h200" in bare and "XLA:GPU runs it" not in bare
 
 
 def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_chip_does():
@@ -348,6 +365,13 @@ def test_a_column_reduction_of_few_sums_reaches_that_share_of_the_bandwidth():
     assert kernel_seconds(op, model) == pytest.approx(9e-6)
     assert kernel_seconds(replace(op, column_sums=65536), model) == pytest.approx(3e-6)
     assert kernel_seconds(replace(op, column_sums=0), model) == pytest.approx(3e-6)
+    # Few cores pull the L2 at the same share: 8 MB read from L2 at 10 TB/s (0.8 us)
+    # and the 4 KB written at 4 TB/s, both at a quarter, after the 1 us fixed.
+    resident = replace(params, resident_bytes=20e6, resident_bytes_per_s=10e12)
+    model = replace(model, memory_classes={**model.memory_classes,
+                                           KernelClass.REDUCTION: resident})
+    assert kernel_seconds(op, model) == pytest.approx(
+        1e-6 + 4 * ((8e6 - 4096) / 10e12 + 4096 / 4e12))
 
 
 def test_a_reduction_counts_the_sums_all_its_reduces_produce(resnet50_ops):
