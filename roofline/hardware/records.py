@@ -133,6 +133,9 @@ class Link:
     latency_s: float | None
     sources: tuple[str, ...]
     note: str = ""
+    # The data-center network between slices or nodes (TPU DCN, a GPU's InfiniBand NIC):
+    # the bytes of collectives whose groups span slices cross it, not the first link.
+    data_center: bool = False
 
 
 def _times(scalar: Scalar | None, factor: float) -> Scalar | None:
@@ -255,6 +258,11 @@ class Hardware:
                 return level
         have = ", ".join(level.name for level in self.memory)
         raise UnknownHardwareError(f"{self.id} has no memory level {name!r}; it has: {have}")
+
+    @property
+    def data_center_link(self) -> Link | None:
+        """The link between slices or nodes (``data_center = true`` in the spec), if any."""
+        return next((link for link in self.links if link.data_center), None)
 
     def scope_size(self, scope: str) -> int:
         sizes = dict(self.scopes)

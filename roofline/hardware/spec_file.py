@@ -205,7 +205,7 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
     for i, raw in enumerate(entries):
         key = f"links[{i}]"
         entry = reader.table(key, raw)
-        reader.check_keys(entry, key, fields | _COMMON | {"alternatives"},
+        reader.check_keys(entry, key, fields | _COMMON | {"alternatives", "data_center"},
                           ("name", "count", "bandwidth"))
         entry = _with_variant(reader, key, entry, {"bandwidth", "count", "latency"}, variant)
         name = reader.string(f"{key}.name", entry["name"])
@@ -222,8 +222,30 @@ def _links(reader: FieldReader, doc: Mapping[str, Any], variant: str | None) -> 
                                         Kind.BANDWIDTH, factor),
             latency_s=latency,
             sources=reader.source_keys(key, entry), note=_note(reader, key, entry),
+            data_center=_data_center(reader, key, entry, i, links),
         ))
     return tuple(links)
+
+
+def _data_center(reader: FieldReader, key: str, entry: Mapping[str, Any], index: int,
+                 before: list[Link]) -> bool:
+    """Whether a link is the data-center network between slices or nodes: one link at
+    most, and not the first, which is the interconnect inside a slice that the bytes of
+    every other collective cross."""
+    marked = entry.get("data_center", False)
+    if not isinstance(marked, bool):
+        raise reader.error(f"{key}.data_center", f"expected true or false, got {marked!r}")
+    if not marked:
+        return False
+    if index == 0:
+        raise reader.error(f"{key}.data_center", "the first link is the interconnect inside "
+                           "a slice or node (ICI, NVLink); list the data-center network "
+                           "after it")
+    other = next((link.name for link in before if link.data_center), None)
+    if other is not None:
+        raise reader.error(f"{key}.data_center", f"link {other!r} is already the "
+                           "data-center network; mark one link only")
+    return True
 
 
 _SCALAR_FIELDS = {"clock": {"boost", "base"}, "power": {"tdp"},

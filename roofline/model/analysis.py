@@ -171,8 +171,10 @@ def convolution_algorithm(op: OpCost, dtype: str, hardware: Hardware) -> str:
 def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Work:
     """What an op asks of ``hardware``. On-chip bytes (arrays the compiler placed in
     VMEM/SMEM) use its nearest level with a bandwidth; collective bytes cross the primary
-    interconnect; bytes to or from host memory cross the PCIe link (when the spec lists
-    one). ``served_by`` charges the op's main-memory bytes to that nearer level instead."""
+    interconnect, but for those that cross slices or nodes, which cross its data-center
+    link (on a spec without one, the primary interconnect: :func:`omissions_of` says so);
+    bytes to or from host memory cross the PCIe link (when the spec lists one).
+    ``served_by`` charges the op's main-memory bytes to that nearer level instead."""
     onchip = onchip_level_of(hardware)
     near = ((onchip, op.onchip_bytes),) if onchip and op.onchip_bytes else ()
     dtype = placement_dtype(op, hardware)
@@ -182,7 +184,10 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
                        if op.unit == ExecutionUnit.MATRIX and dtype != op.dtype else 1.0)
     if served_by is not None and _has_bandwidth(hardware, served_by):
         near, main = (*near, (served_by, op.bytes)), 0.0
-    link_bytes, link = (op.link_bytes if hardware.links else 0.0), None
+    data_center = hardware.data_center_link
+    across = ((data_center.name, op.dcn_bytes),) if data_center and op.dcn_bytes else ()
+    link_bytes = (op.link_bytes - sum(n for _, n in across)) if hardware.links else 0.0
+    link = None
     pcie = next((x.name for x in hardware.links if "pcie" in x.name.lower()), None)
     if op.host_bytes and pcie is not None:
         link_bytes, link = link_bytes + op.host_bytes, pcie
@@ -191,6 +196,7 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     return Work(flops=op.flops * (WINOGRAD_MULTIPLIES if algorithm == WINOGRAD else 1.0),
                 bytes=main + transposes, dtype=dtype,
                 unit=op.unit, near_bytes=near, link_bytes=link_bytes, link=link,
+                other_links=across,
                 # a transpose kernel before the convolution and one after
                 launches=max(op.kernels, 1) + (2 if transposes else 0),
                 wave_efficiency=wave_efficiency(op, hardware),
@@ -250,6 +256,10 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
         if op.link_bytes and not hardware.links:
             add(Gap.NO_LINK, op.name, op, f"{hardware.id} lists no link: collective bytes "
                 "not placed", time_s)
+        elif op.dcn_bytes and hardware.data_center_link is None:
+            add(Gap.NO_DATA_CENTER_LINK, op.name, op, f"{hardware.id} lists no data-center "
+                f"link: the bytes that cross slices or nodes are placed on its "
+                f"{hardware.links[0].name}, far faster than the network between them", time_s)
         if placement is None:
             continue
         for name, kernel, part, part_s in _kernels(op.name, op, placement, time_s):

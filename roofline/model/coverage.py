@@ -23,7 +23,9 @@ Which gaps leave work out (the total undercounts it) and which only approximate 
   ``TF32`` (f32 products placed on a GPU's TF32 tensor cores, as XLA's default precision
   rounds them), ``ALGORITHM`` (a convolution placed as the faster algorithm a GPU library
   runs, Winograd on CUDA cores), ``LAYOUT`` (a tensor-core convolution of NCHW
-  activations charged cuDNN's transposes to NHWC and back).
+  activations charged cuDNN's transposes to NHWC and back), ``NO_DATA_CENTER_LINK``
+  (collective bytes that cross slices or nodes placed on the interconnect inside one, on
+  a device whose spec lists no data-center link).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Gap(enum.Enum):
     TF32 = "TF32 tensor cores"
     ALGORITHM = "convolution algorithm"
     LAYOUT = "layout transposes"
+    NO_DATA_CENTER_LINK = "no data-center link"
 
     @property
     def leaves_out(self) -> bool:

@@ -85,8 +85,10 @@ class Work:
 
     ``bytes`` is traffic to main memory (DRAM/HBM); ``near_bytes`` names traffic at nearer
     levels, e.g. ``(("VMEM", 1e6),)``. ``link_bytes`` crosses ``link`` (default: the
-    spec's first link, its primary interconnect). ``launches`` is how many times the
-    fixed per-op overhead is paid (a loop of 10 iterations over 3 kernels pays it 30 times).
+    spec's first link, its primary interconnect); ``other_links`` names bytes over further
+    links, e.g. ``(("DCN", 1e6),)`` (a collective across slices; :func:`place` times each
+    link apart). ``launches`` is how many times the fixed per-op overhead is paid (a loop
+    of 10 iterations over 3 kernels pays it 30 times).
     ``wave_efficiency`` is the share of the compute roof a GPU matrix product can use after
     tile and wave quantization (:meth:`roofline.program.hlo.formulas.GemmShape.wave_efficiency`).
     ``transcendentals`` (exponentials, tanh...) take time at the device's transcendental
@@ -106,19 +108,22 @@ class Work:
     wave_efficiency: float = 1.0
     transcendentals: float = 0.0
     algorithm: str = ""    # a convolution's, where not the direct one its FLOPs count
+    other_links: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("flops", "bytes", "link_bytes", "transcendentals"):
             real_number(name, getattr(self, name), low=0)
         text("dtype", self.dtype)
         member("unit", self.unit, ExecutionUnit)
-        for index, pair in enumerate(of_type("near_bytes", self.near_bytes, (tuple, list),
-                                             "a tuple of (level, bytes) pairs")):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise TypeError(f"near_bytes[{index}] must be a (level, bytes) pair, not "
-                                f"{pair!r}")
-            text(f"near_bytes[{index}]", pair[0])
-            real_number(f"near_bytes[{index}]", pair[1], low=0)
+        for name, what in (("near_bytes", "level"), ("other_links", "link")):
+            pairs: tuple[object, ...] | list[object] = of_type(
+                name, getattr(self, name), (tuple, list), f"a tuple of ({what}, bytes) pairs")
+            for index, pair in enumerate(pairs):
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise TypeError(f"{name}[{index}] must be a ({what}, bytes) pair, not "
+                                    f"{pair!r}")
+                text(f"{name}[{index}]", pair[0])
+                real_number(f"{name}[{index}]", pair[1], low=0)
         optional(text, "link", self.link)
         whole_number("launches", self.launches, low=0)
         real_number("wave_efficiency", self.wave_efficiency, high=1, above=0)
@@ -142,6 +147,9 @@ class Placement:
     the time is still a lower bound, and ``compute_left_out`` says so.
     ``wave_efficiency`` below 1 stretched the compute term (:class:`Work`).
 
+    ``link_s`` is the links' term: each link's time (``links_s``, by name) combined as the
+    overlap says, the longest under ``MAX``, their sum under ``SUM``.
+
     A loop, call or conditional is placed as a group (:func:`place_group`): ``parts`` are
     the placements of the kernels of one trip, each on its own roof, and ``trips`` how
     many times they run; its terms are their sums, its bound the class of most of its time.
@@ -161,6 +169,7 @@ class Placement:
     parts: tuple[Placement, ...] = ()
     trips: int = 1
     algorithm: str = ""    # a convolution's, where not the direct one (Work.algorithm)
+    links_s: tuple[tuple[str, float], ...] = ()
 
     @property
     def substituted(self) -> bool:
@@ -321,16 +330,22 @@ def place(work: Work, hw: Hardware | str | Path, overlap: Overlap | str = Overla
     for name, nbytes in work.near_bytes:
         level = hw.level(name)
         memory_s.append((level.name, nbytes / _bandwidth(hw, level)))
-    link_s = 0.0
-    if work.link_bytes > 0:
-        link_s = work.link_bytes / _link(hw, work.link).bytes_per_s
+    requests: list[tuple[str | None, float]] = [(work.link, work.link_bytes),
+                                                *work.other_links]
+    links_s = []
+    for link_name, nbytes in requests:
+        if nbytes > 0:
+            link = _link(hw, link_name)
+            links_s.append((link.name, nbytes / link.bytes_per_s))
+    times = [t for _, t in links_s]
+    link_s = max(times, default=0.0) if overlap is Overlap.MAX else sum(times)
     overhead_s = hw.overhead.value * work.launches  # type: ignore[operator]
 
     # (time, kind, resource), in the order ties go; only the winner becomes a Bound.
     candidates = [(compute_s, BoundKind.COMPUTE, compute_label)]
     candidates += [(t, BoundKind.MEMORY, name) for name, t in memory_s]
-    link_name = _link(hw, work.link).name if work.link_bytes > 0 else ""
-    candidates += [(link_s, BoundKind.LINK, link_name), (overhead_s, BoundKind.OVERHEAD, "")]
+    candidates += [(t, BoundKind.LINK, name) for name, t in links_s or [("", 0.0)]]
+    candidates.append((overhead_s, BoundKind.OVERHEAD, ""))
     top = max(t for t, _, _ in candidates)
     bound = next(Bound(kind, resource) for t, kind, resource in candidates if t == top)
     seconds = top if overlap is Overlap.MAX else sum(t for t, _, _ in candidates)
@@ -338,7 +353,8 @@ def place(work: Work, hw: Hardware | str | Path, overlap: Overlap | str = Overla
                      overhead_s=overhead_s, seconds=seconds, bound=bound, overlap=overlap,
                      roof=roof, wanted=(work.dtype, work.unit),
                      compute_left_out=roof is None and work.flops > 0,
-                     wave_efficiency=work.wave_efficiency, algorithm=work.algorithm)
+                     wave_efficiency=work.wave_efficiency, algorithm=work.algorithm,
+                     links_s=tuple(links_s))
 
 
 def place_group(parts: list[Placement], trips: int, overlap: Overlap) -> Placement:
@@ -357,9 +373,12 @@ def place_group(parts: list[Placement], trips: int, overlap: Overlap) -> Placeme
     bound = max(by_bound, key=lambda b: by_bound[b])
     lead = max((p for p in parts if p.bound == bound), key=lambda p: p.seconds)
     memory: dict[str, float] = {}
+    links: dict[str, float] = {}
     for part in parts:
         for name, seconds in part.memory_s:
             memory[name] = memory.get(name, 0.0) + seconds * trips
+        for name, seconds in part.links_s:
+            links[name] = links.get(name, 0.0) + seconds * trips
     return Placement(
         compute_s=trips * sum(p.compute_s for p in parts), memory_s=tuple(memory.items()),
         link_s=trips * sum(p.link_s for p in parts),
@@ -367,7 +386,8 @@ def place_group(parts: list[Placement], trips: int, overlap: Overlap) -> Placeme
         seconds=trips * sum(p.seconds for p in parts), bound=bound, overlap=overlap,
         roof=lead.roof, wanted=lead.wanted,
         compute_left_out=any(p.compute_left_out for p in parts),
-        wave_efficiency=lead.wave_efficiency, parts=tuple(parts), trips=trips)
+        wave_efficiency=lead.wave_efficiency, parts=tuple(parts), trips=trips,
+        links_s=tuple(links.items()))
 
 
 def _link(hw: Hardware, name: str | None) -> Link:

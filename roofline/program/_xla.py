@@ -152,18 +152,24 @@ def quiet_native_stderr() -> Iterator[list[str]]:
             captured.append(sink.read().decode("utf-8", "replace"))
 
 
-def tpu_topology(topology_name: str) -> Any:
-    """A deviceless TPU topology (``v3:2x2``) from libtpu, without its start-up noise."""
+def tpu_topology(topology_name: str, slices: int = 1) -> Any:
+    """A deviceless TPU topology (``v3:2x2``) from libtpu, without its start-up noise; with
+    ``slices``, that many such slices joined by the data-center network, their devices
+    listed slice by slice (each with its ``slice_index``)."""
     from jax.experimental import topologies
 
+    # libtpu refuses num_slices=1: a single slice is asked for without it.
+    several = {"num_slices": slices} if slices > 1 else {}
     with quiet_native_stderr() as captured:
         try:
-            return topologies.get_topology_desc(platform="tpu", topology_name=topology_name)
+            return topologies.get_topology_desc(platform="tpu", topology_name=topology_name,
+                                                **several)
         except Exception as exc:
             error = exc
     detail = captured[0].strip().splitlines()[-1:] if captured else []
+    what = f"{slices} slices of {topology_name!r}" if slices > 1 else repr(topology_name)
     raise RooflineError(
-        f"cannot create the TPU topology {topology_name!r} for deviceless compilation: "
+        f"cannot create the TPU topology {what} for deviceless compilation: "
         f"{error}{' (' + detail[0] + ')' if detail else ''}. Deviceless TPU compilation "
         "needs the libtpu package pinned in pyproject.toml"
     )
@@ -391,15 +397,16 @@ def local_gpu() -> Any:
     return found[0] if found else None
 
 
-def gpu_topology(target_config: str, devices: int) -> Any:
-    """A deviceless topology of ``devices`` GPUs on one host, described by a
+def gpu_topology(target_config: str, devices: int, hosts: int = 1) -> Any:
+    """A deviceless topology of ``devices`` GPUs on ``hosts`` hosts (an equal share each,
+    listed host by host, each device's ``process_index`` its host), described by a
     ``GpuTargetConfigProto`` in text format, from the CUDA plugin (no GPU needed)."""
     from jax.experimental import topologies
 
     with quiet_native_stderr() as captured:
         try:
             return topologies.get_topology_desc(platform="cuda", target_config=target_config,
-                                                topology=f"1x1x{devices}")
+                                                topology=f"1x{hosts}x{devices // hosts}")
         except Exception as exc:
             error = exc
     detail = captured[0].strip().splitlines()[-1:] if captured else []

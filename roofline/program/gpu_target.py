@@ -125,10 +125,11 @@ def deviceless_available() -> bool:
 
 
 @functools.cache
-def gpu_topology(config: str, devices: int = 1) -> Any:
-    """A deviceless topology of ``devices`` GPUs described by ``config`` (one host)."""
+def gpu_topology(config: str, devices: int = 1, nodes: int = 1) -> Any:
+    """A deviceless topology of ``devices`` GPUs described by ``config``, on ``nodes``
+    hosts (an equal share each, listed node by node)."""
     from roofline.program import _xla
 
     if not deviceless_available():
         raise RooflineError(NOT_INSTALLED)
-    return _xla.gpu_topology(config, devices)
+    return _xla.gpu_topology(config, devices, nodes)

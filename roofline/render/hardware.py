@@ -47,8 +47,13 @@ def hardware_check_document(path: Any, hw: Hardware, variants: list[str]) -> dic
 def hardware_check_text(doc: dict[str, Any], hw: Hardware) -> str:
     return (f"ok: {doc['path']} is a valid spec for {hw.id} ({hw.name}): "
             f"{len(hw.compute)} compute roofs, {len(hw.memory)} memory levels, "
-            f"{len(hw.links)} links, scope {hw.scope}, variants checked: "
+            f"{len(hw.links)} links{_data_center_text(hw)}, scope {hw.scope}, variants checked: "
             f"{', '.join(doc['variants']) or 'none'}\n" + format_table(ridge_table(hw)))
+
+
+def _data_center_text(hw: Hardware) -> str:
+    link = hw.data_center_link
+    return f" (data-center network: {link.name})" if link is not None else ""
 
 
 def measured_spec_text(path: Any, hw: Hardware, one_core: Hardware) -> str:
@@ -120,7 +125,8 @@ def hardware_document(hw: Hardware) -> dict[str, Any]:
                     "achieved": measured(m.achieved), "latency_s": measured(m.latency)}
                    for m in hw.memory],
         "links": [{"name": x.name, "count": x.count, "bytes_per_s": x.bytes_per_s,
-                   "latency_s": x.latency_s, "sources": list(x.sources), "note": x.note}
+                   "latency_s": x.latency_s, "sources": list(x.sources), "note": x.note,
+                   "data_center": x.data_center}
                   for x in hw.links],
         "ridge_points": ridge_rows(hw),
         "sources": dict(hw.sources),

@@ -59,6 +59,9 @@ class OpCost:
     # condition's, or the branch costed), each costed on its own; its totals above are
     # these times ``trip_count``. Empty for a kernel.
     body: tuple[OpCost, ...] = ()
+    # Of ``link_bytes``, those that cross the data-center network between slices or nodes
+    # (a collective whose groups hold devices of several); the rest cross the fast link.
+    dcn_bytes: float = 0.0
 
     def renamed(self, name: str, op_name: str, operands: tuple[str, ...],
                 written_dtype: str) -> OpCost:
@@ -116,6 +119,11 @@ class ModuleCosts:
     @property
     def link_bytes(self) -> float:
         return sum(op.link_bytes for op in self.ops)
+
+    @property
+    def dcn_bytes(self) -> float:
+        """Of ``link_bytes``, those that cross the data-center network."""
+        return sum(op.dcn_bytes for op in self.ops)
 
 
 _TUPLE_FIELDS = ("operands", "unknown", "notes")
