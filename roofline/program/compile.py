@@ -43,7 +43,16 @@ if TYPE_CHECKING:
 class Target:
     """Where a program is compiled: ``host`` or a TPU generation; for a program read from
     an HLO dump, the platform its compiler wrote it for (``dump`` says which module of
-    which dump)."""
+    which dump).
+
+    Several TPU slices or GPU nodes joined by the data-center network (``tpu-v5e:16x16*2``,
+    ``h100-sxm:8*4``) are ``slices`` of ``slice_devices`` devices each; ``topology`` is
+    one slice's and ``chips`` counts them all. Their devices are listed slice after slice,
+    and a program over them keeps that order: a mesh puts the slices on its first axis, so
+    that a device's partition id divided by ``slice_devices`` is its slice. That is how an
+    XLA:GPU collective whose groups span nodes is found; XLA:TPU compiles one slice's
+    program and hands what crosses slices to its runtime. Both are costed across the
+    data-center network (:func:`roofline.program.hlo.traffic.link_traffic`)."""
 
     name: str
     platform: str
@@ -51,6 +60,8 @@ class Target:
     chips: int = 1
     dump: str = ""
     gpu_config: str = field(default="", repr=False)   # a GPU described to XLA, deviceless
+    slices: int = 1            # TPU slices or GPU nodes over the data-center network
+    slice_devices: int = 0     # the devices of one of them, where there are several
 
     @property
     def is_tpu(self) -> bool:
@@ -66,13 +77,21 @@ class Target:
                     f"kernel per op, views free, library kernels one each; "
                     f"{Execution(self.name).layout} activations)")
         if self.is_tpu:
-            return f"XLA:TPU for {self.topology}, deviceless"
+            return f"XLA:TPU for {self._spread(self.topology or '')}, deviceless"
         if self.gpu_config:
-            return (f"XLA:GPU for {self.name}, deviceless: GEMMs keep XLA's default tiles "
-                    "where a compile on the GPU would autotune them")
+            gpus = f"{self.slice_devices} {self.name.partition(':')[0]}"
+            return (f"XLA:GPU for {self._spread(gpus, 'node') if self.slices > 1 else self.name}"
+                    ", deviceless: GEMMs keep XLA's default tiles where a compile on the GPU "
+                    "would autotune them")
         if self.platform == "gpu":
             return "XLA:GPU on this machine's GPU"
         return f"XLA:{self.platform.upper()} on this host"
+
+    def _spread(self, one: str, unit: str = "slice") -> str:
+        """``one`` slice (or node), or several of them over the data-center network."""
+        if self.slices == 1:
+            return one
+        return f"{self.slices} {unit}s of {one} over the data-center network"
 
 
 # Deviceless compilation refuses 1x1 topologies: compile over 2x2 and place on one device.
@@ -100,10 +119,14 @@ def get_target(name: str) -> Target:
     spec (XLA:GPU for that GPU, compiled without one: :mod:`roofline.program.gpu_target`).
 
     A slice or a group of GPUs follows a colon: ``tpu-v5e:2x4`` (a TPU topology, chips
-    per axis), ``h100-sxm:8`` (eight GPUs of one host)."""
+    per axis), ``h100-sxm:8`` (eight GPUs of one host); several of them joined by the
+    data-center network follow a star: ``tpu-v5e:16x16*2`` (two slices),
+    ``h100-sxm:8*4`` (four nodes of eight)."""
     if name in TARGETS:
         return TARGETS[name]
     base, colon, shape = name.partition(":")
+    if "*" in base:
+        raise _slices_without_shape(name, base)
     if colon:
         return _sized_target(name, get_target(base), shape)
     if name == LOCAL_GPU.name:
@@ -123,33 +146,76 @@ def get_target(name: str) -> Target:
 
 
 def _sized_target(name: str, base: Target, shape: str) -> Target:
-    """``base`` over the slice ``shape`` names (module docstring of :func:`get_target`)."""
+    """``base`` over the slice ``shape`` names, or over several (:func:`get_target`)."""
+    shape, star, count = shape.partition("*")
+    slices = _slice_count(name, count) if star else 1
     if base.is_tpu:
         sides = shape.split("x")
         rank = len(base.topology.split(":")[1].split("x"))    # type: ignore[union-attr]
         if len(sides) != rank or not all(s.isdigit() and int(s) > 0 for s in sides):
-            example = "x".join(["2"] * (rank - 1) + ["4"])
             raise RooflineError(f"target {name!r}: {shape!r} is not a {base.name} topology: "
-                                f"give {rank} chip counts, such as {base.name}:{example}")
+                                f"give {rank} chip counts, such as "
+                                f"{base.name}:{_example(rank)}")
         generation = base.topology.split(":")[0]                # type: ignore[union-attr]
-        return Target(name, "tpu", f"{generation}:{shape}", math.prod(map(int, sides)))
-    if base.gpu_config and shape.isdigit() and 0 < int(shape) <= MAX_GPUS:
-        return dataclasses.replace(base, name=name, chips=int(shape))
-    raise RooflineError(f"unknown target {name!r}: a TPU slice is tpu-v5e:2x4, a group of "
-                        f"GPUs h100-sxm:8 (1 to {MAX_GPUS})")
+        topology, chips = f"{generation}:{shape}", math.prod(map(int, sides))
+        if slices == 1:
+            return Target(name, "tpu", topology, chips)
+        return Target(name, "tpu", topology, chips * slices, slices=slices,
+                      slice_devices=len(_xla.tpu_topology(topology).devices))
+    if base.gpu_config and shape.isdigit() and 0 < int(shape) * slices <= MAX_GPUS:
+        return dataclasses.replace(base, name=name, chips=int(shape) * slices, slices=slices,
+                                   slice_devices=int(shape) if slices > 1 else 0)
+    raise RooflineError(f"unknown target {name!r}: a TPU slice is tpu-v5e:2x4 and two of "
+                        f"them tpu-v5e:2x4*2; a group of GPUs is h100-sxm:8 and four nodes of "
+                        f"them h100-sxm:8*4 (1 to {MAX_GPUS} GPUs in all)")
+
+
+def _example(rank: int) -> str:
+    """A TPU slice of ``rank`` axes, as an example: 2x4, 2x2x4."""
+    return "x".join(["2"] * (rank - 1) + ["4"])
+
+
+def _slice_count(name: str, count: str) -> int:
+    """The number after a target's ``*``: two slices (or nodes) or more."""
+    if not count.isdigit() or int(count) < 2:
+        raise RooflineError(f"target {name!r}: {'*' + count!r} is not a number of slices: "
+                            "give 2 or more after the star (tpu-v5e:16x16*2, h100-sxm:8*4), "
+                            "or leave the star out for one")
+    return int(count)
+
+
+def _slices_without_shape(name: str, base: str) -> RooflineError:
+    """The refusal of a slice count on a target that names no slice or node before it."""
+    head, _, count = base.partition("*")
+    _slice_count(name, count)
+    kind = get_target(head)
+    if kind.is_tpu:
+        rank = len(kind.topology.split(":")[1].split("x"))    # type: ignore[union-attr]
+        fix = f"name the slice before the count: {head}:{_example(rank)}*{count}"
+    elif kind.gpu_config:
+        fix = f"name the GPUs of a node before the count: {head}:8*{count}"
+    else:
+        fix = ("only TPU slices (tpu-v5e:2x2*2) and nodes of NVIDIA GPUs (h100-sxm:8*2) "
+               f"span the data-center network; {head} runs on one device")
+    return RooflineError(f"target {name!r}: {fix}")
 
 
 MAX_GPUS = 64   # GPUs of one deviceless compile: past any NVLink domain JAX describes
+SLICES_AXIS = "slices"   # the mesh axis a sharding plan spreads over slices or nodes
 
 # The slices a sharded program is compiled over when its target names none: the smallest
 # of these with enough devices (libtpu refuses 1x1 and 1x2 layouts).
 _SLICES = {2: ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
-           3: ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8")}
+           3: ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8",
+               "8x8x16", "8x16x16", "16x16x16")}
 
 
-def sized_for(spec: Target, devices: int) -> Target:
+def sized_for(spec: Target, devices: int, slices: int = 1) -> Target:
     """``spec``, or where it has fewer than ``devices`` devices and names no slice of its
-    own, the smallest slice (TPU) or group (GPU) of its kind that has them."""
+    own, the smallest slice (TPU) or group (GPU) of its kind that has them; a program over
+    ``slices`` slices (or nodes) gets that many of the smallest that hold its share."""
+    if slices > 1:
+        return _sliced_for(spec, devices, slices)
     if ":" in spec.name or spec.platform not in ("tpu", "gpu") or spec == LOCAL_GPU:
         return spec
     if spec.gpu_config:
@@ -160,6 +226,25 @@ def sized_for(spec: Target, devices: int) -> Target:
         if len(_xla.tpu_topology(sized.topology).devices) >= devices:   # type: ignore[arg-type]
             return spec if sized.topology == spec.topology else sized
     raise RooflineError(f"no {spec.name} slice here has {devices} devices: shard over fewer")
+
+
+def _sliced_for(spec: Target, devices: int, slices: int) -> Target:
+    """``spec`` as ``slices`` slices (or nodes) holding ``devices`` devices between them."""
+    if spec.slices == slices:
+        return spec
+    if spec.slices > 1 or ":" in spec.name:
+        raise RooflineError(f"the program spans {slices} slices over the data-center network "
+                            f"but the target {spec.name} has {spec.slices}: name "
+                            f"{slices} of them (such as {spec.name.partition('*')[0]}"
+                            f"*{slices}), or leave the shape out to have it chosen")
+    if spec.platform not in ("tpu", "gpu") or spec == LOCAL_GPU or devices % slices:
+        raise RooflineError(f"a program over {slices} slices needs TPU slices or GPU nodes "
+                            f"of equal size: {spec.name} cannot hold {devices} devices as "
+                            f"{slices}")
+    one = sized_for(spec, devices // slices)
+    if spec.gpu_config:
+        return get_target(f"{spec.name}:{max(devices // slices, 1)}*{slices}")
+    return get_target(f"{spec.name}:{one.topology.split(':')[1]}*{slices}")  # type: ignore[union-attr]
 
 
 def gpu_target_name(hardware: Hardware | None) -> str:
@@ -320,7 +405,7 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
             raise RooflineError("a program with its own sharding plan is not also split by "
                                 "--data-parallel: give one (the plan's data axis splits "
                                 "the batch)")
-        spec = sized_for(spec, sharding.devices)
+        spec = sized_for(spec, sharding.devices, _plan_slices(sharding))
     devices, used, sharding_for = _devices(spec, data_parallel, batch_argnums, sharding)
     placed = _place(args, sharding_for)
     layout = _layout(sharding, placed) if sharding is not None else None
@@ -351,7 +436,8 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
     start = time.perf_counter()
     hlo_text = compiled.as_text()
     print_seconds = time.perf_counter() - start
-    costs = analyze_module(parse_hlo_text(hlo_text), platform=spec.platform)
+    costs = analyze_module(parse_hlo_text(hlo_text), platform=spec.platform,
+                           slice_devices=spec.slice_devices or None)
     analysis_seconds = time.perf_counter() - start - print_seconds
     program = CompiledProgram(
         target=spec, devices=len(used), device_kind=devices[0].device_kind,
@@ -385,6 +471,11 @@ def _eager_program(lowered: Any, spec: Target, lower_seconds: float, key: str
         lower_seconds=lower_seconds, print_seconds=print_seconds)
 
 
+def _plan_slices(plan: ShardingPlan) -> int:
+    """The slices (or nodes) a sharding plan spans: the size of its ``slices`` axis."""
+    return dict(plan.axes).get(SLICES_AXIS, 1)
+
+
 def _device_scope(spec: Target, devices: int) -> str:
     """What one device of a compile is: a TPU core where a chip shows several (v2, v3),
     a chip where it shows one (megacore v4, v5p; v5e, v6e), the host."""
@@ -410,11 +501,12 @@ def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int],
     from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
     if spec.is_tpu:
-        devices = list(_xla.tpu_topology(spec.topology).devices)  # type: ignore[arg-type]
+        topology = _xla.tpu_topology(spec.topology, spec.slices)  # type: ignore[arg-type]
+        devices = list(topology.devices)
     elif spec.gpu_config:
         from roofline.program.gpu_target import gpu_topology
 
-        devices = list(gpu_topology(spec.gpu_config, spec.chips).devices)
+        devices = list(gpu_topology(spec.gpu_config, spec.chips, spec.slices).devices)
     elif spec.platform == "gpu":
         local = _xla.local_gpu()
         if local is None:
@@ -445,7 +537,10 @@ def _devices(spec: Target, data_parallel: bool, batch_argnums: Sequence[int],
 
 def _mesh_shardings(spec: Target, devices: list[Any], plan: ShardingPlan
                     ) -> tuple[list[Any], list[Any], Callable[[int, Any], Any]]:
-    """The plan's mesh over the first of ``devices``, and its arguments' shardings."""
+    """The plan's mesh over the first of ``devices``, and its arguments' shardings. The
+    devices keep the topology's order, slice after slice, laid out along the mesh's axes in
+    turn: a plan over several slices names them as its first axis (the :class:`Target`
+    contract)."""
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -530,7 +625,7 @@ def compile_workload(workload: Workload, target: str, *, data_parallel: bool = F
     if isinstance(lowered, str) and _CACHE_KEY.fullmatch(lowered):
         spec = get_target(target)
         if workload.sharding is not None:   # the slice it was compiled over, as compiled
-            spec = sized_for(spec, workload.sharding.devices)
+            spec = sized_for(spec, workload.sharding.devices, _plan_slices(workload.sharding))
         cached = _cached_program(cache_dir, lowered, spec)
         if cached is not None:
             return cached
@@ -703,7 +798,8 @@ def _from_cache(record: dict[str, Any], target: Target, key: str) -> CompiledPro
     if record.get("cost_rules") == _cost_rules_version():
         costs = costs_from_json(record.get("costs"))
     else:
-        costs = analyze_module(parse_hlo_text(record["hlo_text"]), platform=target.platform)
+        costs = analyze_module(parse_hlo_text(record["hlo_text"]), platform=target.platform,
+                               slice_devices=target.slice_devices or None)
     return CompiledProgram(
         target=target, devices=record["devices"], device_kind=record["device_kind"],
         device_scope=record["device_scope"], hlo_text=record["hlo_text"],

@@ -8,7 +8,8 @@ name (slices and gathers read only what they take, in-place updates touch only t
 Arrays placed in a non-default memory space (TPU VMEM/SMEM, ``S(n)`` in the layout) count
 as on-chip bytes, host memory (``S(5)``) as host bytes, not main memory traffic. Loops run
 their body ``trip count`` times (XLA's own totals count the body once;
-:func:`analyze_module` can do either).
+:func:`analyze_module` can do either). The loops of a flash attention stand-in are costed
+as the kernel they stand for (:mod:`roofline.program.hlo.flash`).
 
 A matmul or convolution records the dtype it computes in as compiled and the dtype its
 operands are stored in (``written_dtype``): XLA:CPU has no bf16 matmul, so a bf16 program
@@ -29,11 +30,13 @@ from roofline.program.hlo.buffers import FusionPlan, fusion_plan
 from roofline.program.hlo.calls import CallGraph, all_called
 from roofline.program.hlo.dtypes import output_dtype, written_dtype
 from roofline.program.hlo.eager import LAYOUT_MARK
+from roofline.program.hlo.flash import FlashSite, flash_sites, site_cost
 from roofline.program.hlo.formulas import Flops, GemmShape, backend_config
 from roofline.program.hlo.loops import trip_count
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
+    ASYNC_COLLECTIVE_DONE,
     Half,
     OpCategory,
     Resolved,
@@ -43,11 +46,14 @@ from roofline.program.hlo.rules import (
     wrapped_result,
 )
 from roofline.program.hlo.shapes import SPEC_DTYPE, ArrayShape, Shape, arrays
-from roofline.program.hlo.traffic import Moved, kernel_bytes, link_bytes
+from roofline.program.hlo.traffic import Moved, kernel_bytes, link_traffic
 
-__all__ = ["MISSING_BODY", "OpCategory", "analyze_module"]
+__all__ = ["FUSED_COLLECTIVE", "MISSING_BODY", "OpCategory", "analyze_module"]
 
 MISSING_BODY = "fusion body not in the HLO"
+# A note of a fusion that runs a collective (XLA:TPU's asynchronous collective fusions),
+# followed by the collective's opcode: what a summary of a step's collectives names it by.
+FUSED_COLLECTIVE = "runs the collective "
 UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
 
 
@@ -68,24 +74,28 @@ def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) ->
 
 @gc_paused()
 def analyze_module(module: HloModule, *, count_loop_trips: bool = True,
-                   platform: str = "") -> ModuleCosts:
+                   platform: str = "", slice_devices: int | None = None) -> ModuleCosts:
     """Costs of every top-level op of the entry computation.
 
     With ``count_loop_trips=False`` a loop body counts once, as in XLA's
     ``cost_analysis()``; use it to reconcile with XLA, and the default for real work.
     ``platform`` records what the module was compiled for (``cpu``, ``tpu``, ``gpu``).
+    ``slice_devices``: the devices of one slice (or node) where the module's devices lie
+    in several, slice after slice; a collective across slices then has ``dcn_bytes``.
     """
-    analyzer = _Analyzer(module, count_loop_trips, platform)
+    analyzer = _Analyzer(module, count_loop_trips, platform, slice_devices)
     ops = tuple(_costed(analyzer, i, module) for i in module.entry.instructions)
     return ModuleCosts(module.name, ops, dict(analyzer.unknown),
                        loops_counted_once=not count_loop_trips)
 
 
 class _Analyzer:
-    def __init__(self, module: HloModule, count_loop_trips: bool, platform: str):
+    def __init__(self, module: HloModule, count_loop_trips: bool, platform: str,
+                 slice_devices: int | None = None):
         self.module = module
         self.count_loop_trips = count_loop_trips
         self.platform = platform
+        self.slice_devices = slice_devices
         self.unknown: Counter[str] = Counter()
         self._flops: dict[str, Flops] = {}
         self._owner: dict[str, Computation] = {}
@@ -101,6 +111,7 @@ class _Analyzer:
         self._plans: dict[str, FusionPlan] = {}
         # Alike ops -> the first one's costs and the matrix op in its body, if any.
         self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
+        self._flash_sites: dict[str, FlashSite] | None = None   # read at the first op
 
     # --- the Env protocol of the formulas ----------------------------------------------
     def computation_flops(self, name: str) -> Flops:
@@ -149,6 +160,8 @@ class _Analyzer:
     # --- FLOPs -------------------------------------------------------------------------
     def instruction_flops(self, instruction: Instruction, computation: Computation) -> Flops:
         self._owner[instruction.name] = computation
+        if (kernel := self._flash(instruction)) is not None:
+            return Flops(kernel.flops, kernel.transcendentals)
         resolved = lookup(instruction)
         if resolved is None:
             self.unknown[unknown_label(instruction)] += 1
@@ -173,6 +186,8 @@ class _Analyzer:
     def op_cost(self, instruction: Instruction, computation: Computation) -> OpCost:
         """The cost of one op; an op alike one costed before (a layer's twin) takes its
         costs under its own names."""
+        if (kernel := self._flash(instruction)) is not None:
+            return kernel
         key = self._alike_key(instruction, computation)
         if key is None:
             return self._new_cost(instruction, computation)
@@ -190,6 +205,18 @@ class _Analyzer:
             instruction, computation, inner)
         return known.renamed(instruction.name, instruction.op_name, instruction.operands,
                              written)
+
+    def _flash(self, instruction: Instruction) -> OpCost | None:
+        """An op of a flash attention stand-in costed as the kernel it stands for, or as
+        part of one (:mod:`roofline.program.hlo.flash`); None for any other op, and for
+        every op where loops count once (the program as XLA compiled it, as XLA's own
+        totals count it)."""
+        if not self.count_loop_trips:
+            return None
+        if self._flash_sites is None:
+            self._flash_sites = flash_sites(self.module, self.calls)
+        site = self._flash_sites.get(instruction.name)
+        return None if site is None else site_cost(instruction, site, self.platform)
 
     def _alike_key(self, instruction: Instruction, computation: Computation
                    ) -> Hashable | None:
@@ -231,7 +258,7 @@ class _Analyzer:
         effective = instruction
         if resolved is not None and resolved.half is Half.START:
             effective = self._as_wrapped(instruction, computation, resolved)
-        free = resolved is not None and resolved.free
+        free = resolved is not None and resolved.free or self._collective_wait(effective)
         trips, notes, body = 1, (), ()
         if free:
             traffic = Moved()
@@ -243,11 +270,15 @@ class _Analyzer:
             kind = resolved.rule.traffic if resolved is not None else Traffic.OPERANDS
             traffic = kernel_bytes(effective, shapes, kind, self._plan(effective)
                                    if kind is Traffic.FUSION else None)
+            if kind is Traffic.FUSION:
+                collectives, fused = self._fused_collectives(effective)
+                traffic = traffic + collectives
+                notes = tuple(f"{FUSED_COLLECTIVE}{opcode}" for opcode in fused)
             link = resolved.rule.link if resolved is not None else None
             if link is not None:
-                traffic = traffic + Moved(link=link_bytes(
+                traffic = traffic + link_traffic(
                     effective, shapes, link,
-                    self.module.num_partitions * self.module.replica_count))
+                    self.module.num_partitions * self.module.replica_count, self.slice_devices)
         category, unit, dtype, written = self._classify(effective, computation, resolved)
         column_sums, reduce_outputs = self._reductions_run(effective, computation)
         if body:   # a loop computes in the unit and dtype of its heaviest kernel
@@ -257,7 +288,7 @@ class _Analyzer:
             name=instruction.name, opcode=instruction.opcode, category=category, dtype=dtype,
             unit=unit, flops=flops.flops, transcendentals=flops.transcendentals,
             bytes_read=traffic.read, bytes_written=traffic.written,
-            onchip_bytes=traffic.onchip, link_bytes=traffic.link,
+            onchip_bytes=traffic.onchip, link_bytes=traffic.link, dcn_bytes=traffic.dcn,
             op_name=instruction.op_name, operands=instruction.operands,
             unknown=self._unknown_inside(instruction), free=free, trip_count=trips,
             kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
@@ -304,6 +335,40 @@ class _Analyzer:
         inner = self._heaviest_inner(instruction, computation) or instruction
         return inner.attributes.get(LAYOUT_MARK, "") if inner.opcode == "convolution" else ""
 
+    def _fused_collectives(self, fusion: Instruction) -> tuple[Moved, tuple[str, ...]]:
+        """The link bytes of the collectives a fusion runs, and their opcodes: XLA:TPU
+        wraps a collective it overlaps with compute in a fusion that starts it
+        (``AsyncCollectiveStart`` at its root, the collective inside) and one that waits
+        for it (free: its body repeats the collective it waits for)."""
+        body = self.module.computations.get(fusion.called[0]) if fusion.called else None
+        if body is None:
+            return Moved(), ()
+        moved, opcodes = Moved(), []
+        devices = self.module.num_partitions * self.module.replica_count
+        for inner in body.instructions:
+            resolved = lookup(inner)
+            if resolved is None or resolved.rule.link is None:
+                continue
+            shapes = [body.by_name[n].shape for n in inner.operands if n in body.by_name]
+            moved = moved + link_traffic(inner, shapes, resolved.rule.link, devices,
+                                         self.slice_devices)
+            opcodes.append(resolved.base)
+        return moved, tuple(dict.fromkeys(opcodes))
+
+    def _collective_wait(self, instruction: Instruction) -> bool:
+        """Whether an op only waits for an asynchronous collective (XLA:TPU's fusion around
+        ``AsyncCollectiveDone``): it runs no kernel, its collective's bytes are counted at
+        its start."""
+        if instruction.opcode != "fusion" or not instruction.called:
+            return False
+        body = self.module.computations.get(instruction.called[0])
+        if body is None:
+            return False
+        root = body.root
+        return (root.opcode == "custom-call"
+                and root.attributes.get("custom_call_target", "").strip('"')
+                == ASYNC_COLLECTIVE_DONE)
+
     def _generic_async(self, start: Instruction, computation: Computation,
                        flops: Flops) -> OpCost:
         """``async-start(...), calls=%c``: the instruction ``c`` wraps, as this op."""
@@ -318,6 +383,7 @@ class _Analyzer:
             unit=inner.unit, flops=flops.flops, transcendentals=flops.transcendentals,
             bytes_read=inner.bytes_read, bytes_written=inner.bytes_written,
             onchip_bytes=inner.onchip_bytes, link_bytes=inner.link_bytes,
+            dcn_bytes=inner.dcn_bytes,
             op_name=start.op_name or inner.op_name, operands=start.operands,
             unknown=self._unknown_inside(start), kernels=max(inner.kernels, 1),
             host_bytes=inner.host_bytes, written_dtype=inner.written_dtype,
@@ -367,7 +433,7 @@ class _Analyzer:
             for cost in self._body_ops(name):
                 total = total + Moved(cost.bytes_read, cost.bytes_written,
                                          cost.onchip_bytes, cost.host_bytes, cost.link_bytes,
-                                         cost.kernels)
+                                         cost.kernels, cost.dcn_bytes)
             self._bodies[name] = total
         return self._bodies[name]
 
@@ -426,8 +492,8 @@ class _Analyzer:
                 return category, ExecutionUnit.MATRIX, dtype, dtype
             categories = {rule.rule.category for kind in named
                           if (rule := _lookup_opcode(kind)) is not None}
-            category = next((c for c in (OpCategory.REDUCTION, OpCategory.ELEMENTWISE,
-                                         OpCategory.DATA_MOVEMENT)
+            category = next((c for c in (OpCategory.COLLECTIVE, OpCategory.REDUCTION,
+                                         OpCategory.ELEMENTWISE, OpCategory.DATA_MOVEMENT)
                              if c in categories), OpCategory.OTHER)
         unit = resolved.rule.unit if resolved is not None else ExecutionUnit.VECTOR
         return category, unit, dtype, dtype

@@ -84,13 +84,35 @@ class LinkPattern(enum.Enum):
     ALL_REDUCE = "2 (n - 1) / n: reduce-scatter, then all-gather"
     ALL_GATHER = "n - 1: every other device's shard (the operand is one shard)"
     SCATTER = "(n - 1) / n: all but the own share"
+    ALL_TO_ALL = "(n - 1) / n: a share to every other device"
     ONE_HOP = "1: the operand crosses one link"
 
     def factor(self, n: int) -> float:
         if n <= 1:
             return 0.0
         return {LinkPattern.ALL_REDUCE: 2.0 * (n - 1) / n, LinkPattern.ALL_GATHER: n - 1.0,
-                LinkPattern.SCATTER: (n - 1.0) / n, LinkPattern.ONE_HOP: 1.0}[self]
+                LinkPattern.SCATTER: (n - 1.0) / n, LinkPattern.ALL_TO_ALL: (n - 1.0) / n,
+                LinkPattern.ONE_HOP: 1.0}[self]
+
+    def across_slices(self, in_slice: int, slices: int) -> tuple[float, float]:
+        """(inside, across): multiples of the operand bytes one device sends inside its
+        slice and across the data-center network, for a group of ``in_slice`` (m) devices
+        in each of ``slices`` (s) slices run hierarchically, as NCCL and the TPU runtime
+        run it. An all-reduce or reduce-scatter reduces inside the slice first, so each
+        device crosses with 1/m of the data (all-reduce: 2 (m - 1) / m inside, 2 (s - 1) /
+        s / m across); an all-gather gathers its shard across ((s - 1) shards), then s
+        shards each inside ((m - 1) s); an all-to-all sends the other slices' shares across
+        ((s - 1) / s) and its own slice's inside ((m - 1) / (m s)). Each pair adds up to
+        the flat figure of m s devices; a hop crosses once, and once more inside a slice
+        where the group has other devices there."""
+        inside, across = self.factor(in_slice), self.factor(slices)
+        if self in (LinkPattern.ALL_REDUCE, LinkPattern.SCATTER):
+            return inside, across / in_slice
+        if self is LinkPattern.ALL_GATHER:
+            return inside * slices, across
+        if self is LinkPattern.ALL_TO_ALL:
+            return inside / slices, across
+        return inside, across
 
 
 GemmFormula = Callable[[Instruction, Env], GemmShape]
@@ -409,7 +431,7 @@ _add(RULES, ("reduce-scatter",), Rule(OpCategory.COLLECTIVE, reducing_collective
                                       link=LinkPattern.SCATTER))
 _add(RULES, ("all-gather",), Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.ALL_GATHER))
 _add(RULES, ("all-to-all", "ragged-all-to-all"),
-     Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.SCATTER))
+     Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.ALL_TO_ALL))
 _add(RULES, ("collective-permute", "collective-broadcast", "send", "recv"),
      Rule(OpCategory.COLLECTIVE, no_flops, link=LinkPattern.ONE_HOP))
 
@@ -422,6 +444,12 @@ _add(CUSTOM_CALLS, ("AllocateBuffer", "Sharding", "SPMDFullToShardShape",
                     # (a scalar and a token; the collective is the call-start after it).
                     "PrepareAsyncCallStart", "PrepareAsyncCallDone"),
      Rule(OpCategory.OTHER, no_flops, Traffic.NONE, free=True))
+# XLA:TPU's asynchronous collectives: a fusion whose root starts the collective fused into
+# it, and one whose root waits for it (roofline.program.hlo.costs: the start's fusion
+# carries the collective's link bytes, the wait's runs no kernel).
+ASYNC_COLLECTIVE_START, ASYNC_COLLECTIVE_DONE = "AsyncCollectiveStart", "AsyncCollectiveDone"
+_add(CUSTOM_CALLS, (ASYNC_COLLECTIVE_START, ASYNC_COLLECTIVE_DONE),
+     Rule(OpCategory.COLLECTIVE, no_flops, Traffic.NONE, free=True))
 # TPU: joins the slices an async copy brought into VMEM into one buffer. No arithmetic; the
 # operands are charged as read and the result as written (an upper bound if XLA lays the
 # pieces out contiguously and the join is a view).
