@@ -46,15 +46,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import PartitionSpec
 
 from roofline.errors import RooflineError
 from roofline.program.workloads import kernels
+from roofline.program.workloads.fp8_products import fp8_matmul
 from roofline.program.workloads.precision import Precision
 from roofline.program.workloads.registry import (
     LAYER_LIMIT,
@@ -74,7 +77,10 @@ from roofline.program.workloads.zoo import (
     param_shapes,
 )
 
-MLP_KINDS = ("gelu", "swiglu", "geglu")
+# Two matrices (up, then the activation, then down) or three (a gated activation of a
+# gate projection times an up projection, then down).
+PLAIN_MLPS = {"gelu": kernels.gelu, "relu": kernels.relu}
+MLP_KINDS = (*PLAIN_MLPS, "swiglu", "geglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 POSITION_KINDS = ("learned", "rope")
 
@@ -84,8 +90,9 @@ class DecoderConfig:
     """The shapes of a decoder-only transformer.
 
     ``head_dim`` need not be ``d_model / heads`` (Gemma 7B: 3072 wide, 16 heads of 256).
-    ``mlp``: ``gelu`` is two matrices (up, down); ``swiglu`` and ``geglu`` three (gate, up,
-    down). ``attn_bias`` and ``mlp_bias``: biases on the attention and MLP projections.
+    ``mlp``: ``gelu`` and ``relu`` are two matrices (up, down); ``swiglu`` and ``geglu``
+    three (gate, up, down). ``attn_bias`` and ``mlp_bias``: biases on the attention and
+    MLP projections.
     ``parallel``: attention and MLP read the same normalized input and add to the residual
     together (GPT-J), instead of one after the other. ``rotary_dim``: the features of a
     head that rotary embeddings rotate (None: all of them).
@@ -151,6 +158,18 @@ CONFIGS: dict[str, DecoderConfig] = {c.name: c for c in (
     # vocabulary 128256, context 8192.
     _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
     _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+    # Meta Llama 3.1 model cards (Llama-3.1-8B / 70B / 405B config.json): Llama 3's shapes
+    # with 131072 positions; 405B has 126 layers of 16384, 128 heads, 8 KV heads, MLP 53248.
+    _llama("llama3.1-8b", 32, 4096, 32, 8, 14336, 128256, 131072),
+    _llama("llama3.1-70b", 80, 8192, 64, 8, 28672, 128256, 131072),
+    _llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 131072),
+    # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1 (GPT-3 175B: 96
+    # layers, d_model 12288, 96 heads of 128, d_ff = 4 d_model) with GPT-2's vocabulary,
+    # tied embeddings, biases and 2048 learned positions (Section 2.1: "the same model and
+    # architecture as GPT-2"; its dense layers only: the sparse banded attention of
+    # alternate layers is left out, as MaxText's gpt3-175b leaves it out).
+    DecoderConfig("gpt3-175b", 96, 12288, 96, 96, 128, 49152, 50257, "gelu", "layernorm",
+                  "learned", True, 2048, attn_bias=True, mlp_bias=True),
     # Jiang et al. 2023, "Mistral 7B", Table 1 (v0.1; its 4096-token sliding window is left
     # out), context 32768 as in the model card's max_position_embeddings.
     _llama("mistral-7b", 32, 4096, 32, 8, 14336, 32000, 32768),
@@ -171,6 +190,10 @@ CONFIGS: dict[str, DecoderConfig] = {c.name: c for c in (
     # replaced by 8 SwiGLU experts of 14336, top-2 (46.7B parameters, 12.9B active).
     dataclasses.replace(_llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768),
                         experts=8, top_k=2, expert_d_ff=14336),
+    # Mistral AI, Mixtral-8x22B-v0.1 model card config.json: 56 layers, hidden 6144, 48
+    # heads of 128, 8 KV heads, 8 experts of 16384, top-2, vocabulary 32768, 65536 positions.
+    dataclasses.replace(_llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 65536),
+                        experts=8, top_k=2, expert_d_ff=16384),
     # Qwen Team 2024, Qwen1.5-MoE-A2.7B model card and config.json (Qwen/Qwen1.5-MoE-A2.7B:
     # hidden_size 2048, 24 layers, 16 heads, num_experts 60, num_experts_per_tok 4,
     # moe_intermediate_size 1408, shared_expert_intermediate_size 5632, vocab_size 151936,
@@ -183,9 +206,10 @@ CONFIGS: dict[str, DecoderConfig] = {c.name: c for c in (
 )}
 
 # Each routed expert computes ``capacity`` tokens: tokens x top_k / experts (the experts a
-# step runs) times this factor. At 1.0 the expert matmuls do exactly the routed tokens'
-# FLOPs when routing is even, as a dropless grouped GEMM does; tokens beyond an expert's
-# capacity under uneven routing are dropped (their MLP output is zero).
+# step runs) times a capacity factor (:class:`ExpertRouting`). At 1.0, the default, the
+# expert matmuls do exactly the routed tokens' FLOPs when routing is even, as a dropless
+# grouped GEMM does; tokens beyond an expert's capacity under uneven routing are dropped
+# (their MLP output is zero). Training recipes set it (GShard and Switch use 1.25 to 2).
 CAPACITY_FACTOR = 1.0
 
 PHASES = ("train", "prefill", "decode")
@@ -203,10 +227,14 @@ EXPERT_MATRICES = ("gate", "up", "down")
 @dataclass(frozen=True)
 class Quantization:
     """How a served decoder stores its layers' weights and its KV cache: a format of
-    :data:`WEIGHT_FORMATS` / :data:`CACHE_FORMATS`, or None for the compute dtype."""
+    :data:`WEIGHT_FORMATS` / :data:`CACHE_FORMATS`, or None for the compute dtype; and how
+    a training step multiplies its projections: ``products="fp8"`` casts both operands of
+    each to fp8 by a per-tensor scale (:mod:`roofline.program.workloads.fp8_products`),
+    None multiplies them in the compute dtype."""
 
     weights: str | None = None
     cache: str | None = None
+    products: str | None = None
 
 
 def stored_dtype(name: str, compute: Any, quant: Quantization) -> Any:
@@ -287,7 +315,7 @@ def resolved_config(p: dict[str, Any]) -> DecoderConfig:
 
 # --- the model -----------------------------------------------------------------------------
 
-def _norm(P: Params, cfg: DecoderConfig, x: Any) -> Any:
+def decoder_norm(P: Params, cfg: DecoderConfig, x: Any) -> Any:
     if cfg.norm == "layernorm":
         return _layer_norm(P, x)
     dtype = P.norm_dtype(x)
@@ -334,6 +362,9 @@ def _quantized_product(equation: str, x: Any, w: Any, w_scale: Any, fmt: str,
 def _project(P: Params, x: Any, n: int, bias: bool, quant: Quantization) -> Any:
     """``x`` times a projection matrix to ``n`` features, the matrix stored and multiplied
     as ``quant.weights`` says (module docstring)."""
+    if quant.products == "fp8":
+        y = fp8_matmul(x, P("w", x.shape[-1], n))
+        return y + P("b", n) if bias else y
     if quant.weights is None:
         return _dense(P, x, n, bias)
     w = P("w", x.shape[-1], n, dtype=STORAGE[quant.weights])
@@ -353,6 +384,52 @@ def _to_cache(x: Any, scale: Any, fmt: str | None) -> Any:
     return scaled.astype(STORAGE[fmt])
 
 
+def queries_keys_values(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
+                        quant: Quantization = Quantization()) -> tuple[Any, Any, Any]:
+    """The attention inputs of ``x`` (batch, seq, d) at ``positions`` (seq,): queries
+    (batch, seq, kv_heads, group, head_dim), each group of query heads under the K/V head
+    it shares, and keys and values (batch, seq, kv_heads, head_dim), rotated where the
+    model uses rotary embeddings. Each projection's output is named for rematerialization
+    policies (``query_proj``, ``key_proj``, ``value_proj``, as MaxText names them)."""
+    b, s, _ = x.shape
+    kv, group, hd = cfg.kv_heads, cfg.heads // cfg.kv_heads, cfg.head_dim
+    bias = cfg.attn_bias
+    q = checkpoint_name(_project(P.scope("q"), x, cfg.heads * hd, bias, quant),
+                        "query_proj").reshape(b, s, kv, group, hd)
+    k = checkpoint_name(_project(P.scope("k"), x, kv * hd, bias, quant),
+                        "key_proj").reshape(b, s, kv, hd)
+    v = checkpoint_name(_project(P.scope("v"), x, kv * hd, bias, quant),
+                        "value_proj").reshape(b, s, kv, hd)
+    if cfg.position == "rope":
+        rotary = cfg.rotary_dim or hd
+        q, k = _rope(q, positions, rotary), _rope(k, positions, rotary)
+    return q, k, v
+
+
+def attention_output(P: Params, cfg: DecoderConfig, out: Any,
+                     quant: Quantization = Quantization()) -> Any:
+    """The output projection of attention's result ``out`` (batch, seq, kv_heads, group,
+    head_dim) back to the model width (named ``out_proj``)."""
+    b, s = out.shape[:2]
+    merged = out.reshape(b, s, cfg.heads * cfg.head_dim)
+    return checkpoint_name(_project(P.scope("o"), merged, cfg.d_model, cfg.attn_bias, quant),
+                           "out_proj")
+
+
+def full_attention(q: Any, keys: Any, values: Any, mask: Any, key_scale: Any = None) -> Any:
+    """Attention of ``q`` (batch, seq, kv_heads, group, head_dim) over head-major ``keys``
+    and ``values`` (batch, kv_heads, positions, head_dim) under ``mask`` (seq, positions):
+    the whole score tensor (batch, kv_heads, group, seq, positions) is computed, softmaxed
+    in float32 and kept, as a program without a fused attention kernel runs it.
+    ``key_scale``: a quantized cache's key scale, multiplying the scores."""
+    scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(q.shape[-1])
+    if key_scale is not None:
+        scores = scores * key_scale.astype(scores.dtype)
+    scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+    weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
+    return jnp.einsum("bkgqt,bktc->bqkgc", weights, values)
+
+
 def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
                cache: tuple[Any, Any] | None, pos: Any, quant: Quantization
                ) -> tuple[Any, tuple[Any, Any]]:
@@ -360,15 +437,7 @@ def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
     ``x`` itself, returning its K and V; with one (decode), the new K and V are written
     into it at ``pos`` and attention covers its positions up to ``pos``. K and V are
     returned as the cache keeps them (``quant.cache``)."""
-    b, s, _ = x.shape
-    kv, group, hd = cfg.kv_heads, cfg.heads // cfg.kv_heads, cfg.head_dim
-    bias = cfg.attn_bias
-    q = _project(P.scope("q"), x, cfg.heads * hd, bias, quant).reshape(b, s, kv, group, hd)
-    k = _project(P.scope("k"), x, kv * hd, bias, quant).reshape(b, s, kv, hd)
-    v = _project(P.scope("v"), x, kv * hd, bias, quant).reshape(b, s, kv, hd)
-    if cfg.position == "rope":
-        rotary = cfg.rotary_dim or hd
-        q, k = _rope(q, positions, rotary), _rope(k, positions, rotary)
+    q, k, v = queries_keys_values(P, cfg, x, positions, quant)
     # Caches are head-major, (batch, kv_heads, positions, head_dim), as servers keep them:
     # the attention dots read them in place, where a position-major cache is transposed
     # (copied whole) for every step.
@@ -391,27 +460,25 @@ def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
         # bf16 before the products read it, where fused attention kernels read it once.
         keys, values = (c.astype(x.dtype) for c in stored)
         mask = jnp.arange(keys.shape[2])[None, :] <= positions[:, None]
-    scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(hd)
-    if fmt and cache is not None:
-        scores = scores * k_scale.astype(scores.dtype)
-    scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(x.dtype)
-    out = jnp.einsum("bkgqt,bktc->bqkgc", weights, values)
-    if fmt and cache is not None:
+    scaled = bool(fmt) and cache is not None
+    out = full_attention(q, keys, values, mask, k_scale if scaled else None)
+    if scaled:
         out = out * v_scale.astype(out.dtype)
-    out = out.reshape(b, s, cfg.heads * hd)
-    return _project(P.scope("o"), out, cfg.d_model, bias, quant), stored
+    return attention_output(P, cfg, out, quant), stored
 
 
-def _mlp(P: Params, cfg: DecoderConfig, x: Any, quant: Quantization) -> Any:
+def dense_mlp(P: Params, cfg: DecoderConfig, x: Any, quant: Quantization) -> Any:
+    """The dense MLP of ``x``; its input and output projections' results are named
+    ``mlpwi`` and ``mlpwo`` for rematerialization policies."""
     bias = cfg.mlp_bias
-    up = _project(P.scope("up"), x, cfg.d_ff, bias, quant)
-    if cfg.mlp == "gelu":
-        hidden = kernels.gelu(up)
+    up = checkpoint_name(_project(P.scope("up"), x, cfg.d_ff, bias, quant), "mlpwi")
+    if cfg.mlp in PLAIN_MLPS:
+        hidden = PLAIN_MLPS[cfg.mlp](up)
     else:
-        gate = _project(P.scope("gate"), x, cfg.d_ff, bias, quant)
+        gate = checkpoint_name(_project(P.scope("gate"), x, cfg.d_ff, bias, quant), "mlpwi")
         hidden = (kernels.silu(gate) if cfg.mlp == "swiglu" else kernels.gelu(gate)) * up
-    return _project(P.scope("down"), hidden, cfg.d_model, bias, quant)
+    return checkpoint_name(_project(P.scope("down"), hidden, cfg.d_model, bias, quant),
+                           "mlpwo")
 
 
 # --- mixture of experts --------------------------------------------------------------------
@@ -421,11 +488,13 @@ class ExpertRouting:
     """How a step runs its experts: each layer gathers ``active`` experts' weights (all of
     them outside decode; :func:`expected_distinct_experts` in decode) and, with ``ep > 1``,
     splits the experts over the ``ep`` devices of mesh axis 'expert' (beside ``dp`` of
-    'data'), sending each token to its experts' devices and back by all-to-all."""
+    'data'), sending each token to its experts' devices and back by all-to-all; each
+    expert has room for ``capacity_factor`` times an even share of the tokens."""
 
     active: int
     ep: int = 1
     dp: int = 1
+    capacity_factor: float = CAPACITY_FACTOR
 
 
 def expected_distinct_experts(experts: int, top_k: int, tokens: int) -> int:
@@ -441,8 +510,8 @@ def expected_distinct_experts(experts: int, top_k: int, tokens: int) -> int:
     return max(top_k, min(experts, tokens * top_k, math.ceil(expected - 1e-9)))
 
 
-def _capacity(rows: int, groups: int) -> int:
-    return max(1, math.ceil(rows * CAPACITY_FACTOR / groups))
+def _capacity(rows: int, groups: int, factor: float) -> int:
+    return max(1, math.ceil(rows * factor / groups))
 
 
 def _slots(group: Any, groups: int, capacity: int, chosen: Any = None) -> tuple[Any, Any]:
@@ -528,7 +597,7 @@ def _dispatch_all_to_all(x: Any, expert: Any, weights: ExpertWeights,
     rows = expert.shape[0]
     device = expert // held
     # Each destination gets room for an even share of this device's rows.
-    send = _capacity(rows, ep)
+    send = _capacity(rows, ep, routing.capacity_factor)
     index, valid = _slots(device, ep, send)                          # (ep, send)
     token = index // (rows // x.shape[0])
     send_x = x[token] * valid[..., None].astype(x.dtype)
@@ -539,7 +608,7 @@ def _dispatch_all_to_all(x: Any, expert: Any, weights: ExpertWeights,
     flat_e = recv_e.reshape(ep * send)
     active = min(held, math.ceil(routing.active / ep))
     out = _expert_rows(flat_x, jnp.arange(ep * send), flat_e, weights, active,
-                       _capacity(rows_per_device, active), fmt)
+                       _capacity(rows_per_device, active, routing.capacity_factor), fmt)
     back = jax.lax.all_to_all(out.reshape(ep, send, -1), "expert", 0, 0, tiled=True)
     back = back * valid[..., None].astype(back.dtype)
     return jnp.zeros((rows, x.shape[-1]), x.dtype).at[index].add(back)
@@ -562,7 +631,7 @@ def _expert_weights(P: Params, cfg: DecoderConfig, fmt: str | None) -> ExpertWei
                          P("experts/hidden_scale", dtype=jnp.float32) if static else None)
 
 
-def _moe(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
+def moe_mlp(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
          quant: Quantization) -> Any:
     """A mixture-of-experts MLP of ``x`` (batch, seq, d): a router (d x experts, softmax
     in f32, top-k), the routed tokens gathered into (experts, capacity, d), batched
@@ -579,7 +648,8 @@ def _moe(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
     weights = _expert_weights(P, cfg, quant.weights)
     if routing.ep == 1:
         rows = _expert_rows(flat, jnp.arange(b * s * k) // k, top_i.reshape(-1), weights,
-                            routing.active, _capacity(b * s * k, routing.active),
+                            routing.active,
+                            _capacity(b * s * k, routing.active, routing.capacity_factor),
                             quant.weights)
     else:
         from jax.sharding import AbstractMesh
@@ -601,10 +671,31 @@ def _moe(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
     out = (rows.reshape(b * s, k, d) * top_w[..., None].astype(x.dtype)).sum(axis=1)
     out = out.reshape(b, s, d)
     if cfg.shared_d_ff:
-        shared = _mlp(P.scope("shared"), dataclasses.replace(cfg, d_ff=cfg.shared_d_ff),
+        shared = dense_mlp(P.scope("shared"), dataclasses.replace(cfg, d_ff=cfg.shared_d_ff),
                       x, quant)
         out = out + jax.nn.sigmoid(x @ P("shared_gate/w", d, 1)) * shared
     return out
+
+
+def feed_forward(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting | None,
+                 quant: Quantization) -> Any:
+    """A layer's MLP: its experts where ``routing`` says how they run, else the dense one."""
+    return moe_mlp(P, cfg, x, routing, quant) if routing else dense_mlp(P, cfg, x, quant)
+
+
+def transformer_block(P: Params, cfg: DecoderConfig, x: Any,
+                      attention: Callable[[Params, Any], tuple[Any, Any]],
+                      routing: ExpertRouting | None, quant: Quantization) -> tuple[Any, Any]:
+    """One layer of ``x`` (batch, seq, d): the pre-norm residual block of attention and the
+    MLP (in parallel off one norm where ``cfg.parallel``). ``attention(P, h)`` gives the
+    attention's output and what the caller keeps of it (a decode step's updated cache)."""
+    h = decoder_norm(P.scope("norm1"), cfg, x)
+    attn, kept = attention(P.scope("attn"), h)
+    if cfg.parallel:
+        return x + attn + feed_forward(P.scope("mlp"), cfg, h, routing, quant), kept
+    x = x + attn
+    return x + feed_forward(P.scope("mlp"), cfg, decoder_norm(P.scope("norm2"), cfg, x),
+                            routing, quant), kept
 
 
 def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
@@ -624,10 +715,6 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
     """
     if cfg.moe and routing is None:
         routing = ExpertRouting(cfg.experts)
-
-    def mlp(P: Params, h: Any) -> Any:
-        return _moe(P, cfg, h, routing, quant) if routing else _mlp(P, cfg, h, quant)
-
     seq = tokens.shape[1]
     start = 0 if pos is None else pos
     positions = start + jnp.arange(seq)
@@ -640,19 +727,15 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
         x = x + jax.lax.dynamic_slice_in_dim(table, start, seq).astype(x.dtype)
     written = []
     for n in range(cfg.layers):
-        s = P.scope(f"layer{n}")
-        h = _norm(s.scope("norm1"), cfg, x)
-        attn, kv = _attention(s.scope("attn"), cfg, h, positions,
-                              None if cache is None else cache[n], pos, quant)
+        layer_cache = None if cache is None else cache[n]
+        x, kv = transformer_block(
+            P.scope(f"layer{n}"), cfg, x,
+            lambda A, h, c=layer_cache: _attention(A, cfg, h, positions, c, pos, quant),
+            routing, quant)
         written.append(kv)
-        if cfg.parallel:
-            x = x + attn + mlp(s.scope("mlp"), h)
-        else:
-            x = x + attn
-            x = x + mlp(s.scope("mlp"), _norm(s.scope("norm2"), cfg, x))
     if last_only:
         x = x[:, -1:]
-    x = _norm(P.scope("final_norm"), cfg, x)
+    x = decoder_norm(P.scope("final_norm"), cfg, x)
     logits = x @ embed.T if cfg.tied else x @ P("lm_head/w", cfg.d_model, cfg.vocab)
     return logits, tuple(written)
 
