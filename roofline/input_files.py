@@ -79,6 +79,8 @@ OPS_TABLE = InputKind("ops table", "give a CSV of ops (columns kind, shapes, dty
 COMPILE_CACHE_RECORD = InputKind("compile-cache record", "remove it from the cache (which "
                                  "holds only what roofline wrote), or pass --no-cache",
                                  1 << 30)
+MAXTEXT_CONFIG = InputKind("MaxText configuration", "give a YAML file of MaxText's "
+                           "configuration keys (configs/base.yml's names)", 1 << 20)
 SWEEP_DEFINITION = InputKind("sweep definition", "restore the sweep.json roofline wrote, or "
                              "use a new --out", 16 << 20)
 SWEEP_PART = InputKind("sweep part", "remove it from the sweep's parts, or use a new --out",

@@ -37,7 +37,8 @@ def _analyze(args: argparse.Namespace) -> int:
     placement = result.placement
     doc = analysis_document(result.label, result.program, placement, result.fit,
                             result.kernels, expected_error=result.expected_error,
-                            kernels_expected_error=result.kernels_expected_error)
+                            kernels_expected_error=result.kernels_expected_error,
+                            training=result.training)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":

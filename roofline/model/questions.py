@@ -36,7 +36,7 @@ from roofline.arguments import (
     text,
     whole_number,
 )
-from roofline.errors import RooflineError
+from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware import load_hardware
 from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
@@ -108,6 +108,7 @@ if TYPE_CHECKING:
     import pandas
 
     from roofline.model.explain import Explanation
+    from roofline.model.training_step import TrainingStep
     from roofline.program.workloads import Workload
 
 HardwareRef = str | Hardware
@@ -263,6 +264,9 @@ class Analysis:
     # there are none.
     expected_error: ErrorBand | None = None
     kernels_expected_error: ErrorBand | None = None
+    # A ``train`` SPEC's step: model FLOPs, MFU, rematerialization, collectives
+    # (:mod:`roofline.model.training_step`); None for other programs.
+    training: TrainingStep | None = None
 
 
 def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
@@ -274,13 +278,16 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
     cost every op; with ``hardware``, place each op on one device's roofline (at
     ``placement.overlap``) and, for a GPU measured kernel by kernel, time the step as its
     kernels run (``kernels``)."""
+    from roofline.model.training_step import training_step
     from roofline.program.hlo_dump import dumped_program, read_dump
     from roofline.program.workloads import parse_spec
+    from roofline.program.workloads.training import run_of
 
     path_or_text("input", input)
     optional(hardware_ref, "hardware", hardware)
     _options(placement=placement, compile=compile)
     target, data_parallel = compile.compile_target, compile.data_parallel
+    run = None
     overlap = placement.overlap
     hw = None if hardware is None else _hardware(hardware)
     found = resolve_input(input)
@@ -297,21 +304,56 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
         target = resolve_target(compile_target_for(placement.execution, hw, target), hw)
         get_target(target)  # an unknown target fails before any work
         workload = parse_spec(found.spec)
-        label, program = workload.spec, compile_workload(workload, target,
-                                                         data_parallel=data_parallel,
-                                                         cache_dir=compile.cache)
+        run = run_of(workload)
+        try:
+            program = compile_workload(workload, target, data_parallel=data_parallel,
+                                       cache_dir=compile.cache)
+        except DoesNotFitError as exc:
+            if run is None or hw is None:
+                raise
+            raise _with_largest_batch(workload.spec, target, hw, compile.cache,
+                                      str(exc)) from None
+        label = workload.spec
     if hw is None:
         return Analysis(label, program, None, None)
     placed = Placer(hw, Overlap(overlap)).program(program)
+    footprint = fit(program, hw)
+    if run is not None and footprint is not None and not footprint.fits:
+        raise _with_largest_batch(label, target, hw, compile.cache, (
+            f"the step needs {footprint.footprint_bytes / 2**30:.2f} GiB per device, more "
+            f"than the {footprint.capacity_bytes / 2**30:.2f} GiB of one {hw.id} "
+            f"{footprint.scope}"))
     model = kernel_model_for(hw) if program.target.platform == "gpu" else None
-    if model is None:
-        return Analysis(label, program, placed, fit(program, hw))
-    kernels = step_estimate(program.costs, model)
-    return Analysis(label, program, placed, fit(program, hw), kernels,
+    kernels = step_estimate(program.costs, model) if model is not None else None
+    training = None
+    if run is not None:
+        training = training_step(run, program, placed, kernels)
+        if isinstance(found, SpecInput) and found.config is not None:
+            training = dataclasses.replace(training, config_file=str(found.config),
+                                           ignored_keys=found.ignored)
+    if model is None or kernels is None:
+        return Analysis(label, program, placed, footprint, training=training)
+    return Analysis(label, program, placed, footprint, kernels,
                     band_of(gpu_step_kind("roofline", model.measured_on),
                             placement_memory_share(placed)),
                     band_of(gpu_step_kind("as-run", model.measured_on),
-                            kernels.memory_share))
+                            kernels.memory_share), training=training)
+
+
+def _with_largest_batch(spec: str, target: str, hardware: Hardware,
+                        cache_dir: str | Path | None, problem: str) -> DoesNotFitError:
+    """A training step that does not fit, refused with the largest batch that does."""
+    from roofline.model.training_step import largest_fitting_batch
+
+    largest = largest_fitting_batch(spec, target, hardware,
+                                    None if cache_dir is None else str(cache_dir))
+    if largest is None:
+        return DoesNotFitError(f"{spec} does not fit {target}: {problem}; no batch its mesh "
+                               "can split fits: shard the model over more devices (fsdp=, "
+                               "tp=), rematerialize more (remat=full) or keep less state "
+                               "(moments=bf16, optimizer=adafactor)")
+    return DoesNotFitError(f"{spec} does not fit {target}: {problem}; the largest batch that "
+                           f"fits is {largest} (batch={largest})")
 
 
 def _compiled_already(path: Path, execution: Execution | str) -> None:

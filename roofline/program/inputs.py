@@ -1,7 +1,8 @@
 """What an INPUT names, told apart once: a workload SPEC to compile, a measured run (a
 run directory, a profiler log directory, an ``.xplane.pb`` trace or a PyTorch profiler
 trace), or an HLO dump (a file of HLO text or proto, or
-a directory written with ``XLA_FLAGS=--xla_dump_to=DIR``)."""
+a directory written with ``XLA_FLAGS=--xla_dump_to=DIR``), or a MaxText configuration file
+that states a training run (:mod:`roofline.program.workloads.maxtext_config`)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ TRACE_SUFFIX = ".xplane.pb"
 
 @dataclass(frozen=True)
 class SpecInput:
-    """A workload SPEC (``fc:layers=4``, ``pkg.module:function``), compiled to answer."""
+    """A workload SPEC (``fc:layers=4``, ``pkg.module:function``), compiled to answer;
+    ``config``: the MaxText configuration it was read from, with the keys it holds that do
+    not change the step (``ignored``)."""
 
     spec: str
+    config: Path | None = None
+    ignored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,22 @@ class DumpInput:
 ProgramInput = SpecInput | RunInput | DumpInput
 
 
+CONFIG_SUFFIXES = (".yml", ".yaml")
+
+
 def resolve_input(text: str | Path) -> ProgramInput:
-    """The kind of INPUT ``text`` names: an existing path is a dump or a run, anything
-    else a SPEC (whose own parser reports what is wrong with it)."""
+    """The kind of INPUT ``text`` names: an existing path is a dump, a run or a MaxText
+    configuration (``.yml``: the ``train`` SPEC it states), anything else a SPEC (whose
+    own parser reports what is wrong with it)."""
     path = Path(text)
     # A FIFO or a device is no file to read, nor is one this user may not read.
     if not check_readable(path, PROGRAM_INPUT):
         return SpecInput(str(text))
+    if path.name.endswith(CONFIG_SUFFIXES) and path.is_file():
+        from roofline.program.workloads.maxtext_config import spec_from_maxtext
+
+        spec, ignored = spec_from_maxtext(path)
+        return SpecInput(spec, path, ignored)
     if not path.name.endswith(TRACE_SUFFIX) and is_dump(path):
         return DumpInput(path)
     if path.is_dir() or path.name.endswith((TRACE_SUFFIX, *KINETO_SUFFIXES)):

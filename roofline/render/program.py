@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from roofline.model.coverage import coverage
 from roofline.model.placement import FLOP_CONVENTION, class_text
 from roofline.render.tables import format_table, with_coverage
+from roofline.render.training import remat_text, training_text
 from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from roofline.model.analysis import Fit, ProgramPlacement
     from roofline.model.kernel_model import StepEstimate
     from roofline.model.placement import Placement
+    from roofline.model.training_step import TrainingStep
     from roofline.program.compile import CompiledProgram
     from roofline.program.hlo.op_cost import OpCost
 
@@ -32,7 +34,7 @@ def _op_row(op: OpCost, p: Placement | None, placed: bool) -> dict[str, Any]:
         "dtype": op.dtype, "unit": op.unit, "flops": op.flops,
         "transcendentals": op.transcendentals, "bytes_read": op.bytes_read,
         "bytes_written": op.bytes_written, "onchip_bytes": op.onchip_bytes,
-        "link_bytes": op.link_bytes, "intensity": op.intensity
+        "link_bytes": op.link_bytes, "dcn_bytes": op.dcn_bytes, "intensity": op.intensity
         if op.intensity != float("inf") else None,
         "kernels": op.kernels, "trip_count": op.trip_count, "free": op.free,
         "unknown": list(op.unknown), "source_op": op.op_name,
@@ -58,10 +60,14 @@ def analysis_document(spec: str, program: CompiledProgram,
                       placement: ProgramPlacement | None, fit: Fit | None,
                       kernels: StepEstimate | None = None, *,
                       expected_error: ErrorBand | None = None,
-                      kernels_expected_error: ErrorBand | None = None) -> dict[str, Any]:
+                      kernels_expected_error: ErrorBand | None = None,
+                      training: TrainingStep | None = None) -> dict[str, Any]:
     """``analyze`` as JSON: schema ``roofline/analysis/1``; on a GPU measured kernel by
-    kernel, the step as its kernels run and each figure's expected error."""
+    kernel, the step as its kernels run and each figure's expected error; for a training
+    step, its model FLOPs, MFU and collectives (``training``)."""
     from roofline.model.analysis import omissions_of
+    from roofline.program.hlo.remat import rematerialization
+    from roofline.render.training import remat_document, training_document
 
     costs = program.costs
     doc: dict[str, Any] = {
@@ -84,6 +90,7 @@ def analysis_document(spec: str, program: CompiledProgram,
         "totals": {
             "flops": costs.flops, "transcendentals": costs.transcendentals,
             "bytes": costs.bytes, "link_bytes": costs.link_bytes,
+            "dcn_bytes": costs.dcn_bytes,
             "ops": sum(1 for op in costs.ops if not op.free),
         },
         "xla": {
@@ -104,6 +111,7 @@ def analysis_document(spec: str, program: CompiledProgram,
             "bytes_per_device": dict(program.sharded.held()),
         } if program.sharded is not None else None,
         "unknown_opcodes": costs.unknown_opcodes,
+        "rematerialization": remat_document(rematerialization(costs)),
         "coverage": (placement.coverage if placement is not None else
                      coverage(omissions_of(((op, None, 0.0) for op in costs.ops), None))
                      ).to_document(),
@@ -135,6 +143,8 @@ def analysis_document(spec: str, program: CompiledProgram,
             "expected_error": (kernels_expected_error.to_document()
                                if kernels_expected_error else None),
         }
+    if training is not None:
+        doc["training"] = training_document(training)
     if fit is not None:
         doc["fit"] = {"footprint_bytes": fit.footprint_bytes,
                       "capacity_bytes": fit.capacity_bytes, "scope": fit.scope,
@@ -174,7 +184,9 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     lines = [head, f"ops from {doc['compiler']}",
              f"FLOPs {t['flops']:.4g}{xla('flops')}, transcendentals "
              f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g}"
-             f"{xla('bytes_accessed')}, link bytes {t['link_bytes']:.4g}, "
+             f"{xla('bytes_accessed')}, link bytes {t['link_bytes']:.4g}"
+             + (f" ({t['dcn_bytes']:.4g} across the data-center network)"
+                if t["dcn_bytes"] else "") + ", "
              f"{t['ops']} kernel{'s' if t['ops'] != 1 else ''}"
              + ("" if x else " (XLA reported no totals)"),
              "memory per device " + (
@@ -225,6 +237,9 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
                          f"{len(path['ops'])} ops: the step if every independent op "
                          "overlapped (ops run one after another, so the prediction is "
                          "their sum)")
+    lines += remat_text(doc["rematerialization"])
+    if "training" in doc:
+        lines += training_text(doc["training"])
     lines.append(f"convention: {doc['flop_convention']}")
     ops = [o for o in doc["ops"] if not o["free"]]
     key = "seconds" if "predicted" in doc else "flops"

@@ -3,6 +3,7 @@ parameters and outputs reach memory (through views, in place)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from roofline.program.hlo.parser import Computation, Instruction
@@ -88,26 +89,91 @@ def in_place_update(body: Computation, output: Instruction) -> tuple[int, float]
 class FusionPlan:
     """How a fused computation's parameters and outputs reach memory, for any operands:
     a parameter read only through slices or gathers (seen through views) reads only the
-    rows they take; an output that updates a parameter in place writes only the update."""
+    rows they take; an output that updates a parameter in place writes only the update.
+    A collective fused in (XLA:TPU's fusions that overlap one with compute) moves its
+    operands and result over the links: no kernel of the fusion reads or writes them, nor
+    a buffer the fusion only hands on (a parameter returned as it came)."""
 
     sliced: dict[int, float]    # parameter number -> bytes its slices and gathers read
-    # Per output: (the parameter it updates in place, the update's bytes), or None.
+    # Per output: (the parameter it updates in place, or NOT_A_PARAMETER, the bytes it
+    # writes), or None where it is written whole.
     outputs: tuple[tuple[int, float] | None, ...]
+
+
+NOT_A_PARAMETER = -1   # an output no kernel writes, that updates no parameter
+
+
+def _moved_by_links(instruction: Instruction) -> bool:
+    """A collective, or XLA:TPU's start or wait of one (what it hands the links)."""
+    from roofline.program.hlo.rules import ASYNC_COLLECTIVE_DONE, ASYNC_COLLECTIVE_START, lookup
+
+    resolved = lookup(instruction)
+    if resolved is None:
+        return False
+    if instruction.opcode == "custom-call":
+        target = instruction.attributes.get("custom_call_target", "").strip('"')
+        return target in (ASYNC_COLLECTIVE_START, ASYNC_COLLECTIVE_DONE)
+    return resolved.rule.link is not None
+
+
+def _output_plan(body: Computation, output: Instruction) -> tuple[int, float] | None:
+    """How one fusion output reaches memory (:class:`FusionPlan.outputs`)."""
+    seen = through_views(body, output)
+    if seen.opcode == "parameter" or _moved_by_links(seen):
+        return NOT_A_PARAMETER, 0.0
+    return in_place_update(body, output)
 
 
 _SLICING = ("slice", "dynamic-slice", "gather")
 
 
-def fusion_plan(body: Computation) -> FusionPlan:
+def fusion_plan(body: Computation,
+                computations: Mapping[str, Computation] | None = None) -> FusionPlan:
+    """``body``'s plan. A parameter may also be read through a fusion nested in ``body``
+    (XLA:TPU nests fusions in the fusions that overlap collectives with compute) that
+    only slices it: ``computations`` holds the nested bodies (none: not looked into)."""
+    users = _users(body)
+    sliced = {}
+    params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
+
+    def read(consumer: Instruction, index: int) -> float | None:
+        """What ``consumer`` reads of its operand ``index`` if not all of it: a slice,
+        nothing where it hands the operand on (the root tuple, a collective)."""
+        if (consumer.is_root and consumer.opcode == "tuple") or _moved_by_links(consumer):
+            return 0.0
+        return _slice_read(consumer, index, computations)
+    for number, param in params.items():
+        reads = [read(c, i) for c, i in users_through_views(param, users)]
+        if all(r is not None for r in reads):   # none at all: an operand it never reads
+            sliced[number] = float(sum(reads))   # type: ignore[arg-type]
+    return FusionPlan(sliced, tuple(_output_plan(body, output)
+                                    for output in fusion_outputs(body)))
+
+
+def _users(body: Computation) -> dict[str, list[Instruction]]:
     users: dict[str, list[Instruction]] = {}
     for inner in body.instructions:
         for operand in inner.operands:
             users.setdefault(operand, []).append(inner)
-    sliced = {}
-    params = {p.parameter_number: p for p in body.instructions if p.opcode == "parameter"}
-    for number, param in params.items():
-        consumers = users_through_views(param, users)
-        if consumers and all(c.opcode in _SLICING and i == 0 for c, i in consumers):
-            sliced[number] = float(sum(array_bytes(c.shape) for c, _ in consumers))
-    return FusionPlan(sliced, tuple(in_place_update(body, output)
-                                    for output in fusion_outputs(body)))
+    return users
+
+
+def _slice_read(consumer: Instruction, index: int,
+                computations: Mapping[str, Computation] | None) -> float | None:
+    """The bytes ``consumer`` reads of its operand ``index`` where it only slices it: a
+    slice or gather, or a nested fusion whose parameter is only sliced; None otherwise."""
+    if consumer.opcode in _SLICING and index == 0:
+        return array_bytes(consumer.shape)
+    if consumer.opcode != "fusion" or not consumer.called or computations is None \
+            or consumer.called[0] not in computations:
+        return None
+    nested = computations[consumer.called[0]]
+    param = next((p for p in nested.instructions
+                  if p.opcode == "parameter" and p.parameter_number == index), None)
+    if param is None:
+        return None
+    consumers = users_through_views(param, _users(nested))
+    reads = [_slice_read(c, i, computations) for c, i in consumers]
+    if not consumers or any(r is None for r in reads):
+        return None
+    return float(sum(reads))   # type: ignore[arg-type]

@@ -18,6 +18,7 @@ compiled for the host multiplies widened f32 copies of bf16 arrays.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Hashable
@@ -37,6 +38,7 @@ from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
     ASYNC_COLLECTIVE_DONE,
+    ASYNC_COLLECTIVE_START,
     Half,
     OpCategory,
     Resolved,
@@ -55,6 +57,23 @@ MISSING_BODY = "fusion body not in the HLO"
 # followed by the collective's opcode: what a summary of a step's collectives names it by.
 FUSED_COLLECTIVE = "runs the collective "
 UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
+
+
+def _async_root(body: Computation) -> str:
+    """The custom-call target at a fusion body's root ("" for any other root)."""
+    root = body.root
+    return root.attributes.get("custom_call_target", "").strip('"') \
+        if root.opcode == "custom-call" else ""
+
+
+def _collectives(body: Computation) -> list[Instruction]:
+    """The instructions of a computation that move bytes over links."""
+    found = []
+    for inner in body.instructions:
+        resolved = lookup(inner)
+        if resolved is not None and resolved.rule.link is not None:
+            found.append(inner)
+    return found
 
 
 def _costed(analyzer: _Analyzer, instruction: Instruction, module: HloModule) -> OpCost:
@@ -112,6 +131,7 @@ class _Analyzer:
         # Alike ops -> the first one's costs and the matrix op in its body, if any.
         self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
         self._flash_sites: dict[str, FlashSite] | None = None   # read at the first op
+        self._started: dict[str, frozenset[str]] = {}   # computation -> channels started
 
     # --- the Env protocol of the formulas ----------------------------------------------
     def computation_flops(self, name: str) -> Flops:
@@ -271,7 +291,7 @@ class _Analyzer:
             traffic = kernel_bytes(effective, shapes, kind, self._plan(effective)
                                    if kind is Traffic.FUSION else None)
             if kind is Traffic.FUSION:
-                collectives, fused = self._fused_collectives(effective)
+                collectives, fused = self._fused_collectives(effective, computation)
                 traffic = traffic + collectives
                 notes = tuple(f"{FUSED_COLLECTIVE}{opcode}" for opcode in fused)
             link = resolved.rule.link if resolved is not None else None
@@ -281,6 +301,7 @@ class _Analyzer:
                     self.module.num_partitions * self.module.replica_count, self.slice_devices)
         category, unit, dtype, written = self._classify(effective, computation, resolved)
         column_sums, reduce_outputs = self._reductions_run(effective, computation)
+        starts, waits = self._async_keys(instruction, resolved)
         if body:   # a loop computes in the unit and dtype of its heaviest kernel
             heaviest = max(body, key=lambda op: op.flops)
             unit, dtype, written = heaviest.unit, heaviest.dtype, heaviest.written_dtype
@@ -298,6 +319,7 @@ class _Analyzer:
             else "", full_fp32=self._full_fp32(effective, computation, unit),
             layout=self._layout(effective, computation, unit),
             column_sums=column_sums, reduce_outputs=reduce_outputs,
+            starts=starts, waits=waits,
         )
 
     def _gemm(self, instruction: Instruction, computation: Computation,
@@ -335,39 +357,76 @@ class _Analyzer:
         inner = self._heaviest_inner(instruction, computation) or instruction
         return inner.attributes.get(LAYOUT_MARK, "") if inner.opcode == "convolution" else ""
 
-    def _fused_collectives(self, fusion: Instruction) -> tuple[Moved, tuple[str, ...]]:
-        """The link bytes of the collectives a fusion runs, and their opcodes: XLA:TPU
-        wraps a collective it overlaps with compute in a fusion that starts it
-        (``AsyncCollectiveStart`` at its root, the collective inside) and one that waits
-        for it (free: its body repeats the collective it waits for)."""
+    def _fused_collectives(self, fusion: Instruction, computation: Computation
+                           ) -> tuple[Moved, tuple[str, ...]]:
+        """The link bytes of the collectives a fusion runs, and their opcodes. XLA:TPU
+        runs a collective it overlaps with compute as a fusion that starts it
+        (``AsyncCollectiveStart`` at its root, the collective inside), compute fusions
+        that carry it on (the same collective, its channel, inside them), and a fusion
+        that waits for it (``AsyncCollectiveDone``): its bytes are the start's alone."""
         body = self.module.computations.get(fusion.called[0]) if fusion.called else None
-        if body is None:
+        if body is None or _async_root(body) == ASYNC_COLLECTIVE_DONE:
             return Moved(), ()
+        starts = _async_root(body) == ASYNC_COLLECTIVE_START
+        started = self._started_channels(computation)
         moved, opcodes = Moved(), []
         devices = self.module.num_partitions * self.module.replica_count
-        for inner in body.instructions:
+        for inner in _collectives(body):
             resolved = lookup(inner)
-            if resolved is None or resolved.rule.link is None:
-                continue
+            opcodes.append(resolved.base)   # type: ignore[union-attr]
+            if not starts and inner.attributes.get("channel_id") in started:
+                continue   # carried on here: started, and counted, by its start's fusion
             shapes = [body.by_name[n].shape for n in inner.operands if n in body.by_name]
-            moved = moved + link_traffic(inner, shapes, resolved.rule.link, devices,
-                                         self.slice_devices)
-            opcodes.append(resolved.base)
+            moved = moved + link_traffic(inner, shapes, resolved.rule.link,  # type: ignore
+                                         devices, self.slice_devices)
         return moved, tuple(dict.fromkeys(opcodes))
+
+    def _started_channels(self, computation: Computation) -> frozenset[str]:
+        """The channels of the collectives XLA:TPU's start fusions of ``computation``
+        start (memoized)."""
+        if computation.name not in self._started:
+            found = set()
+            for instruction in computation.instructions:
+                body = self._fused_body(instruction)
+                if body is not None and _async_root(body) == ASYNC_COLLECTIVE_START:
+                    found |= {c.attributes["channel_id"] for c in _collectives(body)
+                              if "channel_id" in c.attributes}
+            self._started[computation.name] = frozenset(found)
+        return self._started[computation.name]
 
     def _collective_wait(self, instruction: Instruction) -> bool:
         """Whether an op only waits for an asynchronous collective (XLA:TPU's fusion around
         ``AsyncCollectiveDone``): it runs no kernel, its collective's bytes are counted at
         its start."""
+        body = self._fused_body(instruction)
+        return body is not None and _async_root(body) == ASYNC_COLLECTIVE_DONE
+
+    def _fused_body(self, instruction: Instruction) -> Computation | None:
         if instruction.opcode != "fusion" or not instruction.called:
-            return False
-        body = self.module.computations.get(instruction.called[0])
+            return None
+        return self.module.computations.get(instruction.called[0])
+
+    def _async_keys(self, instruction: Instruction, resolved: Resolved | None
+                    ) -> tuple[str, tuple[str, ...]]:
+        """(the asynchronous collective an op starts, those it waits for): an ``X-start``
+        of a collective and its ``X-done`` (keyed by the start's name), or XLA:TPU's start
+        and wait fusions (keyed by the collective's channel)."""
+        if resolved is not None and resolved.rule.link is not None:
+            if resolved.half is Half.START:
+                return instruction.name, ()
+            if resolved.half is Half.DONE and instruction.operands:
+                return "", (instruction.operands[0],)
+        body = self._fused_body(instruction)
         if body is None:
-            return False
-        root = body.root
-        return (root.opcode == "custom-call"
-                and root.attributes.get("custom_call_target", "").strip('"')
-                == ASYNC_COLLECTIVE_DONE)
+            return "", ()
+        root = _async_root(body)
+        channels = tuple(f"channel {c.attributes['channel_id']}" for c in _collectives(body)
+                         if "channel_id" in c.attributes)
+        if root == ASYNC_COLLECTIVE_START and channels:
+            return channels[0], ()
+        if root == ASYNC_COLLECTIVE_DONE:
+            return "", channels
+        return "", ()
 
     def _generic_async(self, start: Instruction, computation: Computation,
                        flops: Flops) -> OpCost:
@@ -415,15 +474,28 @@ class _Analyzer:
             return None
         body = self.calls.stand_in(fusion.called[0])
         if body not in self._plans:
-            self._plans[body] = fusion_plan(self.module.computations[body])
+            self._plans[body] = fusion_plan(self.module.computations[body],
+                                            self.module.computations)
         return self._plans[body]
 
     def _body_ops(self, name: str) -> tuple[OpCost, ...]:
-        """The ops of one computation that run a kernel, each costed (memoized)."""
+        """The ops of one computation that run a kernel, each costed (memoized); what the
+        others wait for is carried by the next kernel (:attr:`OpCost.waits`)."""
         if name not in self._body_costs:
             body = self.module.computations[name]
-            costs = (self.op_cost(inner, body) for inner in body.instructions)
-            self._body_costs[name] = tuple(cost for cost in costs if cost.does_work)
+            kept: list[OpCost] = []
+            pending: list[str] = []
+            for cost in (self.op_cost(inner, body) for inner in body.instructions):
+                if not cost.does_work:
+                    pending += cost.waits
+                    continue
+                if pending:
+                    cost = dataclasses.replace(cost, waits=(*pending, *cost.waits))
+                    pending = []
+                kept.append(cost)
+            if pending and kept:   # waited for at the body's end: before the next trip
+                kept[0] = dataclasses.replace(kept[0], waits=(*kept[0].waits, *pending))
+            self._body_costs[name] = tuple(kept)
         return self._body_costs[name]
 
     def _body(self, name: str) -> Moved:

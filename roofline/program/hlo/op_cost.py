@@ -59,6 +59,12 @@ class OpCost:
     # condition's, or the branch costed), each costed on its own; its totals above are
     # these times ``trip_count``. Empty for a kernel.
     body: tuple[OpCost, ...] = ()
+    # Asynchronous collectives: the key of the one this op starts (its link time runs
+    # beside the ops after it), and the keys of those it waits for before it runs (a
+    # done op's own; in a loop's body, carried by the first kernel after the done, or for
+    # a done at the body's end by its first kernel, which the next trip runs after it).
+    starts: str = ""
+    waits: tuple[str, ...] = ()
     # Of ``link_bytes``, those that cross the data-center network between slices or nodes
     # (a collective whose groups hold devices of several); the rest cross the fast link.
     dcn_bytes: float = 0.0
@@ -126,7 +132,7 @@ class ModuleCosts:
         return sum(op.dcn_bytes for op in self.ops)
 
 
-_TUPLE_FIELDS = ("operands", "unknown", "notes")
+_TUPLE_FIELDS = ("operands", "unknown", "notes", "waits")
 
 
 def _op_from_json(fields: Any) -> OpCost:

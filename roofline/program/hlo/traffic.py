@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from roofline.program.hlo.buffers import (
+    NOT_A_PARAMETER,
     SCRATCH_DTYPES,
     FusionPlan,
     array_bytes,
@@ -96,7 +97,8 @@ def fusion_parts(fusion: Instruction, shapes: list[Shape], plan: FusionPlan
             writes.append((shape, None))
             continue
         buffer_param, update_bytes = in_place
-        reads[buffer_param] = (shapes[buffer_param], 0.0)
+        if buffer_param != NOT_A_PARAMETER:
+            reads[buffer_param] = (shapes[buffer_param], 0.0)
         writes.append((shape, update_bytes))
     return reads, writes
 

@@ -5,6 +5,7 @@ from roofline.program.workloads import (  # noqa: F401  (register their families
     ops,
     paradnn,
     resnet,
+    training,
     zoo,
 )
 from roofline.program.workloads.registry import FAMILIES, Family, Param, Workload, parse_spec

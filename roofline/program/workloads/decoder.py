@@ -997,9 +997,10 @@ register(Family(
     "step over a KV cache updated in place; grouped-query attention; fp8, int8 and int4 "
     "serving; tensor, data and expert parallelism",
     (Param("config", str, "llama2-7b", "named architecture", tuple(CONFIGS)),
-     Param("phase", str, "decode", "train: SGD step over `prompt` tokens; prefill: a "
-           "prompt, returning the last logits and the KV cache; decode: one token per "
-           "sequence against a cache of `context` positions", PHASES),
+     Param("phase", str, "decode", "train: a plain SGD step over `prompt` tokens, every "
+           "device holding the whole model (the train family builds a step as large runs "
+           "do); prefill: a prompt, returning the last logits and the KV cache; decode: one "
+           "token per sequence against a cache of `context` positions", PHASES),
      Param("batch", int, 1, "sequences"),
      Param("prompt", int, 128, "tokens per sequence (train, prefill)"),
      Param("context", int, 1024, "KV-cache positions (decode)"),
