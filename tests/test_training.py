@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec
 from roofline.errors import RooflineError
 from roofline.model.training_step import product_flops
 from roofline.program.compile import compile_workload
+from roofline.program.gpu_target import deviceless_available
 from roofline.program.hlo.remat import rematerialization
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.workloads import parse_spec
@@ -187,8 +188,10 @@ def test_weights_split_fsdp_and_tensor():
     assert weights["layers"]["mlp/down/w"] == PartitionSpec(None, "tensor", "fsdp")
     assert weights["layers"]["norm1/scale"] == PartitionSpec(None, None)
     assert weights["embed"] == PartitionSpec("tensor", "fsdp")
-    assert workload.sharding.specs[2] == PartitionSpec(None, ("slices", "data", "fsdp"), None)
-    assert dict(workload.sharding.axes) == {"slices": 1, "data": 1, "fsdp": 4, "tensor": 2}
+    assert workload.sharding.specs[2] == PartitionSpec(
+        None, ("slices", "data", "fsdp", "expert"), None)
+    assert dict(workload.sharding.axes) == {"slices": 1, "data": 1, "fsdp": 4, "expert": 1,
+                                            "tensor": 2}
     assert "fully sharded over 4" in workload.sharding.summary
 
 
@@ -246,3 +249,171 @@ def test_collectives_of_a_sharded_step_on_tpu():
                 yield op.opcode
     found = set(kinds(program.costs.ops))
     assert any("all-gather" in kind for kind in found)
+
+
+# --- stated as MaxText states it ------------------------------------------------------------
+
+def test_a_maxtext_configuration_is_read_as_the_run_it_states(tmp_path):
+    from roofline.program.inputs import resolve_input
+
+    config = tmp_path / "run.yml"
+    config.write_text(
+        "model_name: llama3-70b\n"
+        "per_device_batch_size: 2\n"
+        "max_target_length: 8192\n"
+        "ici_fsdp_parallelism: -1\n"
+        "ici_tensor_parallelism: 2\n"
+        "remat_policy: full\n"
+        "attention: dot_product\n"
+        "mu_dtype: bfloat16\n"
+        "gradient_accumulation_steps: 2\n"
+        "compile_topology: v5p-512\n"
+        "steps: 30\n"
+        "enable_checkpointing: false\n")
+    found = resolve_input(config)
+    # v5p-512 counts TensorCores: 256 chips, one JAX device each; fsdp fills what tp=2
+    # leaves (128); 2 sequences a device a micro-batch, 2 micro-batches: 1,024 sequences.
+    run = run_of(parse_spec(found.spec))
+    assert dict(run.degrees) == {"slices": 1, "data": 1, "fsdp": 128, "expert": 1,
+                                 "tensor": 2}
+    assert run.batch == 2 * 256 * 2 and run.per_device_batch == 2
+    assert (run.seq, run.remat, run.attention, run.moments) == (8192, "full", "full", "bf16")
+    assert found.config == config
+    assert found.ignored == ("enable_checkpointing", "steps")
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("model_name: llama2-7b\nici_sequence_parallelism: 4\n", "ici_sequence_parallelism=4"),
+    ("model_name: llama2-7b\nici_fsdp_parallelism: -1\n", "no compile_topology"),
+    ("model_name: llama2-7b\nici_fsdp_parallelism: 3\ncompile_topology: v5e-256\n",
+     "do not fill"),
+    ("model_name: llama2-7b\nper_device_batch_size: 0.3\nici_fsdp_parallelism: 4\n",
+     "not a whole number"),
+    ("model_name: llama2-7b\nquantization: int8\n", "quantization='int8'"),
+    ("- a list\n", "a mapping"),
+    ("model_name: [llama\n", "not valid YAML"),
+])
+def test_a_maxtext_configuration_it_cannot_build_is_refused(tmp_path, text, words):
+    from roofline.program.workloads.maxtext_config import spec_from_maxtext
+
+    config = tmp_path / "bad.yml"
+    config.write_text(text)
+    with pytest.raises(RooflineError, match=words) as raised:
+        spec_from_maxtext(config)
+    assert str(config) in str(raised.value)
+
+
+# --- fitting the device ----------------------------------------------------------------------
+
+@pytest.mark.skipif(not deviceless_available(), reason="the deviceless XLA:GPU compiler")
+def test_a_step_that_does_not_fit_is_refused_with_the_largest_batch_that_does(tmp_path):
+    # The whole score tensor of one sequence of 4,096 tokens, 32 heads, in f32, is 2 GiB
+    # (and its gradient as much): 64 sequences need 257 GiB of an H100's 80, 16 fit
+    # (48 GiB); the search compiles the batches between.
+    from roofline.errors import DoesNotFitError
+    from roofline.model.questions import CompileOptions, analyze
+
+    cache = CompileOptions(cache_dir=tmp_path)
+    spec = ("train:config=llama2-7b,layers=1,d_model=256,heads=32,kv_heads=32,head_dim=8,"
+            "d_ff=512,vocab=512,seq=4096,attention=full,remat=none,optimizer=sgd,batch=64")
+    with pytest.raises(DoesNotFitError, match=r"GiB per device.* the largest batch that "
+                                              r"fits is (\d+)") as refused:
+        analyze(spec, "h100-sxm", compile=cache)
+    largest = int(str(refused.value).rsplit("fits is ", 1)[1].split()[0])
+    assert 16 <= largest < 32
+    fitted = analyze(spec.replace("batch=64", f"batch={largest}"), "h100-sxm", compile=cache)
+    assert fitted.fit.fits and fitted.training is not None
+    with pytest.raises(DoesNotFitError):
+        analyze(spec.replace("batch=64", f"batch={largest + 1}"), "h100-sxm", compile=cache)
+
+
+def test_xla_rematerialization_is_found_by_its_clones_names():
+    from roofline.program.hlo import analyze_module, parse_hlo_text
+
+    text = """HloModule m
+
+ENTRY %main (x: f32[1024,1024]) -> f32[1024,1024] {
+  %x = f32[1024,1024]{1,0} parameter(0)
+  %d = f32[1024,1024]{1,0} dot(%x, %x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %d.remat = f32[1024,1024]{1,0} dot(%x, %x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %s = f32[1024,1024]{1,0} add(%d, %d.remat)
+}
+"""
+    costs = analyze_module(parse_hlo_text(text))
+    remat = rematerialization(costs)
+    # The clone is a product of 2 x 1024^3 FLOPs, of the module's two products and the add.
+    assert remat.by_compiler.kernels == 1 and remat.by_compiler.names == ("d.remat",)
+    assert remat.by_compiler.flops == 2 * 1024 ** 3
+    assert remat.compiler_share == pytest.approx(2 * 1024 ** 3 / (4 * 1024 ** 3 + 1024 ** 2))
+    assert remat.by_policy.kernels == 0
+    # Every answer that places the program says so in what it approximates.
+    from roofline.hardware import load_hardware
+    from roofline.model.analysis import Placer
+    from roofline.model.coverage import Gap
+
+    class Program:   # what Placer.program reads of a compiled program
+        class target:
+            is_tpu, platform, compiler, name = False, "gpu", "XLA:GPU", "h100-sxm"
+        device_scope = "device"
+    Program.costs = costs
+    placed = Placer(load_hardware("h100-sxm")).program(Program)   # type: ignore[arg-type]
+    assert [o.op for o in placed.coverage.of(Gap.RECOMPUTED_BY_XLA)] == ["d.remat"]
+
+
+# --- across slices and on GPUs -----------------------------------------------------------
+
+def test_data_parallelism_across_slices_crosses_the_data_center_network():
+    # 2 slices of a v5e 2x2, FSDP inside each: the plan's slices axis takes a target of 2
+    # slices, and the gradients' reduction across them is placed on the DCN link.
+    from roofline.hardware import load_hardware
+    from roofline.model.analysis import Placer
+
+    spec = f"train:{SMALL},seq=256,batch=16,fsdp=4,slices=2,attention=full"
+    program = compile_workload(parse_spec(spec), "tpu-v5e")
+    assert program.target.name == "tpu-v5e:2x2*2" and program.target.slices == 2
+    assert program.costs.dcn_bytes > 0
+    placed = Placer(load_hardware("tpu-v5e")).program(program)
+    links = {name for p in placed.ops if p.placement for name, _ in p.placement.links_s}
+    assert "DCN" in links
+
+
+@pytest.mark.skipif(not deviceless_available(), reason="the deviceless XLA:GPU compiler")
+def test_a_gpu_step_is_timed_as_xla_gpu_runs_it():
+    # FSDP over 8 H100s of one node: the expected step is the kernel model's (carried from
+    # the H200), the bound the roofline's; flash attention runs as one library kernel.
+    from roofline.model.questions import analyze
+
+    found = analyze(f"train:{SMALL},seq=1024,batch=8,fsdp=8", "h100-sxm")
+    step = found.training
+    assert found.kernels is not None and step.step_seconds == found.kernels.seconds
+    assert "as XLA:GPU runs it" in step.timed_by
+    assert step.bound_seconds <= step.step_seconds
+    assert 0 < step.mfu() < step.mfu(step.bound_seconds) <= 1
+
+
+def test_experts_route_each_devices_tokens_and_move_them_by_all_to_all():
+    # Mixtral's shapes, small: 8 experts top-2 over ep=2 (4 a device) and fsdp=2. Each of
+    # the 4 devices routes its own 2 sequences x 512 tokens: its sort is of 1,024 tokens x
+    # 2 experts, not of the whole batch's; the dispatched tokens reach their experts'
+    # devices by all-to-all over 'expert'.
+    from roofline.program.hlo import parse_hlo_text
+
+    spec = ("train:config=mixtral-8x7b,layers=1,d_model=256,heads=4,kv_heads=4,"
+            "expert_d_ff=512,vocab=512,seq=512,batch=8,fsdp=2,ep=2,attention=full")
+    workload = parse_spec(spec)
+    weights = workload.sharding.specs[0]["layers"]
+    assert weights["mlp/experts/gate"] == PartitionSpec(None, "expert", "fsdp", None)
+    assert weights["attn/q/w"] == PartitionSpec(None, ("fsdp", "expert"), None)
+    program = compile_workload(workload, "tpu-v5e")
+    module = parse_hlo_text(program.hlo_text)
+    sorts = [i for c in module.computations.values() for i in c.instructions
+             if i.opcode == "sort" and "top_k" not in i.name]
+    assert sorts and all(s.shape.elements[0].dims[-1] == 2 * 512 * 2 for s in sorts)
+
+    def kinds(ops):
+        for op in ops:
+            yield from kinds(op.body)
+            if op.link_bytes:
+                yield op.opcode, " ".join(op.notes)
+    assert any("all-to-all" in opcode + note for opcode, note in kinds(program.costs.ops))
+    assert "expert-parallel over 2" in workload.sharding.summary

@@ -26,6 +26,7 @@ from roofline.model.placement import (
     transcendental_roof,
 )
 from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.remat import is_compiler_clone
 from roofline.program.hlo.rules import OpCategory
 from roofline.progress import waiting
 
@@ -263,6 +264,10 @@ def omissions_of(placed: Iterable[tuple[OpCost, Placement | None, float]],
         if placement is None:
             continue
         for name, kernel, part, part_s in _kernels(op.name, op, placement, time_s):
+            if is_compiler_clone(kernel.name):
+                add(Gap.RECOMPUTED_BY_XLA, name, kernel, "XLA's rematerialization pass "
+                    "recomputes it to fit the device's memory: work the program did not "
+                    "ask for, counted in the total", part_s)
             dtype, unit = part.wanted
             if part.compute_left_out:
                 add(Gap.NO_ROOF, name, kernel, f"{hardware.id} publishes no {dtype} {unit} "

@@ -25,7 +25,9 @@ Which gaps leave work out (the total undercounts it) and which only approximate 
   runs, Winograd on CUDA cores), ``LAYOUT`` (a tensor-core convolution of NCHW
   activations charged cuDNN's transposes to NHWC and back), ``NO_DATA_CENTER_LINK``
   (collective bytes that cross slices or nodes placed on the interconnect inside one, on
-  a device whose spec lists no data-center link).
+  a device whose spec lists no data-center link), ``RECOMPUTED_BY_XLA`` (an op XLA's
+  rematerialization pass cloned to fit the device's memory: work the program did not ask
+  for, in the total).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Gap(enum.Enum):
     ALGORITHM = "convolution algorithm"
     LAYOUT = "layout transposes"
     NO_DATA_CENTER_LINK = "no data-center link"
+    RECOMPUTED_BY_XLA = "recomputed by XLA"
 
     @property
     def leaves_out(self) -> bool:

@@ -348,10 +348,13 @@ def _with_largest_batch(spec: str, target: str, hardware: Hardware,
     largest = largest_fitting_batch(spec, target, hardware,
                                     None if cache_dir is None else str(cache_dir))
     if largest is None:
+        from roofline.program.workloads import parse_spec
+        from roofline.program.workloads.training import run_of, smaller_steps
+
+        run = run_of(parse_spec(spec))
+        assert run is not None   # only a train SPEC is refused so
         return DoesNotFitError(f"{spec} does not fit {target}: {problem}; no batch its mesh "
-                               "can split fits: shard the model over more devices (fsdp=, "
-                               "tp=), rematerialize more (remat=full) or keep less state "
-                               "(moments=bf16, optimizer=adafactor)")
+                               f"can split fits: {smaller_steps(run)}")
     return DoesNotFitError(f"{spec} does not fit {target}: {problem}; the largest batch that "
                            f"fits is {largest} (batch={largest})")
 

@@ -514,7 +514,7 @@ def _capacity(rows: int, groups: int, factor: float) -> int:
     return max(1, math.ceil(rows * factor / groups))
 
 
-def _slots(group: Any, groups: int, capacity: int, chosen: Any = None) -> tuple[Any, Any]:
+def expert_slots(group: Any, groups: int, capacity: int, chosen: Any = None) -> tuple[Any, Any]:
     """Rows of ``group`` (one group id per row; ``groups`` or more: no group) laid out
     as (chosen groups, capacity) row indices and whether each slot holds a row. Rows are
     sorted by group and each group's first ``capacity`` taken (a gather, not a one-hot
@@ -578,7 +578,7 @@ def _expert_rows(x: Any, token: Any, expert: Any, weights: ExpertWeights, active
     if active < held:
         chosen = _busiest(expert, held, active)
         weights = weights.chosen(chosen)
-    index, valid = _slots(expert, held, capacity, chosen)
+    index, valid = expert_slots(expert, held, capacity, chosen)
     xs = x[token[index]] * valid[..., None].astype(x.dtype)            # (experts, C, d)
     hidden = kernels.silu(_expert_product("ecd,edf->ecf", xs, weights, 0, fmt)) \
         * _expert_product("ecd,edf->ecf", xs, weights, 1, fmt)
@@ -598,7 +598,7 @@ def _dispatch_all_to_all(x: Any, expert: Any, weights: ExpertWeights,
     device = expert // held
     # Each destination gets room for an even share of this device's rows.
     send = _capacity(rows, ep, routing.capacity_factor)
-    index, valid = _slots(device, ep, send)                          # (ep, send)
+    index, valid = expert_slots(device, ep, send)                          # (ep, send)
     token = index // (rows // x.shape[0])
     send_x = x[token] * valid[..., None].astype(x.dtype)
     send_e = jnp.where(valid, expert[index] % held, held)
@@ -614,7 +614,7 @@ def _dispatch_all_to_all(x: Any, expert: Any, weights: ExpertWeights,
     return jnp.zeros((rows, x.shape[-1]), x.dtype).at[index].add(back)
 
 
-def _expert_weights(P: Params, cfg: DecoderConfig, fmt: str | None) -> ExpertWeights:
+def expert_weights(P: Params, cfg: DecoderConfig, fmt: str | None) -> ExpertWeights:
     """A layer's experts as stored: in the compute dtype, or in ``fmt`` with scales."""
     d, width, experts = cfg.d_model, cfg.expert_d_ff, cfg.experts
     shapes = {"gate": (experts, d, width), "up": (experts, d, width),
@@ -640,12 +640,10 @@ def moe_mlp(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
     probabilities (Qwen's, not renormalized over the k; Mixtral renormalizes, the same
     cost); plus the shared expert if any. The router stays in the compute dtype."""
     b, s, d = x.shape
-    k, experts = cfg.top_k, cfg.experts
+    k = cfg.top_k
     flat = x.reshape(b * s, d)
-    logits = flat @ P("router/w", d, experts)
-    probs = kernels.softmax(logits.astype(jnp.float32), axis=-1)
-    top_w, top_i = jax.lax.top_k(probs, k)                               # (tokens, k)
-    weights = _expert_weights(P, cfg, quant.weights)
+    top_w, top_i = route(P, cfg, flat)                                   # (tokens, k)
+    weights = expert_weights(P, cfg, quant.weights)
     if routing.ep == 1:
         rows = _expert_rows(flat, jnp.arange(b * s * k) // k, top_i.reshape(-1), weights,
                             routing.active,
@@ -669,12 +667,26 @@ def moe_mlp(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting,
             check_vma=False)
         rows = split(flat, top_i.reshape(-1), weights)
     out = (rows.reshape(b * s, k, d) * top_w[..., None].astype(x.dtype)).sum(axis=1)
-    out = out.reshape(b, s, d)
-    if cfg.shared_d_ff:
-        shared = dense_mlp(P.scope("shared"), dataclasses.replace(cfg, d_ff=cfg.shared_d_ff),
-                      x, quant)
-        out = out + jax.nn.sigmoid(x @ P("shared_gate/w", d, 1)) * shared
-    return out
+    return with_shared_expert(P, cfg, x, out.reshape(b, s, d), quant)
+
+
+def route(P: Params, cfg: DecoderConfig, tokens: Any) -> tuple[Any, Any]:
+    """The router of ``tokens`` (..., d): each token's ``top_k`` experts and their weights
+    (a d x experts product in the compute dtype, softmax in f32)."""
+    logits = tokens @ P("router/w", cfg.d_model, cfg.experts)
+    probs = kernels.softmax(logits.astype(jnp.float32), axis=-1)
+    return jax.lax.top_k(probs, cfg.top_k)
+
+
+def with_shared_expert(P: Params, cfg: DecoderConfig, x: Any, routed: Any,
+                       quant: Quantization) -> Any:
+    """The routed experts' output ``routed`` of ``x``, plus the shared expert's (gated by
+    sigmoid(x . w), as Qwen's is) where the model has one."""
+    if not cfg.shared_d_ff:
+        return routed
+    shared = dense_mlp(P.scope("shared"), dataclasses.replace(cfg, d_ff=cfg.shared_d_ff),
+                       x, quant)
+    return routed + jax.nn.sigmoid(x @ P("shared_gate/w", cfg.d_model, 1)) * shared
 
 
 def feed_forward(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting | None,
@@ -685,17 +697,17 @@ def feed_forward(P: Params, cfg: DecoderConfig, x: Any, routing: ExpertRouting |
 
 def transformer_block(P: Params, cfg: DecoderConfig, x: Any,
                       attention: Callable[[Params, Any], tuple[Any, Any]],
-                      routing: ExpertRouting | None, quant: Quantization) -> tuple[Any, Any]:
+                      mlp: Callable[[Params, Any], Any]) -> tuple[Any, Any]:
     """One layer of ``x`` (batch, seq, d): the pre-norm residual block of attention and the
     MLP (in parallel off one norm where ``cfg.parallel``). ``attention(P, h)`` gives the
-    attention's output and what the caller keeps of it (a decode step's updated cache)."""
+    attention's output and what the caller keeps of it (a decode step's updated cache);
+    ``mlp(P, h)`` the MLP's (:func:`feed_forward`, or a training step's experts)."""
     h = decoder_norm(P.scope("norm1"), cfg, x)
     attn, kept = attention(P.scope("attn"), h)
     if cfg.parallel:
-        return x + attn + feed_forward(P.scope("mlp"), cfg, h, routing, quant), kept
+        return x + attn + mlp(P.scope("mlp"), h), kept
     x = x + attn
-    return x + feed_forward(P.scope("mlp"), cfg, decoder_norm(P.scope("norm2"), cfg, x),
-                            routing, quant), kept
+    return x + mlp(P.scope("mlp"), decoder_norm(P.scope("norm2"), cfg, x)), kept
 
 
 def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
@@ -731,7 +743,7 @@ def decoder_forward(P: Params, cfg: DecoderConfig, tokens: Any, pos: Any = None,
         x, kv = transformer_block(
             P.scope(f"layer{n}"), cfg, x,
             lambda A, h, c=layer_cache: _attention(A, cfg, h, positions, c, pos, quant),
-            routing, quant)
+            lambda M, h: feed_forward(M, cfg, h, routing, quant))
         written.append(kv)
     if last_only:
         x = x[:, -1:]

@@ -11,6 +11,8 @@ sequences, compiled whole by XLA over a mesh of devices with named axes:
 - ``fsdp``: fully sharded data parallelism (ZeRO-3, ``ici_fsdp_parallelism``): weights,
   gradients and optimizer state split over the axis, each layer's weights all-gathered
   where it runs and its gradients reduce-scattered, the batch split too;
+- ``expert``: expert parallelism (``ici_expert_parallelism``, MoE configs): the experts
+  split, the batch too, each group's routed tokens sent to their experts by all-to-all;
 - ``tensor``: Megatron tensor parallelism (``ici_tensor_parallelism``): attention heads and
   MLP columns split, the batch not.
 
@@ -27,9 +29,9 @@ tensor, as a program without a fused kernel runs it. ``quantization=fp8`` multip
 projection in fp8 (:mod:`roofline.program.workloads.fp8_products`).
 
 The model is the ``decoder`` family's (a named architecture, its sizes overridable), its
-layers' code shared with it. What is left out: dropout; a mixture of experts' routing runs
-on each device's own tokens without expert parallelism (experts split by FSDP and tensor
-parallelism like dense weights); sequence (context) and pipeline parallelism.
+layers' code shared with it; a mixture of experts routes each device's tokens among
+themselves (:func:`_grouped_experts`). What is left out: dropout; sequence (context) and
+pipeline parallelism.
 """
 
 from __future__ import annotations
@@ -54,14 +56,18 @@ from roofline.program.workloads.decoder import (
     OVERRIDES,
     POSITION_KINDS,
     DecoderConfig,
-    ExpertRouting,
     Quantization,
     attention_output,
     decoder_norm,
+    dense_mlp,
+    expert_slots,
+    expert_weights,
     full_attention,
     queries_keys_values,
     resolved_config,
+    route,
     transformer_block,
+    with_shared_expert,
 )
 from roofline.program.workloads.precision import Precision
 from roofline.program.workloads.registry import (
@@ -76,9 +82,12 @@ from roofline.program.workloads.zoo import Params, param_shapes
 
 # Mesh axes, outermost first: a device's position on the mesh is its place in the
 # target's device order (slices outermost, as multi-slice topologies list them).
-MESH_AXES = ("slices", "data", "fsdp", "tensor")
-BATCH_AXES = ("slices", "data", "fsdp")     # the axes the batch is split over
-DEGREES = {"slices": "slices", "data": "dp", "fsdp": "fsdp", "tensor": "tp"}
+MESH_AXES = ("slices", "data", "fsdp", "expert", "tensor")
+BATCH_AXES = ("slices", "data", "fsdp", "expert")     # the axes the batch is split over
+# Where a mixture of experts' dispatched tokens lie while their experts run: the experts
+# over 'expert', the token groups over the rest of the batch's axes.
+GROUP_AXES = ("slices", "data", "fsdp")
+DEGREES = {"slices": "slices", "data": "dp", "fsdp": "fsdp", "expert": "ep", "tensor": "tp"}
 
 # Rematerialization policies by MaxText's names (its remat_policy), as jax.checkpoint
 # policies over the names the layers give their projections' results
@@ -258,7 +267,30 @@ def training_run(p: dict[str, Any]) -> TrainingRun:
                             "attention=full)")
     if run.capacity_factor <= 0:
         raise RooflineError("workload 'train': capacity_factor must be positive")
+    ep = run.degree("expert")
+    if ep > 1 and not cfg.moe:
+        raise RooflineError(f"workload 'train': ep={ep} splits experts, and {cfg.name} is "
+                            "dense: leave ep out or choose an MoE config (mixtral-8x7b, "
+                            "mixtral-8x22b, qwen1.5-moe-a2.7b)")
+    if ep > 1 and cfg.experts % ep:
+        raise RooflineError(f"workload 'train': ep={ep} does not divide experts="
+                            f"{cfg.experts}: each device holds whole experts; give an ep "
+                            "that divides experts")
     return run
+
+
+def smaller_steps(run: TrainingRun) -> str:
+    """What would make ``run``'s step smaller, for a refusal: the changes it has not made."""
+    changes = ["shard the model over more devices (fsdp=, tp=)"]
+    if run.remat != "full":
+        changes.append("rematerialize more (remat=full)")
+    if run.moments == "f32" and run.optimizer == "adamw":
+        changes.append("keep bf16 moments (moments=bf16)")
+    if run.optimizer == "adamw":
+        changes.append("factor the second moments (optimizer=adafactor)")
+    if run.attention == "full":
+        changes.append("use flash attention (attention=flash)")
+    return ", ".join(changes[:-1]) + (" or " if len(changes) > 1 else "") + changes[-1]
 
 
 def _model(p: dict[str, Any]) -> DecoderConfig:
@@ -276,14 +308,14 @@ def _model(p: dict[str, Any]) -> DecoderConfig:
 # --- the model's weights and how they are split ---------------------------------------------
 
 def _layer(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
-           attend: Callable[[Any, Any, Any], Any], routing: ExpertRouting | None,
+           attend: Callable[[Any, Any, Any], Any], mlp: Callable[[Params, Any], Any],
            quant: Quantization) -> Any:
     """One transformer block of ``x`` (batch, seq, d), the decoder family's, with its
-    attention's core ``attend(q, k, v)`` given."""
+    attention's core ``attend(q, k, v)`` and its MLP given."""
     def attention(A: Params, h: Any) -> tuple[Any, None]:
         q, k, v = queries_keys_values(A, cfg, h, positions, quant)
         return attention_output(A, cfg, attend(q, k, v), quant), None
-    return transformer_block(P, cfg, x, attention, routing, quant)[0]
+    return transformer_block(P, cfg, x, attention, mlp)[0]
 
 
 def _causal_full(q: Any, k: Any, v: Any) -> Any:
@@ -293,10 +325,54 @@ def _causal_full(q: Any, k: Any, v: Any) -> Any:
     return full_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask)
 
 
-def _routing(run: TrainingRun) -> ExpertRouting | None:
+def _feed_forward(run: TrainingRun, groups: int) -> Callable[[Params, Any], Any]:
+    """The layers' MLP: the dense one, or a mixture of experts routed group by group
+    (:func:`_grouped_experts`)."""
+    quant = _quantization(run)
+    if not run.model.moe:
+        return lambda P, h: dense_mlp(P, run.model, h, quant)
+    return _grouped_experts(run, groups)
+
+
+def _grouped_experts(run: TrainingRun, groups: int) -> Callable[[Params, Any], Any]:
+    """A mixture of experts as a sharded training step runs one (GShard's grouped
+    dispatch): the tokens of each of ``groups`` groups (one device's share of the batch)
+    routed among themselves, each expert taking ``capacity_factor`` times an even share
+    of a group's routed tokens (the rest dropped); the dispatched tokens (groups, experts,
+    capacity, d) are moved to the devices holding their experts (the compiler's all-to-all
+    over 'expert', where ``ep`` splits them), run through the SwiGLU experts, moved back
+    and added to their tokens, weighted by the router."""
     cfg = run.model
-    return ExpertRouting(cfg.experts, capacity_factor=run.capacity_factor) if cfg.moe \
-        else None
+    k, experts = cfg.top_k, cfg.experts
+    spread = PartitionSpec(BATCH_AXES, None, None)
+    at_experts = PartitionSpec(GROUP_AXES, "expert", None, None)
+    at_tokens = PartitionSpec(BATCH_AXES, None, None, None)
+
+    def mlp(P: Params, x: Any) -> Any:
+        b, s, d = x.shape
+        flat = _constrain(x.reshape(groups, b * s // groups, d), run, spread)
+        tokens = flat.shape[1]
+        top_w, top_i = route(P, cfg, flat)                               # (G, T, k)
+        capacity = max(1, math.ceil(tokens * k * run.capacity_factor / experts))
+
+        def dispatch(group: Any, chosen: Any) -> tuple[Any, Any, Any]:
+            index, valid = expert_slots(chosen.reshape(-1), experts, capacity)
+            return group[index // k] * valid[..., None].astype(group.dtype), index, valid
+        xs, index, valid = jax.vmap(dispatch)(flat, top_i)               # (G, E, C, d)
+        xs = _constrain(xs, run, at_experts)
+        w = expert_weights(P, cfg, None)
+        hidden = kernels.silu(jnp.einsum("gecd,edf->gecf", xs, w.gate)) \
+            * jnp.einsum("gecd,edf->gecf", xs, w.up)
+        ys = _constrain(jnp.einsum("gecf,efd->gecd", hidden, w.down), run, at_tokens)
+
+        def combine(out: Any, rows: Any, kept: Any) -> Any:
+            return jnp.zeros((tokens * k, d), out.dtype).at[rows].add(
+                out * kept[..., None].astype(out.dtype))
+        routed = jax.vmap(combine)(ys, index, valid)                     # (G, T k, d)
+        out = (routed.reshape(groups, tokens, k, d) * top_w[..., None].astype(x.dtype)
+               ).sum(axis=2)
+        return with_shared_expert(P, cfg, x, out.reshape(b, s, d), _quantization(run))
+    return mlp
 
 
 def layer_shapes(run: TrainingRun) -> dict[str, tuple[int, ...]]:
@@ -304,7 +380,7 @@ def layer_shapes(run: TrainingRun) -> dict[str, tuple[int, ...]]:
     cfg = run.model
     x = jax.ShapeDtypeStruct((1, 1, cfg.d_model), jnp.float32)
     return param_shapes(lambda P, h: _layer(P, cfg, h, jnp.arange(1), _causal_full,
-                                            _routing(run), _quantization(run)), x)
+                                            _feed_forward(run, 1), _quantization(run)), x)
 
 
 def _outer_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
@@ -331,29 +407,42 @@ _COLUMNS = {"q", "k", "v", "gate", "up"}   # projections into heads or the MLP's
 _ROWS = {"o", "down"}                      # projections back to the model width
 
 
-def _split(size: int, axis: str, degrees: dict[str, int]) -> str | None:
-    """``axis`` where it divides ``size`` (an uneven split is left replicated)."""
-    return axis if degrees[axis] > 1 and size % degrees[axis] == 0 else None
+def _split(size: int, axes: tuple[str, ...], degrees: dict[str, int]) -> Any:
+    """The first of ``axes`` (their product, or the first alone) that divides ``size``
+    into equal shares; None (replicated) where none does or none splits."""
+    axes = tuple(axis for axis in axes if degrees[axis] > 1)
+    for candidate in (axes, axes[:1]):
+        if candidate and size % math.prod(degrees[axis] for axis in candidate) == 0:
+            return candidate[0] if len(candidate) == 1 else candidate
+    return None
+
+
+# Where the model width of a weight is split: FSDP's axis, and with expert parallelism the
+# expert axis too for weights that are no expert's (which every expert device would
+# otherwise hold whole, as MaxText's 'embed' rule splits them).
+DENSE_WIDTH = ("fsdp", "expert")
+EXPERT_WIDTH = ("fsdp",)
 
 
 def _layer_spec(name: str, shape: tuple[int, ...], run: TrainingRun) -> PartitionSpec:
     """How one layer's weight splits (without the layers axis): the model width over
-    ``fsdp``, heads and the MLP's width over ``tensor`` (K/V heads only where ``tp``
-    divides them)."""
+    ``fsdp`` (and ``expert`` for dense weights), heads and the MLP's width over ``tensor``
+    (K/V heads only where ``tp`` divides them), the experts over ``expert``."""
     degrees = dict(run.degrees)
     *_, kind, leaf = ("", *name.split("/"))
 
-    def width(size: int) -> str | None:
-        return _split(size, "fsdp", degrees)
+    def width(size: int, axes: tuple[str, ...] = DENSE_WIDTH) -> Any:
+        return _split(size, axes, degrees)
 
-    def heads(size: int) -> str | None:
+    def heads(size: int) -> Any:
         if kind in ("k", "v") and run.model.kv_heads % degrees["tensor"]:
             return None
-        return _split(size, "tensor", degrees)
+        return _split(size, ("tensor",), degrees)
     if kind == "experts":      # (experts, d, width) and (experts, width, d)
+        experts = _split(shape[0], ("expert",), degrees)
         if leaf == "down":
-            return PartitionSpec(None, heads(shape[1]), width(shape[2]))
-        return PartitionSpec(None, width(shape[1]), heads(shape[2]))
+            return PartitionSpec(experts, heads(shape[1]), width(shape[2], EXPERT_WIDTH))
+        return PartitionSpec(experts, width(shape[1], EXPERT_WIDTH), heads(shape[2]))
     if leaf == "w" and len(shape) == 2:
         if kind in _COLUMNS:
             return PartitionSpec(width(shape[0]), heads(shape[1]))
@@ -369,13 +458,12 @@ def weight_specs(run: TrainingRun, shapes: dict[str, Any]) -> dict[str, Any]:
     """A PartitionSpec for every weight of ``shapes`` (:func:`weight_shapes`)."""
     degrees = dict(run.degrees)
     cfg = run.model
+    vocab = _split(cfg.vocab, ("tensor",), degrees)
+    width = _split(cfg.d_model, DENSE_WIDTH, degrees)
     outer = {
-        "embed": PartitionSpec(_split(cfg.vocab, "tensor", degrees),
-                               _split(cfg.d_model, "fsdp", degrees)),
-        "pos_embed": PartitionSpec(None, _split(cfg.d_model, "fsdp", degrees)),
+        "embed": PartitionSpec(vocab, width), "pos_embed": PartitionSpec(None, width),
         "final_norm/scale": PartitionSpec(None), "final_norm/bias": PartitionSpec(None),
-        "lm_head/w": PartitionSpec(_split(cfg.d_model, "fsdp", degrees),
-                                   _split(cfg.vocab, "tensor", degrees)),
+        "lm_head/w": PartitionSpec(width, vocab),
     }
     specs: dict[str, Any] = {name: outer[name] for name in shapes if name != "layers"}
     specs["layers"] = {name: PartitionSpec(None, *_layer_spec(name, shape[1:], run))
@@ -597,7 +685,7 @@ def _loss_fn(run: TrainingRun, specs: dict[str, Any]) -> Callable[[Any, Any, Any
     compute = COMPUTE_TYPES[run.dtype]
     numbers = Precision(compute, jnp.float32, jnp.float32, None)
     attend = _attention_core(run)
-    routing = _routing(run)
+    mlp = _feed_forward(run, run.batch_shards)
     quant = _quantization(run)
     rows = PartitionSpec(BATCH_AXES, None, None)
     policy = REMAT_POLICIES[run.remat]
@@ -608,7 +696,7 @@ def _loss_fn(run: TrainingRun, specs: dict[str, Any]) -> Callable[[Any, Any, Any
         positions = jnp.arange(x.shape[1])
         weights = Params(_cast_matrices(run, layer, layer_specs), precision=numbers)
         out = _layer(weights, cfg, checkpoint_name(x, "decoder_layer_input"), positions,
-                     attend, routing, quant)
+                     attend, mlp, quant)
         return _constrain(out, run, rows), None
     body = block if policy is None else jax.checkpoint(block, policy=policy(),
                                                        prevent_cse=not run.scan)
@@ -672,6 +760,11 @@ def _summary(run: TrainingRun) -> str:
         parts.append(f"fully sharded over {run.degree('fsdp')} ('fsdp'): weights, "
                      "gradients and optimizer state split by the model width, each layer's "
                      "weights all-gathered where it runs")
+    if run.degree("expert") > 1:
+        parts.append(f"expert-parallel over {run.degree('expert')} ('expert'): "
+                     f"{run.model.experts // run.degree('expert')} experts a device, each "
+                     "group's routed tokens sent to their experts' devices and back by "
+                     "all-to-all")
     if run.degree("tensor") > 1:
         parts.append(f"tensor-parallel over {run.degree('tensor')} ('tensor'): heads, MLP "
                      "columns and the vocabulary split")
@@ -727,6 +820,7 @@ register(Family(
      Param("dp", int, 1, "data-parallel devices in a slice (ici_data_parallelism)"),
      Param("fsdp", int, 1, "fully sharded data-parallel devices (ici_fsdp_parallelism)"),
      Param("tp", int, 1, "tensor-parallel devices (ici_tensor_parallelism)"),
+     Param("ep", int, 1, "expert-parallel devices, MoE configs (ici_expert_parallelism)"),
      Param("slices", int, 1, "slices or nodes, data-parallel over the data-center network "
            "(dcn_data_parallelism)"),
      Param("remat", str, "full", "rematerialization policy (remat_policy)",
