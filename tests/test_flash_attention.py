@@ -397,3 +397,42 @@ def test_marker_shapes_are_one_devices_inside_shard_map():
                                                    "f32")
     # 2 key blocks of 64: 3 causal pairs of 4 * b 2 * kvh 2 * g 2 * d 16 * 64 * 64 FLOPs.
     assert forward.flops == 4 * 2 * 2 * 2 * 16 * 64 * 64 * 3
+
+
+# --- context parallelism: explicit positions and load-balanced shares ------------------------
+
+def _balanced(seq: int, shards: int) -> np.ndarray:
+    """The sequence in 2 x shards chunks, share i holding chunks i and 2 shards - 1 - i."""
+    chunks = np.arange(seq).reshape(2 * shards, seq // (2 * shards))
+    return np.concatenate([c for i in range(shards)
+                           for c in (chunks[i], chunks[2 * shards - 1 - i])])
+
+
+def test_a_share_of_a_reordered_sequence_attends_by_its_positions():
+    # 2 shares of 64 tokens in the load-balanced order: each share's queries against all
+    # the (reordered) keys give the rows of ordinary causal attention at their positions.
+    q, k, v, _ = inputs(1, 64, 64, 2, 2, 16)
+    order = _balanced(64, 2)
+    expected = reference(q, k, v, causal=True)
+    keys, values = k[:, order], v[:, order]
+    for share in range(2):
+        rows = order[share * 32:(share + 1) * 32]
+        found = flash_attention(q[:, rows], keys, values, causal=True, block_q=16,
+                                block_kv=16, positions=(jnp.asarray(rows), jnp.asarray(order)),
+                                shards=2)
+        assert relative(found, expected[:, rows]) < 1e-5
+
+
+def test_a_shares_kernel_is_costed_as_an_equal_part_of_the_whole():
+    # Causal over 1,024 keys in blocks of 128: 8 x 9 / 2 = 36 pairs; 4 shares of 256
+    # queries take 9 each (the load-balanced split gives every share as many).
+    whole = FlashPass(False, 1, 1024, 1024, 2, 2, 64, True, 128, 128, "bf16")
+    share = FlashPass(False, 1, 256, 1024, 2, 2, 64, True, 128, 128, "bf16", shards=4)
+    assert whole.pairs == 36 and share.pairs == 9
+    assert find_pass(f"jit(f)/{share.marker}/while") == share
+    assert share.marker.endswith(",sp=4}") and "sp=" not in whole.marker
+    assert flash_work(share).flops == pytest.approx(flash_work(whole).flops / 4)
+    with pytest.raises(HloParseError, match="are not 512 queries each"):
+        find_pass(share.marker.replace("sq=256", "sq=512").replace("bq=128", "bq=128"))
+    with pytest.raises(RooflineError, match="4 shares of 1024 keys"):
+        flash_attention(*inputs(1, 512, 1024, 2, 2, 16)[:3], shards=4)

@@ -9,6 +9,7 @@ optimizer state) and against XLA's memory analysis.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import jax
 import pytest
@@ -189,9 +190,9 @@ def test_weights_split_fsdp_and_tensor():
     assert weights["layers"]["norm1/scale"] == PartitionSpec(None, None)
     assert weights["embed"] == PartitionSpec("tensor", "fsdp")
     assert workload.sharding.specs[2] == PartitionSpec(
-        None, ("slices", "data", "fsdp", "expert"), None)
+        None, ("slices", "data", "fsdp", "expert"), "sequence")
     assert dict(workload.sharding.axes) == {"slices": 1, "data": 1, "fsdp": 4, "expert": 1,
-                                            "tensor": 2}
+                                            "sequence": 1, "tensor": 2}
     assert "fully sharded over 4" in workload.sharding.summary
 
 
@@ -275,7 +276,7 @@ def test_a_maxtext_configuration_is_read_as_the_run_it_states(tmp_path):
     # leaves (128); 2 sequences a device a micro-batch, 2 micro-batches: 1,024 sequences.
     run = run_of(parse_spec(found.spec))
     assert dict(run.degrees) == {"slices": 1, "data": 1, "fsdp": 128, "expert": 1,
-                                 "tensor": 2}
+                                 "sequence": 1, "tensor": 2}
     assert run.batch == 2 * 256 * 2 and run.per_device_batch == 2
     assert (run.seq, run.remat, run.attention, run.moments) == (8192, "full", "full", "bf16")
     assert found.config == config
@@ -417,3 +418,23 @@ def test_experts_route_each_devices_tokens_and_move_them_by_all_to_all():
                 yield op.opcode, " ".join(op.notes)
     assert any("all-to-all" in opcode + note for opcode, note in kinds(program.costs.ops))
     assert "expert-parallel over 2" in workload.sharding.summary
+
+
+def test_context_parallelism_shares_each_sequence_and_gathers_its_keys():
+    # sp=2 over a 2x2 v5e with fsdp=2: each sequence of 1,024 tokens in 4 chunks of 256,
+    # device 0 holding chunks 0 and 3, device 1 chunks 1 and 2; attention of each share
+    # against all 1,024 keys, gathered, costed as half the causal kernel.
+    from roofline.program.workloads.training import token_positions
+
+    spec = f"train:{SMALL},seq=1024,batch=4,fsdp=2,sp=2"
+    run = _run(spec)
+    order = list(map(int, token_positions(run)))
+    assert order[:256] == list(range(256)) and order[256:512] == list(range(768, 1024))
+    assert order[512:768] == list(range(256, 512))
+    program = compile_workload(parse_spec(spec), "tpu-v5e")
+    markers = set(re.findall(r"flash_attention_fwd\{[^}]*\}", program.hlo_text))
+    assert markers == {"flash_attention_fwd{b=2,sq=512,skv=1024,kvh=2,g=2,d=64,causal=1,"
+                       "bq=512,bkv=512,dtype=bf16,sp=2}"}
+    assert "context-parallel over 2" in parse_spec(spec).sharding.summary
+    with pytest.raises(RooflineError, match="multiple of 8"):
+        parse_spec(f"train:{SMALL},seq=1020,batch=4,fsdp=2,sp=4")

@@ -118,8 +118,10 @@ def _moved_by_links(instruction: Instruction) -> bool:
 
 def _output_plan(body: Computation, output: Instruction) -> tuple[int, float] | None:
     """How one fusion output reaches memory (:class:`FusionPlan.outputs`)."""
-    seen = through_views(body, output)
-    if seen.opcode == "parameter" or _moved_by_links(seen):
+    handed = output
+    while handed.opcode == "bitcast" and handed.operands:   # a view, no kernel's write
+        handed = body.by_name[handed.operands[0]]
+    if handed.opcode == "parameter" or _moved_by_links(handed):
         return NOT_A_PARAMETER, 0.0
     return in_place_update(body, output)
 

@@ -55,6 +55,8 @@ _MARKER = re.compile(r"flash_attention_(fwd|bwd)\{([^{}\"]*)\}")
 _KEYS = {"b": "batch", "sq": "seq_q", "skv": "seq_kv", "kvh": "kv_heads", "g": "group",
          "d": "head_dim", "causal": "causal", "bq": "block_q", "bkv": "block_kv",
          "dtype": "dtype"}
+# Written only where it is not 1: the shares of a context-parallel attention.
+_SHARDS_KEY = "sp"
 _F32_BYTES = 4   # the softmax statistics (logsumexp, D) and dQ's accumulator are f32
 
 
@@ -75,12 +77,19 @@ class FlashPass:
     block_q: int
     block_kv: int
     dtype: str
+    # Context parallelism: the queries are one of ``shards`` equal shares of a causal
+    # attention over the whole key sequence (``seq_kv = shards x seq_q``), each share
+    # two chunks, one from each end of the sequence, so that every device sees as many
+    # keys as the others (load-balanced, as MaxText's context parallelism splits it).
+    shards: int = 1
 
     @property
     def marker(self) -> str:
         """The scope name the pass is traced in (module docstring)."""
         values = {key: getattr(self, name) for key, name in _KEYS.items()}
         values["causal"] = int(self.causal)
+        if self.shards > 1:
+            values[_SHARDS_KEY] = self.shards
         body = ",".join(f"{key}={value}" for key, value in values.items())
         return f"{FLASH_MARK}{'bwd' if self.backward else 'fwd'}{{{body}}}"
 
@@ -104,6 +113,9 @@ class FlashPass:
         kv_blocks = self.seq_kv // self.block_kv
         if not self.causal:
             return self.all_pairs
+        if self.shards > 1:   # an equal share of the whole causal attention's pairs
+            whole = dataclasses.replace(self, seq_q=self.seq_kv, shards=1)
+            return -(-whole.pairs // self.shards)
         offset = self.seq_kv - self.seq_q
         return sum(min(max(((i + 1) * self.block_q - 1 + offset) // self.block_kv + 1, 0),
                        kv_blocks) for i in range(self.seq_q // self.block_q))
@@ -166,6 +178,9 @@ def find_pass(op_name: str) -> FlashPass | None:
     for item in match.group(2).split(","):
         key, _, value = item.partition("=")
         values[key] = value
+    shards = values.pop(_SHARDS_KEY, "1")
+    if not shards.isdigit() or int(shards) < 1:
+        raise _bad_marker(op_name, f"{_SHARDS_KEY}={shards} is not a positive integer")
     if set(values) != set(_KEYS):
         raise _bad_marker(op_name, f"its keys are {', '.join(values)}, not "
                           f"{', '.join(_KEYS)}")
@@ -178,9 +193,12 @@ def find_pass(op_name: str) -> FlashPass | None:
                 raise _bad_marker(op_name, f"{key}={value} is not a positive integer")
             numbers[_KEYS[key]] = int(value)
     found = FlashPass(match.group(1) == "bwd", **{**numbers, "causal": numbers["causal"] > 0},
-                      dtype=values["dtype"])
+                      dtype=values["dtype"], shards=int(shards))
     if found.seq_q % found.block_q or found.seq_kv % found.block_kv:
         raise _bad_marker(op_name, "its blocks do not divide its sequences")
+    if found.shards > 1 and found.seq_kv != found.shards * found.seq_q:
+        raise _bad_marker(op_name, f"{found.shards} shares of {found.seq_kv} keys are not "
+                          f"{found.seq_q} queries each")
     return found
 
 

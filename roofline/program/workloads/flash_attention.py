@@ -35,7 +35,9 @@ F32 = jnp.float32
 
 
 def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = True,
-                    block_q: int = 512, block_kv: int = 512) -> jax.Array:
+                    block_q: int = 512, block_kv: int = 512,
+                    positions: tuple[jax.Array, jax.Array] | None = None,
+                    shards: int = 1) -> jax.Array:
     """Softmax attention of ``q`` over ``k`` and ``v`` in blocks, as flash kernels run it.
 
     ``q`` is (batch, seq_q, kv_heads, group, head_dim): the query heads grouped under the
@@ -50,11 +52,23 @@ def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = 
     Blocks longer than their sequence are clipped to it (one block); a block that does
     not divide its sequence is refused, naming the largest one that does: a kernel's
     blocks are what its cost is computed from, so they are never changed silently.
+
+    Context parallelism: ``positions`` gives the place in the sequence of every query
+    and every key (int arrays of seq_q and seq_kv), the causal mask then letting a query
+    see the keys at or before its own place; ``shards``: the queries are one of that many
+    load-balanced shares of the attention over all the keys (:class:`FlashPass.shards`),
+    which is how the kernel is costed.
     """
     _check_shapes(q, k, v)
     block_q = _block("block_q", block_q, q.shape[1])
     block_kv = _block("block_kv", block_kv, k.shape[1])
-    return _flash(q, k, v, bool(causal), block_q, block_kv)
+    if positions is None:
+        positions = (jnp.arange(q.shape[1]) + (k.shape[1] - q.shape[1]),
+                     jnp.arange(k.shape[1]))
+    if shards > 1 and k.shape[1] != shards * q.shape[1]:
+        raise RooflineError(f"flash_attention: {shards} shares of {k.shape[1]} keys are not "
+                            f"{q.shape[1]} queries each")
+    return _flash(q, k, v, *positions, bool(causal), block_q, block_kv, shards)
 
 
 def _check_shapes(q: Any, k: Any, v: Any) -> None:
@@ -94,11 +108,11 @@ def _hlo_dtype(dtype: Any) -> str:
     return jnp.dtype(dtype).name.replace("bfloat", "bf").replace("float", "f").replace("_", "")
 
 
-def _pass(backward: bool, q: Any, k: Any, causal: bool, block_q: int, block_kv: int
-          ) -> FlashPass:
+def _pass(backward: bool, q: Any, k: Any, causal: bool, block_q: int, block_kv: int,
+          shards: int) -> FlashPass:
     b, seq_q, kv_heads, group, head_dim = q.shape
     return FlashPass(backward, b, seq_q, k.shape[1], kv_heads, group, head_dim, causal,
-                     block_q, block_kv, _hlo_dtype(q.dtype))
+                     block_q, block_kv, _hlo_dtype(q.dtype), shards)
 
 
 def _loop_blocks(seq_q: int, seq_kv: int, block_q: int, block_kv: int) -> tuple[int, int]:
@@ -117,17 +131,18 @@ def _smallest_factor(n: int) -> int:
     return next(f for f in range(2, n + 1) if n % f == 0)
 
 
-def _masked(x: Any, i: Any, j: Any, block_q: int, block_kv: int, offset: int,
-            fill: float) -> Any:
+def _masked(x: Any, i: Any, j: Any, block_q: int, block_kv: int,
+            positions: tuple[Any, Any], fill: float) -> Any:
     """``x`` (..., block_q, block_kv) of query block ``i`` and key block ``j`` with ``fill``
-    where a query does not see the key. The block numbers pass an optimization barrier
-    with ``x``, so that they depend on the data: JAX's partial evaluation (of a loop under
-    ``jax.grad`` and ``jax.checkpoint``) would otherwise compute every block's mask ahead
-    of the loops, broadcast to x's shape and stacked, a (seq_q x seq_kv) array per head."""
+    where a query does not see the key (a key after it in the sequence). The block
+    numbers pass an optimization barrier with ``x``, so that they depend on the data:
+    JAX's partial evaluation (of a loop under ``jax.grad`` and ``jax.checkpoint``) would
+    otherwise compute every block's mask ahead of the loops, broadcast to x's shape and
+    stacked, a (seq_q x seq_kv) array per head."""
     i, j, x = jax.lax.optimization_barrier((i, j, x))
-    queries = i * block_q + jnp.arange(block_q)[:, None]
-    keys = j * block_kv + jnp.arange(block_kv)[None, :]
-    return jnp.where(keys <= queries + offset, x, fill)
+    queries = jax.lax.dynamic_slice_in_dim(positions[0], i * block_q, block_q)[:, None]
+    keys = jax.lax.dynamic_slice_in_dim(positions[1], j * block_kv, block_kv)[None, :]
+    return jnp.where(keys <= queries, x, fill)
 
 
 def _filled(like: Any, value: float, dtype: Any, shape: tuple[int, ...]) -> Any:
@@ -144,8 +159,8 @@ def _scores(q_block: Any, k_block: Any) -> Any:
                       preferred_element_type=F32) * scale
 
 
-def _forward(q: Any, k: Any, v: Any, causal: bool, block_q: int, block_kv: int
-             ) -> tuple[Any, Any]:
+def _forward(q: Any, k: Any, v: Any, positions: tuple[Any, Any], causal: bool,
+             block_q: int, block_kv: int) -> tuple[Any, Any]:
     """Algorithm 1 of FlashAttention-2: for each query block, an online softmax over the
     key blocks. Returns the output and the logsumexp of every query row (b, kv_heads,
     group, seq_q), in float32."""
@@ -164,7 +179,7 @@ def _forward(q: Any, k: Any, v: Any, causal: bool, block_q: int, block_kv: int
             v_j = jax.lax.dynamic_slice_in_dim(v, j * block_kv, block_kv, axis=1)
             s = _scores(q_i, k_j)
             if causal:
-                s = _masked(s, i, j, block_q, block_kv, seq_kv - seq_q, -jnp.inf)
+                s = _masked(s, i, j, block_q, block_kv, positions, -jnp.inf)
             m_new = jnp.maximum(m, s.max(axis=-1))
             # A row that has seen no key yet keeps m = -inf: subtract 0 there, not -inf.
             m_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new)
@@ -187,8 +202,9 @@ def _forward(q: Any, k: Any, v: Any, causal: bool, block_q: int, block_kv: int
     return jax.lax.fori_loop(0, seq_q // block_q, query_block, start)
 
 
-def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any, causal: bool,
-              block_q: int, block_kv: int) -> tuple[Any, Any, Any]:
+def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any,
+              positions: tuple[Any, Any], causal: bool, block_q: int, block_kv: int
+              ) -> tuple[Any, Any, Any]:
     """Algorithm 2 of FlashAttention-2: for each key block, over the query blocks,
     the block's probabilities recomputed from the saved logsumexp; dK and dV accumulate
     per key block, dQ in a float32 array updated block by block."""
@@ -211,7 +227,7 @@ def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any, causal: bo
             delta_i = jax.lax.dynamic_slice_in_dim(delta, i * block_q, block_q, axis=3)
             p = jnp.exp(_scores(q_i, k_j) - lse_i[..., None])
             if causal:   # after the exp: a row of no key has lse = -inf, p = inf there
-                p = _masked(p, i, j, block_q, block_kv, seq_kv - seq_q, 0.0)
+                p = _masked(p, i, j, block_q, block_kv, positions, 0.0)
             dv_j = dv_j + jnp.einsum("bhgqk,bqhgd->bkhd", p.astype(q.dtype), do_i,
                                      preferred_element_type=F32)
             dp = jnp.einsum("bqhgd,bkhd->bhgqk", do_i, v_j, preferred_element_type=F32)
@@ -236,23 +252,35 @@ def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any, causal: bo
     return dq.astype(q.dtype), dk, dv
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
-def _flash(q: Any, k: Any, v: Any, causal: bool, block_q: int, block_kv: int) -> Any:
-    return _flash_forward(q, k, v, causal, block_q, block_kv)[0]
+@partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7, 8))
+def _flash(q: Any, k: Any, v: Any, q_positions: Any, kv_positions: Any, causal: bool,
+           block_q: int, block_kv: int, shards: int) -> Any:
+    return _flash_forward(q, k, v, q_positions, kv_positions, causal, block_q, block_kv,
+                          shards)[0]
 
 
-def _flash_forward(q: Any, k: Any, v: Any, causal: bool, block_q: int, block_kv: int
+def _flash_forward(q: Any, k: Any, v: Any, q_positions: Any, kv_positions: Any,
+                   causal: bool, block_q: int, block_kv: int, shards: int
                    ) -> tuple[Any, tuple[Any, ...]]:
-    with jax.named_scope(_pass(False, q, k, causal, block_q, block_kv).marker):
-        out, lse = _forward(q, k, v, causal, block_q, block_kv)
-    return out, (q, k, v, out, lse)
+    with jax.named_scope(_pass(False, q, k, causal, block_q, block_kv, shards).marker):
+        out, lse = _forward(q, k, v, (q_positions, kv_positions), causal, block_q, block_kv)
+    return out, (q, k, v, out, lse, q_positions, kv_positions)
 
 
-def _flash_backward(causal: bool, block_q: int, block_kv: int, saved: tuple[Any, ...],
-                    d_out: Any) -> tuple[Any, Any, Any]:
-    q, k, v, out, lse = saved
-    with jax.named_scope(_pass(True, q, k, causal, block_q, block_kv).marker):
-        return _backward(q, k, v, out, lse, d_out, causal, block_q, block_kv)
+def _flash_backward(causal: bool, block_q: int, block_kv: int, shards: int,
+                    saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
+    q, k, v, out, lse, q_positions, kv_positions = saved
+    with jax.named_scope(_pass(True, q, k, causal, block_q, block_kv, shards).marker):
+        grads = _backward(q, k, v, out, lse, d_out, (q_positions, kv_positions), causal,
+                          block_q, block_kv)
+    # The positions are integers: their cotangents are float0 zeros.
+    return (*grads, _no_gradient(q_positions), _no_gradient(kv_positions))
+
+
+def _no_gradient(x: Any) -> Any:
+    import numpy as np
+
+    return np.zeros(x.shape, dtype=jax.dtypes.float0)
 
 
 _flash.defvjp(_flash_forward, _flash_backward)

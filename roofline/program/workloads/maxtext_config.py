@@ -33,10 +33,9 @@ OPTIMIZER = {"adamw": "adamw", "adam_pax": "adamw", "sgd": "sgd", "adafactor": "
 DTYPE = {"float32": "f32", "bfloat16": "bf16"}
 PARALLELISM = {"ici_data_parallelism": "dp", "ici_fsdp_parallelism": "fsdp",
                "ici_tensor_parallelism": "tp", "ici_expert_parallelism": "ep",
-               "dcn_data_parallelism": "slices"}
+               "ici_context_parallelism": "sp", "dcn_data_parallelism": "slices"}
 # Degrees the family does not build: refused unless 1.
-UNSUPPORTED = ("ici_sequence_parallelism", "ici_context_parallelism",
-               "ici_pipeline_parallelism",
+UNSUPPORTED = ("ici_sequence_parallelism", "ici_pipeline_parallelism",
                "ici_fsdp_transpose_parallelism", "ici_tensor_transpose_parallelism",
                "ici_tensor_sequence_parallelism", "dcn_fsdp_parallelism",
                "dcn_tensor_parallelism", "dcn_sequence_parallelism",
@@ -157,8 +156,8 @@ def spec_from_maxtext(path: str | Path) -> tuple[str, tuple[str, ...]]:
     for key in UNSUPPORTED:
         if data.get(key, 1) not in (1, None):
             raise RooflineError(f"{path}: {key}={data[key]!r}: the train family builds data, "
-                                "FSDP, expert and tensor parallelism within a slice and "
-                                "data parallelism across slices; set it to 1")
+                                "FSDP, expert, context and tensor parallelism within a "
+                                "slice and data parallelism across slices; set it to 1")
     params.update(_mesh(path, data))
     ignored = tuple(sorted(k for k in data if k not in KEYS and k not in MESH_KEYS))
     return "train:" + ",".join(f"{k}={v}" for k, v in params.items()), ignored

@@ -13,6 +13,10 @@ sequences, compiled whole by XLA over a mesh of devices with named axes:
   where it runs and its gradients reduce-scattered, the batch split too;
 - ``expert``: expert parallelism (``ici_expert_parallelism``, MoE configs): the experts
   split, the batch too, each group's routed tokens sent to their experts by all-to-all;
+- ``sequence``: context parallelism (``ici_context_parallelism``): every sequence split
+  into load-balanced shares (two chunks each, one from either end), attention over the
+  whole sequence's keys and values, all-gathered (their gradients reduce-scattered),
+  weights split over the axis as FSDP splits them;
 - ``tensor``: Megatron tensor parallelism (``ici_tensor_parallelism``): attention heads and
   MLP columns split, the batch not.
 
@@ -30,8 +34,7 @@ projection in fp8 (:mod:`roofline.program.workloads.fp8_products`).
 
 The model is the ``decoder`` family's (a named architecture, its sizes overridable), its
 layers' code shared with it; a mixture of experts routes each device's tokens among
-themselves (:func:`_grouped_experts`). What is left out: dropout; sequence (context) and
-pipeline parallelism.
+themselves (:func:`_grouped_experts`). What is left out: dropout; pipeline parallelism.
 """
 
 from __future__ import annotations
@@ -82,12 +85,15 @@ from roofline.program.workloads.zoo import Params, param_shapes
 
 # Mesh axes, outermost first: a device's position on the mesh is its place in the
 # target's device order (slices outermost, as multi-slice topologies list them).
-MESH_AXES = ("slices", "data", "fsdp", "expert", "tensor")
+MESH_AXES = ("slices", "data", "fsdp", "expert", "sequence", "tensor")
 BATCH_AXES = ("slices", "data", "fsdp", "expert")     # the axes the batch is split over
 # Where a mixture of experts' dispatched tokens lie while their experts run: the experts
 # over 'expert', the token groups over the rest of the batch's axes.
 GROUP_AXES = ("slices", "data", "fsdp")
-DEGREES = {"slices": "slices", "data": "dp", "fsdp": "fsdp", "expert": "ep", "tensor": "tp"}
+DEGREES = {"slices": "slices", "data": "dp", "fsdp": "fsdp", "expert": "ep",
+           "sequence": "sp", "tensor": "tp"}
+# Activations (batch, seq, d): the batch over its axes, the sequence over 'sequence'.
+ROWS = PartitionSpec(BATCH_AXES, "sequence", None)
 
 # Rematerialization policies by MaxText's names (its remat_policy), as jax.checkpoint
 # policies over the names the layers give their projections' results
@@ -267,6 +273,11 @@ def training_run(p: dict[str, Any]) -> TrainingRun:
                             "attention=full)")
     if run.capacity_factor <= 0:
         raise RooflineError("workload 'train': capacity_factor must be positive")
+    sp = run.degree("sequence")
+    if sp > 1 and run.seq % (2 * sp):
+        raise RooflineError(f"workload 'train': sp={sp} splits each sequence into {2 * sp} "
+                            f"chunks (two a device, for equal shares of causal attention): "
+                            f"give a seq that is a multiple of {2 * sp}")
     ep = run.degree("expert")
     if ep > 1 and not cfg.moe:
         raise RooflineError(f"workload 'train': ep={ep} splits experts, and {cfg.name} is "
@@ -307,22 +318,39 @@ def _model(p: dict[str, Any]) -> DecoderConfig:
 
 # --- the model's weights and how they are split ---------------------------------------------
 
-def _layer(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
-           attend: Callable[[Any, Any, Any], Any], mlp: Callable[[Params, Any], Any],
-           quant: Quantization) -> Any:
-    """One transformer block of ``x`` (batch, seq, d), the decoder family's, with its
-    attention's core ``attend(q, k, v)`` and its MLP given."""
+Attend = Callable[[Any, Any, Any, Any], Any]   # (q, k, v, positions) -> output
+
+
+def _layer(P: Params, cfg: DecoderConfig, x: Any, positions: Any, attend: Attend,
+           mlp: Callable[[Params, Any], Any], quant: Quantization) -> Any:
+    """One transformer block of ``x`` (batch, seq, d) whose tokens sit at ``positions``,
+    the decoder family's, with its attention's core ``attend`` and its MLP given."""
     def attention(A: Params, h: Any) -> tuple[Any, None]:
         q, k, v = queries_keys_values(A, cfg, h, positions, quant)
-        return attention_output(A, cfg, attend(q, k, v), quant), None
+        return attention_output(A, cfg, attend(q, k, v, positions), quant), None
     return transformer_block(P, cfg, x, attention, mlp)[0]
 
 
-def _causal_full(q: Any, k: Any, v: Any) -> Any:
+def _causal_full(q: Any, k: Any, v: Any, positions: Any) -> Any:
     """Causal attention with the whole score tensor (``attention=full``)."""
-    seq = q.shape[1]
-    mask = jnp.arange(seq)[:, None] >= jnp.arange(seq)[None, :]
+    mask = positions[:, None] >= positions[None, :]
     return full_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask)
+
+
+def token_positions(run: TrainingRun) -> Any:
+    """Where each token of a sequence, as the step holds it, sits in the sequence: in
+    order, or with context parallelism over ``sp`` devices in load-balanced order (the
+    sequence in ``2 sp`` chunks, device ``i`` holding chunks ``i`` and ``2 sp - 1 - i``,
+    so that each sees as many earlier keys as the others; the input pipeline lays the
+    tokens out so, as MaxText's context_parallel_load_balance does)."""
+    import numpy as np
+
+    sp = run.degree("sequence")
+    if sp == 1:
+        return jnp.arange(run.seq)
+    chunks = np.arange(run.seq).reshape(2 * sp, run.seq // (2 * sp))
+    order = [chunk for i in range(sp) for chunk in (chunks[i], chunks[2 * sp - 1 - i])]
+    return jnp.asarray(np.concatenate(order), jnp.int32)
 
 
 def _feed_forward(run: TrainingRun, groups: int) -> Callable[[Params, Any], Any]:
@@ -344,13 +372,13 @@ def _grouped_experts(run: TrainingRun, groups: int) -> Callable[[Params, Any], A
     and added to their tokens, weighted by the router."""
     cfg = run.model
     k, experts = cfg.top_k, cfg.experts
-    spread = PartitionSpec(BATCH_AXES, None, None)
-    at_experts = PartitionSpec(GROUP_AXES, "expert", None, None)
-    at_tokens = PartitionSpec(BATCH_AXES, None, None, None)
+    spread = PartitionSpec((*BATCH_AXES, "sequence"), None, None)
+    at_experts = PartitionSpec((*GROUP_AXES, "sequence"), "expert", None, None)
+    at_tokens = PartitionSpec((*BATCH_AXES, "sequence"), None, None, None)
 
     def mlp(P: Params, x: Any) -> Any:
         b, s, d = x.shape
-        flat = _constrain(x.reshape(groups, b * s // groups, d), run, spread)
+        flat = _constrain(_device_groups(x, groups, run), run, spread)
         tokens = flat.shape[1]
         top_w, top_i = route(P, cfg, flat)                               # (G, T, k)
         capacity = max(1, math.ceil(tokens * k * run.capacity_factor / experts))
@@ -371,16 +399,37 @@ def _grouped_experts(run: TrainingRun, groups: int) -> Callable[[Params, Any], A
         routed = jax.vmap(combine)(ys, index, valid)                     # (G, T k, d)
         out = (routed.reshape(groups, tokens, k, d) * top_w[..., None].astype(x.dtype)
                ).sum(axis=2)
-        return with_shared_expert(P, cfg, x, out.reshape(b, s, d), _quantization(run))
+        routed_out = _from_device_groups(out, b, s, run)
+        return with_shared_expert(P, cfg, x, routed_out, _quantization(run))
     return mlp
+
+
+def _device_groups(x: Any, groups: int, run: TrainingRun) -> Any:
+    """``x`` (batch, seq, d) as ``groups`` groups of the tokens one device holds: its
+    sequences, and with context parallelism its share of each."""
+    b, s, d = x.shape
+    sp = run.degree("sequence")
+    shards = groups // sp
+    split = x.reshape(shards, b // shards, sp, s // sp, d).transpose(0, 2, 1, 3, 4)
+    return split.reshape(groups, b * s // groups, d)
+
+
+def _from_device_groups(out: Any, b: int, s: int, run: TrainingRun) -> Any:
+    """The inverse of :func:`_device_groups`."""
+    sp = run.degree("sequence")
+    groups, _, d = out.shape
+    shards = groups // sp
+    return out.reshape(shards, sp, b // shards, s // sp, d).transpose(0, 2, 1, 3, 4) \
+        .reshape(b, s, d)
 
 
 def layer_shapes(run: TrainingRun) -> dict[str, tuple[int, ...]]:
     """One layer's weights by name (``attn/q/w``), traced abstractly."""
     cfg = run.model
     x = jax.ShapeDtypeStruct((1, 1, cfg.d_model), jnp.float32)
+    one = dataclasses.replace(run, degrees=tuple((a, 1) for a, _ in run.degrees))
     return param_shapes(lambda P, h: _layer(P, cfg, h, jnp.arange(1), _causal_full,
-                                            _feed_forward(run, 1), _quantization(run)), x)
+                                            _feed_forward(one, 1), _quantization(run)), x)
 
 
 def _outer_shapes(cfg: DecoderConfig) -> dict[str, tuple[int, ...]]:
@@ -417,11 +466,11 @@ def _split(size: int, axes: tuple[str, ...], degrees: dict[str, int]) -> Any:
     return None
 
 
-# Where the model width of a weight is split: FSDP's axis, and with expert parallelism the
-# expert axis too for weights that are no expert's (which every expert device would
-# otherwise hold whole, as MaxText's 'embed' rule splits them).
-DENSE_WIDTH = ("fsdp", "expert")
-EXPERT_WIDTH = ("fsdp",)
+# Where the model width of a weight is split: FSDP's axis, the sequence axis (whose devices
+# would otherwise hold the same weights), and with expert parallelism the expert axis too
+# for weights that are no expert's, as MaxText's 'embed' rule splits them.
+DENSE_WIDTH = ("fsdp", "sequence", "expert")
+EXPERT_WIDTH = ("fsdp", "sequence")
 
 
 def _layer_spec(name: str, shape: tuple[int, ...], run: TrainingRun) -> PartitionSpec:
@@ -604,21 +653,34 @@ def _constrain(x: Any, run: TrainingRun, spec: PartitionSpec) -> Any:
     return jax.lax.with_sharding_constraint(x, NamedSharding(_mesh(run), spec))
 
 
-def _attention_core(run: TrainingRun) -> Callable[[Any, Any, Any], Any]:
-    """``attend(q, k, v)`` as the run computes it: flash attention on each device's share
-    (its sequences and K/V heads, through ``shard_map``), or the whole score tensor."""
+def _attention_core(run: TrainingRun) -> Attend:
+    """``attend(q, k, v, positions)`` as the run computes it: flash attention on each
+    device's share (its sequences and K/V heads through ``shard_map``; with context
+    parallelism its share of each sequence, against all of the sequence's keys and
+    values, gathered), or the whole score tensor."""
     if run.attention == "full":
         return _causal_full
     from roofline.program.workloads.flash_attention import flash_attention
 
-    def local(q: Any, k: Any, v: Any) -> Any:
-        return flash_attention(q, k, v, causal=True)
+    sp = run.degree("sequence")
     if run.devices == 1:
-        return local
+        return lambda q, k, v, positions: flash_attention(q, k, v, causal=True)
+
+    def local(q: Any, k: Any, v: Any, positions: Any) -> Any:
+        if sp == 1:
+            return flash_attention(q, k, v, causal=True)
+        keys = jax.lax.all_gather(k, "sequence", axis=1, tiled=True)
+        values = jax.lax.all_gather(v, "sequence", axis=1, tiled=True)
+        share = q.shape[1]
+        mine = jax.lax.dynamic_slice_in_dim(
+            positions, jax.lax.axis_index("sequence") * share, share)
+        return flash_attention(q, keys, values, causal=True, positions=(mine, positions),
+                               shards=sp)
     heads = "tensor" if run.degree("tensor") > 1 else None
-    q_spec = PartitionSpec(BATCH_AXES, None, heads, None, None)
-    kv_spec = PartitionSpec(BATCH_AXES, None, heads, None)
-    return jax.shard_map(local, mesh=_mesh(run), in_specs=(q_spec, kv_spec, kv_spec),
+    q_spec = PartitionSpec(BATCH_AXES, "sequence", heads, None, None)
+    kv_spec = PartitionSpec(BATCH_AXES, "sequence", heads, None)
+    return jax.shard_map(local, mesh=_mesh(run),
+                         in_specs=(q_spec, kv_spec, kv_spec, PartitionSpec()),
                          out_specs=q_spec, check_vma=False)
 
 
@@ -685,15 +747,16 @@ def _loss_fn(run: TrainingRun, specs: dict[str, Any]) -> Callable[[Any, Any, Any
     compute = COMPUTE_TYPES[run.dtype]
     numbers = Precision(compute, jnp.float32, jnp.float32, None)
     attend = _attention_core(run)
-    mlp = _feed_forward(run, run.batch_shards)
+    mlp = _feed_forward(run, run.batch_shards * run.degree("sequence"))
     quant = _quantization(run)
-    rows = PartitionSpec(BATCH_AXES, None, None)
+    rows = ROWS
     policy = REMAT_POLICIES[run.remat]
+    sequence_positions = token_positions(run)
     layer_specs = {name: PartitionSpec(*tuple(spec)[1:])
                    for name, spec in specs["layers"].items()}
 
     def block(x: Any, layer: dict[str, Any]) -> tuple[Any, None]:
-        positions = jnp.arange(x.shape[1])
+        positions = sequence_positions
         weights = Params(_cast_matrices(run, layer, layer_specs), precision=numbers)
         out = _layer(weights, cfg, checkpoint_name(x, "decoder_layer_input"), positions,
                      attend, mlp, quant)
@@ -709,7 +772,7 @@ def _loss_fn(run: TrainingRun, specs: dict[str, Any]) -> Callable[[Any, Any, Any
         if cfg.embed_scale:
             x = x * jnp.asarray(math.sqrt(cfg.d_model), x.dtype)
         if cfg.position == "learned":
-            x = x + P("pos_embed", cfg.max_context, cfg.d_model)[:x.shape[1]]
+            x = x + P("pos_embed", cfg.max_context, cfg.d_model)[sequence_positions]
         if run.scan:
             x, _ = jax.lax.scan(body, x, w["layers"])
         else:
@@ -749,25 +812,24 @@ def _step(run: TrainingRun, specs: dict[str, Any]) -> Callable[..., Any]:
     return step
 
 
+# What each mesh axis of more than one device does to the step, for people.
+_AXIS_WORDS = {
+    "slices": "data-parallel over {n} slices ('slices', over the data-center network)",
+    "data": "data-parallel over {n} ('data')",
+    "fsdp": "fully sharded over {n} ('fsdp'): weights, gradients and optimizer state split "
+            "by the model width, each layer's weights all-gathered where it runs",
+    "expert": "expert-parallel over {n} ('expert'): {experts} experts a device, each "
+              "group's routed tokens sent to their experts' devices and back by all-to-all",
+    "sequence": "context-parallel over {n} ('sequence'): each sequence in load-balanced "
+                "shares, keys and values all-gathered for attention",
+    "tensor": "tensor-parallel over {n} ('tensor'): heads, MLP columns and the vocabulary "
+              "split",
+}
+
+
 def _summary(run: TrainingRun) -> str:
-    parts = []
-    if run.degree("slices") > 1:
-        parts.append(f"data-parallel over {run.degree('slices')} slices ('slices', over the "
-                     "data-center network)")
-    if run.degree("data") > 1:
-        parts.append(f"data-parallel over {run.degree('data')} ('data')")
-    if run.degree("fsdp") > 1:
-        parts.append(f"fully sharded over {run.degree('fsdp')} ('fsdp'): weights, "
-                     "gradients and optimizer state split by the model width, each layer's "
-                     "weights all-gathered where it runs")
-    if run.degree("expert") > 1:
-        parts.append(f"expert-parallel over {run.degree('expert')} ('expert'): "
-                     f"{run.model.experts // run.degree('expert')} experts a device, each "
-                     "group's routed tokens sent to their experts' devices and back by "
-                     "all-to-all")
-    if run.degree("tensor") > 1:
-        parts.append(f"tensor-parallel over {run.degree('tensor')} ('tensor'): heads, MLP "
-                     "columns and the vocabulary split")
+    parts = [_AXIS_WORDS[axis].format(n=n, experts=run.model.experts // n)
+             for axis, n in run.degrees if n > 1]
     parts.append(f"the batch split over {run.batch_shards} device"
                  f"{'s' if run.batch_shards > 1 else ''}")
     return "; ".join(parts)
@@ -783,7 +845,7 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
     state = optimizer_state(run, weights)
     micro = (run.grad_accum, run.micro_batch, run.seq)
     tokens = jax.ShapeDtypeStruct(micro, jnp.int32)
-    rows = PartitionSpec(None, BATCH_AXES, None)
+    rows = PartitionSpec(None, BATCH_AXES, "sequence")
     plan = ShardingPlan(run.degrees, (specs, optimizer_specs(run, specs, weights), rows, rows),
                         _summary(run), ("weights", "optimizer state", "tokens", "targets"))
     return Workload(spec, _step(run, specs), (weights, state, tokens, tokens), (2, 3),
@@ -821,6 +883,8 @@ register(Family(
      Param("fsdp", int, 1, "fully sharded data-parallel devices (ici_fsdp_parallelism)"),
      Param("tp", int, 1, "tensor-parallel devices (ici_tensor_parallelism)"),
      Param("ep", int, 1, "expert-parallel devices, MoE configs (ici_expert_parallelism)"),
+     Param("sp", int, 1, "context-parallel devices: each sequence split over them "
+           "(ici_context_parallelism)"),
      Param("slices", int, 1, "slices or nodes, data-parallel over the data-center network "
            "(dcn_data_parallelism)"),
      Param("remat", str, "full", "rematerialization policy (remat_policy)",
