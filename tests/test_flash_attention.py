@@ -436,3 +436,29 @@ def test_a_shares_kernel_is_costed_as_an_equal_part_of_the_whole():
         find_pass(share.marker.replace("sq=256", "sq=512").replace("bq=128", "bq=128"))
     with pytest.raises(RooflineError, match="4 shares of 1024 keys"):
         flash_attention(*inputs(1, 512, 1024, 2, 2, 16)[:3], shards=4)
+
+
+def test_alibi_biases_every_block_as_the_whole_softmax_does():
+    # ALiBi over 4 query heads in 2 groups: the blocked forward and gradients equal the
+    # whole score tensor's with the same bias.
+    from roofline.program.workloads.decoder import alibi_bias, alibi_slopes
+
+    q, k, v, w = inputs(1, 64, 64, 2, 2, 16)
+    slopes = alibi_slopes(4).reshape(2, 2)
+    positions = jnp.arange(64)
+    bias = alibi_bias(slopes, positions, positions)
+
+    def whole(q, k, v):
+        scores = jnp.einsum("bqhgd,bkhd->bhgqk", q, k) / math.sqrt(16) + bias
+        scores = jnp.where(positions[None, :] <= positions[:, None], scores, -jnp.inf)
+        return jnp.einsum("bhgqk,bkhd->bqhgd", jax.nn.softmax(scores, axis=-1), v)
+
+    def blocked(q, k, v):
+        return flash_attention(q, k, v, causal=True, block_q=16, block_kv=16,
+                               positions=(positions, positions), slopes=slopes)
+    found, expected = with_gradients(blocked)(q, k, v, w), with_gradients(whole)(q, k, v, w)
+    assert relative(found[1], expected[1]) < 1e-5
+    for a, b in zip(found[0], expected[0], strict=True):
+        assert relative(a, b) < 1e-5
+    # Press et al.'s slopes for 8 heads: 1/2, 1/4, ... 1/256.
+    assert list(map(float, alibi_slopes(8))) == [2.0 ** -n for n in range(1, 9)]

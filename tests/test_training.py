@@ -438,3 +438,17 @@ def test_context_parallelism_shares_each_sequence_and_gathers_its_keys():
     assert "context-parallel over 2" in parse_spec(spec).sharding.summary
     with pytest.raises(RooflineError, match="multiple of 8"):
         parse_spec(f"train:{SMALL},seq=1020,batch=4,fsdp=2,sp=4")
+
+
+@pytest.mark.parametrize(("position", "attention"),
+                         [("alibi", "flash"), ("alibi", "full"), ("rope", "flash")])
+def test_alibi_replaces_rotary_embeddings(position, attention):
+    # ALiBi: no rotation of queries and keys (no sin/cos, which rotary embeddings
+    # compute), no position table, a bias on the scores; flash attention carries it
+    # inside its kernel.
+    spec = (f"train:{SMALL},seq=256,batch=2,position={position},attention={attention},"
+            "remat=none")
+    run = _run(spec)
+    assert run.model.position == position and "pos_embed" not in weight_shapes(run)
+    text = compile_workload(parse_spec(spec), "host").hlo_text
+    assert (" sine(" in text and " cosine(" in text) == (position == "rope")

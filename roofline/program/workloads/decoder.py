@@ -82,7 +82,10 @@ from roofline.program.workloads.zoo import (
 PLAIN_MLPS = {"gelu": kernels.gelu, "relu": kernels.relu}
 MLP_KINDS = (*PLAIN_MLPS, "swiglu", "geglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
-POSITION_KINDS = ("learned", "rope")
+# learned: a table of positions added to the embeddings; rope: rotary embeddings of queries
+# and keys; alibi: a relative-position bias on the scores, linear in the distance from
+# query to key (Press et al. 2022, "Train Short, Test Long", ALiBi; BLOOM's and MPT's).
+POSITION_KINDS = ("learned", "rope", "alibi")
 
 
 @dataclass(frozen=True)
@@ -416,15 +419,40 @@ def attention_output(P: Params, cfg: DecoderConfig, out: Any,
                            "out_proj")
 
 
-def full_attention(q: Any, keys: Any, values: Any, mask: Any, key_scale: Any = None) -> Any:
+def alibi_slopes(heads: int) -> Any:
+    """ALiBi's slope of each query head: the geometric sequence 2^(-8/heads), 2^(-16/heads)
+    ... (Press et al. 2022, Section 3; for a head count that is not a power of two, the
+    slopes of the power of two below and every other one of the next, as their code
+    does), float32 (heads,)."""
+    import numpy as np
+
+    def powers(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+    base = 2 ** int(math.log2(heads))
+    slopes = powers(base) + powers(2 * base)[0::2][:heads - base]
+    return jnp.asarray(np.array(slopes, np.float32))
+
+
+def alibi_bias(slopes: Any, query_positions: Any, key_positions: Any) -> Any:
+    """ALiBi's bias (kv_heads, group, queries, keys) of the heads' ``slopes`` (kv_heads,
+    group): minus the slope times how far the key is behind the query."""
+    distance = (query_positions[:, None] - key_positions[None, :]).astype(jnp.float32)
+    return -slopes[..., None, None] * distance
+
+
+def full_attention(q: Any, keys: Any, values: Any, mask: Any, key_scale: Any = None,
+                   bias: Any = None) -> Any:
     """Attention of ``q`` (batch, seq, kv_heads, group, head_dim) over head-major ``keys``
     and ``values`` (batch, kv_heads, positions, head_dim) under ``mask`` (seq, positions):
     the whole score tensor (batch, kv_heads, group, seq, positions) is computed, softmaxed
     in float32 and kept, as a program without a fused attention kernel runs it.
-    ``key_scale``: a quantized cache's key scale, multiplying the scores."""
+    ``key_scale``: a quantized cache's key scale, multiplying the scores; ``bias``: added
+    to them (ALiBi's, :func:`alibi_bias`)."""
     scores = jnp.einsum("bqkgc,bktc->bkgqt", q, keys) / math.sqrt(q.shape[-1])
     if key_scale is not None:
         scores = scores * key_scale.astype(scores.dtype)
+    if bias is not None:
+        scores = scores + bias.astype(scores.dtype)
     scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
     weights = kernels.softmax(scores.astype(jnp.float32), axis=-1).astype(q.dtype)
     return jnp.einsum("bkgqt,bktc->bqkgc", weights, values)
@@ -461,7 +489,11 @@ def _attention(P: Params, cfg: DecoderConfig, x: Any, positions: Any,
         keys, values = (c.astype(x.dtype) for c in stored)
         mask = jnp.arange(keys.shape[2])[None, :] <= positions[:, None]
     scaled = bool(fmt) and cache is not None
-    out = full_attention(q, keys, values, mask, k_scale if scaled else None)
+    bias = None
+    if cfg.position == "alibi":
+        slopes = alibi_slopes(cfg.heads).reshape(cfg.kv_heads, cfg.heads // cfg.kv_heads)
+        bias = alibi_bias(slopes, positions, jnp.arange(keys.shape[2]))
+    out = full_attention(q, keys, values, mask, k_scale if scaled else None, bias)
     if scaled:
         out = out * v_scale.astype(out.dtype)
     return attention_output(P, cfg, out, quant), stored

@@ -37,7 +37,7 @@ F32 = jnp.float32
 def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = True,
                     block_q: int = 512, block_kv: int = 512,
                     positions: tuple[jax.Array, jax.Array] | None = None,
-                    shards: int = 1) -> jax.Array:
+                    shards: int = 1, slopes: jax.Array | None = None) -> jax.Array:
     """Softmax attention of ``q`` over ``k`` and ``v`` in blocks, as flash kernels run it.
 
     ``q`` is (batch, seq_q, kv_heads, group, head_dim): the query heads grouped under the
@@ -57,7 +57,9 @@ def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = 
     and every key (int arrays of seq_q and seq_kv), the causal mask then letting a query
     see the keys at or before its own place; ``shards``: the queries are one of that many
     load-balanced shares of the attention over all the keys (:class:`FlashPass.shards`),
-    which is how the kernel is costed.
+    which is how the kernel is costed. ``slopes`` (kv_heads, group): ALiBi's, whose bias
+    (minus the slope times how far a key is behind its query) is added to every score, as
+    fused kernels add it (its additions are not counted in the kernel's FLOPs).
     """
     _check_shapes(q, k, v)
     block_q = _block("block_q", block_q, q.shape[1])
@@ -68,7 +70,7 @@ def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool = 
     if shards > 1 and k.shape[1] != shards * q.shape[1]:
         raise RooflineError(f"flash_attention: {shards} shares of {k.shape[1]} keys are not "
                             f"{q.shape[1]} queries each")
-    return _flash(q, k, v, *positions, bool(causal), block_q, block_kv, shards)
+    return _flash(q, k, v, *positions, slopes, bool(causal), block_q, block_kv, shards)
 
 
 def _check_shapes(q: Any, k: Any, v: Any) -> None:
@@ -145,6 +147,18 @@ def _masked(x: Any, i: Any, j: Any, block_q: int, block_kv: int,
     return jnp.where(keys <= queries, x, fill)
 
 
+def _biased(s: Any, i: Any, j: Any, block_q: int, block_kv: int,
+            positions: tuple[Any, Any], slopes: Any) -> Any:
+    """Scores ``s`` (b, kv_heads, group, block_q, block_kv) of query block ``i`` and key
+    block ``j`` with ALiBi's bias added (unchanged without ``slopes``)."""
+    if slopes is None:
+        return s
+    queries = jax.lax.dynamic_slice_in_dim(positions[0], i * block_q, block_q)
+    keys = jax.lax.dynamic_slice_in_dim(positions[1], j * block_kv, block_kv)
+    distance = (queries[:, None] - keys[None, :]).astype(F32)
+    return s - slopes.astype(F32)[:, :, None, None] * distance
+
+
 def _filled(like: Any, value: float, dtype: Any, shape: tuple[int, ...]) -> Any:
     """A loop carry's start: ``shape`` filled with ``value``. Made like ``like``, so that
     inside ``jax.shard_map`` it varies over the mesh axes the data varies over, as the
@@ -159,8 +173,8 @@ def _scores(q_block: Any, k_block: Any) -> Any:
                       preferred_element_type=F32) * scale
 
 
-def _forward(q: Any, k: Any, v: Any, positions: tuple[Any, Any], causal: bool,
-             block_q: int, block_kv: int) -> tuple[Any, Any]:
+def _forward(q: Any, k: Any, v: Any, positions: tuple[Any, Any], slopes: Any,
+             causal: bool, block_q: int, block_kv: int) -> tuple[Any, Any]:
     """Algorithm 1 of FlashAttention-2: for each query block, an online softmax over the
     key blocks. Returns the output and the logsumexp of every query row (b, kv_heads,
     group, seq_q), in float32."""
@@ -177,7 +191,7 @@ def _forward(q: Any, k: Any, v: Any, positions: tuple[Any, Any], causal: bool,
             m, total, acc = state
             k_j = jax.lax.dynamic_slice_in_dim(k, j * block_kv, block_kv, axis=1)
             v_j = jax.lax.dynamic_slice_in_dim(v, j * block_kv, block_kv, axis=1)
-            s = _scores(q_i, k_j)
+            s = _biased(_scores(q_i, k_j), i, j, block_q, block_kv, positions, slopes)
             if causal:
                 s = _masked(s, i, j, block_q, block_kv, positions, -jnp.inf)
             m_new = jnp.maximum(m, s.max(axis=-1))
@@ -203,8 +217,8 @@ def _forward(q: Any, k: Any, v: Any, positions: tuple[Any, Any], causal: bool,
 
 
 def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any,
-              positions: tuple[Any, Any], causal: bool, block_q: int, block_kv: int
-              ) -> tuple[Any, Any, Any]:
+              positions: tuple[Any, Any], slopes: Any, causal: bool, block_q: int,
+              block_kv: int) -> tuple[Any, Any, Any]:
     """Algorithm 2 of FlashAttention-2: for each key block, over the query blocks,
     the block's probabilities recomputed from the saved logsumexp; dK and dV accumulate
     per key block, dQ in a float32 array updated block by block."""
@@ -225,7 +239,8 @@ def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any,
             do_i = jax.lax.dynamic_slice_in_dim(d_out, i * block_q, block_q, axis=1)
             lse_i = jax.lax.dynamic_slice_in_dim(lse, i * block_q, block_q, axis=3)
             delta_i = jax.lax.dynamic_slice_in_dim(delta, i * block_q, block_q, axis=3)
-            p = jnp.exp(_scores(q_i, k_j) - lse_i[..., None])
+            scores = _biased(_scores(q_i, k_j), i, j, block_q, block_kv, positions, slopes)
+            p = jnp.exp(scores - lse_i[..., None])
             if causal:   # after the exp: a row of no key has lse = -inf, p = inf there
                 p = _masked(p, i, j, block_q, block_kv, positions, 0.0)
             dv_j = dv_j + jnp.einsum("bhgqk,bqhgd->bkhd", p.astype(q.dtype), do_i,
@@ -252,29 +267,31 @@ def _backward(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any,
     return dq.astype(q.dtype), dk, dv
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(5, 6, 7, 8))
-def _flash(q: Any, k: Any, v: Any, q_positions: Any, kv_positions: Any, causal: bool,
-           block_q: int, block_kv: int, shards: int) -> Any:
-    return _flash_forward(q, k, v, q_positions, kv_positions, causal, block_q, block_kv,
-                          shards)[0]
+@partial(jax.custom_vjp, nondiff_argnums=(6, 7, 8, 9))
+def _flash(q: Any, k: Any, v: Any, q_positions: Any, kv_positions: Any, slopes: Any,
+           causal: bool, block_q: int, block_kv: int, shards: int) -> Any:
+    return _flash_forward(q, k, v, q_positions, kv_positions, slopes, causal, block_q,
+                          block_kv, shards)[0]
 
 
 def _flash_forward(q: Any, k: Any, v: Any, q_positions: Any, kv_positions: Any,
-                   causal: bool, block_q: int, block_kv: int, shards: int
+                   slopes: Any, causal: bool, block_q: int, block_kv: int, shards: int
                    ) -> tuple[Any, tuple[Any, ...]]:
     with jax.named_scope(_pass(False, q, k, causal, block_q, block_kv, shards).marker):
-        out, lse = _forward(q, k, v, (q_positions, kv_positions), causal, block_q, block_kv)
-    return out, (q, k, v, out, lse, q_positions, kv_positions)
+        out, lse = _forward(q, k, v, (q_positions, kv_positions), slopes, causal,
+                            block_q, block_kv)
+    return out, (q, k, v, out, lse, q_positions, kv_positions, slopes)
 
 
 def _flash_backward(causal: bool, block_q: int, block_kv: int, shards: int,
                     saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
-    q, k, v, out, lse, q_positions, kv_positions = saved
+    q, k, v, out, lse, q_positions, kv_positions, slopes = saved
     with jax.named_scope(_pass(True, q, k, causal, block_q, block_kv, shards).marker):
-        grads = _backward(q, k, v, out, lse, d_out, (q_positions, kv_positions), causal,
-                          block_q, block_kv)
-    # The positions are integers: their cotangents are float0 zeros.
-    return (*grads, _no_gradient(q_positions), _no_gradient(kv_positions))
+        grads = _backward(q, k, v, out, lse, d_out, (q_positions, kv_positions), slopes,
+                          causal, block_q, block_kv)
+    # The positions are integers (float0 cotangents); ALiBi's slopes are constants.
+    return (*grads, _no_gradient(q_positions), _no_gradient(kv_positions),
+            None if slopes is None else jnp.zeros_like(slopes))
 
 
 def _no_gradient(x: Any) -> Any:

@@ -60,6 +60,8 @@ from roofline.program.workloads.decoder import (
     POSITION_KINDS,
     DecoderConfig,
     Quantization,
+    alibi_bias,
+    alibi_slopes,
     attention_output,
     decoder_norm,
     dense_mlp,
@@ -331,10 +333,20 @@ def _layer(P: Params, cfg: DecoderConfig, x: Any, positions: Any, attend: Attend
     return transformer_block(P, cfg, x, attention, mlp)[0]
 
 
-def _causal_full(q: Any, k: Any, v: Any, positions: Any) -> Any:
-    """Causal attention with the whole score tensor (``attention=full``)."""
+def _causal_full(q: Any, k: Any, v: Any, positions: Any, slopes: Any = None) -> Any:
+    """Causal attention with the whole score tensor (``attention=full``); ``slopes``:
+    ALiBi's, per (K/V head, query head of its group)."""
     mask = positions[:, None] >= positions[None, :]
-    return full_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask)
+    bias = None if slopes is None else alibi_bias(slopes, positions, positions)
+    return full_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask,
+                          bias=bias)
+
+
+def _slopes(cfg: DecoderConfig) -> Any:
+    """ALiBi's slopes as (kv_heads, group), or None for another position scheme."""
+    if cfg.position != "alibi":
+        return None
+    return alibi_slopes(cfg.heads).reshape(cfg.kv_heads, cfg.heads // cfg.kv_heads)
 
 
 def token_positions(run: TrainingRun) -> Any:
@@ -657,31 +669,41 @@ def _attention_core(run: TrainingRun) -> Attend:
     """``attend(q, k, v, positions)`` as the run computes it: flash attention on each
     device's share (its sequences and K/V heads through ``shard_map``; with context
     parallelism its share of each sequence, against all of the sequence's keys and
-    values, gathered), or the whole score tensor."""
+    values, gathered), or the whole score tensor. ALiBi's bias is added in either."""
+    slopes = _slopes(run.model)
     if run.attention == "full":
-        return _causal_full
+        return lambda q, k, v, positions: _causal_full(q, k, v, positions, slopes)
     from roofline.program.workloads.flash_attention import flash_attention
 
     sp = run.degree("sequence")
     if run.devices == 1:
-        return lambda q, k, v, positions: flash_attention(q, k, v, causal=True)
+        return lambda q, k, v, positions: flash_attention(
+            q, k, v, causal=True, positions=(positions, positions), slopes=slopes)
 
-    def local(q: Any, k: Any, v: Any, positions: Any) -> Any:
+    def local(q: Any, k: Any, v: Any, positions: Any, heads_slopes: Any) -> Any:
         if sp == 1:
-            return flash_attention(q, k, v, causal=True)
+            return flash_attention(q, k, v, causal=True, positions=(positions, positions),
+                                   slopes=heads_slopes)
         keys = jax.lax.all_gather(k, "sequence", axis=1, tiled=True)
         values = jax.lax.all_gather(v, "sequence", axis=1, tiled=True)
         share = q.shape[1]
         mine = jax.lax.dynamic_slice_in_dim(
             positions, jax.lax.axis_index("sequence") * share, share)
         return flash_attention(q, keys, values, causal=True, positions=(mine, positions),
-                               shards=sp)
+                               shards=sp, slopes=heads_slopes)
     heads = "tensor" if run.degree("tensor") > 1 else None
     q_spec = PartitionSpec(BATCH_AXES, "sequence", heads, None, None)
     kv_spec = PartitionSpec(BATCH_AXES, "sequence", heads, None)
-    return jax.shard_map(local, mesh=_mesh(run),
-                         in_specs=(q_spec, kv_spec, kv_spec, PartitionSpec()),
-                         out_specs=q_spec, check_vma=False)
+    slope_spec = PartitionSpec(heads, None)
+    split = jax.shard_map(local, mesh=_mesh(run),
+                          in_specs=(q_spec, kv_spec, kv_spec, PartitionSpec(), slope_spec),
+                          out_specs=q_spec, check_vma=False)
+    if slopes is None:
+        return lambda q, k, v, positions: jax.shard_map(
+            lambda *a: local(*a, None), mesh=_mesh(run),
+            in_specs=(q_spec, kv_spec, kv_spec, PartitionSpec()), out_specs=q_spec,
+            check_vma=False)(q, k, v, positions)
+    return lambda q, k, v, positions: split(q, k, v, positions, slopes)
 
 
 @jax.custom_vjp
