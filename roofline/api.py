@@ -120,6 +120,7 @@ if TYPE_CHECKING:
         sensitivity,
         whatif,
     )
+    from roofline.model.schedule import Schedule, scheduled
     from roofline.model.serving_sim import (
         Lengths,
         Line,
@@ -129,6 +130,7 @@ if TYPE_CHECKING:
         StepModel,
     )
     from roofline.model.sides import ComparedUnit
+    from roofline.model.training_step import Collectives, TrainingStep
     from roofline.program.compile import CompiledProgram
     from roofline.program.hlo.rules import OpCategory
     from roofline.program.ops_table import OpsTable, read_ops_table
@@ -175,6 +177,8 @@ _HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
         "Served", "ServeOptions", "StepCheck", "generation", "serve"),
     "roofline.model.hierarchical": ("HierarchicalRoofline",),
     "roofline.model.kernel_model": ("StepEstimate", "StepTiming"),
+    "roofline.model.schedule": ("Schedule", "scheduled"),
+    "roofline.model.training_step": ("Collectives", "TrainingStep"),
     "roofline.model.llm": ("Capacity", "CurvePoint", "Knee", "Phase", "PhaseStep", "Pipeline",
         "Serving", "serving", "serving_curve"),
     "roofline.model.placement": ("Bound", "BoundKind", "Overlap", "Placement", "Work",
@@ -217,10 +221,11 @@ __all__ = [
     "HierarchicalRoofline",
     "HostMeasurement", "Prediction", "PredictionMode", "ProgramPlacement", "Sensitivity",
     "Serving", "Generation", "Served", "ServingRun", "StepEstimate", "StepTime", "Validation",
-    "WhatIf",
+    "WhatIf", "TrainingStep", "Schedule",
     "WrittenSpec",
     # what those results hold
-    "Capacity", "CompiledProgram", "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee",
+    "Capacity", "Collectives", "CompiledProgram", "CurvePoint", "Fit", "FittedSteps",
+    "FrontierPoint", "Knee",
     "Line", "Percentiles", "Phase", "PhaseStep", "Pipeline", "StepCheck", "StepModel",
     # inputs
     "OpsTable", "SweepPlan", "read_ops_table",
@@ -230,6 +235,8 @@ __all__ = [
     # the roofline of one op
     "Bound", "BoundKind", "Overlap", "Placement", "Work", "attainable_flop_per_s", "place",
     "ridge_point", "ridge_points", "OpCategory",
+    # a placed step replayed on its schedule
+    "scheduled",
     # units
     "Kind", "format_quantity", "parse_quantity",
     # errors

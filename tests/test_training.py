@@ -8,7 +8,6 @@ optimizer state) and against XLA's memory analysis.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import jax
@@ -22,9 +21,9 @@ from roofline.program.gpu_target import deviceless_available
 from roofline.program.hlo.remat import rematerialization
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.workloads import parse_spec
+from roofline.program.workloads.optimizers import optimizer_state
 from roofline.program.workloads.training import (
     model_flops_per_device,
-    optimizer_state,
     run_of,
     training_run,
     weight_shapes,
@@ -170,15 +169,15 @@ def test_optimizer_state_as_run():
     run = _run(f"train:{SMALL},optimizer=adamw,moments=bf16")
     weights = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s, "float32"), weight_shapes(run),
                            is_leaf=lambda n: isinstance(n, tuple))
-    state = optimizer_state(run, weights)
+    state = optimizer_state(run.optimizer, run.moments, weights)
     assert state["mu"]["layers"]["attn/q/w"].dtype == "bfloat16"
-    adafactor = optimizer_state(dataclasses.replace(run, optimizer="adafactor"), weights)
+    adafactor = optimizer_state("adafactor", run.moments, weights)
     # (layers, 256, 256): factored into rows (layers, 256) and columns (layers, 256);
     # the norms' (layers, 256) are kept whole.
     assert adafactor["v_row"]["layers"]["attn/q/w"].shape == (2, 256)
     assert adafactor["v_col"]["layers"]["attn/q/w"].shape == (2, 256)
     assert adafactor["v_row"]["layers"]["norm1/scale"].shape == (2, 256)
-    assert optimizer_state(dataclasses.replace(run, optimizer="sgd"), weights) == {}
+    assert optimizer_state("sgd", run.moments, weights) == {}
 
 
 def test_weights_split_fsdp_and_tensor():

@@ -192,8 +192,10 @@ def find_pass(op_name: str) -> FlashPass | None:
             if not value.isdigit() or (int(value) < 1 and key != "causal"):
                 raise _bad_marker(op_name, f"{key}={value} is not a positive integer")
             numbers[_KEYS[key]] = int(value)
-    found = FlashPass(match.group(1) == "bwd", **{**numbers, "causal": numbers["causal"] > 0},
-                      dtype=values["dtype"], shards=int(shards))
+    found = FlashPass(match.group(1) == "bwd", numbers["batch"], numbers["seq_q"],
+                      numbers["seq_kv"], numbers["kv_heads"], numbers["group"],
+                      numbers["head_dim"], numbers["causal"] > 0, numbers["block_q"],
+                      numbers["block_kv"], values["dtype"], int(shards))
     if found.seq_q % found.block_q or found.seq_kv % found.block_kv:
         raise _bad_marker(op_name, "its blocks do not divide its sequences")
     if found.shards > 1 and found.seq_kv != found.shards * found.seq_q:

@@ -74,6 +74,14 @@ from roofline.program.workloads.decoder import (
     transformer_block,
     with_shared_expert,
 )
+from roofline.program.workloads.optimizers import (
+    OPTIMIZERS,
+    STATE_TYPES,
+    UPDATES,
+    global_norm_clip,
+    optimizer_specs,
+    optimizer_state,
+)
 from roofline.program.workloads.precision import Precision
 from roofline.program.workloads.registry import (
     LAYER_LIMIT,
@@ -117,17 +125,8 @@ REMAT_POLICIES: dict[str, Callable[[], Any] | None] = {
         offload_src="device", offload_dst="pinned_host"),
 }
 ATTENTION_KINDS = ("flash", "full")
-OPTIMIZERS = ("adamw", "adafactor", "sgd")
-STATE_TYPES = {"f32": jnp.float32, "bf16": jnp.bfloat16}
 COMPUTE_TYPES = {"bf16": jnp.bfloat16, "f32": jnp.float32}
 
-# MaxText's defaults (configs/base.yml): AdamW's b1, b2, eps and weight decay, the global
-# gradient-norm clip; Adafactor as optax.adafactor's defaults (decay rate 0.8, update
-# clipping 1, parameter scale, factored from 128 rows and columns).
-ADAM_B1, ADAM_B2, ADAM_EPS, WEIGHT_DECAY = 0.9, 0.95, 1e-8, 0.1
-CLIP_NORM = 1.0
-ADAFACTOR_DECAY, ADAFACTOR_EPS, ADAFACTOR_FACTOR_FROM = 0.8, 1e-30, 128
-LEARNING_RATE = 3e-5
 
 
 @dataclass(frozen=True)
@@ -532,121 +531,6 @@ def weight_specs(run: TrainingRun, shapes: dict[str, Any]) -> dict[str, Any]:
     return specs
 
 
-# --- the optimizers ---------------------------------------------------------------------------
-
-def _factored(shape: tuple[int, ...]) -> bool:
-    """Whether Adafactor keeps row and column statistics of a weight of ``shape``."""
-    return len(shape) >= 2 and min(shape[-2:]) >= ADAFACTOR_FACTOR_FROM
-
-
-def optimizer_state(run: TrainingRun, weights: dict[str, Any]) -> dict[str, Any]:
-    """What the optimizer keeps between steps, shaped by ``weights`` (ShapeDtypeStructs):
-    AdamW's step count and two moments; Adafactor's count and second-moment statistics
-    (a row and a column vector of each large matrix, factored; the whole of the rest);
-    nothing for SGD."""
-    moments = STATE_TYPES[run.moments]
-    count = jax.ShapeDtypeStruct((), jnp.int32)
-
-    def like(w: Any) -> Any:
-        return jax.ShapeDtypeStruct(w.shape, moments)
-    if run.optimizer == "adamw":
-        return {"count": count, "mu": jax.tree.map(like, weights),
-                "nu": jax.tree.map(like, weights)}
-    if run.optimizer == "adafactor":
-        def rows(w: Any) -> Any:
-            return jax.ShapeDtypeStruct(w.shape[:-1] if _factored(w.shape) else w.shape,
-                                        jnp.float32)
-
-        def columns(w: Any) -> Any:
-            return jax.ShapeDtypeStruct(w.shape[:-2] + w.shape[-1:] if _factored(w.shape)
-                                        else (), jnp.float32)
-        return {"count": count, "v_row": jax.tree.map(rows, weights),
-                "v_col": jax.tree.map(columns, weights)}
-    return {}
-
-
-def optimizer_specs(run: TrainingRun, specs: dict[str, Any], weights: dict[str, Any]
-                    ) -> dict[str, Any]:
-    """The optimizer state split as the weights it belongs to are."""
-    if run.optimizer == "adamw":
-        return {"count": PartitionSpec(), "mu": specs, "nu": specs}
-    if run.optimizer != "adafactor":
-        return {}
-
-    def rows(spec: PartitionSpec, w: Any) -> PartitionSpec:
-        return PartitionSpec(*tuple(spec)[:-1]) if _factored(w.shape) else spec
-
-    def columns(spec: PartitionSpec, w: Any) -> PartitionSpec:
-        parts = tuple(spec)
-        return PartitionSpec(*parts[:-2], parts[-1]) if _factored(w.shape) \
-            else PartitionSpec()
-    is_spec = lambda n: isinstance(n, PartitionSpec)  # noqa: E731
-    return {"count": PartitionSpec(),
-            "v_row": jax.tree.map(rows, specs, weights, is_leaf=is_spec),
-            "v_col": jax.tree.map(columns, specs, weights, is_leaf=is_spec)}
-
-
-def _part(like: Any, updated: Any, index: int) -> Any:
-    """Item ``index`` of each tuple in ``updated``, a tree shaped like ``like`` whose
-    leaves are tuples (what an update returns per weight)."""
-    return jax.tree.map(lambda _, out: out[index], like, updated)
-
-
-def _global_norm_clip(grads: Any) -> Any:
-    """The gradients scaled so their global norm is at most :data:`CLIP_NORM`."""
-    norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32)))
-                        for g in jax.tree.leaves(grads)))
-    scale = jnp.minimum(1.0, CLIP_NORM / jnp.maximum(norm, 1e-12))
-    return jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
-
-
-def _adamw(w: Any, state: dict[str, Any], grads: Any) -> tuple[Any, dict[str, Any]]:
-    count = state["count"] + 1
-    t = count.astype(jnp.float32)
-    correct1, correct2 = 1 - ADAM_B1 ** t, 1 - ADAM_B2 ** t
-
-    def update(p: Any, m: Any, v: Any, g: Any) -> tuple[Any, Any, Any]:
-        g = g.astype(jnp.float32)
-        m32 = ADAM_B1 * m.astype(jnp.float32) + (1 - ADAM_B1) * g
-        v32 = ADAM_B2 * v.astype(jnp.float32) + (1 - ADAM_B2) * g * g
-        step = (m32 / correct1) / (jnp.sqrt(v32 / correct2) + ADAM_EPS) \
-            + WEIGHT_DECAY * p.astype(jnp.float32)
-        return ((p.astype(jnp.float32) - LEARNING_RATE * step).astype(p.dtype),
-                m32.astype(m.dtype), v32.astype(v.dtype))
-    out = jax.tree.map(update, w, state["mu"], state["nu"], grads)
-    return _part(w, out, 0), {"count": count, "mu": _part(w, out, 1), "nu": _part(w, out, 2)}
-
-
-def _adafactor(w: Any, state: dict[str, Any], grads: Any) -> tuple[Any, dict[str, Any]]:
-    count = state["count"] + 1
-    decay = 1 - count.astype(jnp.float32) ** -ADAFACTOR_DECAY
-
-    def update(p: Any, vr: Any, vc: Any, g: Any) -> tuple[Any, Any, Any]:
-        g = g.astype(jnp.float32)
-        g2 = g * g + ADAFACTOR_EPS
-        if _factored(p.shape):
-            vr = decay * vr + (1 - decay) * g2.mean(axis=-1)
-            vc = decay * vc + (1 - decay) * g2.mean(axis=-2)
-            row = vr / vr.mean(axis=-1, keepdims=True)
-            u = g * jax.lax.rsqrt(row)[..., None] * jax.lax.rsqrt(vc)[..., None, :]
-        else:
-            vr = decay * vr + (1 - decay) * g2
-            u = g * jax.lax.rsqrt(vr)
-        u = u / jnp.maximum(1.0, jnp.sqrt(jnp.mean(u * u)))       # update clipping
-        scale = jnp.maximum(jnp.sqrt(jnp.mean(jnp.square(p.astype(jnp.float32)))), 1e-3)
-        return (p.astype(jnp.float32) - LEARNING_RATE * scale * u).astype(p.dtype), vr, vc
-    out = jax.tree.map(update, w, state["v_row"], state["v_col"], grads)
-    return _part(w, out, 0), {"count": count, "v_row": _part(w, out, 1),
-                              "v_col": _part(w, out, 2)}
-
-
-def _sgd(w: Any, state: dict[str, Any], grads: Any) -> tuple[Any, dict[str, Any]]:
-    return jax.tree.map(lambda p, g: (p - LEARNING_RATE * g.astype(p.dtype)), w, grads), state
-
-
-_UPDATES = {"adamw": _adamw, "adafactor": _adafactor, "sgd": _sgd}
-
-
 # --- the step ---------------------------------------------------------------------------------
 
 def _quantization(run: TrainingRun) -> Quantization:
@@ -680,7 +564,7 @@ def _attention_core(run: TrainingRun) -> Attend:
         return lambda q, k, v, positions: flash_attention(
             q, k, v, causal=True, positions=(positions, positions), slopes=slopes)
 
-    def local(q: Any, k: Any, v: Any, positions: Any, heads_slopes: Any) -> Any:
+    def local(q: Any, k: Any, v: Any, positions: Any, heads_slopes: Any = None) -> Any:
         if sp == 1:
             return flash_attention(q, k, v, causal=True, positions=(positions, positions),
                                    slopes=heads_slopes)
@@ -694,15 +578,13 @@ def _attention_core(run: TrainingRun) -> Attend:
     heads = "tensor" if run.degree("tensor") > 1 else None
     q_spec = PartitionSpec(BATCH_AXES, "sequence", heads, None, None)
     kv_spec = PartitionSpec(BATCH_AXES, "sequence", heads, None)
-    slope_spec = PartitionSpec(heads, None)
-    split = jax.shard_map(local, mesh=_mesh(run),
-                          in_specs=(q_spec, kv_spec, kv_spec, PartitionSpec(), slope_spec),
-                          out_specs=q_spec, check_vma=False)
+    specs: tuple[PartitionSpec, ...] = (q_spec, kv_spec, kv_spec, PartitionSpec())
+    if slopes is not None:   # ALiBi's slopes, split with the heads
+        specs = (*specs, PartitionSpec(heads, None))
+    split = jax.shard_map(local, mesh=_mesh(run), in_specs=specs, out_specs=q_spec,
+                          check_vma=False)
     if slopes is None:
-        return lambda q, k, v, positions: jax.shard_map(
-            lambda *a: local(*a, None), mesh=_mesh(run),
-            in_specs=(q_spec, kv_spec, kv_spec, PartitionSpec()), out_specs=q_spec,
-            check_vma=False)(q, k, v, positions)
+        return split
     return lambda q, k, v, positions: split(q, k, v, positions, slopes)
 
 
@@ -811,7 +693,7 @@ def _step(run: TrainingRun, specs: dict[str, Any]) -> Callable[..., Any]:
     of the micro-batches' mean loss (accumulated in float32), clipped, then the update."""
     loss = _loss_fn(run, specs)
     grad = jax.value_and_grad(loss)
-    update = _UPDATES[run.optimizer]
+    update = UPDATES[run.optimizer]
 
     def step(w: Any, state: Any, tokens: Any, targets: Any) -> Any:
         if run.grad_accum == 1:
@@ -829,7 +711,7 @@ def _step(run: TrainingRun, specs: dict[str, Any]) -> Callable[..., Any]:
             grads = jax.tree.map(lambda g, a: (g / run.grad_accum).astype(a.dtype), grads, w)
         grads = jax.tree.map(lambda g, spec: _constrain(g, run, spec), grads, specs,
                              is_leaf=lambda n: isinstance(n, PartitionSpec))
-        w, state = update(w, state, _global_norm_clip(grads))
+        w, state = update(w, state, global_norm_clip(grads))
         return w, state, value
     return step
 
@@ -864,12 +746,13 @@ def _build(spec: str, p: dict[str, Any]) -> Workload:
     weights = jax.tree.map(lambda shape: jax.ShapeDtypeStruct(shape, master), shapes,
                            is_leaf=lambda n: isinstance(n, tuple))
     specs = weight_specs(run, shapes)
-    state = optimizer_state(run, weights)
+    state = optimizer_state(run.optimizer, run.moments, weights)
     micro = (run.grad_accum, run.micro_batch, run.seq)
     tokens = jax.ShapeDtypeStruct(micro, jnp.int32)
     rows = PartitionSpec(None, BATCH_AXES, "sequence")
-    plan = ShardingPlan(run.degrees, (specs, optimizer_specs(run, specs, weights), rows, rows),
-                        _summary(run), ("weights", "optimizer state", "tokens", "targets"))
+    state_specs = optimizer_specs(run.optimizer, specs, weights)
+    plan = ShardingPlan(run.degrees, (specs, state_specs, rows, rows), _summary(run),
+                        ("weights", "optimizer state", "tokens", "targets"))
     return Workload(spec, _step(run, specs), (weights, state, tokens, tokens), (2, 3),
                     run.batch, p, donate_argnums=(0, 1), sharding=plan)
 
