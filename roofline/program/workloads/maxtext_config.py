@@ -72,9 +72,9 @@ def _positive_int(value: Any) -> int:
     return value
 
 
-def _quantization(value: Any) -> str | None:
+def _quantization(value: Any) -> str:
     if value in ("", None):
-        return None
+        return "none"
     if value == "fp8":
         return "fp8"
     raise ValueError("fp8 or empty (int8 and other formats are not built for training)")

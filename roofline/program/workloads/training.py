@@ -247,9 +247,10 @@ def training_run(p: dict[str, Any]) -> TrainingRun:
         _whole(key, p[key])
     cfg = _model(p)
     degrees = tuple((axis, p[DEGREES[axis]]) for axis in MESH_AXES)
+    products = None if p["quantization"] == "none" else p["quantization"]
     run = TrainingRun(cfg, p["batch"], p["seq"], p["grad_accum"], degrees, p["remat"],
                       p["attention"], p["optimizer"], p["moments"], p["weights"], p["dtype"],
-                      p["quantization"], float(p["capacity_factor"]), p["scan"])
+                      products, float(p["capacity_factor"]), p["scan"])
     if run.batch % run.grad_accum:
         raise RooflineError(f"workload 'train': batch={run.batch} is not a multiple of "
                             f"grad_accum={run.grad_accum}: each micro-batch takes an equal "
@@ -775,9 +776,10 @@ def _size(name: str, what: str) -> Param:
 
 register(Family(
     FAMILY, "a language model's training step as large runs build it (MaxText-style): a "
-    "decoder of a published architecture on a mesh of data, FSDP and tensor parallelism "
-    "(slices over the data-center network), AdamW/Adafactor/SGD with float32 state, a "
-    "named rematerialization policy, flash attention, layers as a scan, fp8 products",
+    "decoder of a published architecture on a mesh of data, FSDP, expert, context and "
+    "tensor parallelism (slices over the data-center network), AdamW/Adafactor/SGD with "
+    "float32 state, a named rematerialization policy, flash attention, layers as a scan, "
+    "fp8 products",
     (Param("config", str, "llama2-7b", "named architecture", tuple(CONFIGS)),
      Param("batch", int, 8, "sequences per optimizer step, over all devices "
            "(MaxText: per_device_batch_size x devices x gradient_accumulation_steps)"),
@@ -800,8 +802,8 @@ register(Family(
      Param("moments", str, "f32", "the optimizer state's type (mu_dtype)", tuple(STATE_TYPES)),
      Param("weights", str, "f32", "master weights' type (weight_dtype)", tuple(STATE_TYPES)),
      Param("dtype", str, "bf16", "activations and products (dtype)", tuple(COMPUTE_TYPES)),
-     Param("quantization", str, None, "fp8: every projection's product in fp8 "
-           "(quantization)", ("fp8",)),
+     Param("quantization", str, "none", "fp8: every projection's product in fp8 "
+           "(quantization)", ("none", "fp8")),
      Param("capacity_factor", float, 1.0, "room per expert, times an even share of the "
            "tokens (MoE configs)"),
      Param("scan", _boolean, True, "layers as a scan (scan_layers); false unrolls them"),
