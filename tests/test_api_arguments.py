@@ -339,6 +339,7 @@ CASES: list[Case] = [
     wrong("scenario_bars", "comparisons", lambda: r.scenario_bars([("2x", 2.0)])),
     wrong("scenario_bars", "base_label", lambda: r.scenario_bars([], base_label=0)),
     bad("scenario_bars", "by", lambda: r.scenario_bars([], by="op")),
+    wrong("scheduled", "placement", lambda: r.scheduled("placement")),
     # reports
     wrong("write_html_report", "document", lambda: r.write_html_report("doc", "r.html")),
     wrong("write_html_report", "path", lambda: r.write_html_report({}, 42)),
@@ -355,7 +356,7 @@ NOT_GIVEN = {
          "StepEstimate", "StepTime", "Validation", "WhatIf", "WrittenSpec", "Capacity",
          "CompiledProgram", "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee",
          "Line", "Percentiles", "PhaseStep", "Pipeline", "StepCheck", "StepModel", "Bound",
-         "Placement"),
+         "Placement", "TrainingStep", "Schedule", "Collectives"),
         "a result: the library builds it and a caller reads it"),
     **dict.fromkeys(
         ("Hardware", "ComputeRoof", "Link", "MemoryLevel"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from roofline import arguments
 from roofline.model.analysis import ProgramPlacement
 from roofline.model.placement import Overlap, Placement
 from roofline.program.hlo.op_cost import OpCost
@@ -123,6 +124,7 @@ def _without_link(placed: Placement) -> float:
 
 def scheduled(placement: ProgramPlacement) -> Schedule:
     """``placement``'s step replayed on its schedule (module docstring)."""
+    arguments.of_type("placement", placement, ProgramPlacement, "a ProgramPlacement")
     replay = _Replay()
     for placed_op in placement.ops:
         replay.run(placed_op.cost, placed_op.placement)
