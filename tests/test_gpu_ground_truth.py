@@ -113,15 +113,15 @@ def test_each_step_is_profiled_and_its_profile_explained_after_import(filed, tmp
 
 
 def test_the_kernel_fit_finds_every_steps_profile_of_an_imported_run(filed, tmp_path):
-    # benchmarks/gpu_kernel_fit.py learns from each profiled step a run packs: here the
+    # 'roofline hardware learn' learns from each profiled step a run packs: here the
     # steps/NAME/ run directories of the filed run, each with its program given back.
-    import gpu_kernel_fit
+    from roofline.model.kernel_fit import unpacked_profiles
 
     _, target = filed
     rows = list(csv.DictReader((target / "steps.csv").open()))
-    profiles = gpu_kernel_fit.unpacked_profiles(target, tmp_path)
-    assert sorted(profiles) == sorted(row["profile"] for row in rows)
-    assert all((path / "hlo" / "jit_step.txt").is_file() for path in profiles.values())
+    with unpacked_profiles(target) as profiles:
+        assert sorted(profiles) == sorted(f"{target.name}/{row['profile']}" for row in rows)
+        assert all((path / "hlo" / "jit_step.txt").is_file() for path in profiles.values())
 
 
 # --- the plan ---------------------------------------------------------------------------

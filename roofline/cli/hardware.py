@@ -103,6 +103,27 @@ def _hardware_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hardware_learn(args: argparse.Namespace) -> int:
+    from roofline.api import load_hardware
+    from roofline.model.kernel_fit import (
+        learn_kernel_model,
+        learned_summary,
+        runs_device,
+        runs_in,
+    )
+    from roofline.model.kernel_model import kernel_model_path, kernel_model_to_json
+
+    runs = [run for given in args.runs for run in runs_in(Path(given))]
+    hardware = load_hardware(runs_device(runs), args.hardware_dir)
+    model = learn_kernel_model(runs, hardware, args.profile)
+    out = Path(args.out) if args.out else kernel_model_path(hardware.id)
+    write_text_atomic(out, json.dumps(kernel_model_to_json(model), indent=1) + "\n")
+    print("\n".join([f"learned {hardware.id}'s kernel model from "
+                     f"{', '.join(str(run) for run in runs)}", *learned_summary(model),
+                     f"wrote {out}"]))
+    return 0
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     data = read_input(path, GPU_MEASUREMENT)
     try:
@@ -160,3 +181,16 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="smaller problems and fewer repetitions (seconds instead of a minute)")
     p.add_argument("--force", action="store_true", help="replace an existing file")
     p.set_defaults(handler=_hardware_measure)
+    p = hw_commands.add_parser(
+        "learn", parents=[parents.common],
+        help="learn a GPU's kernel model from its measured kernels")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="a filed ground-truth run of the GPU (measure.json, ops.csv, "
+                        "traces.tar.gz), or the GPU's measurements folder: all its runs")
+    p.add_argument("--profile", action="append", default=[], metavar="DIR",
+                   help="also learn from this 'roofline profile' run directory of the GPU "
+                        "(repeatable)")
+    p.add_argument("--out", metavar="FILE",
+                   help="where to write the model (default: <id>.kernels.json beside the "
+                        "GPU's spec, where the library reads it)")
+    p.set_defaults(handler=_hardware_learn)

@@ -34,7 +34,7 @@ from roofline.program.hlo.eager import LAYOUT_MARK
 from roofline.program.hlo.flash import FlashSite, flash_sites, site_cost
 from roofline.program.hlo.formulas import Flops, GemmShape, backend_config
 from roofline.program.hlo.loops import trip_count
-from roofline.program.hlo.op_cost import ModuleCosts, OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost, Reduction
 from roofline.program.hlo.parser import Computation, HloModule, Instruction
 from roofline.program.hlo.rules import (
     ASYNC_COLLECTIVE_DONE,
@@ -126,7 +126,7 @@ class _Analyzer:
         # Memos by what an op calls (as stand-ins) and by computation name: alike fusions
         # of every layer share them.
         self._heaviest: dict[tuple[str, ...], Instruction | None] = {}
-        self._reductions: dict[tuple[str, ...], tuple[int, int]] = {}
+        self._reductions: dict[tuple[str, ...], tuple[int, tuple[Reduction, ...]]] = {}
         self._plans: dict[str, FusionPlan] = {}
         # Alike ops -> the first one's costs and the matrix op in its body, if any.
         self._alike_ops: dict[Hashable, tuple[OpCost, Instruction | None]] = {}
@@ -300,7 +300,7 @@ class _Analyzer:
                     effective, shapes, link,
                     self.module.num_partitions * self.module.replica_count, self.slice_devices)
         category, unit, dtype, written = self._classify(effective, computation, resolved)
-        column_sums, reduce_outputs = self._reductions_run(effective, computation)
+        column_sums, reductions = self._reductions_run(effective, computation)
         starts, waits = self._async_keys(instruction, resolved)
         if body:   # a loop computes in the unit and dtype of its heaviest kernel
             heaviest = max(body, key=lambda op: op.flops)
@@ -318,7 +318,7 @@ class _Analyzer:
             fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
             else "", full_fp32=self._full_fp32(effective, computation, unit),
             layout=self._layout(effective, computation, unit),
-            column_sums=column_sums, reduce_outputs=reduce_outputs,
+            column_sums=column_sums, reductions=reductions,
             starts=starts, waits=waits,
         )
 
@@ -598,16 +598,16 @@ class _Analyzer:
         return kinds
 
     def _reductions_run(self, instruction: Instruction, computation: Computation
-                        ) -> tuple[int, int]:
-        """(``column_sums``, ``reduce_outputs``) of the reductions ``instruction`` runs
+                        ) -> tuple[int, tuple[Reduction, ...]]:
+        """(``column_sums``, ``reductions``) of the reductions ``instruction`` runs
         (itself, or in its fusion): the fewest outputs of any column reduction (the
-        independent sums its kernel can spread over a device), and the outputs of all of
-        them whose threads combine their sums (:func:`_outputs`)."""
+        independent sums its kernel can spread over a device), and each reduce's outputs
+        and the elements each sums (:func:`_reduction`)."""
         if instruction.opcode == "reduce":
             return (_column_outputs(instruction, computation),
-                    _outputs(instruction, computation))
+                    (_reduction(instruction, computation),))
         if instruction.opcode != "fusion":
-            return 0, 0
+            return 0, ()
         called = tuple(self.calls.stand_in(name) for name in all_called(instruction))
         if called not in self._reductions:
             reduces = [(inner, body) for body in (
@@ -616,7 +616,7 @@ class _Analyzer:
             self._reductions[called] = (
                 min((n for n in (_column_outputs(*each) for each in reduces) if n),
                     default=0),
-                sum(_outputs(*each) for each in reduces))
+                tuple(_reduction(*each) for each in reduces))
         return self._reductions[called]
 
     def _heaviest_inner(self, instruction: Instruction, computation: Computation
@@ -644,21 +644,14 @@ class _Analyzer:
         return best
 
 
-# The threads of a warp (CUDA C++ Programming Guide, "SIMT Architecture"): a sum of fewer
-# elements is one thread's loop, combined across no threads.
-WARP = 32
-
-
-def _outputs(reduce: Instruction, computation: Computation) -> int:
+def _reduction(reduce: Instruction, computation: Computation) -> Reduction:
     """A reduce's outputs (a variadic reduce's tuple counted once: one sum per position)
-    whose sums span at least a warp's elements, so that threads combine them; all of them
-    where its operand is out of sight."""
+    and the elements each sums (0 where its operand is out of sight)."""
     outputs = arrays(reduce.shape)[0].elements
     operand = computation.by_name.get(reduce.operands[0]) if reduce.operands else None
     if operand is None or not outputs:
-        return outputs
-    summed = arrays(operand.shape)[0].elements // outputs
-    return outputs if summed >= WARP else 0
+        return Reduction(outputs, 0)
+    return Reduction(outputs, arrays(operand.shape)[0].elements // outputs)
 
 
 def _column_outputs(reduce: Instruction, computation: Computation) -> int:

@@ -6,12 +6,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from roofline.hardware.records import ExecutionUnit
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.json_fields import checked_fields
+
+
+class Reduction(NamedTuple):
+    """One reduce an op runs: its outputs, and the elements each output sums (0 where its
+    operand is out of sight)."""
+
+    outputs: int
+    summed: int
 
 
 @dataclass(frozen=True)
@@ -51,10 +59,8 @@ class OpCost:
     # minor-most dimension, as batch-norm statistics over NHWC activations do): the
     # independent sums its kernel can spread over a device's cores; 0 where it runs none.
     column_sums: int = 0
-    # The outputs of all the reductions it runs (itself, or every reduce in its fusion)
-    # that sum at least a warp's 32 elements, summed: sums its kernel combines across
-    # threads; 0 where it runs none.
-    reduce_outputs: int = 0
+    # The reductions it runs (itself, or every reduce in its fusion); empty where none.
+    reductions: tuple[Reduction, ...] = ()
     # A loop, call or conditional: the kernels one trip of it runs (its body's and its
     # condition's, or the branch costed), each costed on its own; its totals above are
     # these times ``trip_count``. Empty for a kernel.
@@ -145,6 +151,7 @@ def _op_from_json(fields: Any) -> OpCost:
     if not isinstance(body, (list, tuple)):   # JSON's arrays, or costs_to_json's own
         raise ValueError(f"OpCost.body is {type(body).__name__}, not a list")
     values["body"] = tuple(_op_from_json(inner) for inner in body)
+    values["reductions"] = tuple(Reduction(*each) for each in fields.get("reductions", ()))
     values["unit"] = ExecutionUnit(values["unit"])   # ValueError where it is none
     values["category"] = OpCategory(values["category"])
     return OpCost(**values)
