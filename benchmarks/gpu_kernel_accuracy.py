@@ -73,8 +73,8 @@ def step_rows(device_dir: Path) -> list[StepRow]:
     from roofline.hardware import load_hardware
     from roofline.model.analysis import Placer
 
-    model = load_kernel_model(kernel_model_path(device_dir.name))
     hardware = load_hardware(device_dir.name)
+    model = load_kernel_model(kernel_model_path(hardware), hardware)
     rows = []
     for spec, row in _steps(device_dir).items():
         program = _step_program(device_dir, row)
@@ -128,7 +128,10 @@ def record(device: str, rows: list[StepRow]) -> Path:
 
 def kernels_table(device_dir: Path) -> list[str]:
     """Per kernel (each op's kernels in one execution) on the two profiles, by class."""
-    model = load_kernel_model(kernel_model_path(device_dir.name))
+    from roofline.hardware import load_hardware
+
+    hardware = load_hardware(device_dir.name)
+    model = load_kernel_model(kernel_model_path(hardware), hardware)
     lines = [f"== {device_dir.name}: per kernel on the profiles (training data: fit "
              f"quality), ops whose kernels took over {ABOVE_S * 1e6:g} us =="]
     with tempfile.TemporaryDirectory(prefix="kernel-check-") as tmp:

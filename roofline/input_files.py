@@ -23,7 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from roofline.errors import OpsTableError, RooflineError, SpecError, TraceError
+from roofline.errors import (
+    KernelModelError,
+    OpsTableError,
+    RooflineError,
+    SpecError,
+    TraceError,
+)
 from roofline.outputs import file_type_name
 
 
@@ -41,6 +47,10 @@ def _trace_error(path: Path, problem: str) -> RooflineError:
 
 def _ops_table_error(path: Path, problem: str) -> RooflineError:
     return OpsTableError(str(path), None, None, problem)
+
+
+def _kernel_model_error(path: Path, problem: str) -> RooflineError:
+    return KernelModelError(f"{path}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,10 @@ NSYS_REPORT = InputKind("Nsight Systems report", "give the SQLite export of the 
                         1 << 40, _trace_error)
 GPU_MEASUREMENT = InputKind("GPU measurement", "give the JSON written by 'roofline hardware "
                             "measure --json'", 16 << 20)
+# A GPU's kernel model is a few KiB of JSON: its parameters, provenance and residuals.
+KERNEL_MODEL = InputKind("kernel model", "restore the <id>.kernels.json learned from the "
+                         "device's measurements, or remove it", 1 << 20,
+                         _kernel_model_error)
 # What a path given as a profile is before its format is told: its own limit is the
 # largest of any format's (an Nsight Systems export need not be named .sqlite).
 PROFILE_INPUT = InputKind("profile", "give a run directory, a trace (.xplane.pb, or a PyTorch "

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from roofline.errors import KernelModelError
+from roofline.hardware import load_hardware
 from roofline.hardware.records import ExecutionUnit
 from roofline.model.kernel_model import (
     KernelClass,
@@ -31,6 +32,7 @@ from tests.conftest import H200_RUN
 
 RESNET50_BF16 = "resnet50__batch-32_image-224_classes-1000_mode-train_dtype-bf16.txt.gz"
 MODEL_FILE = Path(__file__).resolve().parents[1] / "hardware_specs" / "h200.kernels.json"
+H200 = load_hardware("h200")
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +111,7 @@ def test_a_step_adds_the_idle_time_between_its_kernels(resnet50_ops):
 
 
 def test_the_h200s_fitted_parameters_load_with_their_provenance():
-    model = load_kernel_model(MODEL_FILE)
+    model = load_kernel_model(MODEL_FILE, H200)
     assert model.device == "h200" and model.sm_count == 132
     # Tensor cores do 528 x 1,024 FLOPs a cycle (989.4 TFLOP/s at 1.83 GHz, the spec's
     # derived-clock), the CUDA cores 16,896 x 2 (66.9 TFLOP/s at 1.98 GHz).
@@ -152,7 +154,7 @@ def test_a_malformed_parameters_file_is_refused_naming_the_file_and_field(
     path = tmp_path / "kernel_model.json"
     path.write_text(json.dumps(document))
     with pytest.raises(KernelModelError) as error:
-        load_kernel_model(path)
+        load_kernel_model(path, H200)
     assert str(path) in str(error.value) and f"'{field}'" in str(error.value)
 
 
@@ -160,7 +162,7 @@ def test_a_parameters_file_that_is_no_json_is_refused(tmp_path: Path):
     path = tmp_path / "kernel_model.json"
     path.write_text("{not json")
     with pytest.raises(KernelModelError, match=str(path)):
-        load_kernel_model(path)
+        load_kernel_model(path, H200)
 
 
 def test_the_model_on_run1s_program_is_near_run1s_kernels(h200_profiles):
@@ -174,7 +176,7 @@ def test_the_model_on_run1s_program_is_near_run1s_kernels(h200_profiles):
 
     loaded = load_run(h200_profiles / "run1")
     (costs,) = loaded.costs.values()
-    estimate = step_estimate(costs, load_kernel_model(MODEL_FILE))
+    estimate = step_estimate(costs, load_kernel_model(MODEL_FILE, H200))
     step = loaded.run.step_time()
     assert estimate.kernel_s == pytest.approx(step.op_s, rel=0.15)
     assert estimate.seconds == pytest.approx(step.wall_s, rel=0.15)
@@ -239,13 +241,14 @@ def test_the_text_answer_names_both_figures_and_a_gpu_without_measurements_predi
 def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_chip_does():
     # The same Hopper chip: fixed times, efficiencies and idle kept; bandwidths x 3.35 /
     # 4.8 (the datasheets' HBM3 and HBM3e); tensor cores of the same FLOPs a cycle.
-    from roofline.hardware import load_hardware
-    from roofline.model.kernel_model import carried_to, kernel_model_for
+    from roofline.model.kernel_model import carried_to, kernel_model_for, kernel_model_path
 
     h200, h100 = load_hardware("h200"), load_hardware("h100-sxm")
-    measured = load_kernel_model(MODEL_FILE)
+    measured = load_kernel_model(MODEL_FILE, H200)
     carried = kernel_model_for(h100)
-    assert carried == carried_to(measured, h200, h100)   # the file is the carry, as written
+    # Derived when loaded, from the two specs: the H100 has no file of its own.
+    assert not kernel_model_path(h100).exists()
+    assert carried == carried_to(measured, h200, h100)
     assert carried.device == "h100-sxm" and carried.measured_on == "h200"
     elementwise = KernelClass.ELEMENTWISE
     assert (carried.memory_classes[elementwise].bytes_per_s
@@ -309,7 +312,8 @@ def test_as_run_is_refused_where_no_kernels_were_measured(device, why):
     from roofline.api import PlacementOptions, serving
     from roofline.errors import RooflineError
 
-    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: h100-sxm, h200\)"):
+    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: h100-sxm \(carried "
+                                         r"from h200\), h200\)"):
         serving(SMALL_GPT2, device, placement=PlacementOptions(timing="as-run"))
 
 

@@ -217,6 +217,12 @@ class Hardware:
             text += f" {param}×{factor:g}"
         return text
 
+    @property
+    def is_scaled(self) -> bool:
+        """Whether a what-if (:meth:`scaled`) moved any of its figures: a factor other
+        than 1 among :attr:`modifications` (an identity scale is no change)."""
+        return any(factor != 1 for _, factor in self.modifications)
+
     def citation(self, key: str) -> str:
         return dict(self.sources)[key]
 

@@ -39,8 +39,8 @@ from roofline.model.kernel_model import (
     KernelModel,
     StepEstimate,
     StepTiming,
+    gpus_with_kernel_models,
     kernel_model_for,
-    measured_gpus,
     step_estimate,
 )
 from roofline.model.placement import BoundKind, Overlap
@@ -476,12 +476,14 @@ def _kernel_model(hardware: Hardware, target: str, placement: PlacementOptions
         return None
     model = _gpu_kernel_model(hardware, target)
     if model is None:
+        with_one = ", ".join(gpu if source == gpu else f"{gpu} (carried from {source})"
+                             for gpu, source in gpus_with_kernel_models().items())
         raise RooflineError(
             f"timing=as-run times each kernel of XLA:GPU's program at its class's measured "
             f"rate, and {hardware.id} "
             + ("has no kernel model" if get_target(target).platform == "gpu" else
                f"runs no XLA:GPU program (it is compiled for {target})")
-            + f" (GPUs with one: {', '.join(measured_gpus()) or 'none'}); give "
+            + f" (GPUs with one: {with_one or 'none'}); give "
             "timing=roofline, "
             "or measure its kernels with benchmarks/gpu_ground_truth.py")
     return model
