@@ -1,52 +1,40 @@
 """The kernel model of a GPU's step time (roofline/model/kernel_model.py) against what the
-GPU measured: the check of the parameters benchmarks/gpu_kernel_fit.py learned.
+GPU measured: the check of the parameters 'roofline hardware learn' learned.
 
 1. Whole steps (steps.csv, dumps/: never read by the fit): each step's measured time,
    its own XLA:GPU program placed as ``analyze --hardware`` places it (the plain
-   roofline), and the kernel model's time; both errors, their medians and maxima. With
-   ``--record``, both figures' errors are written into the accuracy record
-   (roofline/model/accuracy.json), from which every GPU answer draws its expected error.
+   roofline), and the kernel model's time; both errors, their medians and maxima
+   (:func:`roofline.studies.accuracy_record.measured_steps`, which ``roofline validate
+   --record --gpu-run RUN`` writes into the accuracy record every GPU answer draws its
+   expected error from).
 2. Per kernel, on the two profiles (run0, run1: the fit's own training data, so this is
    the quality of the fit, not a check): median |error| of each op's kernels over those
    above 10 us, by kernel class.
 
 Run: .venv/bin/python benchmarks/gpu_kernel_accuracy.py [--device-dir measurements/gpu/h200]
-     [--record]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gpu_accuracy import _step_program, _steps  # noqa: E402
-from gpu_kernel_fit import (  # noqa: E402
-    DEVICE_DIR,
-    profiled_step,
-    unpacked_profiles,
-)
-
-from roofline.model.accuracy import placement_memory_share  # noqa: E402
+from roofline.model.kernel_fit import profiled_step, runs_in, unpacked_profiles  # noqa: E402
 from roofline.model.kernel_model import (  # noqa: E402
     KernelClass,
-    StepEstimate,
     kernel_model_path,
     kernel_seconds,
     load_kernel_model,
-    step_estimate,
 )
+from roofline.studies.accuracy_record import MeasuredStep, measured_steps  # noqa: E402
 
 ABOVE_S = 10e-6
 
@@ -56,36 +44,7 @@ def _short(spec: str) -> str:
         ",tp=1,dp=1,pp=1,ep=1", "").replace("classes=1000,", "")[:60]
 
 
-@dataclass(frozen=True)
-class StepRow:
-    """One measured step against both figures of ``analyze --hardware``."""
-
-    spec: str
-    measured_s: float
-    roofline_s: float
-    roofline_memory_share: float
-    estimate: StepEstimate
-
-
-def step_rows(device_dir: Path) -> list[StepRow]:
-    """Each measured step's program placed as ``analyze`` places it (the roofline) and
-    timed by the device's kernel model."""
-    from roofline.hardware import load_hardware
-    from roofline.model.analysis import Placer
-
-    hardware = load_hardware(device_dir.name)
-    model = load_kernel_model(kernel_model_path(hardware), hardware)
-    rows = []
-    for spec, row in _steps(device_dir).items():
-        program = _step_program(device_dir, row)
-        placed = Placer(hardware).program(program)
-        rows.append(StepRow(spec, float(row["step_s"]), placed.seconds,
-                            placement_memory_share(placed),
-                            step_estimate(program.costs, model)))
-    return rows
-
-
-def steps_table(device: str, rows: list[StepRow]) -> list[str]:
+def steps_table(device: str, rows: list[MeasuredStep]) -> list[str]:
     """The steps: measured, plain roofline and kernel model, with errors."""
     lines = [f"== {device}: whole steps (the check: never fitted) ==",
              f"{'step':60} {'measured':>9} {'roofline':>9} {'err':>7} {'kernels':>9} "
@@ -107,25 +66,6 @@ def steps_table(device: str, rows: list[StepRow]) -> list[str]:
     return lines
 
 
-def record(device: str, rows: list[StepRow]) -> Path:
-    """Write the steps' errors, both figures', into the accuracy record every answer's
-    expected error is drawn from (its other cases kept; these replaced)."""
-    from roofline.model.accuracy import RECORD, ValidatedCase, gpu_step_kind, load_record
-    from roofline.outputs import write_text_atomic
-
-    roofline_kind = gpu_step_kind("roofline", device)
-    as_run_kind = gpu_step_kind("as-run", device)
-    kept = [case for case in load_record() if case.kind not in (roofline_kind, as_run_kind)]
-    cases = kept + [ValidatedCase(row.spec, roofline_kind, row.roofline_memory_share,
-                                  row.roofline_s / row.measured_s - 1) for row in rows] + [
-        ValidatedCase(row.spec, as_run_kind, row.estimate.memory_share,
-                      row.estimate.seconds / row.measured_s - 1) for row in rows]
-    document = json.loads(RECORD.read_text())
-    document["cases"] = [asdict(case) for case in cases]
-    write_text_atomic(RECORD, json.dumps(document, indent=1) + "\n")
-    return RECORD
-
-
 def kernels_table(device_dir: Path) -> list[str]:
     """Per kernel (each op's kernels in one execution) on the two profiles, by class."""
     from roofline.hardware import load_hardware
@@ -134,8 +74,7 @@ def kernels_table(device_dir: Path) -> list[str]:
     model = load_kernel_model(kernel_model_path(hardware), hardware)
     lines = [f"== {device_dir.name}: per kernel on the profiles (training data: fit "
              f"quality), ops whose kernels took over {ABOVE_S * 1e6:g} us =="]
-    with tempfile.TemporaryDirectory(prefix="kernel-check-") as tmp:
-        profiles = unpacked_profiles(device_dir, Path(tmp))
+    with unpacked_profiles(device_dir) as profiles:
         steps = [profiled_step(name, path) for name, path in profiles.items()]
     lines.append(f"{'profile':8} {'class':14} {'ops':>5} {'median |err|':>13} "
                  f"{'measured':>9} {'model':>9}")
@@ -171,15 +110,11 @@ def kernels_table(device_dir: Path) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device-dir", type=Path, default=DEVICE_DIR)
-    parser.add_argument("--record", action="store_true",
-                        help="write the steps' errors into the accuracy record "
-                             "(roofline/model/accuracy.json), for every answer's band")
+    parser.add_argument("--device-dir", type=Path,
+                        default=ROOT / "measurements" / "gpu" / "h200")
     args = parser.parse_args()
-    rows = step_rows(args.device_dir)
+    rows = [step for run in runs_in(args.device_dir) for step in measured_steps(run)]
     print("\n".join(steps_table(args.device_dir.name, rows)))
-    if args.record:
-        print(f"wrote {record(args.device_dir.name, rows)}")
     print()
     print("\n".join(kernels_table(args.device_dir)))
 

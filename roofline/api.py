@@ -82,7 +82,7 @@ if TYPE_CHECKING:
         serve,
     )
     from roofline.model.hierarchical import HierarchicalRoofline
-    from roofline.model.kernel_model import StepEstimate, StepTiming
+    from roofline.model.kernel_model import StepEstimate
     from roofline.model.llm import (
         Capacity,
         CurvePoint,
@@ -91,6 +91,7 @@ if TYPE_CHECKING:
         PhaseStep,
         Pipeline,
         Serving,
+        StepTimes,
         serving,
         serving_curve,
     )
@@ -130,6 +131,7 @@ if TYPE_CHECKING:
         StepModel,
     )
     from roofline.model.sides import ComparedUnit
+    from roofline.model.step_timing import StepTiming
     from roofline.model.training_step import Collectives, TrainingStep
     from roofline.program.compile import CompiledProgram
     from roofline.program.hlo.rules import OpCategory
@@ -176,11 +178,11 @@ _HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
     "roofline.model.generation": ("FittedSteps", "FrontierPoint", "Generation", "LatencyTarget",
         "Served", "ServeOptions", "StepCheck", "generation", "serve"),
     "roofline.model.hierarchical": ("HierarchicalRoofline",),
-    "roofline.model.kernel_model": ("StepEstimate", "StepTiming"),
+    "roofline.model.kernel_model": ("StepEstimate",),
     "roofline.model.schedule": ("Schedule", "scheduled"),
     "roofline.model.training_step": ("Collectives", "TrainingStep"),
     "roofline.model.llm": ("Capacity", "CurvePoint", "Knee", "Phase", "PhaseStep", "Pipeline",
-        "Serving", "serving", "serving_curve"),
+        "Serving", "StepTimes", "serving", "serving_curve"),
     "roofline.model.placement": ("Bound", "BoundKind", "Overlap", "Placement", "Work",
         "attainable_flop_per_s", "place", "ridge_point", "ridge_points"),
     "roofline.model.questions": ("Analysis", "CompileOptions", "PlacementOptions", "Prediction",
@@ -189,6 +191,7 @@ _HOMES_BY_MODULE: dict[str, tuple[str, ...]] = {
     "roofline.model.serving_sim": ("Lengths", "Line", "Percentiles", "Scheduler", "ServingRun",
         "StepModel"),
     "roofline.model.sides": ("ComparedUnit",),
+    "roofline.model.step_timing": ("StepTiming",),
     "roofline.program.compile": ("CompiledProgram",),
     "roofline.program.hlo.rules": ("OpCategory",),
     "roofline.program.ops_table": ("OpsTable", "read_ops_table"),
@@ -227,6 +230,7 @@ __all__ = [
     "Capacity", "Collectives", "CompiledProgram", "CurvePoint", "Fit", "FittedSteps",
     "FrontierPoint", "Knee",
     "Line", "Percentiles", "Phase", "PhaseStep", "Pipeline", "StepCheck", "StepModel",
+    "StepTimes",
     # inputs
     "OpsTable", "SweepPlan", "read_ops_table",
     # hardware specs

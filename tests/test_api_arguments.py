@@ -356,7 +356,7 @@ NOT_GIVEN = {
          "StepEstimate", "StepTime", "Validation", "WhatIf", "WrittenSpec", "Capacity",
          "CompiledProgram", "CurvePoint", "Fit", "FittedSteps", "FrontierPoint", "Knee",
          "Line", "Percentiles", "PhaseStep", "Pipeline", "StepCheck", "StepModel", "Bound",
-         "Placement", "TrainingStep", "Schedule", "Collectives"),
+         "Placement", "TrainingStep", "Schedule", "Collectives", "StepTimes"),
         "a result: the library builds it and a caller reads it"),
     **dict.fromkeys(
         ("Hardware", "ComputeRoof", "Link", "MemoryLevel"),

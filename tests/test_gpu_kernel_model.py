@@ -287,6 +287,7 @@ def served_both_ways(tmp_path_factory):
 
 
 def test_llm_as_run_times_each_step_by_its_kernels_and_says_so(served_both_ways):
+    from roofline.model.step_timing import StepTiming
     from roofline.render.serving import serving_document, serving_text
 
     roofline, as_run = served_both_ways["roofline"], served_both_ways["as-run"]
@@ -295,6 +296,18 @@ def test_llm_as_run_times_each_step_by_its_kernels_and_says_so(served_both_ways)
     assert estimate is not None
     assert as_run.decode.seconds == pytest.approx(estimate.seconds + as_run.decode.link_s)
     assert as_run.decode.compute_s == pytest.approx(estimate.compute_s)
+    # Each figure keeps its meaning whichever is the headline: the roofline's times are
+    # the same placed step's both ways, and the headline says which figure it is.
+    assert as_run.decode.roofline == roofline.decode.roofline
+    assert roofline.decode.seconds == roofline.decode.roofline.seconds
+    assert (roofline.decode.timing, as_run.decode.timing) == (StepTiming.ROOFLINE,
+                                                              StepTiming.AS_RUN)
+    assert roofline.decode.as_run_times is None
+    assert as_run.decode.times == as_run.decode.as_run_times
+    step = serving_document([as_run], ["h200"])["devices"][0]["decode"]
+    assert step["timing"] == "as-run" and step["seconds"] == as_run.decode.seconds
+    assert step["roofline"]["seconds"] == roofline.decode.seconds
+    assert step["as_run"]["compute_s"] == as_run.decode.compute_s
     # A one-layer step is a handful of small kernels: their fixed times and the idle
     # between them, far past the roofline's few microseconds.
     assert as_run.decode.seconds > 10 * roofline.decode.seconds
@@ -320,26 +333,30 @@ def test_as_run_is_refused_where_no_kernels_were_measured(device, why):
 def test_each_figure_carries_the_error_the_measured_steps_give_it(small_fc_on_h200,
                                                                    served_both_ways):
     # The record holds each of the 14 measured H200 steps twice, against the roofline and
-    # against the kernel model (benchmarks/gpu_kernel_accuracy.py --record); a band is
+    # against the kernel model (roofline validate --record --gpu-run RUN); a band is
     # the median and largest |error| of the 3 nearest in memory-bound share.
-    from roofline.model.accuracy import NEAREST, load_record
+    from roofline.model.accuracy import NEAREST, StepKind, load_record
+    from roofline.model.step_timing import StepTiming
 
     record = load_record()
-    roofline_cases = [c for c in record if c.kind == "roofline: h200 steps"]
-    as_run_cases = [c for c in record if c.kind == "as-run: h200 steps"]
+    roofline_kind = StepKind(StepTiming.ROOFLINE, "h200")
+    as_run_kind = StepKind(StepTiming.AS_RUN, "h200")
+    roofline_cases = [c for c in record if c.kind == roofline_kind]
+    as_run_cases = [c for c in record if c.kind == as_run_kind]
     assert len(roofline_cases) == len(as_run_cases) == 14
     # The roofline ran every measured step too fast; the kernel model is nearer.
     assert all(case.error < 0 for case in roofline_cases)
     assert (sorted(abs(c.error) for c in as_run_cases)[7]
             < sorted(abs(c.error) for c in roofline_cases)[7])
     a = small_fc_on_h200
-    for band, kind in ((a.expected_error, "roofline: h200 steps"),
-                       (a.kernels_expected_error, "as-run: h200 steps")):
+    for band, kind in ((a.expected_error, roofline_kind),
+                       (a.kernels_expected_error, as_run_kind)):
         assert band is not None and band.kind == kind and len(band.cases) == NEAREST
         assert band.typical <= band.largest
     assert "against XLA:GPU's own steps" in a.expected_error.text()
-    assert served_both_ways["as-run"].decode.expected_error.kind == "as-run: h200 steps"
-    assert served_both_ways["roofline"].decode.expected_error.kind == "roofline: h200 steps"
+    assert served_both_ways["as-run"].decode.expected_error.kind == as_run_kind
+    assert served_both_ways["roofline"].decode.expected_error.kind == roofline_kind
+    assert a.kernels_expected_error.to_document()["kind"] == "as-run: h200 steps"
 
 
 def test_a_column_reduction_counts_its_sums_a_row_reduction_none(resnet50_ops):

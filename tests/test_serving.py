@@ -10,7 +10,7 @@ import pytest
 from roofline.api import CompileOptions, serving
 from roofline.cli import main
 from roofline.hardware import load_hardware
-from roofline.model.llm import Phase, PhaseStep, _knee
+from roofline.model.llm import Phase, PhaseStep, StepTimes, _knee
 
 # A small grouped-query decoder: 2 layers, d 256, 8 query heads sharing 2 KV heads of 32.
 TINY = ("decoder:config=llama3-8b,layers=2,d_model=256,heads=8,kv_heads=2,d_ff=512,"
@@ -64,8 +64,9 @@ def test_the_knee_is_where_two_steps_compute_and_memory_lines_cross():
     # rises 2 ms and memory 1 ms per 64 sequences: 1 + 2x = 5 + x at x = 4, batch
     # 64 + 4 x 64 = 320, both 9 ms; the check compiles the power of two above it, 512.
     def step(batch, compute_ms, memory_ms):
-        return PhaseStep(Phase.DECODE, batch, batch, compute_ms + memory_ms, compute_ms * 1e-3,
-                         memory_ms * 1e-3, 0.0, 0.0, 0.0, {}, None, None, None)
+        return PhaseStep(Phase.DECODE, batch, batch,
+                         StepTimes((compute_ms + memory_ms) * 1e-3, compute_ms * 1e-3,
+                                   memory_ms * 1e-3, 0.0), 0.0, 0.0, 0.0, {}, None, None, None)
     probed = []
     parallel = _knee(step(64, 1, 5), step(128, 2, 6), probed.append)
     assert parallel.batch is None and probed == []

@@ -28,7 +28,7 @@ from roofline.errors import ArgumentError, DoesNotFitError
 from roofline.model import generation as generation_model
 from roofline.model.analysis import Fit
 from roofline.model.generation import ServedRuns, served_runs
-from roofline.model.llm import Phase, PhaseStep, capacity_of, variant
+from roofline.model.llm import Phase, PhaseStep, StepTimes, capacity_of, variant
 from roofline.model.serving_sim import Line, Requests, StepModel, simulate
 from roofline.program.workloads import parse_spec
 
@@ -70,7 +70,7 @@ class _Program(SimpleNamespace):
 def _decode(batch, footprint, context=192, kv_per_token=36_864):
     program = _Program(sharded=None, memory=SimpleNamespace(
         alias_bytes=batch * context * kv_per_token))
-    return PhaseStep(Phase.DECODE, batch, batch, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, {},
+    return PhaseStep(Phase.DECODE, batch, batch, StepTimes(0.0, 0.0, 0.0, 0.0), 0.0, 0.0, 0.0, {},
                      Fit(footprint, 80 * 2**30, "device"), program, None)
 
 

@@ -29,6 +29,7 @@ from roofline.model.serving_defaults import (
     SEED,
     TOKEN_BUDGET,
 )
+from roofline.model.step_timing import StepTiming
 
 if TYPE_CHECKING:
     from roofline.api import Lengths
@@ -68,7 +69,7 @@ def _llm(args: argparse.Namespace) -> int:
         factors = key_values(args.scale, scale_factor, "--scale")
         scaled = devices[0][1].scaled(factors)
         devices.append((f"{devices[0][0]} " + " ".join(args.scale), scaled))
-    placement = PlacementOptions(overlap=args.overlap, timing=args.timing)
+    placement = PlacementOptions(overlap=args.overlap, timing=StepTiming(args.timing))
     compile = compile_options_of(args)
     if args.input_len is not None:
         return _generation(args, devices, placement, compile)
@@ -142,7 +143,7 @@ def _serve(args: argparse.Namespace) -> int:
                             "Server's for Llama 2 70B: --ttft 2 --tpot 0.2) or neither")
     inputs, outputs = _lengths(args)
     devices = [(hw_id, load_hardware(hw_id, args.hardware_dir)) for hw_id in args.hardware]
-    placement = PlacementOptions(overlap=args.overlap, timing=args.timing)
+    placement = PlacementOptions(overlap=args.overlap, timing=StepTiming(args.timing))
     compile = compile_options_of(args)
     with _worded_as_options():
         target = None if args.ttft is None else LatencyTarget(args.ttft, args.tpot)
@@ -191,7 +192,8 @@ def _devices_and_output(parser: argparse.ArgumentParser) -> None:
                                          "a sharded SPEC takes a slice big enough, or name "
                                          "one (tpu-v5e:2x4, h100-sxm:8)")
     parser.add_argument("--overlap", choices=("max", "sum"), default="max")
-    parser.add_argument("--timing", choices=("roofline", "as-run"), default="roofline",
+    parser.add_argument("--timing", choices=[timing.value for timing in StepTiming],
+                        default=StepTiming.ROOFLINE.value,
                         help="a step's time: the roofline bound hand-tuned kernels "
                              "approach, as TensorRT-LLM-class serving does (default), or "
                              "as XLA:GPU runs it, from the GPU's measured kernel model "

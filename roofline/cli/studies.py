@@ -23,6 +23,8 @@ from roofline.limits import SWEEP_TASKS, SWEEP_WORKERS_MAX
 from roofline.outputs import check_output_directory
 from roofline.progress import say
 
+NO_SUITE = "none"
+
 
 def _workloads_list(args: argparse.Namespace) -> int:
     from roofline.render.questions import workloads_document, workloads_rows, workloads_text
@@ -112,13 +114,43 @@ def _validate(args: argparse.Namespace) -> int:
     from roofline.api import validate
     from roofline.render.questions import validation_text
 
-    result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
-                      workdir=args.keep, progress=say)
-    doc = result.to_document()
-    emit(args, text=validation_text(result), document=doc, rows=[
-        {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
-    write_html(args, doc)
+    if args.gpu_run and args.record is None:
+        raise RooflineError("--gpu-run gives the accuracy record a GPU's measured steps: "
+                            "add --record")
+    result = None
+    if args.suite != NO_SUITE:
+        result = validate(args.suite, quick=args.quick, host_spec=args.host_spec,
+                          workdir=args.keep, progress=say)
+        doc = result.to_document()
+        emit(args, text=validation_text(result), document=doc, rows=[
+            {k: v for k, v in case.items() if k != "coverage"} for case in doc["cases"]])
+        write_html(args, doc)
+    elif args.record is None:
+        raise RooflineError(f"--suite {NO_SUITE} runs no suite: it writes the accuracy "
+                            "record from --gpu-run alone; add --record")
+    if args.record is not None:
+        _write_record(args.record, result, args.gpu_run,
+                      sys.stdout if result is None else sys.stderr)
     return 0
+
+
+def _write_record(given: str, validation: Any, gpu_runs: list[str], out: Any) -> None:
+    """The accuracy record written (at ``given``, or the package's) from this validation
+    and GPU runs, and what it holds said to ``out``."""
+    from collections import Counter
+
+    from roofline.model.accuracy import RECORD
+    from roofline.model.kernel_fit import runs_in
+    from roofline.studies.accuracy_record import write_accuracy_record
+
+    path = Path(given) if given else RECORD
+    runs = [run for given in gpu_runs for run in runs_in(Path(given))]
+    record = write_accuracy_record(validation, runs, path)
+    suites = Counter(case.suite for case in record.cases)
+    print(f"wrote {path}: {len(record.cases)} cases ("
+          + ", ".join(f"{suite} {count}" for suite, count in suites.items()) + ")"
+          + (f"; kept as the record held them: {'; '.join(record.kept)}" if record.kept
+             else ""), file=out)
 
 
 def add_parsers(commands: Any, parents: Parents) -> None:
@@ -179,12 +211,13 @@ def _add_regress_and_validate_parsers(commands: Any, parents: Parents) -> None:
         "validate", parents=[parents.formatted],
         help="predictions against measurements the model does not read (published "
              "cross-generation speedups, upgrades measured on this host): the error table")
-    p.add_argument("--suite", choices=("all", "published", "host", "consistency"),
+    p.add_argument("--suite", choices=("all", "published", "host", "consistency", NO_SUITE),
                    default="all",
                    help="published: measured speedups of zoo models between accelerator "
                         "generations or precisions; host: upgrades measured here; "
                         "consistency: ParaDnn's TPU v2 -> v3 classes, a check of the "
-                        "model's own arithmetic")
+                        f"model's own arithmetic; {NO_SUITE}: none (with --record: the "
+                        "GPU runs alone)")
     p.add_argument("--quick", action="store_true",
                    help="the small sizes, without the published suite (about 3 minutes "
                         "on 2 cores; CI runs these)")
@@ -193,5 +226,14 @@ def _add_regress_and_validate_parsers(commands: Any, parents: Parents) -> None:
     p.add_argument("--keep", metavar="DIR",
                    help="keep the host suite's runs and the published suite's compile cache "
                         "in DIR (default: a temporary directory)")
+    p.add_argument("--record", nargs="?", const="", metavar="FILE",
+                   help="also write the accuracy record every answer's expected error is "
+                        "drawn from (default: the package's accuracy.json) from the "
+                        "published and host suites run and the --gpu-run steps; the "
+                        "suites not run and the GPUs not given keep the record's cases")
+    p.add_argument("--gpu-run", action="append", default=[], metavar="DIR",
+                   help="with --record: a GPU run filed by 'roofline hardware file-run' "
+                        "(or a GPU's folder of runs), whose measured steps are set against "
+                        "the roofline and the GPU's kernel model (repeat for more GPUs)")
     add_html_option(p)
     p.set_defaults(handler=_validate)

@@ -27,7 +27,7 @@ A step's expected time is the sum of its kernels' times plus the time the GPU si
 between them: ``step_fixed_s + gap_s x kernels``, the kernels counted as each class
 launches them per op (a cuDNN call runs set-up and padding kernels beside its main one).
 A device of the same chip gets the mechanisms carried (:func:`carried_to`); a serving
-question times its steps either way (:class:`StepTiming`).
+question times its steps either way (:class:`roofline.model.step_timing.StepTiming`).
 """
 
 from __future__ import annotations
@@ -52,15 +52,6 @@ from roofline.program.hlo.rules import OpCategory
 from roofline.units import Kind, format_quantity
 
 SCHEMA = "roofline/gpu-kernel-model/1"
-
-
-class StepTiming(str, Enum):
-    """How a GPU step's time is found: the roofline bound that hand-tuned kernels
-    approach (what TensorRT-LLM-class serving reaches), or the step as XLA:GPU runs it
-    (each kernel at its class's measured rate, and the idle between kernels)."""
-
-    ROOFLINE = "roofline"
-    AS_RUN = "as-run"
 
 
 class KernelClass(str, Enum):

@@ -30,17 +30,15 @@ from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
 from roofline.hardware.library import hardware_ref
 from roofline.model.accuracy import (
     ErrorBand,
+    StepKind,
     band_of,
-    gpu_step_kind,
     placement_memory_share,
 )
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
 from roofline.model.kernel_model import (
     KernelModel,
     StepEstimate,
-    StepTiming,
     gpus_with_kernel_models,
-    kernel_model_for,
     step_estimate,
 )
 from roofline.model.placement import BoundKind, Overlap
@@ -48,9 +46,11 @@ from roofline.model.questions import (
     CompileOptions,
     HardwareRef,
     PlacementOptions,
-    _hardware,
-    _no_data_parallel,
+    gpu_kernel_model,
+    hardware_of,
+    refuse_data_parallel,
 )
+from roofline.model.step_timing import StepTiming
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -85,29 +85,73 @@ class Phase(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class StepTimes:
+    """A step's time found one way: ``seconds`` in all; its ops' compute terms
+    (``compute_s``) and main-memory terms (``memory_s``), summed; and the share of its
+    time in memory-bound ops."""
+
+    seconds: float
+    compute_s: float
+    memory_s: float
+    memory_share: float
+
+
+@dataclass(frozen=True)
 class PhaseStep:
     """One compiled and placed step of a phase: ``tokens`` made (prefill: every prompt
-    token of the batch; decode: one per sequence) in ``seconds`` on each device."""
+    token of the batch; decode: one per sequence) on each device, timed on the device's
+    roofline (``roofline``) and, where asked (``timing=as-run``), as XLA:GPU runs it
+    (``as_run``). Its headline (:attr:`seconds`, :attr:`compute_s`, :attr:`memory_s`) is
+    the figure :attr:`timing` names; its bound is the roofline's."""
 
     phase: Phase
     batch: int
     tokens: int
-    seconds: float
-    compute_s: float          # the placed ops' compute terms, summed
-    memory_s: float           # their main-memory terms, summed
+    roofline: StepTimes       # the placed ops' times on the roofline
     link_s: float
     flops: float              # per device
     bytes: float              # per device, main memory
-    seconds_by_bound: dict[str, float]
+    seconds_by_bound: dict[str, float]   # the roofline's time by the bound of each op
     fit: Fit | None
     program: CompiledProgram = dataclasses.field(repr=False)
     placement: ProgramPlacement = dataclasses.field(repr=False)
-    # Timed as XLA:GPU runs it (``timing=as-run``): its kernels and the idle between them,
-    # whose times ``seconds``, ``compute_s`` and ``memory_s`` then are; None: the roofline.
+    # The step as XLA:GPU runs it: its kernels and the idle between them (the links'
+    # time added to them); None where it was timed on the roofline only.
     as_run: StepEstimate | None = dataclasses.field(default=None, repr=False)
-    # The error this step's time can expect, from the whole steps measured on the GPU its
+    # The error the headline can expect, from the whole steps measured on the GPU its
     # kernel model was measured on (None where there are none).
     expected_error: ErrorBand | None = None
+
+    @property
+    def timing(self) -> StepTiming:
+        """Which figure is the headline: ``as-run`` where the step was timed so."""
+        return StepTiming.ROOFLINE if self.as_run is None else StepTiming.AS_RUN
+
+    @property
+    def as_run_times(self) -> StepTimes | None:
+        """The step's kernels' times with the idle between them and its links' time."""
+        if self.as_run is None:
+            return None
+        return StepTimes(self.as_run.seconds + self.link_s, self.as_run.compute_s,
+                         self.as_run.memory_s, self.as_run.memory_share)
+
+    @property
+    def times(self) -> StepTimes:
+        """The headline figure: :attr:`as_run_times` where :attr:`timing` is ``as-run``,
+        else :attr:`roofline`."""
+        return self.as_run_times or self.roofline
+
+    @property
+    def seconds(self) -> float:
+        return self.times.seconds
+
+    @property
+    def compute_s(self) -> float:
+        return self.times.compute_s
+
+    @property
+    def memory_s(self) -> float:
+        return self.times.memory_s
 
     @property
     def tokens_per_s(self) -> float:
@@ -122,7 +166,7 @@ class PhaseStep:
 
     @property
     def bound(self) -> str:
-        """The kind of limit that holds most of the step's time."""
+        """The kind of limit that holds most of the step's time on the roofline."""
         kinds = self.seconds_by_kind()
         return max(kinds, key=kinds.__getitem__).value if kinds else "none"
 
@@ -287,8 +331,8 @@ def serving_setting(hardware: HardwareRef, placement: PlacementOptions, compile:
     """The device, its placer and the compile target a serving question uses."""
     from roofline.program.compile import get_target, resolve_target
 
-    _no_data_parallel(compile, "serving (a decoder's dp parameter splits its batch)")
-    device = _hardware(hardware)
+    refuse_data_parallel(compile, "serving (a decoder's dp parameter splits its batch)")
+    device = hardware_of(hardware)
     target = resolve_target(compile.compile_target, device)
     get_target(target)   # an unknown target fails before any work
     return device, Placer(device, Overlap(placement.overlap)), target
@@ -402,14 +446,17 @@ class StepSource:
     def __init__(self, workload: Workload, hardware: HardwareRef,
                  placement: PlacementOptions, compile: CompileOptions, *,
                  must_fit: bool) -> None:
+        from roofline.program.compile import get_target
+
         self.workload = workload
         self.hardware, self.placer, self.compile_target = serving_setting(
             hardware, placement, compile)
         self.kernels = _kernel_model(self.hardware, self.compile_target, placement)
         # The steps measured on a GPU whose kernels were timed tell each step's error.
-        measured = self.kernels or _gpu_kernel_model(self.hardware, self.compile_target)
-        self.band_kind = None if measured is None else gpu_step_kind(
-            StepTiming(placement.timing).value, measured.measured_on)
+        measured = self.kernels or gpu_kernel_model(
+            self.hardware, get_target(self.compile_target).platform)
+        self.band_kind = None if measured is None else StepKind(
+            StepTiming(placement.timing), measured.measured_on)
         self.cache_dir = compile.cache
         self.must_fit = must_fit
         self._steps: dict[tuple[Phase, int, int], PhaseStep] = {}
@@ -474,35 +521,30 @@ def _kernel_model(hardware: Hardware, target: str, placement: PlacementOptions
 
     if StepTiming(placement.timing) is StepTiming.ROOFLINE:
         return None
-    model = _gpu_kernel_model(hardware, target)
+    platform = get_target(target).platform
+    model = gpu_kernel_model(hardware, platform)
     if model is None:
         with_one = ", ".join(gpu if source == gpu else f"{gpu} (carried from {source})"
                              for gpu, source in gpus_with_kernel_models().items())
         raise RooflineError(
-            f"timing=as-run times each kernel of XLA:GPU's program at its class's measured "
-            f"rate, and {hardware.id} "
-            + ("has no kernel model" if get_target(target).platform == "gpu" else
+            f"timing={StepTiming.AS_RUN.value} times each kernel of XLA:GPU's program at "
+            f"its class's measured rate, and {hardware.id} "
+            + ("has no kernel model" if platform == "gpu" else
                f"runs no XLA:GPU program (it is compiled for {target})")
             + f" (GPUs with one: {with_one or 'none'}); give "
-            "timing=roofline, "
-            "or measure its kernels with benchmarks/gpu_ground_truth.py")
+            f"timing={StepTiming.ROOFLINE.value}, or learn the GPU's kernel model from a "
+            "run measured on it ('roofline hardware file-run', then 'roofline hardware "
+            "learn')")
     return model
-
-
-def _gpu_kernel_model(hardware: Hardware, target: str) -> KernelModel | None:
-    """The kernel model of the GPU a step compiled for ``target`` runs on, if any."""
-    from roofline.program.compile import get_target
-
-    return kernel_model_for(hardware) if get_target(target).platform == "gpu" else None
 
 
 def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
                   cache_dir: str | Path | None, kernels: KernelModel | None = None,
-                  band_kind: str | None = None) -> PhaseStep:
+                  band_kind: StepKind | None = None) -> PhaseStep:
     """``workload``'s step compiled for ``target`` and placed; timed as XLA:GPU runs it
-    where a kernel model is given (its compute and memory the kernels' FLOPs and bytes
+    too where a kernel model is given (its compute and memory the kernels' FLOPs and bytes
     terms, the fixed times and idle beside them); with the error the measured steps of
-    ``band_kind`` give it (:func:`roofline.model.accuracy.band_of`)."""
+    ``band_kind`` give its headline (:func:`roofline.model.accuracy.band_of`)."""
     from roofline.model.placement import class_text
     from roofline.program.compile import compile_workload
 
@@ -517,16 +559,15 @@ def compiled_step(workload: Workload, phase: Phase, target: str, placer: Placer,
             link += op.placement.link_s
     batch = int(workload.params["batch"])
     tokens = batch * (int(workload.params["prompt"]) if phase is Phase.PREFILL else 1)
-    seconds, share = placement.seconds, placement_memory_share(placement)
-    as_run = None if kernels is None else step_estimate(program.costs, kernels)
-    if as_run is not None:
-        seconds, compute, memory = as_run.seconds + link, as_run.compute_s, as_run.memory_s
-        share = as_run.memory_share
-    return PhaseStep(phase, batch, tokens, seconds, compute, memory, link,
-                     program.costs.flops, program.costs.bytes,
+    step = PhaseStep(phase, batch, tokens,
+                     StepTimes(placement.seconds, compute, memory,
+                               placement_memory_share(placement)),
+                     link, program.costs.flops, program.costs.bytes,
                      {class_text(b) or "": s for b, s in placement.seconds_by_bound().items()},
-                     fit(program, placer.hardware), program, placement, as_run,
-                     None if band_kind is None else band_of(band_kind, share))
+                     fit(program, placer.hardware), program, placement,
+                     None if kernels is None else step_estimate(program.costs, kernels))
+    return dataclasses.replace(step, expected_error=None if band_kind is None
+                               else band_of(band_kind, step.times.memory_share))
 
 
 def _knee(one: PhaseStep, two: PhaseStep, step_at: Callable[[int], PhaseStep]) -> Knee:

@@ -42,9 +42,9 @@ from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
 from roofline.model.accuracy import (
     ErrorBand,
+    StepKind,
     band_of,
     expected_error,
-    gpu_step_kind,
     placement_memory_share,
 )
 from roofline.model.analysis import (
@@ -73,8 +73,8 @@ from roofline.model.comparison import (
 from roofline.model.coverage import Coverage, Gap, coverage
 from roofline.model.floor import FloorPolicy, given_floor
 from roofline.model.kernel_model import (
+    KernelModel,
     StepEstimate,
-    StepTiming,
     kernel_model_for,
     step_estimate,
 )
@@ -87,6 +87,7 @@ from roofline.model.sides import (
     device_unit,
     place_side,
 )
+from roofline.model.step_timing import StepTiming
 from roofline.model.transfer import run_floor, transfer
 from roofline.program.compile import (
     CompiledProgram,
@@ -216,7 +217,9 @@ def _options(**records: Any) -> None:
         of_type(name, value, kinds[name], f"a {kinds[name].__name__}")
 
 
-def _no_data_parallel(options: CompileOptions, question: str) -> None:
+def refuse_data_parallel(options: CompileOptions, question: str) -> None:
+    """A RooflineError where ``options`` split the batch over a board's devices: only
+    analyze compiles so, ``question`` takes the program as compiled for one device."""
     if options.data_parallel:
         raise RooflineError(f"data_parallel compiles for analyze; {question} takes the "
                             "program as compiled for one device")
@@ -239,10 +242,18 @@ class ProgramOps:
     compiler: str = ""         # the same, for people
 
 
-def _hardware(ref: HardwareRef) -> Hardware:
+def hardware_of(ref: HardwareRef) -> Hardware:
+    """The device a question names: a :class:`Hardware` as given, a spec id loaded."""
     if isinstance(ref, Hardware):
         return ref
     return load_hardware(ref)
+
+
+def gpu_kernel_model(hardware: Hardware, platform: str) -> KernelModel | None:
+    """The kernel model that times a step as XLA:GPU runs it on ``hardware``: the device's,
+    where the step is a GPU's (compiled for ``platform`` ``gpu``) and the device has one;
+    else None."""
+    return kernel_model_for(hardware) if platform == "gpu" else None
 
 
 @dataclass(frozen=True)
@@ -289,7 +300,7 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
     target, data_parallel = compile.compile_target, compile.data_parallel
     run = None
     overlap = placement.overlap
-    hw = None if hardware is None else _hardware(hardware)
+    hw = None if hardware is None else hardware_of(hardware)
     found = resolve_input(input)
     if isinstance(found, RunInput):
         raise RooflineError(f"{found.path} is a measured run: analyze places a program; "
@@ -323,7 +334,7 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
             f"the step needs {footprint.footprint_bytes / 2**30:.2f} GiB per device, more "
             f"than the {footprint.capacity_bytes / 2**30:.2f} GiB of one {hw.id} "
             f"{footprint.scope}"))
-    model = kernel_model_for(hw) if program.target.platform == "gpu" else None
+    model = gpu_kernel_model(hw, program.target.platform)
     kernels = step_estimate(program.costs, model) if model is not None else None
     training = None
     if run is not None:
@@ -334,9 +345,9 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
     if model is None or kernels is None:
         return Analysis(label, program, placed, footprint, training=training)
     return Analysis(label, program, placed, footprint, kernels,
-                    band_of(gpu_step_kind("roofline", model.measured_on),
+                    band_of(StepKind(StepTiming.ROOFLINE, model.measured_on),
                             placement_memory_share(placed)),
-                    band_of(gpu_step_kind("as-run", model.measured_on),
+                    band_of(StepKind(StepTiming.AS_RUN, model.measured_on),
                             kernels.memory_share), training=training)
 
 
@@ -373,7 +384,7 @@ def program_ops(input: str | Path, hardware: HardwareRef, *,
     """Resolve INPUT to its ops on ``hardware`` (at the scope of one device it runs on),
     a SPEC's as ``execution`` runs them. ``cache_dir`` reuses programs compiled before
     (see :func:`compile_program`)."""
-    hw = _hardware(hardware)
+    hw = hardware_of(hardware)
     target = compile_target_for(execution, hw, compile_target)
     found = resolve_input(input)
     if isinstance(found, RunInput):
@@ -430,7 +441,7 @@ def place_input(input: str | Path, hardware: Hardware, *,
             raise RooflineError(f"{found.path} is a program compiled already: --target and "
                                 "--data-parallel compile a SPEC")
         return Placer(hardware).program(dumped_program(read_dump(found.path)))
-    _no_data_parallel(compile, "plot")
+    refuse_data_parallel(compile, "plot")
     return place_spec(found.spec, Placer(hardware), target=compile.compile_target,
                       cache_dir=compile.cache)[1]
 
@@ -497,9 +508,9 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
         real_number(f"scale[{name!r}]", factor)
     optional(real_number, "power_w", power_w, above=0)
     _options(placement=placement, compile=compile)
-    _no_data_parallel(compile, "whatif")
+    refuse_data_parallel(compile, "whatif")
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
-    hw = _hardware(hardware)
+    hw = hardware_of(hardware)
     hw.scaled(dict(scale))   # bad names fail before a compile
     program = program_ops(input, hw, compile_target=compile.compile_target,
                           cache_dir=compile.cache, execution=placement.execution)
@@ -689,12 +700,12 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     measured_table = None if measured is None else _measured_table(measured)
     optional(text, "to_program", to_program)
     _options(placement=placement, compile=compile, sides=sides)
-    _no_data_parallel(compile, "predict")
+    refuse_data_parallel(compile, "predict")
     per, devices, max_batch = sides.per, sides.devices, sides.max_batch
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
     compile_target, cache_dir = compile.compile_target, compile.cache
-    source = _hardware(source)
-    destination = _hardware(target)
+    source = hardware_of(source)
+    destination = hardware_of(target)
     if devices > 1:
         if source.kind == destination.kind == HardwareKind.TPU:
             raise RooflineError("devices (--devices N) counts GPUs or CPUs; a TPU board's "
@@ -818,8 +829,8 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
                             "eager execution places a SPEC's program (leave it out here)")
     given = table if isinstance(table, OpsTable) else read_ops_table(table)
     overlap, clamp, ceilings = placement.overlap, placement.clamp, placement.ceilings
-    source_hw = _hardware(source)
-    dest = _hardware(target)
+    source_hw = hardware_of(source)
+    dest = hardware_of(target)
     # Each side's ops as its compiler lays them out; a row is the same op on both sides
     # whatever its dtype or layout, so rows pair by name.
     ops = given.laid_out_for(source_hw.kind)
@@ -889,9 +900,9 @@ def largest_batch(spec: str, hardware: HardwareRef, *, limit: int = BATCH_LIMIT,
     whole_number("limit", limit, low=1)
     real_number("resolution", resolution, low=0)
     _options(compile=compile)
-    _no_data_parallel(compile, "largest_batch")
+    refuse_data_parallel(compile, "largest_batch")
     build, start = _batch_builder(spec)
-    hw = _hardware(hardware)
+    hw = hardware_of(hardware)
     return throughput_at_capacity(build, _capacity_target(hw, compile.compile_target), hw,
                                   start=start, limit=limit, resolution=resolution,
                                   cache_dir=compile.cache)
@@ -926,7 +937,7 @@ def sensitivity(input: str | Path, hardware: HardwareRef, *,
     path_or_text("input", input)
     hardware_ref("hardware", hardware)
     _options(placement=placement, compile=compile)
-    _no_data_parallel(compile, "sensitivity")
+    refuse_data_parallel(compile, "sensitivity")
     program = program_ops(input, hardware, compile_target=compile.compile_target,
                           cache_dir=compile.cache, execution=placement.execution)
     return dataclasses.replace(sensitivity_of(program.ops, program.hardware,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from roofline.model.llm import PhaseStep, Serving
+from roofline.model.llm import PhaseStep, Serving, StepTimes
+from roofline.model.step_timing import StepTiming
 from roofline.render.tables import format_table
 from roofline.units import Kind, format_quantity
 
@@ -16,12 +17,11 @@ SCHEMA = "roofline/serving/1"
 def timing_document(step: PhaseStep) -> dict[str, Any]:
     """How a serving answer's steps were timed (each step of one answer alike)."""
     band = None if step.expected_error is None else step.expected_error.to_document()
-    if step.as_run is None:
-        return {"timing": "roofline", "measured_on": None, "carried_from": "",
-                "expected_error": band}
-    model = step.as_run.model
-    return {"timing": "as-run", "measured_on": model.measured_on,
-            "carried_from": model.provenance.get("carried_from", ""), "expected_error": band}
+    model = None if step.as_run is None else step.as_run.model
+    return {"timing": step.timing.value,
+            "measured_on": None if model is None else model.measured_on,
+            "carried_from": "" if model is None else model.provenance.get("carried_from", ""),
+            "expected_error": band}
 
 
 def timing_text(step: PhaseStep) -> str:
@@ -29,21 +29,32 @@ def timing_text(step: PhaseStep) -> str:
     band = "" if step.expected_error is None else f"; {step.expected_error.text()}"
     if step.as_run is None:
         return ("step times: the roofline bound hand-tuned kernels approach (as "
-                "TensorRT-LLM-class serving does); --timing as-run times XLA:GPU's kernels "
-                f"on a GPU measured kernel by kernel{band}")
+                f"TensorRT-LLM-class serving does); --timing {StepTiming.AS_RUN.value} "
+                f"times XLA:GPU's kernels on a GPU measured kernel by kernel{band}")
     model = step.as_run.model
     where = (model.measured_on if model.measured_on == model.device
              else f"{model.measured_on}, carried to {model.device}'s memory and clocks")
     return (f"step times: as XLA:GPU runs it, each kernel at the rate its class achieved "
-            f"on {where}, and the idle between kernels (--timing roofline: the bound "
-            f"hand-tuned kernels approach){band}")
+            f"on {where}, and the idle between kernels (--timing "
+            f"{StepTiming.ROOFLINE.value}: the bound hand-tuned kernels approach){band}")
+
+
+def _times_document(times: StepTimes | None) -> dict[str, float] | None:
+    return None if times is None else {
+        "seconds": times.seconds, "compute_s": times.compute_s, "memory_s": times.memory_s,
+        "memory_share": times.memory_share}
 
 
 def _step_document(step: PhaseStep) -> dict[str, Any]:
+    """A step: its headline times (``seconds``, ``compute_s``, ``memory_s``: those of
+    ``timing``), each figure whole (``roofline``, ``as_run``), and the roofline's bound."""
     return {"phase": step.phase.value, "batch": step.batch, "tokens": step.tokens,
+            "timing": step.timing.value,
             "seconds": step.seconds, "tokens_per_s": step.tokens_per_s,
             "bound": step.bound, "seconds_by_bound": step.seconds_by_bound,
             "compute_s": step.compute_s, "memory_s": step.memory_s, "link_s": step.link_s,
+            "roofline": _times_document(step.roofline),
+            "as_run": _times_document(step.as_run_times),
             "flops": step.flops, "bytes": step.bytes,
             "footprint_bytes": step.fit.footprint_bytes if step.fit else None,
             "fits": step.fit.fits if step.fit else None,

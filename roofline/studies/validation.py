@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     import pandas
 
     from roofline.hardware.records import Hardware
+    from roofline.model.accuracy import PredictionKind
     from roofline.model.comparison import Comparison, OpChange
 
 CASES_FILE = Path(__file__).with_name("validation.toml")
@@ -81,7 +82,7 @@ class CaseResult:
     execution: str = ""          # how the measured run executed: fused or eager
     # Published cases: what they compare (roofline.model.accuracy.kind_of) and the share
     # of the source's predicted time in memory-bound ops, for the accuracy record
-    kind: str = ""
+    kind: PredictionKind | None = None
     memory_share: float | None = None
     family: str = ""             # the workload family of its SPEC (decoder: a language model)
 
