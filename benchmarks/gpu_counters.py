@@ -556,6 +556,7 @@ def join_counters(kernels: Sequence[Any], costs: Any) -> CountersJoin:
     """Nsight Compute's kernels (launch order: by id) joined to the ops of ``costs``
     (roofline.program.hlo.op_cost.ModuleCosts, the profiled step's module) by
     :func:`roofline.program.trace.kernel_join.ops_of_kernels`, each op with its kernels."""
+    from roofline.program.hlo.op_cost import launching_ops
     from roofline.program.trace.kernel_join import ops_of_kernels
 
     ordered = sorted(kernels, key=lambda kernel: kernel.id)
@@ -572,13 +573,9 @@ def join_counters(kernels: Sequence[Any], costs: Any) -> CountersJoin:
     return CountersJoin(
         tuple(JoinedOp(by_name[op], tuple(found)) for op, found in joined.items()),
         tuple(unmatched),
-        tuple(op.name for op in costs.ops if _launches(op) and op.name not in joined),
+        tuple(op.name for op in costs.ops
+              if any(launching_ops((op,))) and op.name not in joined),
         dict(how), len(ordered) >= LAUNCH_COUNT)
-
-
-def _launches(op: Any) -> bool:
-    """Whether a top-level op launches kernels: it does work, or its body does."""
-    return any(_launches(inner) for inner in op.body) if op.body else op.does_work
 
 
 def main() -> None:

@@ -55,6 +55,11 @@ class UnitError(RooflineError, ValueError):
     """A quantity string ("900 GB/s") that does not parse, or has the wrong kind of unit."""
 
 
+class UnknownDtypeError(RooflineError, ValueError):
+    """A dtype that no hardware spec names (roofline.hardware.records.DTYPES), where its
+    element size or roof is needed."""
+
+
 class SpecError(RooflineError, ValueError):
     """A hardware spec file that is malformed; names the file and the key at fault."""
 

@@ -1,10 +1,13 @@
 """The math a GPU library runs an op with: Winograd convolutions on CUDA cores and f32
 products on TF32 tensor cores (roofline/model/analysis.py), each said in the answer."""
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 import pytest
 
+from roofline.errors import UnknownDtypeError
 from roofline.hardware import load_hardware
 from roofline.model.analysis import (
     WINOGRAD,
@@ -95,3 +98,12 @@ def test_a_table_runs_its_matmuls_in_fp32_and_its_convolutions_in_tf32():
     assert placement_dtype(matmul, A100) == "fp32"
     assert placement_dtype(conv(), A100) == "tf32"
     assert work_of(conv(), A100).algorithm == ""   # tensor cores: implicit GEMM
+
+
+def test_a_product_placed_in_a_dtype_of_unknown_size_is_refused_not_guessed():
+    # An XLA:CPU product of f32 the program stores in a dtype no spec names: its operand
+    # bytes cannot be rescaled to that dtype's, and are not guessed.
+    matmul = cost_row(OpRow("m", "matmul", ((512, 512), (512, 512)), "f32", {}), "table")
+    foreign = replace(matmul, platform="cpu", written_dtype="fp6")
+    with pytest.raises(UnknownDtypeError, match="'fp6'"):
+        work_of(foreign, A100)

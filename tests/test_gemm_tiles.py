@@ -2,12 +2,14 @@
 tile and wave quantization over the SMs ([gemm] in the GPU spec files), and L2 residency
 carried by capacity in transfer. Arithmetic by hand in the comments."""
 
+from dataclasses import replace
+
 import pytest
 
 from roofline.api import PlacementOptions, predict_ops
 from roofline.hardware import load_hardware
 from roofline.hardware.spec_file import SpecError, parse_spec
-from roofline.model.analysis import Placer, wave_efficiency
+from roofline.model.analysis import Placer, spec_wave_efficiency
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.ops_table import read_ops_table
 from tests.test_ops_table import _table
@@ -61,17 +63,29 @@ def test_tile_and_wave_quantization_by_hand():
     assert GemmShape(1, 100, 64, 8).wave_efficiency((64, 64), 1) == pytest.approx(100 / 128)
 
 
+def test_an_ops_wave_efficiency_is_its_gemms_in_the_best_of_the_tiles_its_caller_gives(ops):
+    mm = ops["mm2048"]
+    # 2048 x 2048 on 80 SMs: 64x64 tiles keep 0.98462, 128x64 0.9143 (below), 256x128 0.8.
+    assert mm.wave_efficiency([(256, 128)], 80) == pytest.approx(0.8)
+    assert mm.wave_efficiency([(256, 128), (128, 64), (64, 64)], 80) == pytest.approx(
+        4194304 / (13 * 80 * 4096))
+    # No tile to run it in, or no GEMM: nothing quantized.
+    assert mm.wave_efficiency([], 80) == 1.0
+    assert replace(mm, gemm=None).wave_efficiency([(256, 128)], 80) == 1.0
+
+
 def test_v100_places_a_matmul_at_its_best_tiles_wave_efficiency(ops):
     v100 = load_hardware("v100-sxm2")
     # 1024 x 1024 on 80 SMs: 256x128 and 128x256 give 0.8 split in two (above); 128x128:
     # 64 tiles, no room for a second slice each (80 // 64 = 1), one wave,
     # 1024^2 / (80 x 16384) = 0.8; 128x64 and 64x128: 128 tiles, 2 waves,
     # 1024^2 / (160 x 8192) = 0.8; 64x64: 0.8 (above). The best keeps 0.8.
-    assert wave_efficiency(ops["mm1024"], v100) == pytest.approx(0.8)
+    assert spec_wave_efficiency(ops["mm1024"], v100) == pytest.approx(0.8)
     # 2048 x 2048: 64x64 gives 1024 tiles, ceil(1024 / 80) = 13 waves,
     # 2048^2 / (13 x 80 x 4096) = 0.98462; 128x64: 512 tiles, 7 waves, 0.9143; the
     # larger tiles 0.8.
-    assert wave_efficiency(ops["mm2048"], v100) == pytest.approx(4194304 / (13 * 80 * 4096))
+    assert spec_wave_efficiency(ops["mm2048"], v100) == pytest.approx(
+        4194304 / (13 * 80 * 4096))
     # Compute time: 2 x 1024^2 x 4096 FLOPs at 125 TFLOP/s (fp16 tensor peak) / 0.8
     # = 8.590e9 / 1e14 = 85.9 us.
     placed = Placer(v100).op(ops["mm1024"])
@@ -79,14 +93,14 @@ def test_v100_places_a_matmul_at_its_best_tiles_wave_efficiency(ops):
     assert placed.compute_s == pytest.approx(2 * 1024**2 * 4096 / 125e12 / 0.8)
     # One SM (scope sm): every tile runs in turn; 1024 / 64 squared = 256 tiles of 64x64
     # fill 256 waves exactly: no loss.
-    assert wave_efficiency(ops["mm1024"], load_hardware("v100-sxm2:sm")) == 1.0
+    assert spec_wave_efficiency(ops["mm1024"], load_hardware("v100-sxm2:sm")) == 1.0
 
 
 def test_devices_without_a_gemm_tiling_are_not_quantized(ops):
     # MI300X publishes no tile list here, TPUs and CPUs run no thread blocks.
     for device in ("mi300x", "tpu-v3", "xeon-8163"):
-        assert wave_efficiency(ops["mm1024"], load_hardware(device)) == 1.0
-    assert wave_efficiency(ops["bmm"], load_hardware("mi300x")) == 1.0
+        assert spec_wave_efficiency(ops["mm1024"], load_hardware(device)) == 1.0
+    assert spec_wave_efficiency(ops["bmm"], load_hardware("mi300x")) == 1.0
 
 
 # The spec floors: a null kernel launched back to back (CSCS's regression references).
@@ -140,7 +154,7 @@ def test_the_units_running_tiles_scale_with_the_scope(testchip_path, ops):
     core = _gemm_spec(testchip_path, ["256x128"], scope="core")
     board = _gemm_spec(testchip_path, ["256x128"], scope="board")
     assert core.gemm.tiles == ((256, 128),) and (core.count("mxu"), board.count("mxu")) == (1, 8)
-    assert wave_efficiency(ops["mm1024"], board) == 1.0
+    assert spec_wave_efficiency(ops["mm1024"], board) == 1.0
     # 2048 x 2048 in 256x128 tiles: 128 tiles on 8 units, 16 full waves; a 1536-row
     # product (6 x 16 = 96 tiles) likewise; 1024 x 1152 (4 x 9 = 36 tiles) needs 5 waves
     # of 8: 1024 x 1152 / (5 x 8 x 32768) = 0.9.

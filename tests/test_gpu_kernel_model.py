@@ -20,12 +20,12 @@ from roofline.model.kernel_model import (
     kernel_class,
     kernel_model_to_json,
     kernel_seconds,
-    launching_ops,
+    kernel_terms,
     load_kernel_model,
     step_estimate,
 )
 from roofline.program.hlo.formulas import GemmShape
-from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.op_cost import OpCost, launching_ops
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.hlo_dump import dumped_program, read_dump
 from tests.conftest import H200_RUN
@@ -75,6 +75,26 @@ def test_the_ops_of_resnet50s_step_are_classed_by_the_kernels_they_run(resnet50_
     assert {name: kernel_class(resnet50_ops[name]) for name in expected} == expected
 
 
+def test_a_convolutions_pass_is_the_one_its_custom_call_target_computes(resnet50_ops):
+    convolutions = [op for op in resnet50_ops.values() if op.category is OpCategory.CONVOLUTION]
+    # The dump's 158 cuDNN calls by target (its text: 70, 16, 19 and 53 custom calls).
+    assert Counter(op.custom_call_target for op in convolutions) == {
+        "__cudnn$convForward": 70, "__cudnn$convBiasActivationForward": 16,
+        "__cudnn$convBackwardInput": 19, "__cudnn$convBackwardFilter": 53}
+    passes = {"__cudnn$convForward": KernelClass.CONV_FPROP,
+              "__cudnn$convBiasActivationForward": KernelClass.CONV_FPROP,
+              "__cudnn$convBackwardInput": KernelClass.CONV_DGRAD,
+              "__cudnn$convBackwardFilter": KernelClass.CONV_WGRAD}
+    # Named as nothing says its pass, each call keeps the class its target says.
+    for op in convolutions:
+        unnamed = replace(op, name="custom-call.1", op_name="jit(step)/conv_general_dilated")
+        assert kernel_class(unnamed) is passes[op.custom_call_target], op.name
+    # And a name that says one pass does not outweigh a target that says another.
+    misnamed = replace(resnet50_ops["cudnn-conv-bw-input.37"],
+                       custom_call_target="__cudnn$convBackwardFilter")
+    assert kernel_class(misnamed) is KernelClass.CONV_WGRAD
+
+
 def test_an_elementwise_fusion_takes_its_fixed_time_and_its_bytes_at_the_bandwidth(
         resnet50_ops):
     op = resnet50_ops["loop_select_fusion"]
@@ -98,6 +118,21 @@ def test_a_gemm_takes_its_flops_at_the_clocked_quantized_rate():
                      bytes_read=2.0 * (8 * 4096 + 4096**2), bytes_written=2.0 * 8 * 4096)
     assert kernel_seconds(decode, _model()) == pytest.approx(
         3e-6 + decode.bytes / 4e12, rel=1e-9)
+
+
+def test_an_f32_gemm_runs_on_tf32_tensor_cores_unless_asked_for_full_precision():
+    op = OpCost("custom-call.1", "custom-call", OpCategory.MATMUL, "fp32",
+                ExecutionUnit.MATRIX, 2.0 * 4096**3, 0.0, 4.0 * 2 * 4096**2,
+                4.0 * 4096**2, 0.0, 0.0, "dot", (), gemm=GemmShape(1, 4096, 4096, 4096))
+    # TF32 at 500 TFLOP/s, full-precision f32 on the CUDA cores at 62.5: 8x the time.
+    model = replace(_model(), matrix_flop_per_cycle={"tf32": 5e14 / 1.98e9,
+                                                      "fp32": 6.25e13 / 1.98e9})
+    tf32, fp32 = (kernel_terms(each, model).compute_s
+                  for each in (op, replace(op, full_fp32=True)))
+    assert fp32 == pytest.approx(8 * tf32)
+    # A GPU whose model has no TF32 rate runs the same product on its CUDA cores.
+    no_tf32 = replace(model, matrix_flop_per_cycle={"fp32": 6.25e13 / 1.98e9})
+    assert kernel_terms(op, no_tf32).compute_s == pytest.approx(fp32)
 
 
 def test_a_step_adds_the_idle_time_between_its_kernels(resnet50_ops):

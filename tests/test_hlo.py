@@ -2,9 +2,11 @@
 
 import pytest
 
-from roofline.errors import HloParseError
+from roofline.errors import HloParseError, UnknownDtypeError
+from roofline.hardware.records import DTYPES
 from roofline.program.hlo import analyze_module, parse_hlo_text, parse_shape
 from roofline.program.hlo.graph import build_graph, critical_path, group_by_source
+from roofline.program.hlo.shapes import SPEC_DTYPE_STORAGE, spec_dtype_bytes
 
 # Hand-written optimized HLO in the format jax 0.10.2 prints, with the stack-frame tables
 # jax puts before the computations.
@@ -100,6 +102,16 @@ def test_op_graph_and_critical_path(costs):
 ])
 def test_shape_bytes_include_tile_padding(text, nbytes):
     assert parse_shape(text).bytes == nbytes
+
+
+def test_a_spec_dtype_takes_the_bytes_of_the_type_it_is_stored_as():
+    assert set(SPEC_DTYPE_STORAGE) == set(DTYPES)
+    # A TF32 operand is an f32 in memory; int4 packs two to a byte.
+    assert {dtype: spec_dtype_bytes(dtype) for dtype in DTYPES} == {
+        "fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+        "int4": 0.5}
+    with pytest.raises(UnknownDtypeError, match="'fp6' is no dtype a hardware spec names"):
+        spec_dtype_bytes("fp6")
 
 
 def test_memory_space_is_read():

@@ -11,7 +11,7 @@ from roofline.model.analysis import Placer, place_spec
 from roofline.model.comparison import compare_costs
 from roofline.model.placement import Bound, BoundKind
 from roofline.program.hlo import analyze_module, parse_hlo_text
-from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
+from roofline.program.hlo.op_cost import costs_from_json, costs_to_json, launching_ops
 
 # 50 trips of y = x @ w in bfloat16, 1024 x 1024 x 1024; the counter's add and the
 # condition's compare are the loop's other kernels.
@@ -96,6 +96,17 @@ def test_a_loops_speedup_follows_the_units_its_kernels_run_on(loop):
     v3_trip = 2 * 1024**3 / 52.5e12 + 2 * 1.17e-6
     assert comparison.speedup == pytest.approx(v2_trip / v3_trip)
     assert comparison.speedup == pytest.approx(2.288, abs=0.001)
+
+
+def test_the_ops_that_launch_kernels_are_a_loops_body_ops_times_its_trips():
+    costs = analyze_module(parse_hlo_text(LOOP), platform="tpu")
+    # The entry's parameters, constant, tuple and get-tuple-element launch nothing; the
+    # loop launches its body's add, dot and compare 50 times each.
+    assert [(op.name, trips) for op, trips in launching_ops(costs.ops)] == [
+        ("next", 50), ("y", 50), ("lt", 50)]
+    # A loop run 3 times over (inside another loop's body) runs them 150 times.
+    loop = next(op for op in costs.ops if op.opcode == "while")
+    assert [trips for _, trips in launching_ops((loop,), 3)] == [150] * 3
 
 
 def test_loop_bodies_survive_the_compile_cache_round_trip():

@@ -20,7 +20,7 @@ from roofline.model.explain_profile import explain_profile
 from roofline.model.hierarchical import explain_nsight_compute, place_report
 from roofline.model.placement import Bound, BoundKind
 from roofline.program.trace.formats import is_nsight_compute_report
-from roofline.program.trace.kernel_names import KernelClass
+from roofline.program.trace.kernel_names import KernelCategory
 from roofline.program.trace.nsight_compute import (
     GPU_NAME_METRIC,
     NsightKernel,
@@ -198,7 +198,7 @@ def test_ties_go_to_compute_then_to_the_farther_level():
     def kernel(number: int, flops: float, nbytes: float) -> NsightKernel:
         return NsightKernel(number, f"k{number}", "7", "(1, 1, 1)", "(1, 1, 1)", 1e-3,
                             {"fp32": flops}, {"DRAM": nbytes, "L2": nbytes}, (),
-                            f"k{number}", KernelClass.UNNAMED)
+                            f"k{number}", KernelCategory.UNNAMED)
 
     report = NsightReport("ties.csv", "raw", None, None, (kernel(0, 9e8, 9e8),
                                                             kernel(1, 0.0, 9e8)), {}, {}, (), ())

@@ -28,6 +28,7 @@ from roofline.model.placement import (
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.remat import is_compiler_clone
 from roofline.program.hlo.rules import OpCategory
+from roofline.program.hlo.shapes import spec_dtype_bytes
 from roofline.progress import waiting
 
 if TYPE_CHECKING:   # compiling imports jax, and workloads: explaining a trace needs neither
@@ -116,19 +117,11 @@ def device_hardware(program: CompiledProgram, hardware: Hardware) -> Hardware:
 def placement_dtype(op: OpCost, hardware: Hardware) -> str:
     """The dtype an op computes in on ``hardware``: as compiled on the kind of device it
     was compiled for, as the program wrote it on any other (XLA:CPU widens bf16 matmuls to
-    f32; a GPU or TPU runs them in bf16). An f32 matrix product not asked for at full
-    precision runs on the TF32 tensor cores of a GPU that has them, as XLA's default
-    precision and cuDNN's default convolution math round it."""
+    f32; a GPU or TPU runs them in bf16); an f32 matrix product in TF32 where the device
+    has TF32 tensor cores and the program does not ask for full precision
+    (:meth:`OpCost.matrix_dtype`)."""
     dtype = op.dtype if op.platform and op.platform == hardware.kind else op.as_written_dtype
-    if tf32_product(op, dtype, hardware):
-        return "tf32"
-    return dtype
-
-
-def tf32_product(op: OpCost, dtype: str, hardware: Hardware) -> bool:
-    """Whether an op placed in ``dtype`` runs on ``hardware``'s TF32 tensor cores."""
-    return (dtype == "fp32" and op.unit == ExecutionUnit.MATRIX and not op.full_fp32
-            and hardware.has_roof("tf32", ExecutionUnit.MATRIX))
+    return op.matrix_dtype(dtype, tf32_cores=hardware.has_roof("tf32", ExecutionUnit.MATRIX))
 
 
 # cuDNN's Winograd convolution (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: 3x3 filters, unit
@@ -154,7 +147,7 @@ def layout_transposes(op: OpCost, dtype: str, hardware: Hardware) -> float:
     roof = choose_roof(hardware, dtype, op.unit)
     if roof is None or roof.unit != ExecutionUnit.MATRIX:
         return 0.0
-    return 2.0 * op.gemm.activations * DTYPE_BYTES.get(dtype, 4)
+    return 2.0 * op.gemm.activations * spec_dtype_bytes(dtype)
 
 
 def convolution_algorithm(op: OpCost, dtype: str, hardware: Hardware) -> str:
@@ -181,7 +174,7 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
     dtype = placement_dtype(op, hardware)
     # A matrix product placed in the narrower dtype the program stores moves its operands
     # in that dtype too, not in the one another backend widened them to.
-    main = op.bytes * (DTYPE_BYTES.get(dtype, 1) / DTYPE_BYTES.get(op.dtype, 1)
+    main = op.bytes * (spec_dtype_bytes(dtype) / spec_dtype_bytes(op.dtype)
                        if op.unit == ExecutionUnit.MATRIX and dtype != op.dtype else 1.0)
     if served_by is not None and _has_bandwidth(hardware, served_by):
         near, main = (*near, (served_by, op.bytes)), 0.0
@@ -200,27 +193,23 @@ def work_of(op: OpCost, hardware: Hardware, served_by: str | None = None) -> Wor
                 other_links=across,
                 # a transpose kernel before the convolution and one after
                 launches=max(op.kernels, 1) + (2 if transposes else 0),
-                wave_efficiency=wave_efficiency(op, hardware),
+                wave_efficiency=spec_wave_efficiency(op, hardware),
                 transcendentals=op.transcendentals, algorithm=algorithm)
 
 
-# Bytes an element of each spec dtype takes.
-DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
-               "int4": 0.5}
-
-
-def wave_efficiency(op: OpCost, hardware: Hardware) -> float:
+def spec_wave_efficiency(op: OpCost, hardware: Hardware) -> float:
     """The share of ``hardware``'s compute a matrix product keeps after tile and wave
-    quantization, where the spec describes its GEMM tiling ([gemm]); 1 otherwise. Of the
-    library's tiles, the one that keeps the most (a lower bound on the time: smaller tiles'
-    lower data reuse is not charged)."""
+    quantization in the library tiles its spec lists ([gemm]); 1 where it lists none. Of
+    those tiles, the one that keeps the most (a lower bound on the time: smaller tiles'
+    lower data reuse is not charged). The kernel model's own is at a class's measured tile
+    (:func:`roofline.model.kernel_model.kernel_terms`)."""
     tiling = hardware.gemm
-    if op.gemm is None or tiling is None:
+    if tiling is None:
         return 1.0
     units = hardware.count(tiling.units)
     if units is None or units < 1:
         return 1.0
-    return max(op.gemm.wave_efficiency(tile, int(units)) for tile in tiling.tiles)
+    return op.wave_efficiency(tiling.tiles, int(units))
 
 
 def _has_bandwidth(hardware: Hardware, level: str) -> bool:

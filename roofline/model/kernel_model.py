@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -47,15 +47,18 @@ from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
 from roofline.hardware.spec_fields import COUNT_MAX, PLAUSIBLE
 from roofline.hardware.spec_file import TILE_MAX, load_spec_file
 from roofline.input_files import KERNEL_MODEL, SPEC_FILE, check_readable, read_input_text
-from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.program.hlo.rules import OpCategory
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost, launching_ops
+from roofline.program.hlo.rules import CUDNN_CONVOLUTIONS, ConvolutionPass, OpCategory
 from roofline.units import Kind, format_quantity
 
 SCHEMA = "roofline/gpu-kernel-model/1"
 
 
 class KernelClass(str, Enum):
-    """What kind of kernel an op of an XLA:GPU program runs as."""
+    """What kind of kernel an op of an XLA:GPU program runs as, read from the program (its
+    opcode, fusion kind, custom-call target): each class has its own timing parameters.
+    Not the coarser category a profiled kernel's name says, for kernels of any framework
+    (:class:`roofline.program.trace.kernel_names.KernelCategory`)."""
 
     ELEMENTWISE = "elementwise"          # a kLoop fusion (or a lone element-wise op)
     REDUCTION = "reduction"              # a kInput fusion: reductions, scatters, transposes
@@ -71,6 +74,10 @@ class KernelClass(str, Enum):
 MATRIX_CLASSES = (KernelClass.TRITON_GEMM, KernelClass.LIBRARY_GEMM, KernelClass.CONV_FPROP,
                   KernelClass.CONV_DGRAD, KernelClass.CONV_WGRAD)
 MEMORY_CLASSES = tuple(c for c in KernelClass if c not in MATRIX_CLASSES)
+# A cuDNN call's class by the pass its target computes.
+_CONVOLUTION_CLASSES = {ConvolutionPass.FORWARD: KernelClass.CONV_FPROP,
+                        ConvolutionPass.BACKWARD_INPUT: KernelClass.CONV_DGRAD,
+                        ConvolutionPass.BACKWARD_FILTER: KernelClass.CONV_WGRAD}
 
 
 @dataclass(frozen=True)
@@ -210,12 +217,9 @@ def kernel_class(op: OpCost) -> KernelClass:
             return KernelClass.REDUCTION
         return KernelClass.ELEMENTWISE
     if op.opcode == "custom-call":
-        if op.category is OpCategory.CONVOLUTION:
-            if "bw-input" in op.name or "backward-input" in op.op_name:
-                return KernelClass.CONV_DGRAD
-            if "bw-filter" in op.name or "backward-filter" in op.op_name:
-                return KernelClass.CONV_WGRAD
-            return KernelClass.CONV_FPROP
+        convolution = CUDNN_CONVOLUTIONS.get(op.custom_call_target)
+        if convolution is not None:
+            return _CONVOLUTION_CLASSES[convolution]
         if op.category is OpCategory.MATMUL:
             return KernelClass.LIBRARY_GEMM
     if op.category is OpCategory.ELEMENTWISE:
@@ -223,22 +227,6 @@ def kernel_class(op: OpCost) -> KernelClass:
     if op.category is OpCategory.REDUCTION:
         return KernelClass.REDUCTION
     return KernelClass.COPY
-
-
-def matrix_dtype(op: OpCost) -> str:
-    """The tensor-core dtype a matrix op runs in: f32 operands on TF32 unless asked for
-    full fp32 precision."""
-    if op.dtype == "fp32":
-        return "fp32" if op.full_fp32 else "tf32"
-    return op.dtype
-
-
-def wave_efficiency(op: OpCost, params: MatrixClassParams, sm_count: int) -> float:
-    """The share of the SMs' tile slots doing useful work for ``op``'s GEMM (1 where the
-    op has none)."""
-    if op.gemm is None:
-        return 1.0
-    return op.gemm.wave_efficiency((params.tile_m, params.tile_n), sm_count)
 
 
 @dataclass(frozen=True)
@@ -268,24 +256,14 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
         memory = model.memory_classes[kind]
         return KernelTerms(memory.fixed_s, 0.0, memory.memory_seconds(op))
     matrix = model.matrix_classes[kind]
-    dtype = matrix_dtype(op)
+    dtype = op.matrix_dtype(op.dtype, tf32_cores="tf32" in model.matrix_flop_per_cycle)
     if dtype not in model.matrix_flop_per_cycle:
         raise KernelModelError(f"{model.device}'s kernel model has no matrix rate for "
                                f"{dtype} ({op.name}); it has "
                                f"{', '.join(sorted(model.matrix_flop_per_cycle))}")
     rate = (model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz * matrix.efficiency
-            * wave_efficiency(op, matrix, model.sm_count))
+            * op.wave_efficiency(((matrix.tile_m, matrix.tile_n),), model.sm_count))
     return KernelTerms(matrix.fixed_s, op.flops / rate, op.bytes / matrix.bytes_per_s)
-
-
-def launching_ops(ops: tuple[OpCost, ...], trips: int = 1) -> Iterator[tuple[OpCost, int]]:
-    """Each op of ``ops`` that runs kernels, with how many times a step runs it (a loop's,
-    call's or conditional's body ops as often as their trips)."""
-    for op in ops:
-        if op.body:
-            yield from launching_ops(op.body, trips * op.trip_count)
-        elif op.does_work:
-            yield op, trips
 
 
 def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:

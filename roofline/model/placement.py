@@ -81,7 +81,9 @@ def class_text(value: object) -> str | None:
 
 @dataclass(frozen=True)
 class Work:
-    """What one op asks of the hardware.
+    """What one op asks of the hardware: its costs
+    (:class:`roofline.program.hlo.op_cost.OpCost`) as placed on one device, in the dtype
+    and at the levels it runs there (:func:`roofline.model.analysis.work_of`).
 
     ``bytes`` is traffic to main memory (DRAM/HBM); ``near_bytes`` names traffic at nearer
     levels, e.g. ``(("VMEM", 1e6),)``. ``link_bytes`` crosses ``link`` (default: the

@@ -43,6 +43,7 @@ from roofline.program.hlo.rules import (
     OpCategory,
     Resolved,
     Traffic,
+    custom_call_target,
     lookup,
     unknown_label,
     wrapped_result,
@@ -62,8 +63,7 @@ UNKNOWN_TRIPS = "while (unknown trip count, counted once)"
 def _async_root(body: Computation) -> str:
     """The custom-call target at a fusion body's root ("" for any other root)."""
     root = body.root
-    return root.attributes.get("custom_call_target", "").strip('"') \
-        if root.opcode == "custom-call" else ""
+    return custom_call_target(root) if root.opcode == "custom-call" else ""
 
 
 def _collectives(body: Computation) -> list[Instruction]:
@@ -316,7 +316,8 @@ class _Analyzer:
             platform=self.platform, notes=notes,
             gemm=self._gemm(effective, computation, resolved), body=body,
             fusion_kind=effective.attributes.get("kind", "") if effective.opcode == "fusion"
-            else "", full_fp32=self._full_fp32(effective, computation, unit),
+            else "", custom_call_target=custom_call_target(effective),
+            full_fp32=self._full_fp32(effective, computation, unit),
             layout=self._layout(effective, computation, unit),
             column_sums=column_sums, reductions=reductions,
             starts=starts, waits=waits,

@@ -57,7 +57,8 @@ _KEYS = {"b": "batch", "sq": "seq_q", "skv": "seq_kv", "kvh": "kv_heads", "g": "
          "dtype": "dtype"}
 # Written only where it is not 1: the shares of a context-parallel attention.
 _SHARDS_KEY = "sp"
-_F32_BYTES = 4   # the softmax statistics (logsumexp, D) and dQ's accumulator are f32
+# The softmax statistics (logsumexp, D) and dQ's accumulator are f32.
+_F32_BYTES = ELEMENT_BITS["f32"] / 8
 
 
 @dataclass(frozen=True)

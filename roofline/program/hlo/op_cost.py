@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -55,6 +56,7 @@ class OpCost:
     # PyTorch does by default; roofline.program.hlo.eager); "" where the compiler chose.
     layout: str = ""
     fusion_kind: str = ""        # a fusion's kind as compiled: kLoop, kInput, kOutput, kCustom
+    custom_call_target: str = ""  # a custom call's target (``__cudnn$convForward``)
     # The fewest outputs of any column reduction it runs (a reduce that keeps its operand's
     # minor-most dimension, as batch-norm statistics over NHWC activations do): the
     # independent sums its kernel can spread over a device's cores; 0 where it runs none.
@@ -105,6 +107,35 @@ class OpCost:
         """Whether the op runs a kernel: not a parameter, tuple, bitcast or the completion
         of an async op (the one definition of "an op that does work")."""
         return not self.free and self.kernels > 0
+
+    def matrix_dtype(self, dtype: str, tf32_cores: bool) -> str:
+        """The dtype a matrix op placed in ``dtype`` multiplies in on a device with TF32
+        tensor cores (``tf32_cores``) or without: an f32 product not asked for at full fp32
+        precision runs on them as TF32, as XLA's default precision and cuDNN's default
+        convolution math round it (the one TF32 rule); any other in ``dtype``."""
+        if (dtype == "fp32" and self.unit == ExecutionUnit.MATRIX and not self.full_fp32
+                and tf32_cores):
+            return "tf32"
+        return dtype
+
+    def wave_efficiency(self, tiles: Iterable[tuple[int, int]], units: int) -> float:
+        """The share of ``units`` concurrent tile slots its GEMM keeps doing useful work
+        (:meth:`GemmShape.wave_efficiency`), in the best of the caller's ``tiles``; 1 where
+        it runs no GEMM or no tile is given."""
+        if self.gemm is None:
+            return 1.0
+        return max((self.gemm.wave_efficiency(tile, units) for tile in tiles), default=1.0)
+
+
+def launching_ops(ops: Iterable[OpCost], trips: int = 1) -> Iterator[tuple[OpCost, int]]:
+    """Each op of ``ops`` that launches kernels, with how many times one run of ``ops``
+    runs it: a loop's, call's or conditional's body ops in its place, as often as their
+    trips (the one definition of "the ops that launch kernels")."""
+    for op in ops:
+        if op.body:
+            yield from launching_ops(op.body, trips * op.trip_count)
+        elif op.does_work:
+            yield op, trips
 
 
 @dataclass(frozen=True)

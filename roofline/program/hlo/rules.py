@@ -455,22 +455,39 @@ _add(CUSTOM_CALLS, (ASYNC_COLLECTIVE_START, ASYNC_COLLECTIVE_DONE),
 # pieces out contiguously and the join is a view).
 _add(CUSTOM_CALLS, ("ConcatBitcast",), Rule(OpCategory.DATA_MOVEMENT, no_flops))
 # GPU libraries (XLA's GPU custom-call targets; ROCm uses the same names for hipBLASLt and
-# MIOpen). Backward-input convolutions compute the forward input from (output gradient,
-# kernel); backward-filter ones the kernel from (input, output gradient).
+# MIOpen).
 _add(CUSTOM_CALLS, ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"),
      Rule(OpCategory.MATMUL, library_gemm, Traffic.LIBRARY, unit=ExecutionUnit.MATRIX,
           needs_config="gemm_backend_config", gemm=library_gemm_shape))
-_add(CUSTOM_CALLS, ("__cudnn$convForward", "__cudnn$convBiasActivationForward"),
-     _library_convolution(0, 1, None))
-_add(CUSTOM_CALLS, ("__cudnn$convBackwardInput",),
-     _library_convolution(None, 1, 0))
+
+
+class ConvolutionPass(enum.Enum):
+    """Which pass of a convolution a library call computes."""
+
+    FORWARD = "forward"                  # the output, from (input, kernel)
+    BACKWARD_INPUT = "backward-input"    # the input's gradient, from (output gradient, kernel)
+    BACKWARD_FILTER = "backward-filter"  # the kernel's gradient, from (input, output gradient)
+
+
+# XLA:GPU's cuDNN convolution targets and the pass each computes (a forward pass with its
+# bias and activation fused is a forward pass).
+CUDNN_CONVOLUTIONS: dict[str, ConvolutionPass] = {
+    "__cudnn$convForward": ConvolutionPass.FORWARD,
+    "__cudnn$convBiasActivationForward": ConvolutionPass.FORWARD,
+    "__cudnn$convBackwardInput": ConvolutionPass.BACKWARD_INPUT,
+    "__cudnn$convBackwardFilter": ConvolutionPass.BACKWARD_FILTER,
+}
+# Each pass's operand indices (None: the result) of the forward input, kernel and output.
+_CONVOLUTION_OPERANDS = {ConvolutionPass.FORWARD: (0, 1, None),
+                         ConvolutionPass.BACKWARD_INPUT: (None, 1, 0),
+                         ConvolutionPass.BACKWARD_FILTER: (0, None, 1)}
+for _target, _pass in CUDNN_CONVOLUTIONS.items():
+    _add(CUSTOM_CALLS, (_target,), _library_convolution(*_CONVOLUTION_OPERANDS[_pass]))
 _add(CUSTOM_CALLS, ("__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxDropout",
                     "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaScaleBiasSoftmaxDropout",
                     "__cudnn$fmhaSoftmaxF8"),
      Rule(OpCategory.MATMUL, fused_attention, Traffic.LIBRARY, unit=ExecutionUnit.MATRIX,
           needs_config="cudnn_fmha_backend_config"))
-_add(CUSTOM_CALLS, ("__cudnn$convBackwardFilter",),
-     _library_convolution(0, None, 1))
 
 
 class Half(enum.Enum):

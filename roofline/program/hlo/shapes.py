@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from roofline.errors import ShapeSyntaxError
+from roofline.errors import ShapeSyntaxError, UnknownDtypeError
 
 # Bits per element of each HLO primitive type.
 ELEMENT_BITS: dict[str, int] = {
@@ -34,6 +34,26 @@ SPEC_DTYPE: dict[str, str] = {
     "s32": "fp32", "u32": "fp32", "s64": "fp64", "u64": "fp64", "s16": "fp32", "u16": "fp32",
     "pred": "fp32", "c64": "fp32", "c128": "fp64",
 }
+
+# The HLO element type each spec dtype (roofline.hardware.records.DTYPES) is stored as in
+# memory: a TF32 operand is an f32, rounded only inside the tensor cores.
+SPEC_DTYPE_STORAGE: dict[str, str] = {
+    "fp64": "f64", "fp32": "f32", "tf32": "f32", "bf16": "bf16", "fp16": "f16",
+    "fp8": "f8e4m3fn", "int8": "s8", "int4": "s4",
+}
+
+
+def spec_dtype_bytes(dtype: str) -> float:
+    """The bytes an element of the spec dtype ``dtype`` takes in memory (the one table of
+    element sizes, :data:`ELEMENT_BITS`, of the type it is stored as); UnknownDtypeError
+    naming it where no spec names it."""
+    storage = SPEC_DTYPE_STORAGE.get(dtype)
+    if storage is None:
+        raise UnknownDtypeError(f"{dtype!r} is no dtype a hardware spec names, so its "
+                                f"element size is unknown; use one of "
+                                f"{', '.join(SPEC_DTYPE_STORAGE)}")
+    return ELEMENT_BITS[storage] / 8
+
 
 _TILE = re.compile(r"T\(([\d,]*)\)")
 _SPACE = re.compile(r"S\((\d+)\)")

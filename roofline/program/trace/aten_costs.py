@@ -6,7 +6,7 @@ registers its own (:func:`register`).
 A formula is a pure function of the recorded call. It returns a row of an ops table where
 a row kind describes the op (matrix products, convolutions, element-wise ops, reductions,
 softmax, copies: costed through the HLO rule registry, :mod:`roofline.program.ops_table`,
-which decides category, unit and dtype), else the :class:`Work` it counts itself
+which decides category, unit and dtype), else the :class:`CountedWork` it counts itself
 (pooling, losses, normalization, dropout, embedding, fused attention, backward ops, and
 the optimizers' ``_foreach_`` ops over tensor lists), or several of both for an op that
 runs several kernels (a convolution's backward). The conventions are the project's: a
@@ -213,9 +213,10 @@ class TableRow:
 
 
 @dataclass(frozen=True)
-class Work:
+class CountedWork:
     """An op's work where no row kind describes it, counted by its formula; ``dtype`` is
-    the HLO dtype it computes in."""
+    the HLO dtype it computes in. It becomes the op's :class:`OpCost` (not
+    :class:`roofline.model.placement.Work`, what a placed op asks of a device)."""
 
     category: OpCategory
     dtype: str
@@ -228,7 +229,7 @@ class Work:
     notes: tuple[str, ...] = ()
 
 
-AtenCost = TableRow | Work | tuple[TableRow | Work, ...]
+AtenCost = TableRow | CountedWork | tuple[TableRow | CountedWork, ...]
 AtenFormula = Callable[[AtenCall], AtenCost]
 
 FORMULAS: dict[str, AtenFormula] = {}
@@ -288,7 +289,7 @@ def op_cost(name: str, op: str, args: dict[str, Any]) -> OpCost | None:
         return None
 
 
-def _part_cost(name: str, op: str, part: TableRow | Work) -> OpCost:
+def _part_cost(name: str, op: str, part: TableRow | CountedWork) -> OpCost:
     if isinstance(part, TableRow):
         return cost_row(OpRow(name, part.kind, part.shapes, part.dtype, part.params), WHERE)
     dtype = SPEC_DTYPE.get(part.dtype, "fp32")
@@ -423,7 +424,7 @@ def convolution_backward(call: AtenCall) -> AtenCost:
     mask = call.flags(10, (True, True, True))
     if len(mask) != 3 or len(grad.shape) != 4:
         raise Unfit("output_mask or grad_output")
-    passes: list[TableRow | Work] = [forward] * (mask[0] + mask[1])
+    passes: list[TableRow | CountedWork] = [forward] * (mask[0] + mask[1])
     if mask[2]:
         passes.append(_reduction_row("sum", grad, (0, 2, 3)))
     if not passes:
@@ -468,9 +469,9 @@ def copy(call: AtenCall) -> AtenCost:
     if source.dtype == target.dtype and target.dtype in ROW_DTYPES:
         return _row("copy", (target.shape,), target.dtype)
     converts = source.dtype != target.dtype
-    return Work(OpCategory.ELEMENTWISE if converts else OpCategory.DATA_MOVEMENT,
-                target.dtype, flops=target.elements if converts else 0,
-                bytes_read=source.bytes, bytes_written=target.bytes)
+    return CountedWork(OpCategory.ELEMENTWISE if converts else OpCategory.DATA_MOVEMENT,
+                       target.dtype, flops=target.elements if converts else 0,
+                       bytes_read=source.bytes, bytes_written=target.bytes)
 
 
 @register("sum", "mean")
@@ -531,18 +532,18 @@ def elementwise(call: AtenCall) -> AtenCost:
         raise Unfit("no tensor argument")
     out = math.prod(_broadcast([t.shape for t in tensors]))
     dtype = next((t for t in tensors if t.dtype.startswith(("f", "bf"))), tensors[0]).dtype
-    return Work(OpCategory.ELEMENTWISE, dtype, flops=flops * out,
-                transcendentals=transcendentals * out,
-                bytes_read=sum(t.bytes for t in tensors),
-                bytes_written=out * ELEMENT_BITS[dtype] / 8)
+    return CountedWork(OpCategory.ELEMENTWISE, dtype, flops=flops * out,
+                       transcendentals=transcendentals * out,
+                       bytes_read=sum(t.bytes for t in tensors),
+                       bytes_written=out * ELEMENT_BITS[dtype] / 8)
 
 
 @register("fill", "zero")
 def fill(call: AtenCall) -> AtenCost:
     # fill_(self, value), zero_(self): self written, not read; a tensor value is read.
     x = call.tensor(0)
-    return Work(OpCategory.DATA_MOVEMENT, x.dtype,
-                bytes_read=sum(t.bytes for t in call.tensors()[1:]), bytes_written=x.bytes)
+    return CountedWork(OpCategory.DATA_MOVEMENT, x.dtype,
+                       bytes_read=sum(t.bytes for t in call.tensors()[1:]), bytes_written=x.bytes)
 
 
 # --- pooling -----------------------------------------------------------------------------
@@ -575,8 +576,8 @@ def max_pool2d_with_indices(call: AtenCall) -> AtenCost:
         out = (span + (s - 1 if ceil else 0)) // s + 1
         spatial.append(out - 1 if ceil and (out - 1) * s >= size + p else out)
     outputs = math.prod(x.shape[:-2]) * math.prod(spatial)
-    return Work(OpCategory.REDUCTION, x.dtype, flops=outputs * (kernel[0] * kernel[1] - 1),
-                bytes_read=x.bytes, bytes_written=outputs * (x.itemsize + 8))
+    return CountedWork(OpCategory.REDUCTION, x.dtype, flops=outputs * (kernel[0] * kernel[1] - 1),
+                       bytes_read=x.bytes, bytes_written=outputs * (x.itemsize + 8))
 
 
 @register("max_pool2d_with_indices_backward")
@@ -588,8 +589,8 @@ def max_pool2d_with_indices_backward(call: AtenCall) -> AtenCost:
     grad, x, indices = call.tensor(0), call.tensor(1), call.tensor(7)
     if indices.shape != grad.shape:
         raise Unfit("indices and grad_output differ in shape")
-    return Work(OpCategory.REDUCTION, x.dtype, flops=grad.elements,
-                bytes_read=grad.bytes + indices.bytes, bytes_written=x.bytes, kernels=2)
+    return CountedWork(OpCategory.REDUCTION, x.dtype, flops=grad.elements,
+                       bytes_read=grad.bytes + indices.bytes, bytes_written=x.bytes, kernels=2)
 
 
 # --- softmax, losses ------------------------------------------------------------------------
@@ -603,9 +604,9 @@ def log_softmax(call: AtenCall) -> AtenCost:
     x = call.tensor(0)
     rows, n = _rows_and_length(x, call.integer(1))
     out_size = 4 if call.flag(2) else x.itemsize
-    return Work(OpCategory.REDUCTION, x.dtype, flops=rows * (4 * n - 2),
-                transcendentals=rows * (n + 1), bytes_read=x.bytes,
-                bytes_written=x.elements * out_size)
+    return CountedWork(OpCategory.REDUCTION, x.dtype, flops=rows * (4 * n - 2),
+                       transcendentals=rows * (n + 1), bytes_read=x.bytes,
+                       bytes_written=x.elements * out_size)
 
 
 @register("_log_softmax_backward_data", "_softmax_backward_data")
@@ -619,10 +620,10 @@ def softmax_backward(call: AtenCall) -> AtenCost:
         raise Unfit("grad_output and output differ in shape")
     rows, n = _rows_and_length(grad, call.integer(2))
     logarithmic = call.name == "_log_softmax_backward_data"
-    return Work(OpCategory.REDUCTION, grad.dtype,
-                flops=rows * (3 * n - 1 if logarithmic else 4 * n - 1),
-                transcendentals=rows * n if logarithmic else 0,
-                bytes_read=grad.bytes + output.bytes, bytes_written=grad.bytes)
+    return CountedWork(OpCategory.REDUCTION, grad.dtype,
+                       flops=rows * (3 * n - 1 if logarithmic else 4 * n - 1),
+                       transcendentals=rows * n if logarithmic else 0,
+                       bytes_read=grad.bytes + output.bytes, bytes_written=grad.bytes)
 
 
 def _samples(log_probabilities: TensorArg, target: TensorArg) -> int:
@@ -646,8 +647,8 @@ def nll_loss_forward(call: AtenCall) -> AtenCost:
     flops = n * (2 + (weight is not None)) + (n - 1 if reduction else 0) + (
         n if reduction == 1 else 0)
     read = n * x.itemsize + target.bytes + (n * weight.itemsize if weight else 0)
-    return Work(OpCategory.REDUCTION, x.dtype, flops=flops, bytes_read=read,
-                bytes_written=((n if reduction == 0 else 1) + 1) * x.itemsize)
+    return CountedWork(OpCategory.REDUCTION, x.dtype, flops=flops, bytes_read=read,
+                       bytes_written=((n if reduction == 0 else 1) + 1) * x.itemsize)
 
 
 @register("nll_loss_backward")
@@ -662,9 +663,9 @@ def nll_loss_backward(call: AtenCall) -> AtenCost:
     reduction = call.integer(4, 1)
     read = (grad.bytes + target.bytes + (total_weight.bytes if total_weight else 0)
             + (n * weight.itemsize if weight else 0))
-    return Work(OpCategory.REDUCTION, x.dtype,
-                flops=n * (1 + (weight is not None) + (reduction == 1)), bytes_read=read,
-                bytes_written=x.bytes, kernels=2)
+    return CountedWork(OpCategory.REDUCTION, x.dtype,
+                       flops=n * (1 + (weight is not None) + (reduction == 1)), bytes_read=read,
+                       bytes_written=x.bytes, kernels=2)
 
 
 # --- normalization, dropout, embedding ----------------------------------------------------
@@ -684,11 +685,11 @@ def layer_norm(call: AtenCall) -> AtenCost:
     n = math.prod(normalized)
     rows = x.elements // n if n else 0
     affine = (weight is not None) + (bias is not None)
-    return Work(OpCategory.REDUCTION, x.dtype, flops=rows * ((5 + affine) * n + 1),
-                transcendentals=rows,
-                bytes_read=x.bytes + (weight.bytes if weight else 0) + (bias.bytes if bias
+    return CountedWork(OpCategory.REDUCTION, x.dtype, flops=rows * ((5 + affine) * n + 1),
+                       transcendentals=rows,
+                       bytes_read=x.bytes + (weight.bytes if weight else 0) + (bias.bytes if bias
                                                                        else 0),
-                bytes_written=x.bytes + 2 * rows * _statistic_bytes(x))
+                       bytes_written=x.bytes + 2 * rows * _statistic_bytes(x))
 
 
 @register("native_layer_norm_backward")
@@ -706,10 +707,10 @@ def layer_norm_backward(call: AtenCall) -> AtenCost:
     if len(mask) != 3:
         raise Unfit("output_mask")
     parameters = weight.bytes if weight else 0
-    return Work(OpCategory.REDUCTION, x.dtype,
-                flops=x.elements * (10 * mask[0] + 2 * mask[1] + mask[2]),
-                bytes_read=grad.bytes + x.bytes + mean.bytes + rstd.bytes + parameters,
-                bytes_written=x.bytes * mask[0] + parameters * (mask[1] + mask[2]))
+    return CountedWork(OpCategory.REDUCTION, x.dtype,
+                       flops=x.elements * (10 * mask[0] + 2 * mask[1] + mask[2]),
+                       bytes_read=grad.bytes + x.bytes + mean.bytes + rstd.bytes + parameters,
+                       bytes_written=x.bytes * mask[0] + parameters * (mask[1] + mask[2]))
 
 
 @register("native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm")
@@ -725,9 +726,9 @@ def batch_norm(call: AtenCall) -> AtenCost:
     channels = x.shape[1]
     training = call.flag(5)
     vectors = sum(t.bytes for t in call.tensors()[1:])
-    return Work(OpCategory.REDUCTION, x.dtype, flops=x.elements * (7 if training else 4),
-                transcendentals=channels, bytes_read=x.bytes + vectors,
-                bytes_written=x.bytes + 2 * channels * _statistic_bytes(x))
+    return CountedWork(OpCategory.REDUCTION, x.dtype, flops=x.elements * (7 if training else 4),
+                       transcendentals=channels, bytes_read=x.bytes + vectors,
+                       bytes_written=x.bytes + 2 * channels * _statistic_bytes(x))
 
 
 @register("native_batch_norm_backward", "cudnn_batch_norm_backward")
@@ -740,9 +741,9 @@ def batch_norm_backward(call: AtenCall) -> AtenCost:
     if first.shape != second.shape or len(first.shape) < 2:
         raise Unfit("input and its gradient differ in shape")
     vectors = 2 * first.shape[1] * _statistic_bytes(first)
-    return Work(OpCategory.REDUCTION, first.dtype, flops=9 * first.elements,
-                bytes_read=first.bytes + second.bytes + vectors,
-                bytes_written=first.bytes + vectors)
+    return CountedWork(OpCategory.REDUCTION, first.dtype, flops=9 * first.elements,
+                       bytes_read=first.bytes + second.bytes + vectors,
+                       bytes_written=first.bytes + vectors)
 
 
 @register("native_dropout")
@@ -751,8 +752,8 @@ def dropout(call: AtenCall) -> AtenCost:
     # scaled by 1 / (1 - p) (1): 2 FLOPs, the random bits' making not counted; x read,
     # the output and its bool mask written.
     x = call.tensor(0)
-    return Work(OpCategory.ELEMENTWISE, x.dtype, flops=2 * x.elements, bytes_read=x.bytes,
-                bytes_written=x.bytes + x.elements)
+    return CountedWork(OpCategory.ELEMENTWISE, x.dtype, flops=2 * x.elements, bytes_read=x.bytes,
+                       bytes_written=x.bytes + x.elements)
 
 
 @register("embedding")
@@ -763,8 +764,8 @@ def embedding(call: AtenCall) -> AtenCost:
     if len(weight.shape) != 2:
         raise Unfit("an embedding table that is not [V, D]")
     rows = indices.elements * weight.shape[1] * weight.itemsize
-    return Work(OpCategory.DATA_MOVEMENT, weight.dtype, bytes_read=indices.bytes + rows,
-                bytes_written=rows)
+    return CountedWork(OpCategory.DATA_MOVEMENT, weight.dtype, bytes_read=indices.bytes + rows,
+                       bytes_written=rows)
 
 
 @register("embedding_dense_backward")
@@ -776,9 +777,9 @@ def embedding_backward(call: AtenCall) -> AtenCost:
     num_weights = call.integer(2)
     if not grad.shape or grad.elements != indices.elements * grad.shape[-1] or num_weights < 0:
         raise Unfit("grad_output is not [..., D] over the indices")
-    return Work(OpCategory.REDUCTION, grad.dtype, flops=grad.elements,
-                bytes_read=grad.bytes + indices.bytes,
-                bytes_written=num_weights * grad.shape[-1] * grad.itemsize, kernels=2)
+    return CountedWork(OpCategory.REDUCTION, grad.dtype, flops=grad.elements,
+                       bytes_read=grad.bytes + indices.bytes,
+                       bytes_written=num_weights * grad.shape[-1] * grad.itemsize, kernels=2)
 
 
 # --- fused attention ------------------------------------------------------------------------
@@ -813,10 +814,10 @@ def attention(call: AtenCall) -> AtenCost:
     q, k, v = call.tensor(0), call.tensor(1), call.tensor(2)
     pairs = _attention_pairs(call, q, k, v)
     queries = q.elements // q.shape[-1] if q.shape[-1] else 0
-    return Work(OpCategory.MATMUL, q.dtype, flops=2 * pairs * (q.shape[-1] + v.shape[-1]),
-                transcendentals=pairs, bytes_read=q.bytes + k.bytes + v.bytes,
-                bytes_written=queries * (v.shape[-1] * q.itemsize + 4),
-                unit=ExecutionUnit.MATRIX)
+    return CountedWork(OpCategory.MATMUL, q.dtype, flops=2 * pairs * (q.shape[-1] + v.shape[-1]),
+                       transcendentals=pairs, bytes_read=q.bytes + k.bytes + v.bytes,
+                       bytes_written=queries * (v.shape[-1] * q.itemsize + 4),
+                       unit=ExecutionUnit.MATRIX)
 
 
 @register("_scaled_dot_product_flash_attention_backward",
@@ -830,16 +831,16 @@ def attention_backward(call: AtenCall) -> AtenCost:
     grad, q, k, v = call.tensor(0), call.tensor(1), call.tensor(2), call.tensor(3)
     out, logsumexp = call.tensor(4), call.tensor(5)
     pairs = _attention_pairs(call, q, k, v)
-    return Work(OpCategory.MATMUL, q.dtype, flops=pairs * (6 * q.shape[-1] + 4 * v.shape[-1]),
-                transcendentals=pairs,
-                bytes_read=sum(t.bytes for t in (grad, q, k, v, out, logsumexp)),
-                bytes_written=q.bytes + k.bytes + v.bytes, unit=ExecutionUnit.MATRIX)
+    return CountedWork(OpCategory.MATMUL, q.dtype,
+                       flops=pairs * (6 * q.shape[-1] + 4 * v.shape[-1]), transcendentals=pairs,
+                       bytes_read=sum(t.bytes for t in (grad, q, k, v, out, logsumexp)),
+                       bytes_written=q.bytes + k.bytes + v.bytes, unit=ExecutionUnit.MATRIX)
 
 
 # --- optimizers: _foreach_ ops over tensor lists ----------------------------------------------
 
 def _foreach(call: AtenCall, flops: float, transcendentals: float = 0, written: int = 1,
-             reads_first: bool = True) -> Work:
+             reads_first: bool = True) -> CountedWork:
     """A ``_foreach_`` op: ``flops`` and ``transcendentals`` per element of its first
     list; its lists read (the first only where ``reads_first``), ``written`` lists of the
     first's sizes written. Its 0-d tensor arguments (a few bytes) are left out."""
@@ -850,9 +851,9 @@ def _foreach(call: AtenCall, flops: float, transcendentals: float = 0, written: 
     read = sum(math.prod(shape) for tensors in lists[0 if reads_first else 1:]
                for shape in tensors)
     size = ELEMENT_BITS[LIST_DTYPE] / 8
-    return Work(OpCategory.ELEMENTWISE, LIST_DTYPE, flops=flops * elements,
-                transcendentals=transcendentals * elements, bytes_read=read * size,
-                bytes_written=written * elements * size, notes=(LIST_DTYPE_NOTE,))
+    return CountedWork(OpCategory.ELEMENTWISE, LIST_DTYPE, flops=flops * elements,
+                       transcendentals=transcendentals * elements, bytes_read=read * size,
+                       bytes_written=written * elements * size, notes=(LIST_DTYPE_NOTE,))
 
 
 @register("_foreach_add", "_foreach_sub")
@@ -899,9 +900,9 @@ def foreach_norm(call: AtenCall) -> AtenCost:
     tensors = lists[0]
     elements = sum(math.prod(shape) for shape in tensors)
     size = ELEMENT_BITS[LIST_DTYPE] / 8
-    return Work(OpCategory.REDUCTION, LIST_DTYPE, flops=2 * elements - len(tensors),
-                transcendentals=len(tensors), bytes_read=elements * size,
-                bytes_written=len(tensors) * size, notes=(LIST_DTYPE_NOTE,))
+    return CountedWork(OpCategory.REDUCTION, LIST_DTYPE, flops=2 * elements - len(tensors),
+                       transcendentals=len(tensors), bytes_read=elements * size,
+                       bytes_written=len(tensors) * size, notes=(LIST_DTYPE_NOTE,))
 
 
 @register("_amp_foreach_non_finite_check_and_unscale")

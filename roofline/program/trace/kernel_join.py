@@ -36,7 +36,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from roofline.program.hlo.op_cost import ModuleCosts, OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost, launching_ops
 from roofline.program.trace.reader import MeasuredRun, OpEvent, aggregate_events
 
 
@@ -146,7 +146,7 @@ class _Schedule:
     def __init__(self, costs: ModuleCosts):
         self.launchers = [_Launcher(top.name, position, op)
                           for position, top in enumerate(costs.ops)
-                          for op in _kernels_of(top)]
+                          for op, _ in launching_ops((top,))]
         self.index = {op.name: position for position, op in enumerate(costs.ops)}
         self.by_kernel = {kernel_name_of(launcher.cost.name): launcher
                           for launcher in self.launchers}
@@ -242,14 +242,6 @@ class _Schedule:
                   for place in (launcher.position, launcher.position + self.size)
                   if after < place <= before]
         return list(dict.fromkeys(name for _, name in sorted(places)))
-
-
-def _kernels_of(op: OpCost) -> list[OpCost]:
-    """The ops of one top-level op that launch kernels: itself, or its body's (a loop,
-    call or conditional), flattened."""
-    if op.body:
-        return [inner for body_op in op.body for inner in _kernels_of(body_op)]
-    return [op] if op.does_work else []
 
 
 def _fingerprint(cost: OpCost) -> tuple[object, ...]:

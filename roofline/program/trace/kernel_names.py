@@ -1,4 +1,4 @@
-"""GPU kernel names as people read them, and the class each name says.
+"""GPU kernel names as people read them, and the category each name says.
 
 A profiler records a kernel by its C++ name: demangled by TensorFlow's and Nsight's
 tools (``void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<...>, long>(...)``),
@@ -7,7 +7,7 @@ was not asked for). :func:`short_kernel_name` keeps what tells kernels apart: th
 an Eigen expression computes (``Eigen TensorConversionOp<half, float>`` is a cast from f32
 to f16), the distribution a Philox kernel draws, the library and template arguments of
 cuDNN and CUTLASS kernels; the return type, the parameter list and the namespaces that
-say nothing are dropped. :func:`kernel_category` reads the class from the same parse,
+say nothing are dropped. :func:`kernel_category` reads the category from the same parse,
 word by word, so that ``Conv`` inside ``TensorConversionOp`` is no convolution.
 """
 
@@ -24,9 +24,11 @@ from functools import lru_cache
 from roofline.program.hlo.rules import OpCategory
 
 
-class KernelClass(enum.StrEnum):
-    """The class a kernel's name says: the op categories a name can tell (in
-    :class:`OpCategory`'s words), a random draw, a copy, or none."""
+class KernelCategory(enum.StrEnum):
+    """The category a kernel's name says: the op categories a name can tell (in
+    :class:`OpCategory`'s words), a random draw, a copy, or none. Any framework's kernels
+    have one; an XLA:GPU op's kernel also has a timing class, read from its program
+    rather than a name (:class:`roofline.model.kernel_model.KernelClass`)."""
 
     COLLECTIVE = OpCategory.COLLECTIVE
     RANDOM = "random"
@@ -39,59 +41,59 @@ class KernelClass(enum.StrEnum):
 
     @property
     def op_category(self) -> OpCategory:
-        """The category of the work a kernel of this class does: a copy moves data, a
+        """The op category of the work such a kernel does: a copy moves data, a
         random draw is element-wise."""
         return _OP_CATEGORIES.get(self) or OpCategory(self.value)
 
 
-_OP_CATEGORIES = {KernelClass.RANDOM: OpCategory.ELEMENTWISE,
-                  KernelClass.COPY: OpCategory.DATA_MOVEMENT,
-                  KernelClass.UNNAMED: OpCategory.OTHER}
+_OP_CATEGORIES = {KernelCategory.RANDOM: OpCategory.ELEMENTWISE,
+                  KernelCategory.COPY: OpCategory.DATA_MOVEMENT,
+                  KernelCategory.UNNAMED: OpCategory.OTHER}
 
 
 # First match wins, over the words of the name (camelCase and snake_case split, lower
 # case): a convolution run as an implicit GEMM is a convolution, and a dropout's random
 # draw is random, not element-wise.
-NAME_CATEGORIES: tuple[tuple[KernelClass, re.Pattern[str]], ...] = (
-    (KernelClass.COLLECTIVE, re.compile(
+NAME_CATEGORIES: tuple[tuple[KernelCategory, re.Pattern[str]], ...] = (
+    (KernelCategory.COLLECTIVE, re.compile(
         r"\b(nccl\w*|rccl\w*|all ?reduce|all ?gather|reduce ?scatter|all ?to ?all|send ?recv)\b")),
-    (KernelClass.RANDOM, re.compile(r"\b(philox\w*|curand\w*|random\w*|rng|dropout)\b")),
-    (KernelClass.CONVOLUTION, re.compile(
+    (KernelCategory.RANDOM, re.compile(r"\b(philox\w*|curand\w*|random\w*|rng|dropout)\b")),
+    (KernelCategory.CONVOLUTION, re.compile(
         r"\b(conv(\d\w*)?|convol\w*|winograd\w*|wgrad|dgrad|fprop|miopen\w*|implicit ?gemm|"
         r"[a-z]\w*cudnn|im2col\w*)\b")),
-    (KernelClass.MATMUL, re.compile(r"\b(\w*gemm\w*|\w*gemv\w*|mat ?mul|cublas\w*|hipblas\w*|"
+    (KernelCategory.MATMUL, re.compile(r"\b(\w*gemm\w*|\w*gemv\w*|mat ?mul|cublas\w*|hipblas\w*|"
                                     r"cijk|cutlass\w*|xmma|nvjet\w*|split ?k ?reduce)\b")),
-    (KernelClass.COPY, re.compile(
+    (KernelCategory.COPY, re.compile(
         r"\b(memcpy\w*|memset\w*|copy|copy ?buffer|fill ?buffer|broadcast|transpose|shuffle\w*|"
         r"swap dimension\w*|nchw ?to ?nhwc|nhwc ?to ?nchw|concat\w*|gather|slice|pad)\b")),
-    (KernelClass.REDUCTION, re.compile(
+    (KernelCategory.REDUCTION, re.compile(
         r"\b(reduc\w*|soft ?max|\w*norm\w*|arg ?max|arg ?min|top ?k|sum|mean|bias ?grad|"
         r"bn (fw|bw))\b")),
-    (KernelClass.ELEMENTWISE, re.compile(
+    (KernelCategory.ELEMENTWISE, re.compile(
         r"\b(elementwise|element ?wise|pointwise|unary|binary|vectorized|relu|gelu|bias\w*|"
         r"sigmoid|tanh|add|mul|cast|convert\w*|conversion|cwise|select)\b")),
 )
-UNNAMED = KernelClass.UNNAMED
+UNNAMED = KernelCategory.UNNAMED
 
 # Outermost namespaces that name the framework, not the operation.
 _SILENT_NAMESPACES = frozenset({"tensorflow", "tsl", "xla", "stream_executor", "at", "c10"})
 # How each Eigen tensor expression reads, by its class; None: named by its functor or
 # reducer; absent: see-through (a reshape computes nothing).
-_EIGEN_CLASSES: dict[KernelClass, dict[str, str | None]] = {
-    KernelClass.ELEMENTWISE: {
+_EIGEN_CLASSES: dict[KernelCategory, dict[str, str | None]] = {
+    KernelCategory.ELEMENTWISE: {
         "TensorCwiseNullaryOp": None, "TensorCwiseUnaryOp": None, "TensorCwiseBinaryOp": None,
         "TensorCwiseTernaryOp": None, "TensorSelectOp": "select", "TensorConversionOp": None},
-    KernelClass.REDUCTION: {"TensorReductionOp": None, "TensorTupleReducerOp": None,
+    KernelCategory.REDUCTION: {"TensorReductionOp": None, "TensorTupleReducerOp": None,
                             "TensorScanOp": "scan"},
-    KernelClass.COPY: {
+    KernelCategory.COPY: {
         "TensorBroadcastingOp": "broadcast", "TensorShufflingOp": "shuffle",
         "TensorSlicingOp": "slice", "TensorStridingSlicingOp": "strided slice",
         "TensorStridingOp": "stride", "TensorPaddingOp": "pad", "TensorConcatenationOp":
         "concat", "TensorReverseOp": "reverse", "TensorChippingOp": "chip",
         "TensorInflationOp": "inflate", "TensorImagePatchOp": "image patches",
         "TensorGeneratorOp": None},
-    KernelClass.MATMUL: {"TensorContractionOp": "contraction"},
-    KernelClass.CONVOLUTION: {"TensorConvolutionOp": "convolution"},
+    KernelCategory.MATMUL: {"TensorContractionOp": "contraction"},
+    KernelCategory.CONVOLUTION: {"TensorConvolutionOp": "convolution"},
 }
 _EIGEN_OPS = {op: (label, kind) for kind, ops in _EIGEN_CLASSES.items()
               for op, label in ops.items()}
@@ -99,8 +101,9 @@ _EIGEN_SEE_THROUGH = frozenset({"TensorReshapingOp", "TensorForcedEvalOp", "Tens
                                 "TensorLayoutSwapOp", "TensorIndexTupleOp", "TensorRef"})
 # When an expression mixes classes, the heaviest names it: a cast of an argmax is a
 # reduction, an add over a broadcast element-wise.
-_WEIGHT = {KernelClass.MATMUL: 4, KernelClass.CONVOLUTION: 4, KernelClass.REDUCTION: 3,
-           KernelClass.RANDOM: 3, KernelClass.ELEMENTWISE: 2, KernelClass.COPY: 1}
+_WEIGHT = {KernelCategory.MATMUL: 4, KernelCategory.CONVOLUTION: 4,
+           KernelCategory.REDUCTION: 3, KernelCategory.RANDOM: 3,
+           KernelCategory.ELEMENTWISE: 2, KernelCategory.COPY: 1}
 _FUNCTOR_WRAPPERS = frozenset({"scalar_left", "scalar_right", "bind1st_op", "bind2nd_op"})
 _MAX_LENGTH = 90
 
@@ -120,7 +123,7 @@ class _Node:
 @dataclass(frozen=True)
 class _Reading:
     short: str
-    category: KernelClass | None     # None: the words of the name decide
+    category: KernelCategory | None     # None: the words of the name decide
 
 
 def short_kernel_name(name: str) -> str:
@@ -131,7 +134,7 @@ def short_kernel_name(name: str) -> str:
     return _read(name).short
 
 
-def kernel_category(name: str) -> KernelClass:
+def kernel_category(name: str) -> KernelCategory:
     """The class a kernel's name says (``matmul``, ``convolution``, ``random``...), or
     :data:`UNNAMED`: from the Eigen expression where it is one, else from the words of
     the demangled name without its parameters."""
@@ -187,11 +190,11 @@ def _read(name: str) -> _Reading:
     if qualified.startswith("Eigen::") and "Reduction" in base:
         reducer = _find(node, lambda n: n.base.endswith("Reducer"))
         described = _render_functor(reducer) if reducer else _render_args(node, depth=1)
-        return _Reading(f"Eigen {base}<{described}>", KernelClass.REDUCTION)
+        return _Reading(f"Eigen {base}<{described}>", KernelCategory.REDUCTION)
     if "Philox" in base:
         distribution = _find(node, lambda n: n.base.endswith("Distribution"))
         drawn = _render_functor(distribution) if distribution else base
-        return _Reading(f"Philox random {drawn}", KernelClass.RANDOM)
+        return _Reading(f"Philox random {drawn}", KernelCategory.RANDOM)
     if not node.args:
         return _Reading(_render(node, depth=0, top=True), None)
     return _Reading(_clip(_render(node, depth=2, top=True)), None)
@@ -207,17 +210,17 @@ def _suffixed(name: str) -> str:
 
 
 def _eigen_reading(expression: _Node) -> _Reading:
-    ops: list[tuple[str, KernelClass]] = []
+    ops: list[tuple[str, KernelCategory]] = []
     scalar = _eigen_ops(expression, ops)
     labels = list(dict.fromkeys(label for label, _ in ops))
     if not labels:
-        return _Reading(f"Eigen copy<{scalar}>", KernelClass.COPY)
+        return _Reading(f"Eigen copy<{scalar}>", KernelCategory.COPY)
     inner = f"({', '.join(labels[1:])})" if len(labels) > 1 else ""
     category = max((category for _, category in ops), key=_WEIGHT.__getitem__)
     return _Reading(_clip(f"Eigen {labels[0]}{inner}"), category)
 
 
-def _eigen_ops(node: _Node, ops: list[tuple[str, KernelClass]]) -> str:
+def _eigen_ops(node: _Node, ops: list[tuple[str, KernelCategory]]) -> str:
     """Append the operations of an Eigen expression, outermost first, to ``ops``; return
     the scalar type of its first operand."""
     base = node.base
@@ -230,7 +233,7 @@ def _eigen_ops(node: _Node, ops: list[tuple[str, KernelClass]]) -> str:
     if base in _EIGEN_SEE_THROUGH:
         operands = [a for a in node.args if a.base.startswith("Tensor")]
         return _eigen_ops(operands[-1], ops) if operands else "?"
-    label, category = _EIGEN_OPS.get(base, (base, KernelClass.ELEMENTWISE))
+    label, category = _EIGEN_OPS.get(base, (base, KernelCategory.ELEMENTWISE))
     position = len(ops)
     ops.append(("", category))
     scalars = [_eigen_ops(a, ops) for a in node.args if a.base.startswith("Tensor")]

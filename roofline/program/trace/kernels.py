@@ -30,7 +30,7 @@ from roofline.program import _xla
 from roofline.program.trace.devices import busiest_device, busiest_note
 from roofline.program.trace.kernel_names import (
     UNNAMED,
-    KernelClass,
+    KernelCategory,
     distinct_short_names,
     kernel_category,
     short_kernel_name,
@@ -45,9 +45,10 @@ from roofline.program.trace.reader import (
 )
 from roofline.program.trace.xplane_wire import WireEvents, stat_bytes, wire_events
 
-__all__ = ["NO_TF_OP", "UNNAMED", "KernelClass", "KernelRow", "KernelRun", "StreamRow", "TfOpRow",
-           "busiest_run", "distinct_short_names", "is_stream_line", "kernel_category",
-           "read_kernel_devices", "read_kernels", "short_kernel_name", "shown_run"]
+__all__ = ["NO_TF_OP", "UNNAMED", "KernelCategory", "KernelRow", "KernelRun", "StreamRow",
+           "TfOpRow", "busiest_run", "distinct_short_names", "is_stream_line",
+           "kernel_category", "read_kernel_devices", "read_kernels", "short_kernel_name",
+           "shown_run"]
 
 NO_TF_OP = "(no TensorFlow op)"
 TF_OP_LINES = ("TensorFlow Ops", "Framework Ops")
@@ -59,7 +60,7 @@ class KernelRow:
     """One kernel name on one device: its launches and time over the whole trace."""
 
     name: str
-    category: KernelClass
+    category: KernelCategory
     launches: int
     total_s: float
     bytes: int | None = None    # what a copy moved (memcpy, memset); None for a kernel
@@ -111,8 +112,8 @@ class KernelRun:
     def total_s(self) -> float:
         return sum(row.total_s for row in self.rows)
 
-    def seconds_by_category(self) -> dict[KernelClass, float]:
-        totals: dict[KernelClass, float] = defaultdict(float)
+    def seconds_by_category(self) -> dict[KernelCategory, float]:
+        totals: dict[KernelCategory, float] = defaultdict(float)
         for row in self.rows:
             totals[row.category] += row.total_s / self.steps
         return dict(totals)
@@ -122,7 +123,7 @@ class KernelRun:
         """The time of the kernels, copies left out."""
         return sum(row.total_s for row in self.rows if not row.is_copy)
 
-    def busiest_category(self) -> KernelClass | None:
+    def busiest_category(self) -> KernelCategory | None:
         by_category = self.seconds_by_category()
         return max(by_category, key=by_category.__getitem__) if by_category else None
 

@@ -65,7 +65,7 @@ from roofline.hardware.spec_fields import PLAUSIBLE
 from roofline.input_files import NSIGHT_COMPUTE_REPORT, read_input_text
 from roofline.program.trace.devices import busiest_device, busiest_note
 from roofline.program.trace.formats import is_nsight_compute_header
-from roofline.program.trace.kernel_names import KernelClass, kernel_category, short_kernel_name
+from roofline.program.trace.kernel_names import KernelCategory, kernel_category, short_kernel_name
 from roofline.program.trace.reader import MAX_OP_SECONDS
 from roofline.units import Kind, format_quantity, profiler_unit
 
@@ -113,7 +113,7 @@ class NsightKernel:
     bytes: dict[str, float]
     missing: tuple[str, ...]
     short_name: str             # the name as people read it (kernel_names)
-    category: KernelClass       # the class its name says
+    category: KernelCategory    # the category its name says
 
     @property
     def total_flops(self) -> float | None:
@@ -583,7 +583,7 @@ def _two_values(path: Path, kernel: str, before: _Written, now: _Written) -> Tra
         f"(rows of two reports joined, or edited); {EXPORT_AGAIN}")
 
 
-def _kernel(path: Path, read: _Read, readings: dict[str, tuple[str, KernelClass]]
+def _kernel(path: Path, read: _Read, readings: dict[str, tuple[str, KernelCategory]]
             ) -> NsightKernel:
     identity, metrics = read.identity, read.metrics
     kernel_id = identity.get("ID", "").strip()

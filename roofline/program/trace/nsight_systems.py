@@ -49,7 +49,7 @@ from roofline.errors import TraceError
 from roofline.input_files import NSYS_REPORT, check_input, read_input_head
 from roofline.program.trace.formats import NSYS_SUFFIXES, SQLITE_HEADER
 from roofline.program.trace.kernels import (
-    KernelClass,
+    KernelCategory,
     KernelRow,
     KernelRun,
     StreamRow,
@@ -117,7 +117,7 @@ def read_nsys(path: str | Path, device: int | None = None) -> KernelRun:
 
 def _run(path: Path, label: str, device: _Device, steps: int, steps_from: str,
          notes: tuple[str, ...]) -> KernelRun:
-    rows = sorted((KernelRow(name, KernelClass.COPY if name in device.bytes
+    rows = sorted((KernelRow(name, KernelCategory.COPY if name in device.bytes
                              else kernel_category(name), device.launches[name], seconds,
                              device.bytes.get(name))
                    for name, seconds in device.seconds.items()),
