@@ -400,7 +400,8 @@ def no_work(monkeypatch):
     """Every entry to work made to fail: a compile, a measurement, a profile, a sweep's
     tasks, a validation's cases."""
     import roofline.hardware.measured_spec as measured_spec
-    import roofline.model.questions as questions
+    import roofline.model.questions.inputs as inputs
+    import roofline.model.questions.program_analysis as program_analysis
     import roofline.program.compile as compile_module
     import roofline.program.trace.capture as capture
     import roofline.studies.sweep as sweep
@@ -411,7 +412,8 @@ def no_work(monkeypatch):
 
     for module, name in ((compile_module, "compile_program"),
                          (compile_module, "compile_workload"),
-                         (questions, "compile_workload"),
+                         (inputs, "compile_workload"),
+                         (program_analysis, "compile_workload"),
                          (measured_spec, "measure_host"), (measured_spec, "measure_gpu"),
                          (capture, "capture"), (sweep, "execute_tasks"),
                          (validation, "load_cases")):

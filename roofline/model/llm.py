@@ -42,14 +42,14 @@ from roofline.model.kernel_model import (
     step_estimate,
 )
 from roofline.model.placement import BoundKind, Overlap
-from roofline.model.questions import (
+from roofline.model.questions.options import (
     CompileOptions,
     HardwareRef,
     PlacementOptions,
-    gpu_kernel_model,
     hardware_of,
     refuse_data_parallel,
 )
+from roofline.model.questions.program_analysis import gpu_kernel_model
 from roofline.model.step_timing import StepTiming
 
 if TYPE_CHECKING:
