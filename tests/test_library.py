@@ -11,6 +11,8 @@ REQUIRED_IDS = {
     "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "l40s", "radeon-vii", "mi300x",
     "mi325x", "gaudi3", "tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-v7",
     "xeon-8163", "skylake-n1-32",
+    # the DeepBench GPUs the lines above do not name
+    "titan-xp", "gtx-1080ti", "titan-x-maxwell", "m40", "mi25", "vega-fe",
 }
 # Case-sensitive: "IEEE Micro" the journal, not "microarchitecture".
 PAPER = re.compile(r"arXiv|MLSys|CCGRID|ISCA|IEEE Micro|CACM|Wang et al|Wang, Wei")

@@ -397,8 +397,8 @@ def test_every_gpu_cites_a_measured_ceiling_or_says_it_found_none():
 # CUDA C++ Programming Guide, 'Throughput of Native Arithmetic Instructions', row
 # '32-bit floating-point reciprocal, reciprocal square root, base-2 logarithm, base 2
 # exponential, sine, cosine': results per clock per SM, by compute capability.
-SFU_RESULTS_PER_SM_CLOCK = {"3.5": 32, "6.0": 16, "6.1": 32, "7.0": 16, "7.5": 16, "8.0": 16,
-                            "8.9": 16, "9.0": 16, "10.0": 16}
+SFU_RESULTS_PER_SM_CLOCK = {"3.5": 32, "5.2": 32, "6.0": 16, "6.1": 32, "7.0": 16, "7.5": 16,
+                            "8.0": 16, "8.9": 16, "9.0": 16, "10.0": 16}
 
 
 def test_an_h100s_transcendental_rate_is_its_special_function_units_at_its_clock():
@@ -434,7 +434,7 @@ def test_every_nvidia_spec_places_transcendentals_at_its_special_function_units(
         expected = per_sm * dict(hw.counts)["sm"] * hw.clock.value
         assert hw.roof("fp32", "transcendental").flop_per_s == pytest.approx(expected), hw.id
         checked.append(hw.id)
-    assert len(checked) == 13
+    assert len(checked) == 17
 
 def test_a_transfer_places_both_devices_at_ceilings_measured_alike():
     # A T4 cites a cuBLAS SGEMM rate (4.2 of 8.1 TFLOP/s), a V100 PCIe no fp32 figure:

@@ -2,8 +2,10 @@
 ``device.device_kind`` on a live device, a trace's ``device_type_string``.
 
 Names are matched as prefixes, the longest first, ignoring case. NVIDIA's names are those
-the CUDA driver reports (``cudaDeviceProp.name``, which ``nvidia-smi`` and JAX print);
-TPU names are those of JAX and of xprof's device planes.
+the CUDA driver reports (``cudaDeviceProp.name``, which ``nvidia-smi`` and JAX print; recent
+drivers prefix GeForce and TITAN names with "NVIDIA", older ones do not); AMD's are the
+marketing names of libdrm's ``amdgpu.ids``, which ROCm reports; TPU names are those of JAX
+and of xprof's device planes.
 """
 
 from __future__ import annotations
@@ -31,10 +33,24 @@ DEVICE_SPECS: dict[str, tuple[str, str]] = {
     "Tesla K40": ("k40", "device"),
     "NVIDIA TITAN X (Pascal)": ("titan-x-pascal", "device"),
     "TITAN X (Pascal)": ("titan-x-pascal", "device"),
+    # The Collectors Edition ("TITAN Xp COLLECTORS EDITION") is the same board.
+    "NVIDIA TITAN Xp": ("titan-xp", "device"),
+    "TITAN Xp": ("titan-xp", "device"),
+    "NVIDIA GeForce GTX 1080 Ti": ("gtx-1080ti", "device"),
+    "GeForce GTX 1080 Ti": ("gtx-1080ti", "device"),
+    # The 2015 Maxwell TITAN X; the Pascal one is "TITAN X (Pascal)", without "GeForce GTX".
+    "NVIDIA GeForce GTX TITAN X": ("titan-x-maxwell", "device"),
+    "GeForce GTX TITAN X": ("titan-x-maxwell", "device"),
+    "Tesla M40": ("m40", "device"),
+    "AMD Radeon Instinct MI25": ("mi25", "device"),
+    "AMD Radeon Vega Frontier Edition": ("vega-fe", "device"),
 }
 # "NVIDIA H200 NVL" is a 600 W PCIe board with the H200 SXM's memory but lower clocks: no
 # spec describes it, so it must not match "NVIDIA H200"; likewise the H100 PCIe and NVL.
-_NOT_DESCRIBED = ("NVIDIA H200 NVL", "NVIDIA H100 PCIe", "NVIDIA H100 NVL")
+# The 24 GB M40 is the variant m40@vram24gb, which a (spec id, scope) cannot name; an MI25
+# MxGPU is an SR-IOV slice of one, an MI25x2 two Vega 10 GPUs on one board.
+_NOT_DESCRIBED = ("NVIDIA H200 NVL", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "Tesla M40 24GB",
+                  "AMD Radeon Instinct MI25 MxGPU", "AMD Radeon Instinct MI25x2")
 
 
 def spec_for_device(name: str) -> tuple[str, str] | None:
