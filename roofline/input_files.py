@@ -109,6 +109,8 @@ GPU_MEASUREMENT = InputKind("GPU measurement", "give the JSON written by 'roofli
 KERNEL_MODEL = InputKind("kernel model", "restore the <id>.kernels.json learned from the "
                          "device's measurements, or remove it", 1 << 20,
                          _kernel_model_error)
+GROUND_TRUTH_ARCHIVE = InputKind("ground-truth archive", "file the GPU run again with "
+                                 "'roofline hardware file-run'", 1 << 31)
 # What a path given as a profile is before its format is told: its own limit is the
 # largest of any format's (an Nsight Systems export need not be named .sqlite).
 PROFILE_INPUT = InputKind("profile", "give a run directory, a trace (.xplane.pb, or a PyTorch "

@@ -17,6 +17,7 @@ from roofline.model.kernel_model import (
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
+    combined_sums,
     kernel_class,
     kernel_model_to_json,
     kernel_seconds,
@@ -25,7 +26,7 @@ from roofline.model.kernel_model import (
     step_estimate,
 )
 from roofline.program.hlo.formulas import GemmShape
-from roofline.program.hlo.op_cost import OpCost, launching_ops
+from roofline.program.hlo.op_cost import OpCost, Reduction, launching_ops
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.hlo_dump import dumped_program, read_dump
 from tests.conftest import H200_RUN
@@ -163,7 +164,9 @@ def test_the_h200s_fitted_parameters_load_with_their_provenance():
     assert all(m.resident_bytes <= 50 * 2**20 for m in model.memory_classes.values())
     assert all(m.resident_bytes_per_s in (0.0, 9.7e12)
                for m in model.memory_classes.values())
-    assert set(model.provenance["profiles"]) == {"run0", "run1"}
+    # The profiled steps of the run, named by run: a model learns from every run filed.
+    assert set(model.provenance["profiles"]) == {f"{H200_RUN.name}/run0",
+                                                 f"{H200_RUN.name}/run1"}
     assert "steps.csv" in model.provenance["never_read"]
     # What the file holds is what the model writes back.
     assert kernel_model_to_json(model) == json.loads(MODEL_FILE.read_text())
@@ -434,9 +437,9 @@ def test_a_reduction_counts_the_sums_all_its_reduces_produce(resnet50_ops):
     # input_reduce_fusion.31 runs four reduces of bf16[128, 196, 512] into [128, 512] (the
     # batch-norm gradient's sums, fused): 4 x 65,536 sums; input_multiply_reduce_fusion.3
     # one [32,7,7,512] into [512]. A loop fusion runs none.
-    assert resnet50_ops["input_reduce_fusion.31"].reduce_outputs == 4 * 128 * 512
-    assert resnet50_ops["input_multiply_reduce_fusion.3"].reduce_outputs == 512
-    assert resnet50_ops["loop_select_fusion"].reduce_outputs == 0
+    assert combined_sums(resnet50_ops["input_reduce_fusion.31"]) == 4 * 128 * 512
+    assert combined_sums(resnet50_ops["input_multiply_reduce_fusion.3"]) == 512
+    assert combined_sums(resnet50_ops["loop_select_fusion"]) == 0
 
 
 def test_a_memory_kernel_reads_its_first_bytes_from_l2_and_pays_for_its_sums():
@@ -446,13 +449,13 @@ def test_a_memory_kernel_reads_its_first_bytes_from_l2_and_pays_for_its_sums():
                                               KernelClass.REDUCTION: params})
     op = OpCost("input_reduce_fusion", "fusion", OpCategory.REDUCTION, "bf16",
                 ExecutionUnit.VECTOR, 0.0, 0.0, 52e6, 1e6, 0.0, 0.0, "reduce_sum", (),
-                fusion_kind="kInput", reduce_outputs=250_000)
+                fusion_kind="kInput", reductions=(Reduction(250_000, 208),))
     # 1 us + 20 MB from L2 at 10 TB/s (2 us) + the other 33 MB at 4 TB/s (8.25 us)
     # + 250,000 sums x 40 ps (10 us).
     assert kernel_seconds(op, model) == pytest.approx(21.25e-6)
     # A kernel reading less than the resident bytes reads all of them from L2; its
     # writes go to main memory: 1 us + 8 MB / 10 TB/s + 1 MB / 4 TB/s.
-    small = replace(op, bytes_read=8e6, reduce_outputs=0)
+    small = replace(op, bytes_read=8e6, reductions=())
     assert kernel_seconds(small, model) == pytest.approx(1e-6 + 0.8e-6 + 0.25e-6)
 
 
@@ -480,5 +483,7 @@ ENTRY e {
 }
 """
     ops = {op.name: op for op in analyze_module(parse_hlo_text(text)).ops}
-    assert ops["few"].reduce_outputs == 0
-    assert ops["many"].reduce_outputs == 64
+    assert ops["few"].reductions == (Reduction(4096, 8),)
+    assert ops["many"].reductions == (Reduction(64, 4096),)
+    assert combined_sums(ops["few"]) == 0
+    assert combined_sums(ops["many"]) == 64

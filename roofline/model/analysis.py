@@ -81,6 +81,21 @@ class ProgramPlacement:
         found += compiler_gap(self.compiler_note)
         return coverage(found)
 
+    def kernels(self) -> Iterator[tuple[OpCost, Placement | None, int]]:
+        """Each op that launches kernels, with its placement (None inside a loop placed
+        as a whole) and how many times a step runs it: the placed counterpart of
+        :func:`launching_ops`."""
+        def walk(pairs: Iterable[tuple[OpCost, Placement | None]], runs: int
+                 ) -> Iterator[tuple[OpCost, Placement | None, int]]:
+            for op, placed in pairs:
+                if op.body:
+                    parts = placed.parts if placed is not None and placed.parts else (
+                        (None,) * len(op.body))
+                    yield from walk(zip(op.body, parts), runs * op.trip_count)
+                elif op.does_work:
+                    yield op, placed, runs
+        return walk(((op.cost, op.placement) for op in self.ops), 1)
+
     def seconds_by_bound(self) -> dict[Bound, float]:
         shares: dict[Bound, float] = defaultdict(float)
         for op in self.ops:

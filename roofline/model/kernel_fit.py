@@ -62,6 +62,7 @@ from roofline.model.kernel_model import (
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
+from roofline.program.hlo.shapes import spec_dtype_bytes
 
 LEARNED_BY = "roofline hardware learn"
 MEASURE_FILE = "measure.json"
@@ -74,7 +75,8 @@ LARGE_OP_US = 100.0     # ops.csv: only ops at least this long are kernel-bound
 # ran as Triton GEMM fusions, f32 (TF32) GEMMs as cublasLt calls; element-wise ops as
 # kLoop).
 OPS_CSV_GEMM_CLASS = {"bfloat16": KernelClass.TRITON_GEMM, "float32": KernelClass.LIBRARY_GEMM}
-_DTYPE = {"float32": ("fp32", 4), "bfloat16": ("bf16", 2)}
+# The ops table's dtype names (JAX's) as the specs name them.
+_SPEC_DTYPE = {"float32": "fp32", "bfloat16": "bf16"}
 _RELATIVE_SCALE = 0.1   # soft-L1 turns linear past a 10% relative error
 # Each kernel's relative error weighs as its time past this (at least 1): a class is fitted
 # to the time its kernels take, not to the count of its smallest ones.
@@ -213,9 +215,10 @@ def large_single_ops(table: Path) -> Iterator[MeasuredKernel]:
         if not math.isfinite(seconds) or seconds <= 0:
             raise KernelModelError(f"{table}: line {line}, field 'time_us' must be a finite "
                                    f"time above zero, not {row['time_us']!r}")
-        if seconds < LARGE_OP_US * 1e-6 or dtype_name not in _DTYPE:
+        if seconds < LARGE_OP_US * 1e-6 or dtype_name not in _SPEC_DTYPE:
             continue
-        dtype, width = _DTYPE[dtype_name]
+        dtype = _SPEC_DTYPE[dtype_name]
+        width = spec_dtype_bytes(dtype)
         name = f"{row.get('name', line)} {dtype_name}"
         if kind_name == "matmul":
             (m, k), (_, n) = shapes

@@ -7,9 +7,9 @@ library GEMM (a cuBLAS / cublasLt custom call, its split-K reduce kernel include
 program shows one call, the profile joins both kernels to it), a cuDNN convolution (its
 forward, input-gradient and filter-gradient passes apart), and copies or anything else.
 Each class has its own parameters, learned from per-kernel times measured on the device
-(``benchmarks/gpu_kernel_fit.py`` writes them, with provenance, into a JSON file beside
-the device's spec: ``hardware_specs/<id>.kernels.json``) and never from whole steps,
-which are the check:
+(``roofline hardware learn``, :mod:`roofline.model.kernel_fit`, writes them, with
+provenance, into a JSON file beside the device's spec: ``<id>.kernels.json``) and never
+from whole steps, which are the check:
 
 - memory-bound classes: ``t = fixed_s + bytes / bytes_per_s``, where the first bytes a
   kernel reads may come from the L2 cache its producers just wrote, a reduction pays for
@@ -35,11 +35,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from roofline.errors import KernelModelError, did_you_mean, quoted
 from roofline.hardware.library import builtin_dir, list_hardware, spec_files
@@ -80,6 +82,39 @@ _CONVOLUTION_CLASSES = {ConvolutionPass.FORWARD: KernelClass.CONV_FPROP,
                         ConvolutionPass.BACKWARD_FILTER: KernelClass.CONV_WGRAD}
 
 
+# The threads of a warp (CUDA C++ Programming Guide, "SIMT Architecture"): a sum of fewer
+# elements is one thread's loop, combined across no threads.
+WARP = 32
+
+
+def combined_sums(op: OpCost) -> int:
+    """The outputs of ``op``'s reductions that sum at least a warp's elements (all of a
+    reduce's where its operand is out of sight): sums its kernel combines across
+    threads."""
+    return sum(each.outputs for each in op.reductions
+               if each.summed == 0 or each.summed >= WARP)
+
+
+@dataclass(frozen=True)
+class MemoryTraffic:
+    """What a memory-bound class's time reads of its ops: numbers for one op
+    (:meth:`of_op`), or arrays of many, as the fit reads them (:meth:`of_ops`)."""
+
+    bytes: Any
+    bytes_read: Any
+    column_sums: Any      # 0: no column reduction
+    combined_sums: Any
+
+    @classmethod
+    def of_op(cls, op: OpCost) -> MemoryTraffic:
+        return cls(op.bytes, op.bytes_read, op.column_sums, combined_sums(op))
+
+    @classmethod
+    def of_ops(cls, ops: Sequence[OpCost]) -> MemoryTraffic:
+        return cls(*(np.array(values, float) for values in zip(
+            *((op.bytes, op.bytes_read, op.column_sums, combined_sums(op)) for op in ops))))
+
+
 @dataclass(frozen=True)
 class MemoryClassParams:
     """A memory-bound kernel class: ``t = fixed_s + resident / resident_bytes_per_s +
@@ -87,10 +122,10 @@ class MemoryClassParams:
 
     ``resident``: the first ``resident_bytes`` it reads, which the kernels that wrote them
     moments before left in the L2 cache (0 where the class has no such term);
-    ``outputs``: the sums its reductions produce (:attr:`OpCost.reduce_outputs`), each
-    combined across the threads that read its inputs. For a column reduction of fewer
-    independent sums than ``parallel_outputs`` (:attr:`OpCost.column_sums`), both
-    bandwidths in that share, as fewer cores run it (0: no such limit)."""
+    ``outputs``: the sums its reductions combine across threads (:func:`combined_sums`).
+    For a column reduction of fewer independent sums than ``parallel_outputs``
+    (:attr:`OpCost.column_sums`), both bandwidths in that share, as fewer cores run it
+    (0: no such limit)."""
 
     fixed_s: float
     bytes_per_s: float
@@ -100,21 +135,23 @@ class MemoryClassParams:
     resident_bytes: float = 0.0
     resident_bytes_per_s: float = 0.0
 
-    def share(self, op: OpCost) -> float:
-        """The share of the device's bandwidths ``op``'s kernels reach: below 1 for a
-        column reduction of fewer sums than ``parallel_outputs``, as fewer cores run it."""
-        if not self.parallel_outputs or not op.column_sums:
+    def share(self, traffic: MemoryTraffic) -> Any:
+        """The share of the device's bandwidths the kernels reach: below 1 for a column
+        reduction of fewer sums than ``parallel_outputs``, as fewer cores run it."""
+        if not self.parallel_outputs:
             return 1.0
-        return min(1.0, op.column_sums / self.parallel_outputs)
+        sums = np.asarray(traffic.column_sums, float)
+        return np.where(sums > 0, np.minimum(1.0, sums / self.parallel_outputs), 1.0)
 
-    def memory_seconds(self, op: OpCost) -> float:
-        """``op``'s time past the fixed one: its bytes from the L2 cache and from main
-        memory, at its share of their bandwidths, and its sums' combining."""
-        resident = (min(op.bytes_read, self.resident_bytes)
+    def memory_seconds(self, traffic: MemoryTraffic) -> Any:
+        """The time past the fixed one (one figure per op of ``traffic``): the bytes from
+        the L2 cache and from main memory, at their share of the bandwidths, and the sums'
+        combining. The one formula of the class, read by the model and by its fit."""
+        resident = (np.minimum(traffic.bytes_read, self.resident_bytes)
                     if self.resident_bytes_per_s else 0.0)
         moving = (resident / (self.resident_bytes_per_s or 1.0)
-                  + (op.bytes - resident) / self.bytes_per_s)
-        return moving / self.share(op) + op.reduce_outputs * self.output_s
+                  + (traffic.bytes - resident) / self.bytes_per_s)
+        return moving / self.share(traffic) + traffic.combined_sums * self.output_s
 
 
 @dataclass(frozen=True)
@@ -254,7 +291,8 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
     kind = kind or kernel_class(op)
     if kind in model.memory_classes:
         memory = model.memory_classes[kind]
-        return KernelTerms(memory.fixed_s, 0.0, memory.memory_seconds(op))
+        return KernelTerms(memory.fixed_s, 0.0,
+                           float(memory.memory_seconds(MemoryTraffic.of_op(op))))
     matrix = model.matrix_classes[kind]
     dtype = op.matrix_dtype(op.dtype, tf32_cores="tf32" in model.matrix_flop_per_cycle)
     if dtype not in model.matrix_flop_per_cycle:

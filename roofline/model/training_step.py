@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from roofline.hardware.records import Ceilings, ExecutionUnit, Hardware
 from roofline.model.analysis import Placer, ProgramPlacement, device_hardware
-from roofline.model.placement import Placement, choose_roof
+from roofline.model.placement import choose_roof
 from roofline.model.schedule import scheduled
 from roofline.program.hlo.costs import FUSED_COLLECTIVE
-from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.op_cost import OpCost, launching_ops
 from roofline.program.hlo.remat import Rematerialization, rematerialization
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.workloads.training import (
@@ -97,17 +97,6 @@ class TrainingStep:
         return self.matrix_flops / (self.step_seconds * self.peak_flop_per_s)
 
 
-def _kernels(ops: Iterable[tuple[OpCost, Placement | None]], runs: int = 1
-             ) -> Iterable[tuple[OpCost, Placement | None, int]]:
-    for op, placement in ops:
-        if op.body and placement is not None and placement.parts:
-            yield from _kernels(zip(op.body, placement.parts), runs * op.trip_count)
-        elif op.body:
-            yield from _kernels(((inner, None) for inner in op.body), runs * op.trip_count)
-        elif op.does_work:
-            yield op, placement, runs
-
-
 def _kind(op: OpCost) -> str:
     """The collective an op runs: its opcode without an async half's suffix, or the one a
     collective fusion runs (its note)."""
@@ -124,7 +113,7 @@ def _kind(op: OpCost) -> str:
 def collectives(placement: ProgramPlacement) -> tuple[Collectives, ...]:
     """The step's collectives by kind, heaviest first."""
     found: dict[str, list[float]] = {}
-    for op, placed, runs in _kernels((p.cost, p.placement) for p in placement.ops):
+    for op, placed, runs in placement.kernels():
         if op.category is not OpCategory.COLLECTIVE and not op.link_bytes:
             continue
         entry = found.setdefault(_kind(op), [0, 0.0, 0.0])
@@ -147,7 +136,7 @@ def product_flops(ops: Iterable[OpCost]) -> float:
             g = op.gemm
             return 2.0 * g.batch * g.m * g.n * g.k
         return op.flops
-    return sum(product(op) * runs for op, _, runs in _kernels((op, None) for op in ops)
+    return sum(product(op) * runs for op, runs in launching_ops(ops)
                if op.unit == ExecutionUnit.MATRIX)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -127,13 +127,16 @@ class OpCost:
         return max((self.gemm.wave_efficiency(tile, units) for tile in tiles), default=1.0)
 
 
-def launching_ops(ops: Iterable[OpCost], trips: int = 1) -> Iterator[tuple[OpCost, int]]:
+def launching_ops(ops: Iterable[OpCost], trips: int = 1,
+                  descend: Callable[[OpCost], bool] | None = None
+                  ) -> Iterator[tuple[OpCost, int]]:
     """Each op of ``ops`` that launches kernels, with how many times one run of ``ops``
     runs it: a loop's, call's or conditional's body ops in its place, as often as their
-    trips (the one definition of "the ops that launch kernels")."""
+    trips (the one definition of "the ops that launch kernels"). Where ``descend`` says
+    no of an op with a body, the op stands for its body as a whole."""
     for op in ops:
-        if op.body:
-            yield from launching_ops(op.body, trips * op.trip_count)
+        if op.body and (descend is None or descend(op)):
+            yield from launching_ops(op.body, trips * op.trip_count, descend)
         elif op.does_work:
             yield op, trips
 

@@ -17,10 +17,9 @@ device's memory limit it can double a step's work.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from roofline.program.hlo.op_cost import ModuleCosts, OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost, launching_ops
 
 POLICY_SCOPE = "rematted_computation"
 _COMPILER_CLONE = re.compile(r"\.remat\d*(?:\.|$)")
@@ -60,24 +59,13 @@ def is_compiler_clone(name: str) -> bool:
     return _COMPILER_CLONE.search(name) is not None
 
 
-def _kernels(ops: Iterable[OpCost], runs: int = 1) -> Iterable[tuple[OpCost, int, bool]]:
-    """Every op that runs a kernel, with how often it runs, and whether it is inside an XLA
-    clone (a cloned loop's body is all recomputed)."""
-    for op in ops:
-        if not op.does_work:
-            continue
-        if op.body and not is_compiler_clone(op.name):
-            yield from _kernels(op.body, runs * op.trip_count)
-        else:
-            yield op, runs, is_compiler_clone(op.name)
-
-
 def rematerialization(costs: ModuleCosts) -> Rematerialization:
     """What ``costs`` recompute, by policy and by the compiler."""
     compiler: list[tuple[OpCost, int]] = []
     policy: list[tuple[OpCost, int]] = []
-    for op, runs, cloned in _kernels(costs.ops):
-        if cloned:
+    # A cloned loop stands for its body: all of it is recomputed.
+    for op, runs in launching_ops(costs.ops, descend=lambda op: not is_compiler_clone(op.name)):
+        if is_compiler_clone(op.name):
             compiler.append((op, runs))
         elif POLICY_SCOPE in op.op_name:
             policy.append((op, runs))
