@@ -1,6 +1,7 @@
 """The model against what real GPUs measured: replays, offline, what
-benchmarks/gpu_ground_truth.py measured on each GPU (measurements/gpu/<spec id>/), each
-result beside the naive roofline ratio.
+benchmarks/gpu_ground_truth.py measured on each GPU (every run filed under
+measurements/gpu/<spec id>/<run>/ by 'roofline hardware file-run'), each result beside the
+naive roofline ratio.
 
 1. Per-op transfer f32 -> bf16 on one GPU (ops.csv): :func:`roofline.predict_ops` from the
    f32 times with the GPU's measured ceilings (its ``measured`` variant), against its
@@ -47,6 +48,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from roofline.hardware.gpu_runs import (  # noqa: E402
+    COUNTERS_FILE,
+    COUNTERS_HLO_FILE,
+    MEASUREMENTS_DIR,
+    filed_gpu,
+    filed_runs,
+)
+
 MEASURED_VARIANT = "measured"
 
 
@@ -92,34 +101,34 @@ class Errors:
         return "\n".join(lines + self.notes)
 
 
-def device_hardware(device_dir: Path, specs: Path | None = None) -> Any:
-    """The GPU a measurement directory describes (its name is the spec id; ``specs``: a
-    directory of spec files searched first), at its measured ceilings where its spec holds
-    the measured variant."""
+def device_hardware(run_dir: Path, specs: Path | None = None) -> Any:
+    """The GPU a filed run measured (``specs``: a directory of spec files searched first),
+    at its measured ceilings where its spec holds the measured variant."""
     from roofline.hardware import load_hardware
 
     dirs = [specs] if specs else []
-    base = load_hardware(device_dir.name, dirs)
+    device = filed_gpu(run_dir)
+    base = load_hardware(device, dirs)
     if MEASURED_VARIANT in dict(base.variants):
-        return load_hardware(f"{device_dir.name}@{MEASURED_VARIANT}", dirs)
+        return load_hardware(f"{device}@{MEASURED_VARIANT}", dirs)
     return base
 
 
-def _ops_tables(device_dir: Path) -> dict[str, Any]:
+def _ops_tables(run_dir: Path) -> dict[str, Any]:
     import pandas
 
-    frame = pandas.read_csv(device_dir / "ops.csv", dtype=str, keep_default_na=False)
+    frame = pandas.read_csv(run_dir / "ops.csv", dtype=str, keep_default_na=False)
     return {dtype: frame[frame.dtype == dtype].drop(columns=["sync_us"], errors="ignore")
             for dtype in ("float32", "bfloat16")}
 
 
-def per_op_dtype(device_dir: Path, hardware: Any) -> Errors:
+def per_op_dtype(run_dir: Path, hardware: Any) -> Errors:
     """Per-op transfer f32 -> bf16 on the same GPU."""
     from transfer_accuracy import naive
 
     from roofline import predict_ops, read_ops_table
 
-    tables = _ops_tables(device_dir)
+    tables = _ops_tables(run_dir)
     source, measured = read_ops_table(tables["float32"]), read_ops_table(tables["bfloat16"])
     prediction = predict_ops(source, hardware, hardware, to_dtype="bf16")
     predicted = {"model": {op.name: op.new_s for op in prediction.comparison.ops},
@@ -129,15 +138,15 @@ def per_op_dtype(device_dir: Path, hardware: Any) -> Errors:
         for method, times in predicted.items()}, [prediction.comparison.basis], measured)
 
 
-def _steps(device_dir: Path) -> dict[str, dict[str, str]]:
-    with (device_dir / "steps.csv").open() as handle:
+def _steps(run_dir: Path) -> dict[str, dict[str, str]]:
+    with (run_dir / "steps.csv").open() as handle:
         return {row["spec"]: row for row in csv.DictReader(handle) if not row["error"]}
 
 
-def _step_program(device_dir: Path, row: dict[str, str]) -> Any:
+def _step_program(run_dir: Path, row: dict[str, str]) -> Any:
     from roofline.program.hlo_dump import dumped_program, read_dump
 
-    return dumped_program(read_dump(device_dir / "dumps" / row["dump"]))
+    return dumped_program(read_dump(run_dir / "dumps" / row["dump"]))
 
 
 def _placed_s(program: Any, hardware: Any, ceilings: str) -> float:
@@ -146,12 +155,12 @@ def _placed_s(program: Any, hardware: Any, ceilings: str) -> float:
     return Placer(hardware.at_ceilings(ceilings)).program(program).seconds
 
 
-def steps_vs_prediction(device_dir: Path, hardware: Any) -> Errors:
+def steps_vs_prediction(run_dir: Path, hardware: Any) -> Errors:
     """Whole steps against their own programs placed on the GPU."""
     errors = Errors(f"{hardware.ref}: whole training steps, each against its own XLA:GPU "
                     "program", {"expected": {}, "roofline": {}})
-    for spec, row in _steps(device_dir).items():
-        program = _step_program(device_dir, row)
+    for spec, row in _steps(run_dir).items():
+        program = _step_program(run_dir, row)
         measured = float(row["step_s"])
         errors.by_method["expected"][spec] = abs(
             _placed_s(program, hardware, "achievable") / measured - 1)
@@ -160,20 +169,20 @@ def steps_vs_prediction(device_dir: Path, hardware: Any) -> Errors:
     return errors
 
 
-def counters_vs_costs(device_dir: Path, hardware: Any) -> Errors | None:
+def counters_vs_costs(run_dir: Path, hardware: Any) -> Errors | None:
     """The profiled kernels of one step against their ops in the step's own program
     (joined as every GPU profile is): the FLOPs and bytes the model gives each op against
     those Nsight Compute counted for its kernels (the counters stage: counters.csv,
     counters_hlo.txt.gz); None where the stage did not run."""
-    from gpu_counters import CSV_FILE, HLO_FILE, join_counters
+    from gpu_counters import join_counters
 
     from roofline.program.hlo_dump import dumped_program, read_dump
     from roofline.program.trace.nsight_compute import read_nsight_compute
 
-    if not all((device_dir / name).exists() for name in (CSV_FILE, HLO_FILE)):
+    if not all((run_dir / name).exists() for name in (COUNTERS_FILE, COUNTERS_HLO_FILE)):
         return None
-    report = read_nsight_compute(device_dir / CSV_FILE)
-    program = dumped_program(read_dump(device_dir / HLO_FILE))
+    report = read_nsight_compute(run_dir / COUNTERS_FILE)
+    program = dumped_program(read_dump(run_dir / COUNTERS_HLO_FILE))
     joined = join_counters(report.kernels, program.costs)
     errors = Errors(f"{hardware.ref}: per kernel, the program's costs against Nsight "
                     "Compute's counters", {"flops": {}, "bytes": {}},
@@ -199,15 +208,15 @@ def _decode_shape(spec: str) -> tuple[int, int] | None:
     return int(params["batch"]), int(params["context"])
 
 
-def decode_slopes(device_dir: Path, hardware: Any) -> Errors | None:
+def decode_slopes(run_dir: Path, hardware: Any) -> Errors | None:
     """Decode steps' times, and their slopes in the context (at one batch) and in the batch
     (at one context), measured against predicted."""
     measured, predicted = {}, {}
-    for spec, row in _steps(device_dir).items():
+    for spec, row in _steps(run_dir).items():
         shape = _decode_shape(spec)
         if shape is None:
             continue
-        program = _step_program(device_dir, row)
+        program = _step_program(run_dir, row)
         measured[shape] = float(row["step_s"])
         predicted[shape] = {m: _placed_s(program, hardware, c) for m, c in
                             (("expected", "achievable"), ("roofline", "peak"))}
@@ -235,18 +244,18 @@ def decode_slopes(device_dir: Path, hardware: Any) -> Errors | None:
     return errors
 
 
-def step_energy(device_dir: Path, hardware: Any) -> Errors | None:
+def step_energy(run_dir: Path, hardware: Any) -> Errors | None:
     """Measured energy per step against the energy roofline on the measured energy costs,
     and against TDP x the measured time."""
     from roofline.model.comparison import program_energy
 
-    rows = {spec: row for spec, row in _steps(device_dir).items() if row.get("energy_j")}
+    rows = {spec: row for spec, row in _steps(run_dir).items() if row.get("energy_j")}
     if not rows:
         return None
     errors = Errors(f"{hardware.ref}: energy per step (the board's counter)",
                     {"model": {}, "tdp": {}})
     for spec, row in rows.items():
-        program = _step_program(device_dir, row)
+        program = _step_program(run_dir, row)
         measured, seconds = float(row["energy_j"]), float(row["step_s"])
         if hardware.energy is not None:
             energy = program_energy(_placed_s(program, hardware, "achievable"), hardware,
@@ -259,8 +268,8 @@ def step_energy(device_dir: Path, hardware: Any) -> Errors | None:
     return errors
 
 
-def _copy_bandwidth(device_dir: Path, hardware: Any) -> float:
-    path = device_dir / "measure.json"
+def _copy_bandwidth(run_dir: Path, hardware: Any) -> float:
+    path = run_dir / "measure.json"
     if path.exists():
         return float(json.loads(path.read_text())["copy"]["best"])
     return hardware.main_memory.bytes_per_s
@@ -319,28 +328,28 @@ def _or_refusal(title: str, compare: Any, *args: Any) -> Errors:
 
 
 def report(data: Path, specs: Path | None = None) -> list[Errors]:
-    """Every comparison the measurements under ``data`` allow (``specs``: spec files to
-    read the GPUs from before the library's)."""
-    measured = sorted(d for d in data.iterdir() if (d / "provenance.json").exists()) \
+    """Every comparison the measurements under ``data`` allow, run by run (``specs``: spec
+    files to read the GPUs from before the library's)."""
+    measured = [run for gpu in sorted(data.iterdir()) for run in filed_runs(gpu)] \
         if data.is_dir() else []
     results = []
     hardware = {d: device_hardware(d, specs) for d in measured}
-    for device_dir in measured:
-        if (device_dir / "ops.csv").exists():
-            results.append(_or_refusal(f"{hardware[device_dir].ref}: per op, f32 -> bf16",
-                                       per_op_dtype, device_dir, hardware[device_dir]))
-        if (device_dir / "steps.csv").exists():
-            results.append(steps_vs_prediction(device_dir, hardware[device_dir]))
-            results += [found for found in (decode_slopes(device_dir, hardware[device_dir]),
-                                            step_energy(device_dir, hardware[device_dir]))
+    for run_dir in measured:
+        if (run_dir / "ops.csv").exists():
+            results.append(_or_refusal(f"{hardware[run_dir].ref}: per op, f32 -> bf16",
+                                       per_op_dtype, run_dir, hardware[run_dir]))
+        if (run_dir / "steps.csv").exists():
+            results.append(steps_vs_prediction(run_dir, hardware[run_dir]))
+            results += [found for found in (decode_slopes(run_dir, hardware[run_dir]),
+                                            step_energy(run_dir, hardware[run_dir]))
                         if found is not None]
-        counted = counters_vs_costs(device_dir, hardware[device_dir])
+        counted = counters_vs_costs(run_dir, hardware[run_dir])
         if counted is not None:
             results.append(counted)
     for source_dir in measured:
         for target_dir in measured:
-            if source_dir != target_dir and all((d / "ops.csv").exists()
-                                                 for d in (source_dir, target_dir)):
+            if filed_gpu(source_dir) != filed_gpu(target_dir) and all(
+                    (d / "ops.csv").exists() for d in (source_dir, target_dir)):
                 results += across(source_dir, target_dir, hardware[source_dir],
                                   hardware[target_dir])
     return results
@@ -348,13 +357,13 @@ def report(data: Path, specs: Path | None = None) -> list[Errors]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT / "measurements" / "gpu")
+    parser.add_argument("--data", type=Path, default=ROOT / MEASUREMENTS_DIR)
     parser.add_argument("--json", type=Path, help="also write the errors as JSON")
     args = parser.parse_args()
     results = report(args.data)
     if not results:
         print(f"no GPU measurements under {args.data}: run benchmarks/gpu_ground_truth.py "
-              "on a GPU and file its outputs with its 'import' command")
+              "on a GPU and file its outputs with 'roofline hardware file-run'")
         return
     for errors in results:
         errors.print()

@@ -72,6 +72,9 @@ from typing import Any, Protocol
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from roofline.hardware.gpu_runs import COUNTERS_FILE as CSV_FILE  # noqa: E402
+from roofline.hardware.gpu_runs import COUNTERS_HLO_FILE as HLO_FILE  # noqa: E402
+
 
 class Run(Protocol):
     """What the stage needs of gpu_ground_truth.Run (named by its shape: that module
@@ -86,8 +89,6 @@ class Run(Protocol):
     def say(self, message: str) -> None: ...
 
 
-CSV_FILE = "counters.csv"
-HLO_FILE = "counters_hlo.txt.gz"
 # 2 layers of 4096: GEMMs up to 4096^3 (137 GFLOP), a softmax over 1024 outputs, RMSProp;
 # about 30 kernels a step.
 SPEC = "fc:layers=2,nodes=4096,input=4096,output=1024,batch=4096,dtype=bf16"

@@ -39,9 +39,10 @@ within its share. It writes into --out at most eight files, each as soon as its 
 ``--platform cpu --quick`` runs every stage on this machine's CPU with small problems: the
 tests check the script that way, since CI has no GPU.
 
-Back here, ``python benchmarks/gpu_ground_truth.py import DIR`` files a run's outputs under
-measurements/gpu/<spec id>/ (each profiled run directory given back its program) and writes
-the measured variant into hardware_specs/<spec id>.toml.
+Back here, ``roofline hardware file-run DIR`` files a run's outputs under
+measurements/gpu/<spec id>/<date>/ (roofline/hardware/gpu_runs.py: each run its own folder,
+each profiled run directory given back its program) and writes the measured variant into
+hardware_specs/<spec id>.toml.
 """
 
 from __future__ import annotations
@@ -59,7 +60,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -70,7 +70,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gpu_counters import HLO_FILE as COUNTERS_HLO  # noqa: E402
 from gpu_counters import counters  # noqa: E402
 from gpu_plan import (  # noqa: E402
     COUNTERS_S,
@@ -83,6 +82,13 @@ from gpu_plan import (  # noqa: E402
     merged_sizes,
 )
 
+from roofline.hardware.gpu_runs import (  # noqa: E402
+    COUNTERS_HLO_FILE,
+    DUMPS_FILE,
+    PROFILES_DIR,
+    TRACES_FILE,
+    tar_archive,
+)
 from roofline.outputs import write_atomic  # noqa: E402
 
 # The steps timed and profiled, most wanted first (a short run keeps the first): the shapes
@@ -132,11 +138,6 @@ COMPILE_THREADS = 4
 # into one archive of at most this many bytes; a step whose profile would pass it keeps its
 # timing and program, and is named.
 TRACES_BYTES = 15 * 2**20
-TRACES_FILE = "traces.tar.gz"
-DUMPS_FILE = "dumps.tar.gz"
-# Profiled run directories are packed without their hlo/ (the program is in dumps.tar.gz
-# once, under the same name); import puts it back.
-PROFILES_DIR = "steps"
 
 
 # --- what each item is expected to take (gpu_plan's docstring says where from) ---------
@@ -216,9 +217,9 @@ class Run:
 
     def write_archives(self) -> None:
         if self.traces:
-            _write(self.out / TRACES_FILE, _tar(self.traces))
+            _write(self.out / TRACES_FILE, tar_archive(self.traces))
         if self.dumps:
-            _write(self.out / DUMPS_FILE, _tar(self.dumps))
+            _write(self.out / DUMPS_FILE, tar_archive(self.dumps))
 
     def write_provenance(self) -> None:
         _write(self.out / "provenance.json", json.dumps(self.record, indent=1) + "\n")
@@ -527,9 +528,9 @@ def counters_stage(run: Run, device: Any) -> dict[str, Any]:
     """The counters stage (benchmarks/gpu_counters.py); the profiled step's program joins
     the dumps archive, so the run stays within its files."""
     result = counters(run, device)
-    hlo = run.out / COUNTERS_HLO
+    hlo = run.out / COUNTERS_HLO_FILE
     if hlo.exists():
-        run.dumps[COUNTERS_HLO] = hlo.read_bytes()
+        run.dumps[COUNTERS_HLO_FILE] = hlo.read_bytes()
         run.write_archives()
         hlo.unlink()
     return result
@@ -573,16 +574,6 @@ def _torch_trace(run: Run) -> bytes | None:
         path = Path(scratch) / "cnn.pt.trace.json"
         profiler.export_chrome_trace(str(path))
         return gzip.compress(path.read_bytes(), mtime=0)
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _smi() -> str:
@@ -694,81 +685,6 @@ def _kept(run: Run, stage: str) -> list[Any]:
     return run.plan.stage(stage).payloads()
 
 
-# --- back on this machine ---------------------------------------------------------------
-
-def import_run(source: Path, repository: Path = ROOT) -> Path:
-    """File a run's outputs under measurements/gpu/<spec id>/ (its records, logs and
-    tables; its dumps unpacked, its profiles packed as traces.tar.gz) and write its
-    measured variant into the library's spec of that GPU, printing what the variant sets
-    aside. All or nothing: the files are gathered in a staging folder, the
-    spec is checked before it is replaced, and the folder takes the place of any earlier
-    import of that GPU only once both are done."""
-    from roofline.errors import RooflineError
-    from roofline.hardware.device_names import spec_for_device
-    from roofline.hardware.gpu_measure import GpuMeasurement
-    from roofline.hardware.measured_spec import write_spec
-
-    record = json.loads((source / "provenance.json").read_text())
-    known = spec_for_device(record["device_kind"])
-    if known is None:
-        raise RooflineError(f"no spec describes {record['device_kind']!r}")
-    target = repository / "measurements" / "gpu" / known[0]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{known[0]}.import-", dir=target.parent))
-    try:
-        kept = [source / name for name in ("measure.json", "ops.csv", "steps.csv",
-                                           "counters.csv", COUNTERS_HLO, "README.md")]
-        # Each invocation's record (a run taken in parts has one per part) and log.
-        kept += [*source.glob("provenance*.json"), *source.glob("log*.txt")]
-        for file in kept:
-            if file.is_file():
-                shutil.copyfile(file, staging / file.name)
-        # The replay reads each step's program from dumps/ (the counted step's beside the
-        # counters); the profiles stay packed, each run directory given back its program.
-        if (source / DUMPS_FILE).exists():
-            with tarfile.open(source / DUMPS_FILE) as tar:
-                tar.extractall(staging / "dumps", filter="data")
-            if (staging / "dumps" / COUNTERS_HLO).exists():
-                (staging / "dumps" / COUNTERS_HLO).rename(staging / COUNTERS_HLO)
-        if (source / TRACES_FILE).exists():
-            _write(staging / TRACES_FILE, _with_programs(source / TRACES_FILE,
-                                                         staging / "dumps"))
-        if (source / "measure.json").exists():
-            measurement = GpuMeasurement.from_json(
-                json.loads((source / "measure.json").read_text()))
-            written = write_spec(measurement, repository / "hardware_specs" / f"{known[0]}.toml",
-                                 force=True, base=known[0])
-            for flag in written.flags:
-                print(f"set aside: {flag}", file=sys.stderr)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def _with_programs(traces: Path, dumps: Path) -> bytes:
-    """The traces archive with each profiled step's run directory (``steps/NAME/``) given
-    back its optimized HLO (``hlo/<module>.txt``, the module its manifest names) from the
-    step's dump ``NAME.txt.gz``, as ``roofline profile`` writes it."""
-    files: dict[str, bytes] = {}
-    with tarfile.open(traces) as tar:
-        for member in tar.getmembers():
-            handle = tar.extractfile(member) if member.isfile() else None
-            if handle is not None:
-                files[member.name] = handle.read()
-    for name in list(files):
-        parts = name.split("/")
-        if len(parts) == 3 and parts[0] == PROFILES_DIR and parts[2] == "manifest.json":
-            dump = dumps / f"{parts[1]}.txt.gz"
-            module = json.loads(files[name])["modules"][0]
-            if dump.exists():
-                files[f"{PROFILES_DIR}/{parts[1]}/hlo/{module}.txt"] = gzip.decompress(
-                    dump.read_bytes())
-    return _tar(files)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -778,16 +694,11 @@ def main() -> None:
     run.add_argument("--platform", default="gpu", help="gpu, or cpu to check the script")
     run.add_argument("--quick", action="store_true", help="small problems (a check)")
     run.add_argument("--stages", default=",".join(STAGES))
-    imported = commands.add_parser("import", help="file a run's outputs in the repository")
-    imported.add_argument("source", type=Path)
     planned = commands.add_parser("plan", help="print the plan of a run, run nothing")
     planned.add_argument("--budget", type=float, default=420.0)
     planned.add_argument("--quick", action="store_true")
     planned.add_argument("--stages", default=",".join(STAGES))
     args = parser.parse_args()
-    if args.command == "import":
-        print(f"filed under {import_run(args.source)}")
-        return
     if args.command == "plan":
         print(run_plan(args.budget, args.quick, args.stages.split(",")).text())
         return

@@ -67,16 +67,19 @@ def steps_table(device: str, rows: list[MeasuredStep]) -> list[str]:
 
 
 def kernels_table(device_dir: Path) -> list[str]:
-    """Per kernel (each op's kernels in one execution) on the two profiles, by class."""
+    """Per kernel (each op's kernels in one execution) on the profiles of every run filed
+    in ``device_dir`` (the GPU's folder, named by its spec id), by class."""
     from roofline.hardware import load_hardware
 
     hardware = load_hardware(device_dir.name)
     model = load_kernel_model(kernel_model_path(hardware), hardware)
     lines = [f"== {device_dir.name}: per kernel on the profiles (training data: fit "
              f"quality), ops whose kernels took over {ABOVE_S * 1e6:g} us =="]
-    with unpacked_profiles(device_dir) as profiles:
-        steps = [profiled_step(name, path) for name, path in profiles.items()]
-    lines.append(f"{'profile':8} {'class':14} {'ops':>5} {'median |err|':>13} "
+    steps = []
+    for run in runs_in(device_dir):
+        with unpacked_profiles(run) as profiles:
+            steps += [profiled_step(name, path) for name, path in profiles.items()]
+    lines.append(f"{'profile':16} {'class':14} {'ops':>5} {'median |err|':>13} "
                  f"{'measured':>9} {'model':>9}")
     everything: dict[KernelClass, list[float]] = defaultdict(list)
     for step in steps:
@@ -94,7 +97,7 @@ def kernels_table(device_dir: Path) -> list[str]:
             found = errors.get(kind, [])
             everything[kind] += found
             median = f"{statistics.median(found) * 100:12.1f}%" if found else f"{'-':>13}"
-            lines.append(f"{step.name:8} {kind.value:14} {len(found):5} {median} "
+            lines.append(f"{step.name:16} {kind.value:14} {len(found):5} {median} "
                          f"{sums[kind][0] * 1e3:8.3f}m {sums[kind][1] * 1e3:8.3f}m")
         estimate_kernel_s = sum(s[1] for s in sums.values())
         idle = model.step_fixed_s + model.gap_s * sum(

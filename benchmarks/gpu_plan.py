@@ -10,11 +10,11 @@ they fit its share; the others are cut, and named. A stage's fixed seconds (its 
 the power sampled idle) are kept whatever its share.
 
 The expected seconds come from the first run on a GPU (an H200, 2026-11-28: its log is in
-measurements/gpu/h200/log.txt): compiling and autotuning one size of an fp32 GEMM at full
-precision took about 8 s, one of fp8 about 10.5 s, every size of bf16, fp16 or tf32 about 4
-s together; a single op about 0.35 s; a language-model step 6 to 12 s to compile, a zoo
-training step 7 to 74 s. A run with ``quick`` (small problems on a CPU: the tests) takes
-figures measured likewise on this project's 2-core CI machine.
+measurements/gpu/h200/2026-11-28/log.txt): compiling and autotuning one size of an fp32
+GEMM at full precision took about 8 s, one of fp8 about 10.5 s, every size of bf16, fp16 or
+tf32 about 4 s together; a single op about 0.35 s; a language-model step 6 to 12 s to
+compile, a zoo training step 7 to 74 s. A run with ``quick`` (small problems on a CPU: the
+tests) takes figures measured likewise on this project's 2-core CI machine.
 """
 
 from __future__ import annotations

@@ -78,6 +78,19 @@ class KernelModelError(RooflineError, ValueError):
     field."""
 
 
+class GpuRunError(RooflineError, ValueError):
+    """A GPU ground-truth run that cannot be filed: names the file, where in it (a line, a
+    field) and the fix, which ``problem`` ends with."""
+
+    def __init__(self, path: str | Path, problem: str, *, field: str | None = None,
+                 line: int | None = None):
+        self.path = str(path)
+        self.problem = problem
+        where = ", ".join(part for part in (f"line {line}" if line is not None else "",
+                                            f"field {field!r}" if field else "") if part)
+        super().__init__(f"{self.path}: " + (f"{where}: " if where else "") + problem)
+
+
 class UnknownHardwareError(RooflineError, LookupError):
     """A hardware id, variant, scope or roof that the library does not have."""
 

@@ -26,9 +26,9 @@ else:
 MAX_WORKERS = 4
 
 DATA = Path(__file__).parent / "data"
-# What a GPU session measured, filed by benchmarks/gpu_ground_truth.py import (its
-# README.md and provenance*.json say how): the H200 run's profiles are in traces.tar.gz.
-H200_RUN = Path(__file__).parent.parent / "measurements" / "gpu" / "h200"
+# What a GPU session measured, filed by 'roofline hardware file-run' (its README.md and
+# provenance*.json say how): the H200 run's profiles are in traces.tar.gz.
+H200_RUN = Path(__file__).parent.parent / "measurements" / "gpu" / "h200" / "2026-11-28"
 # The example traces (TPU, GPU, host) live in the top-level traces/ folder, with their
 # sources and licenses in traces/SOURCES.md.
 TRACES = Path(__file__).parent.parent / "traces"

@@ -1,6 +1,6 @@
 """The cost formulas of ATen ops (roofline.program.trace.aten_costs): hand-derived values,
 inputs that do not make their op, and a real PyTorch training step's trace (an H200's,
-measurements/gpu/h200: the h200_profiles fixture) costed op by op."""
+measurements/gpu/h200/2026-11-28: the h200_profiles fixture) costed op by op."""
 
 import gzip
 import json

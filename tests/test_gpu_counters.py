@@ -489,9 +489,10 @@ def test_the_replay_sets_each_kernel_against_its_op(child_hlo, tmp_path):
     # bytes read and as many written, and the 64 x 4 = 256-byte bias: 4,352.
     assert (second.flops, second.bytes) == (1_024, 4_352)
     library = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>()"
-    device_dir = tmp_path / "gpu" / "h100-sxm"
+    device_dir = tmp_path / "gpu" / "h100-sxm" / "2026-11-28"    # a filed run of an H100
     device_dir.mkdir(parents=True)
     (device_dir / "provenance.json").write_text(json.dumps({"device_kind": "H100"}))
+    (device_dir / "measure.json").write_text("{}")   # what makes it a run; unread here
     (device_dir / gpu_counters.HLO_FILE).write_bytes(child_hlo.read_bytes())
     (device_dir / gpu_counters.CSV_FILE).write_text(_raw_page([
         # 12,288 FFMA = 24,576 FLOPs; 14,080 DRAM bytes

@@ -14,6 +14,7 @@ import pytest
 
 from roofline.errors import RooflineError
 from roofline.hardware import load_spec_file
+from roofline.hardware.gpu_runs import file_run
 from roofline.program.hlo_dump import dumped_program, read_dump
 from tests.nvml import ConstantBoard
 
@@ -91,8 +92,8 @@ def test_the_run_keeps_to_at_most_eight_files(short_run):
     assert (short_run / "traces.tar.gz").stat().st_size <= gpu_ground_truth.TRACES_BYTES
 
 
-def test_each_step_is_profiled_and_its_profile_explained_after_import(filed, tmp_path):
-    # The steps' run directories travel without their programs; import gives each its
+def test_each_step_is_profiled_and_its_profile_explained_once_filed(filed, tmp_path):
+    # The steps' run directories travel without their programs; filing gives each its
     # own back from the dumps, and explain reads each step kernel by kernel (here: the
     # host's XLA:CPU ops), every op with its cost.
     from roofline.hardware import load_hardware
@@ -112,7 +113,7 @@ def test_each_step_is_profiled_and_its_profile_explained_after_import(filed, tmp
         assert ex.coverage.left_out_share()[1] <= 0.02
 
 
-def test_the_kernel_fit_finds_every_steps_profile_of_an_imported_run(filed, tmp_path):
+def test_the_kernel_fit_finds_every_steps_profile_of_a_filed_run(filed, tmp_path):
     # 'roofline hardware learn' learns from each profiled step a run packs: here the
     # steps/NAME/ run directories of the filed run, each with its program given back.
     from roofline.model.kernel_fit import unpacked_profiles
@@ -186,14 +187,21 @@ def filed(short_run, tmp_path_factory):
         shutil.copy(file, source / file.name)
     record = json.loads((source / "provenance.json").read_text())
     (source / "provenance.json").write_text(json.dumps({**record, "device_kind": H100}))
+    measurement = json.loads((source / "measure.json").read_text())
+    measurement["facts"]["name"] = H100     # both records name the GPU
+    (source / "measure.json").write_text(json.dumps(measurement))
     repository = tmp_path_factory.mktemp("repository")
     (repository / "hardware_specs").mkdir()
-    return repository, gpu_ground_truth.import_run(source, repository)
+    filed = file_run(source, repository / "measurements" / "gpu",
+                     spec_dir=repository / "hardware_specs")
+    return repository, filed.path
 
 
-def test_import_files_the_run_and_writes_the_measured_variant(filed):
+def test_filing_puts_the_run_in_its_folder_and_writes_the_measured_variant(filed,
+                                                                          short_run):
     repository, target = filed
-    assert target == repository / "measurements" / "gpu" / "h100-sxm"
+    day = json.loads((short_run / "provenance.json").read_text())["date"][:10]
+    assert target == repository / "measurements" / "gpu" / "h100-sxm" / day
     assert {p.name for p in target.iterdir()} >= {"measure.json", "steps.csv",
                                                   "provenance.json", "dumps"}
     spec = load_spec_file(repository / "hardware_specs" / "h100-sxm.toml",
@@ -215,7 +223,7 @@ def test_the_replay_reports_steps_against_their_programs(filed):
 COMMITTED = ROOT / "measurements" / "gpu"
 
 
-@pytest.mark.skipif(not any(COMMITTED.glob("*/provenance.json")),
+@pytest.mark.skipif(not any(COMMITTED.glob("*/*/provenance.json")),
                     reason="no GPU has been measured yet (benchmarks/gpu_ground_truth.py)")
 def test_committed_gpu_measurements_replay_within_their_bounds():
     # What a GPU session measured, replayed offline. The bounds are the errors reported
@@ -279,7 +287,7 @@ def decode_dir(tmp_path_factory):
 
     from roofline.program.workloads import parse_spec
 
-    device_dir = tmp_path_factory.mktemp("measured") / "h100-sxm"
+    device_dir = tmp_path_factory.mktemp("measured") / "h100-sxm" / "2026-11-28"
     (device_dir / "dumps").mkdir(parents=True)
     hardware = gpu_accuracy.device_hardware(device_dir)
     rows, expected = [], {}
@@ -338,15 +346,17 @@ def test_the_replay_compares_measured_energy_with_the_energy_roofline_and_the_td
         f"{hardware.ref} has no measured energy costs: only TDP x time"]
 
 
-def test_the_h200_run_is_filed_with_its_impossible_l2_figure_set_aside(tmp_path, capsys):
+def test_the_h200_run_is_filed_with_its_impossible_l2_figure_set_aside(tmp_path):
     # The H200 run's L2 figure came out at 7.864 EB/s: a sixteenth of the L2 took no longer
-    # than a kernel's fixed cost, and the difference of the two was noise. The import
-    # writes every other figure and says why it set that one aside.
+    # than a kernel's fixed cost, and the difference of the two was noise. Filing writes
+    # every other figure and says why it set that one aside.
     repository = tmp_path / "repository"
     (repository / "hardware_specs").mkdir(parents=True)
-    target = gpu_ground_truth.import_run(COMMITTED / "h200", repository)
-    assert "set aside: L2 bandwidth measured 7.864 EB/s, beyond what any device reaches" in (
-        capsys.readouterr().err)
+    filed = file_run(COMMITTED / "h200" / "2026-11-28", repository / "measurements" / "gpu",
+                     spec_dir=repository / "hardware_specs")
+    assert any(flag.startswith("L2 bandwidth measured 7.864 EB/s, beyond what any device "
+                               "reaches") for flag in filed.flags)
+    target = filed.path
     spec = load_spec_file(repository / "hardware_specs" / "h200.toml", variant="measured")
     assert spec.roof("bf16", "matrix").achieved.value == pytest.approx(782.1e12, rel=1e-3)
     # The L2 keeps the published figure the spec cites (9.7 TB/s), not the measured one.
@@ -354,9 +364,10 @@ def test_the_h200_run_is_filed_with_its_impossible_l2_figure_set_aside(tmp_path,
     assert (target / "traces.tar.gz").is_file() and (target / "README.md").is_file()
 
 
-def test_a_refused_import_writes_nothing(tmp_path):
+def test_a_refused_filing_writes_nothing(tmp_path):
     source = tmp_path / "source"
-    shutil.copytree(COMMITTED / "h200", source, ignore=shutil.ignore_patterns("dumps"))
+    shutil.copytree(COMMITTED / "h200" / "2026-11-28", source,
+                    ignore=shutil.ignore_patterns("dumps"))
     measurement = json.loads((source / "measure.json").read_text())
     measurement["matrix"]["bf16"]["best"] = "fast"
     (source / "measure.json").write_text(json.dumps(measurement))
@@ -365,6 +376,7 @@ def test_a_refused_import_writes_nothing(tmp_path):
     spec = repository / "hardware_specs" / "h200.toml"
     spec.write_text("# an earlier spec, kept\n")
     with pytest.raises(RooflineError, match="matrix.bf16.best is 'fast', not a finite number"):
-        gpu_ground_truth.import_run(source, repository)
+        file_run(source, repository / "measurements" / "gpu",
+                 spec_dir=repository / "hardware_specs")
     assert spec.read_text() == "# an earlier spec, kept\n"
-    assert list((repository / "measurements" / "gpu").iterdir()) == []
+    assert not (repository / "measurements").exists()

@@ -1,5 +1,5 @@
-"""Profiles from a real H200 (measurements/gpu/h200/traces.tar.gz; its README.md says how
-they were taken) read kernel by kernel:
+"""Profiles from a real H200 (measurements/gpu/h200/2026-11-28/traces.tar.gz; its README.md
+says how they were taken) read kernel by kernel:
 JAX 0.11 runs a step's kernels inside CUDA graphs (XLA command buffers) whose hlo_op stat
 names the command buffer, so each kernel is joined to its op by its own name, or as a
 library call's by its place in the schedule; the step's wall time, the time the GPU ran

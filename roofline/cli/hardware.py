@@ -124,6 +124,20 @@ def _hardware_learn(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hardware_file_run(args: argparse.Namespace) -> int:
+    from roofline.hardware.gpu_runs import MEASUREMENTS_DIR, file_run
+
+    filed = file_run(args.source, args.measurements or MEASUREMENTS_DIR,
+                     replace=args.replace, hardware_dirs=args.hardware_dir)
+    for flag in filed.flags:
+        print(f"roofline: flag: {flag}", file=sys.stderr)
+    print(f"filed {filed.device}'s run at {filed.path}"
+          + (" in place of its earlier filing" if filed.replaced else ""))
+    print(f"wrote its measured variant into {filed.spec}" if filed.spec else
+          f"the spec's measured variant stays that of a newer run in {filed.path.parent}")
+    return 0
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     data = read_input(path, GPU_MEASUREMENT)
     try:
@@ -194,3 +208,17 @@ def add_parsers(commands: Any, parents: Parents) -> None:
                    help="where to write the model (default: <id>.kernels.json beside the "
                         "GPU's spec, where the library reads it)")
     p.set_defaults(handler=_hardware_learn)
+    p = hw_commands.add_parser(
+        "file-run", parents=[parents.common],
+        help="file a GPU's ground-truth run among its measurements, all or nothing")
+    p.add_argument("source", metavar="SOURCE",
+                   help="the run's output folder (the --out of benchmarks/"
+                        "gpu_ground_truth.py run), or a run filed elsewhere")
+    p.add_argument("--measurements", metavar="DIR",
+                   help="the folder of the GPUs' measurements; the run goes to "
+                        "DIR/<spec id>/<date>/ (default: measurements/gpu under the current "
+                        "folder) and its measured variant into the GPU's spec file that the "
+                        "library (with --hardware-dir) finds")
+    p.add_argument("--replace", action="store_true",
+                   help="file a run filed already again, in its place")
+    p.set_defaults(handler=_hardware_file_run)
