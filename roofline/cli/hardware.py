@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -111,13 +112,24 @@ def _hardware_learn(args: argparse.Namespace) -> int:
         runs_device,
         runs_in,
     )
-    from roofline.model.kernel_model import kernel_model_path, kernel_model_to_json
+    from roofline.model.kernel_model import (
+        kernel_model_path,
+        kernel_model_to_json,
+        load_kernel_model,
+    )
 
     runs = [run for given in args.runs for run in runs_in(Path(given))]
     hardware = load_hardware(runs_device(runs), args.hardware_dir)
     model = learn_kernel_model(runs, hardware, args.profile)
-    out = Path(args.out) if args.out else kernel_model_path(hardware.id)
-    write_text_atomic(out, json.dumps(kernel_model_to_json(model), indent=1) + "\n")
+    text = json.dumps(kernel_model_to_json(model), indent=1) + "\n"
+    # What is written is what the library will read: checked as any kernel-model file
+    # before it takes the place of the one there.
+    with tempfile.TemporaryDirectory(prefix="roofline-learn-") as tmp:
+        check = Path(tmp) / f"{hardware.id}.kernels.json"
+        check.write_text(text)
+        load_kernel_model(check, hardware)
+    out = Path(args.out) if args.out else kernel_model_path(hardware)
+    write_text_atomic(out, text)
     print("\n".join([f"learned {hardware.id}'s kernel model from "
                      f"{', '.join(str(run) for run in runs)}", *learned_summary(model),
                      f"wrote {out}"]))

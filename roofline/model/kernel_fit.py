@@ -39,6 +39,7 @@ import numpy as np
 
 from roofline.errors import KernelModelError
 from roofline.hardware.device_names import spec_for_device
+from roofline.hardware.gpu_runs import MEASURE_FILE, OPS_FILE, TRACES_FILE, filed_runs
 from roofline.hardware.records import ExecutionUnit, Hardware
 from roofline.input_files import (
     GPU_MEASUREMENT,
@@ -65,9 +66,6 @@ from roofline.program.hlo.rules import OpCategory
 from roofline.program.hlo.shapes import spec_dtype_bytes
 
 LEARNED_BY = "roofline hardware learn"
-MEASURE_FILE = "measure.json"
-OPS_FILE = "ops.csv"
-TRACES_FILE = "traces.tar.gz"
 _MANIFEST = "manifest.json"
 
 LARGE_OP_US = 100.0     # ops.csv: only ops at least this long are kernel-bound
@@ -175,11 +173,10 @@ def read_run(path: str | Path) -> GroundTruthRun:
 
 def runs_in(path: Path) -> list[Path]:
     """The ground-truth runs ``path`` names: itself where it holds a measurement, else
-    every folder in it that does (a GPU's measurements, one folder per run)."""
+    every run filed in it (a GPU's measurements: :func:`filed_runs`)."""
     if (path / MEASURE_FILE).is_file():
         return [path]
-    found = sorted(child for child in path.iterdir() if (child / MEASURE_FILE).is_file()) \
-        if path.is_dir() else []
+    found = filed_runs(path)
     if not found:
         raise KernelModelError(f"{path}: no ground-truth run ({MEASURE_FILE}) in it or in "
                                "its folders: give a run 'roofline hardware file-run' filed")
