@@ -38,7 +38,8 @@ def _analyze(args: argparse.Namespace) -> int:
     doc = analysis_document(result.label, result.program, placement, result.fit,
                             result.kernels, expected_error=result.expected_error,
                             kernels_expected_error=result.kernels_expected_error,
-                            training=result.training)
+                            training=result.training,
+                            kernels_left_out=result.kernels_left_out)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":

@@ -246,8 +246,10 @@ class Generation(OnDevices):
         return self.time_to_first_token_s + self.decode_s
 
     @property
-    def time_per_output_token_s(self) -> float:
-        return self.decode_s / self.decode_steps if self.decode_steps else 0.0
+    def time_per_output_token_s(self) -> float | None:
+        """The mean decode step; None where the run takes none (one output token each:
+        prefill gives it), as a serving benchmark reports no TPOT then."""
+        return self.decode_s / self.decode_steps if self.decode_steps else None
 
     @property
     def output_tokens_per_s(self) -> float:

@@ -415,7 +415,7 @@ def gpus_with_kernel_models(extra_dirs: Iterable[str | Path] = ()) -> dict[str, 
     found = {}
     for entry in list_hardware(extra_dirs):
         if entry.hardware is not None and entry.hardware.kind is HardwareKind.GPU:
-            source = _measured_source(_whole_device(entry.hardware))
+            source = _measured_source(whole_device(entry.hardware))
             if source is not None:
                 found[entry.id] = source[0].id
     return found
@@ -429,7 +429,7 @@ def kernel_model_for(hardware: Hardware) -> KernelModel | None:
     (:attr:`Hardware.is_scaled`: kernels no one has timed)."""
     if hardware.kind is not HardwareKind.GPU or hardware.path is None or hardware.is_scaled:
         return None
-    device = _whole_device(hardware)
+    device = whole_device(hardware)
     found = _measured_source(device)
     if found is None:
         return None
@@ -452,14 +452,14 @@ def _measured_source(device: Hardware) -> tuple[Hardware, Path] | None:
         spec = path.with_name(path.name.removesuffix(KERNELS_SUFFIX) + ".toml")
         if not check_readable(spec, SPEC_FILE):
             continue        # a model beside no spec times no device
-        source = _whole_device(load_spec_file(spec))
+        source = whole_device(load_spec_file(spec))
         if (source.kind is HardwareKind.GPU
                 and source.compute_capability == device.compute_capability):
             return source, path
     return None
 
 
-def _whole_device(hardware: Hardware) -> Hardware:
+def whole_device(hardware: Hardware) -> Hardware:
     """``hardware`` at its largest scope: a kernel model is the whole GPU's."""
     return hardware.at_scope(max(hardware.scopes, key=lambda scope: scope[1])[0])
 
@@ -509,7 +509,7 @@ def load_kernel_model(path: str | Path, hardware: Hardware) -> KernelModel:
     if not isinstance(document, dict):
         raise KernelModelError(f"{path}: not a kernel model (a JSON object of fields "
                                f"{', '.join(_TOP_FIELDS)}); {_REFIT}")
-    return reader.model(document, _DeviceLimits.of(_whole_device(hardware)))
+    return reader.model(document, _DeviceLimits.of(whole_device(hardware)))
 
 
 _JSON_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:)?|[\[\]{}]')

@@ -51,6 +51,7 @@ from roofline.model.questions.options import (
 )
 from roofline.model.questions.program_analysis import gpu_kernel_model
 from roofline.model.step_timing import StepTiming
+from roofline.units import Kind, format_quantity
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -403,9 +404,12 @@ def _batch_too_large(workload: Workload, footprint: Fit, capacity: Capacity,
     fits = (f"at most {capacity.batch:,} sequences of {context:,} tokens fit beside the "
             f"weights: give batch={capacity.batch} or less, " if capacity.batch >= 1 else
             "not even one sequence fits beside the weights: ")
+    capacity_bytes = footprint.capacity_bytes
+    needs = format_quantity(footprint.footprint_bytes, Kind.BYTES, like=capacity_bytes)
     return (f"batch={batch:,} does not fit one {device}: its decode step at a context of "
-            f"{context:,} tokens needs {footprint.footprint_bytes / 2**30:,.1f} GiB of "
-            f"{footprint.capacity_bytes / 2**30:,.0f} GiB; {fits}a shorter context, "
+            f"{context:,} tokens needs {needs} of "
+            f"{format_quantity(capacity_bytes, Kind.BYTES)}; "
+            f"{fits}a shorter context, "
             "quantize (weights=fp8, kv=fp8) or shard over more devices (tp)")
 
 
@@ -523,6 +527,12 @@ def _kernel_model(hardware: Hardware, target: str, placement: PlacementOptions
         return None
     platform = get_target(target).platform
     model = gpu_kernel_model(hardware, platform)
+    if model is None and hardware.is_scaled and platform == "gpu":
+        raise RooflineError(
+            f"timing={StepTiming.AS_RUN.value} times each kernel at the rate its class was "
+            f"measured at on a device, and {hardware.label} is a what-if no kernel ran on: "
+            "its kernel model is not scaled with it; give "
+            f"timing={StepTiming.ROOFLINE.value} to ask what the scaled roofs bound")
     if model is None:
         with_one = ", ".join(gpu if source == gpu else f"{gpu} (carried from {source})"
                              for gpu, source in gpus_with_kernel_models().items())

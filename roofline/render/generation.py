@@ -68,7 +68,8 @@ def _array(values: Sequence[float]) -> Any:
 GENERATION_ROWS: tuple[tuple[str, Callable[[Generation], str]], ...] = (
     ("devices", lambda a: f"{a.devices}"),
     ("time to first token (TTFT)", lambda a: time_text(a.time_to_first_token_s)),
-    ("time per output token (TPOT)", lambda a: time_text(a.time_per_output_token_s)),
+    ("time per output token (TPOT)", lambda a: "-" if a.time_per_output_token_s is None
+     else time_text(a.time_per_output_token_s)),
     ("request latency, mean", lambda a: time_text(Percentiles.of(_array(a.latency)).mean)),
     ("request latency, longest", lambda a: time_text(max(a.latency))),
     ("output tokens/s (system)", lambda a: rate_text(a.output_tokens_per_s)),

@@ -61,7 +61,8 @@ def analysis_document(spec: str, program: CompiledProgram,
                       kernels: StepEstimate | None = None, *,
                       expected_error: ErrorBand | None = None,
                       kernels_expected_error: ErrorBand | None = None,
-                      training: TrainingStep | None = None) -> dict[str, Any]:
+                      training: TrainingStep | None = None,
+                      kernels_left_out: str = "") -> dict[str, Any]:
     """``analyze`` as JSON: schema ``roofline/analysis/1``; on a GPU measured kernel by
     kernel, the step as its kernels run and each figure's expected error; for a training
     step, its model FLOPs, MFU and collectives (``training``)."""
@@ -143,6 +144,8 @@ def analysis_document(spec: str, program: CompiledProgram,
             "expected_error": (kernels_expected_error.to_document()
                                if kernels_expected_error else None),
         }
+    if kernels_left_out:
+        doc["kernels_left_out"] = kernels_left_out
     if training is not None:
         doc["training"] = training_document(training)
     if fit is not None:
@@ -230,6 +233,8 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
                 lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
             if k.get("expected_error"):
                 lines.append(f"  {k['expected_error']['text']}")
+        if doc.get("kernels_left_out"):
+            lines.append(doc["kernels_left_out"])
         path = p["critical_path"]
         if p["seconds"]:
             lines.append(f"critical path {q(path['seconds'], Kind.TIME)} "

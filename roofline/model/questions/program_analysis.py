@@ -15,7 +15,13 @@ from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Hardware
 from roofline.model.accuracy import ErrorBand, StepKind, band_of, placement_memory_share
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
-from roofline.model.kernel_model import KernelModel, StepEstimate, kernel_model_for, step_estimate
+from roofline.model.kernel_model import (
+    KernelModel,
+    StepEstimate,
+    kernel_model_for,
+    step_estimate,
+    whole_device,
+)
 from roofline.model.placement import Overlap
 from roofline.model.questions.inputs import compiled_already
 from roofline.model.questions.options import (
@@ -63,6 +69,9 @@ class Analysis:
     # A ``train`` SPEC's step: model FLOPs, MFU, rematerialization, collectives
     # (:mod:`roofline.model.training_step`); None for other programs.
     training: TrainingStep | None = None
+    # Why a GPU step with a kernel model has no as-run figure ("" where it has one or the
+    # device has no model).
+    kernels_left_out: str = ""
 
 
 def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
@@ -120,6 +129,14 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
             f"than the {footprint.capacity_bytes / 2**30:.2f} GiB of one {hw.id} "
             f"{footprint.scope}"))
     model = gpu_kernel_model(hw, program.target.platform)
+    left_out = ""
+    if model is not None and hw.scope != whole_device(hw).scope:
+        # The kernels were timed on the whole GPU: a part of it runs them at rates no one
+        # measured, so the bound alone answers.
+        left_out = (f"no as-run figure at scope {hw.scope}: {model.measured_on}'s kernel "
+                    f"model times the whole {hw.id} ({whole_device(hw).scope}); ask "
+                    f"--hardware {hw.id} for it")
+        model = None
     kernels = step_estimate(program.costs, model) if model is not None else None
     training = None
     if run is not None:
@@ -128,7 +145,8 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
             training = dataclasses.replace(training, config_file=str(found.config),
                                            ignored_keys=found.ignored)
     if model is None or kernels is None:
-        return Analysis(label, program, placed, footprint, training=training)
+        return Analysis(label, program, placed, footprint, training=training,
+                        kernels_left_out=left_out)
     return Analysis(label, program, placed, footprint, kernels,
                     band_of(StepKind(StepTiming.ROOFLINE, model.measured_on),
                             placement_memory_share(placed)),
