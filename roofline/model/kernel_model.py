@@ -36,7 +36,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from roofline.hardware.spec_file import TILE_MAX, load_spec_file
 from roofline.input_files import KERNEL_MODEL, SPEC_FILE, check_readable, read_input_text
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost, launching_ops
 from roofline.program.hlo.rules import CUDNN_CONVOLUTIONS, ConvolutionPass, OpCategory
+from roofline.program.hlo.shapes import spec_dtype_bytes
 from roofline.units import Kind, format_quantity
 
 SCHEMA = "roofline/gpu-kernel-model/1"
@@ -155,10 +156,49 @@ class MemoryClassParams:
 
 
 @dataclass(frozen=True)
+class MatrixWork:
+    """What a matrix class's time reads of its ops on one device: numbers for one op, or
+    arrays of many, as the fit reads them (:meth:`MatrixClassParams.terms`)."""
+
+    flops: Any
+    bytes: Any
+    peak_flop_per_s: Any    # the op's matrix dtype's FLOPs a cycle x the sustained clock
+    wave: Any               # the wave efficiency of its GEMM in the class's tiles
+    depth: Any              # its GEMM's K (0: no GEMM)
+    transposed: Any         # its GEMM's first operand stored transposed
+    winograd: Any           # a convolution of a 3x3 filter and unit stride
+    strided: Any            # a convolution of a stride past 1 (or a dilation)
+
+
+def _where(condition: Any, value: float) -> Any:
+    """``value`` where ``condition`` holds, else 1: of one op or of many."""
+    if isinstance(condition, np.ndarray):
+        return np.where(condition, value, 1.0)
+    return value if condition else 1.0
+
+
+@dataclass(frozen=True)
 class MatrixClassParams:
     """A matrix kernel class: ``t = fixed_s + max(flops / rate, bytes / bytes_per_s)``,
     ``rate`` the dtype's peak x the sustained clock share x ``efficiency`` x the wave
-    efficiency of the op's GEMM in ``tile_m x tile_n`` tiles on the device's SMs."""
+    efficiency of the op's GEMM in the best of the class's tiles on the device's SMs.
+
+    The fields past ``kernels_per_op`` are mechanisms a GPU's per-kernel tables set
+    (:mod:`roofline.model.table_fit`); their defaults leave the rate as above.
+    ``by_dtype``: the parameters of each matrix dtype the class was learned on (a library
+    runs other kernels on tensor cores, in 4-way int8 dot products, on CUDA cores); an op
+    of any other dtype runs at these. ``tiles``: the tiles the library chooses from
+    (empty: ``tile_m x tile_n``), the best for each GEMM, where ``tile_reuse`` (FLOPs per
+    operand byte) is more than a tile of ``m_t x n_t`` does in its main loop (``2 m_t n_t /
+    ((m_t + n_t) x element bytes)``), at that share of the rate (0: no such limit).
+    ``split_k``: whether it splits a long reduction to fill a wave
+    (:meth:`GemmShape.wave_efficiency`). ``depth_half``: the reduction depth K at which a
+    tile's fixed work (filling its pipeline, writing its output) takes as long as its main
+    loop: the rate x ``K / (K + depth_half)``. ``transposed_efficiency``: the rate's share
+    where the first operand is stored transposed. ``winograd_gain``: the rate's multiple
+    for a convolution of a 3x3 filter and unit stride, which Winograd algorithms run in
+    fewer multiplies than the FLOPs counted. ``strided_efficiency``: the rate's share for a
+    convolution of a stride past 1."""
 
     fixed_s: float
     efficiency: float
@@ -166,6 +206,42 @@ class MatrixClassParams:
     tile_m: int = 128
     tile_n: int = 128
     kernels_per_op: float = 1.0
+    by_dtype: Mapping[str, MatrixClassParams] = field(default_factory=dict)
+    tiles: tuple[tuple[int, int], ...] = ()
+    tile_reuse: float = 0.0
+    split_k: bool = True
+    depth_half: float = 0.0
+    transposed_efficiency: float = 1.0
+    winograd_gain: float = 1.0
+    strided_efficiency: float = 1.0
+
+    def tile_set(self) -> tuple[tuple[int, int], ...]:
+        return self.tiles or ((self.tile_m, self.tile_n),)
+
+    def of_dtype(self, dtype: str) -> MatrixClassParams:
+        """The parameters an op multiplying in ``dtype`` runs at."""
+        return self.by_dtype.get(dtype, self)
+
+    def terms(self, work: MatrixWork) -> tuple[Any, Any]:
+        """(FLOPs term, bytes term) of the ops of ``work`` (all of one dtype's parameters):
+        the one formula of the class, read by the model and by its fit."""
+        rate = work.peak_flop_per_s * self.efficiency * work.wave
+        if self.depth_half:
+            rate = rate * (work.depth / (work.depth + self.depth_half))
+        if self.transposed_efficiency != 1.0:
+            rate = rate * _where(work.transposed, self.transposed_efficiency)
+        if self.winograd_gain != 1.0:
+            rate = rate * _where(work.winograd, self.winograd_gain)
+        if self.strided_efficiency != 1.0:
+            rate = rate * _where(work.strided, self.strided_efficiency)
+        return work.flops / rate, work.bytes / self.bytes_per_s
+
+
+# The fields of MatrixClassParams a kernel-model file may leave out, at their defaults.
+OPTIONAL_MATRIX_FIELDS = {f.name: f for f in fields(MatrixClassParams)
+                          if f.name in ("by_dtype", "tiles", "tile_reuse", "split_k",
+                                        "depth_half", "transposed_efficiency",
+                                        "winograd_gain", "strided_efficiency")}
 
 
 @dataclass(frozen=True)
@@ -293,15 +369,50 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
         memory = model.memory_classes[kind]
         return KernelTerms(memory.fixed_s, 0.0,
                            float(memory.memory_seconds(MemoryTraffic.of_op(op))))
-    matrix = model.matrix_classes[kind]
+    matrix = model.matrix_classes[kind].of_dtype(matrix_dtype(op, model))
+    compute_s, memory_s = matrix.terms(matrix_work(op, model, matrix))
+    return KernelTerms(matrix.fixed_s, compute_s, memory_s)
+
+
+def matrix_dtype(op: OpCost, model: KernelModel) -> str:
+    """The dtype ``op`` multiplies in on the model's GPU (:meth:`OpCost.matrix_dtype`),
+    one the model has a rate for."""
     dtype = op.matrix_dtype(op.dtype, tf32_cores="tf32" in model.matrix_flop_per_cycle)
     if dtype not in model.matrix_flop_per_cycle:
         raise KernelModelError(f"{model.device}'s kernel model has no matrix rate for "
                                f"{dtype} ({op.name}); it has "
                                f"{', '.join(sorted(model.matrix_flop_per_cycle))}")
-    rate = (model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz * matrix.efficiency
-            * op.wave_efficiency(((matrix.tile_m, matrix.tile_n),), model.sm_count))
-    return KernelTerms(matrix.fixed_s, op.flops / rate, op.bytes / matrix.bytes_per_s)
+    return dtype
+
+
+def matrix_work(op: OpCost, model: KernelModel, params: MatrixClassParams) -> MatrixWork:
+    """What ``op``'s time at a matrix class's ``params`` (those of its dtype) reads on the
+    model's GPU."""
+    dtype = matrix_dtype(op, model)
+    gemm = op.gemm
+    if gemm is None or not params.tile_reuse:
+        wave = op.wave_efficiency(params.tile_set(), model.sm_count, params.split_k)
+    else:
+        width = spec_dtype_bytes(op.as_written_dtype)
+        wave = max(gemm.wave_efficiency(tile, model.sm_count, params.split_k)
+                   * min(1.0, 2 * tile[0] * tile[1] / ((tile[0] + tile[1]) * width)
+                         / params.tile_reuse)
+                   for tile in params.tile_set())
+    return MatrixWork(
+        op.flops, op.bytes, model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz,
+        wave, gemm.k if gemm is not None else 0, gemm is not None and gemm.transposed,
+        gemm is not None and gemm.taps == (3, 3) and gemm.unit_stride,
+        gemm is not None and bool(gemm.taps) and not gemm.unit_stride)
+
+
+def matrix_works(ops: Sequence[OpCost], model: KernelModel, params: MatrixClassParams
+                 ) -> MatrixWork:
+    """:func:`matrix_work` of many ops, as arrays (the fit's)."""
+    each = [matrix_work(op, model, params) for op in ops]
+    kinds = {"transposed": bool, "winograd": bool, "strided": bool}
+    return MatrixWork(**{name: np.array([getattr(work, name) for work in each],
+                                        kinds.get(name, float))
+                         for name in (f.name for f in fields(MatrixWork))})
 
 
 def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
@@ -328,23 +439,27 @@ TENSOR_PEAK_CLOCK_HZ = {"9.0": 1.83e9}
 def flop_per_cycle(hardware: Hardware) -> dict[str, float]:
     """The dense FLOPs a GPU does per SM clock cycle, per operand dtype of a matrix
     product: each tensor-core peak of its spec over the clock it is quoted at (fp64's at
-    the boost clock), and its fp32 vector peak (full-precision f32 products run on the
-    CUDA cores) over the boost clock."""
+    the boost clock), its fp32 vector peak (full-precision f32 products run on the CUDA
+    cores) over the boost clock, and the vector peak of each dtype it has no tensor-core
+    peak of (a GPU without tensor cores multiplies fp16 in packed pairs, int8 in 4-way dot
+    products, on its CUDA cores or stream processors) over the boost clock."""
     boost = hardware.clock.value
     tensor = TENSOR_PEAK_CLOCK_HZ.get(hardware.compute_capability or "", boost)
     rates = {roof.dtype: roof.flop_per_s / (boost if roof.dtype == "fp64" else tensor)
              for roof in hardware.compute if roof.unit is ExecutionUnit.MATRIX}
     rates.update({roof.dtype: roof.flop_per_s / boost for roof in hardware.compute
-                  if roof.unit is ExecutionUnit.VECTOR and roof.dtype == "fp32"})
+                  if roof.unit is ExecutionUnit.VECTOR
+                  and (roof.dtype == "fp32" or roof.dtype not in rates)})
     return rates
 
 
 def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> KernelModel:
     """``model``, measured on ``source``, carried to ``target``, a GPU of the same
     architecture, as mechanisms: each class's fixed time, efficiency, tiles, L2 reads and
-    sums' cost, the idle between kernels and the clock the power limit holds are the
-    chip's and stay; the main-memory bandwidths scale with the two datasheets', and the
-    FLOPs a cycle, the SMs and the maximum clock are the target's own."""
+    sums' cost, the idle between kernels and the clock the power limit holds (at most
+    the target's maximum) are the chip's and stay; the main-memory bandwidths scale with
+    the two datasheets', and the FLOPs a cycle, the SMs and the maximum clock are the
+    target's own."""
     if target.kind is not HardwareKind.GPU or (
             target.compute_capability != source.compute_capability):
         raise KernelModelError(
@@ -355,9 +470,11 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
     return replace(
         model, device=target.id, sm_count=int(target.count("sm")),
         max_clock_hz=target.clock.value, matrix_flop_per_cycle=flop_per_cycle(target),
+        sustained_clock_hz=min(model.sustained_clock_hz,
+                               target.clock.value or model.sustained_clock_hz),
         memory_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
                         for kind, params in model.memory_classes.items()},
-        matrix_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
+        matrix_classes={kind: _bandwidth_times(params, ratio)
                         for kind, params in model.matrix_classes.items()},
         provenance={
             "fitted_by": model.provenance.get("fitted_by", ""),
@@ -368,6 +485,13 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
                             f"cycle, SMs and maximum clock from {target.id}'s spec; no "
                             f"kernel of {target.id} measured, so nothing checked on it",
             "never_read": model.provenance.get("never_read", "")})
+
+
+def _bandwidth_times(params: MatrixClassParams, ratio: float) -> MatrixClassParams:
+    """``params`` with its bandwidth, and each of its dtypes', ``ratio`` times."""
+    return replace(params, bytes_per_s=params.bytes_per_s * ratio,
+                   by_dtype={dtype: _bandwidth_times(each, ratio)
+                             for dtype, each in params.by_dtype.items()})
 
 
 KERNELS_SUFFIX = ".kernels.json"
@@ -389,6 +513,24 @@ KERNELS_PER_OP_MAX = 100.0
 # The most threads an SM or CU holds at once (2,048 on NVIDIA's, 2,560 on CDNA's): no
 # more independent sums are at work on one.
 THREADS_PER_UNIT_MAX = 4096
+# A matrix class's tiles: at most this many to choose from (the guides list six).
+TILES_MAX = 64
+# The reduction depth at which a tile's fixed work is half its time: a few k-steps of a
+# tile, far below a million elements.
+DEPTH_HALF_MAX = 1e6
+# A transposed first operand's rate against the other layout's: a different kernel, at
+# most twice as fast.
+TRANSPOSED_EFFICIENCY_MAX = 2.0
+# Winograd F(4x4, 3x3) computes a 4x4 output tile of a 3x3 filter in 36 multiplies where
+# the direct algorithm takes 144 (Lavin and Gray, CVPR 2016): the most a 3x3 algorithm
+# saves.
+WINOGRAD_GAIN_MAX = 4.0
+# A strided convolution's rate against a unit-stride one's: another algorithm, at most
+# twice as fast.
+STRIDED_EFFICIENCY_MAX = 2.0
+# The FLOPs per operand byte a tile's main loop may need to run at the class's rate: a
+# 256 x 256 tile of int8 does 256, so a thousand is past any.
+TILE_REUSE_MAX = 1e3
 # A figure at its bound, as the fit writes it back: rounded.
 _ROUNDING = 1e-9
 _REFIT = ("learn the device's kernel model again from its measurements, or restore the "
@@ -477,8 +619,25 @@ def kernel_model_to_json(model: KernelModel) -> dict[str, Any]:
         "provenance": dict(model.provenance)}
 
 
-def _as_dict(params: MemoryClassParams | MatrixClassParams) -> dict[str, float]:
-    return {f.name: getattr(params, f.name) for f in fields(params)}
+def _as_dict(params: MemoryClassParams | MatrixClassParams) -> dict[str, Any]:
+    """``params``' fields, but the optional ones at their defaults (a model of none of
+    those mechanisms reads as before them)."""
+    record: dict[str, Any] = {}
+    for each in fields(params):
+        value = getattr(params, each.name)
+        optional = OPTIONAL_MATRIX_FIELDS.get(each.name) if isinstance(
+            params, MatrixClassParams) else None
+        if optional is not None and value == _default(optional):
+            continue
+        record[each.name] = (
+            [list(tile) for tile in value] if each.name == "tiles" else
+            {dtype: _as_dict(params) for dtype, params in value.items()}
+            if each.name == "by_dtype" else value)
+    return record
+
+
+def _default(each: Any) -> Any:
+    return each.default_factory() if callable(each.default_factory) else each.default
 
 
 _TOP_FIELDS = ("schema", "device", "measured_on", "sm_count", "max_clock_hz",
@@ -659,10 +818,10 @@ class _Fields:
             device=device, measured_on=device, sm_count=sm_count, max_clock_hz=max_clock,
             sustained_clock_hz=sustained, matrix_flop_per_cycle=rates,
             memory_classes={kind: self.params(MemoryClassParams, memory, kind.value,
-                                              "memory_classes", ranges)
+                                              "memory_classes", ranges, rates)
                             for kind in MEMORY_CLASSES},
             matrix_classes={kind: self.params(MatrixClassParams, matrix, kind.value,
-                                              "matrix_classes", ranges)
+                                              "matrix_classes", ranges, rates)
                             for kind in MATRIX_CLASSES},
             gap_s=self.number(document, "gap_s", "", _FIXED),
             step_fixed_s=self.number(document, "step_fixed_s", "", _FIXED),
@@ -688,7 +847,18 @@ class _Fields:
                                Kind.TIME, closed=True,
                                fix=f"check the unit (seconds), or {_REFIT}"),
             "resident_bytes": _Range(capacity, f"what {limits.device}'s largest cache holds "
-                                     f"({cache})", Kind.BYTES, closed=True)}
+                                     f"({cache})", Kind.BYTES, closed=True),
+            "depth_half": _Range(DEPTH_HALF_MAX, "a reduction depth in elements; a tile's "
+                                 "fixed work is a few of its k-steps", closed=True),
+            "transposed_efficiency": _Range(TRANSPOSED_EFFICIENCY_MAX, "a transposed "
+                                            "operand's rate share, no more than twice the "
+                                            "other's"),
+            "winograd_gain": _Range(WINOGRAD_GAIN_MAX, "Winograd F(4x4,3x3)'s 144 / 36 "
+                                    "multiplies: no 3x3 algorithm saves more"),
+            "strided_efficiency": _Range(STRIDED_EFFICIENCY_MAX, "a strided convolution's "
+                                         "rate share, no more than twice a unit stride's"),
+            "tile_reuse": _Range(TILE_REUSE_MAX, "FLOPs per operand byte a tile's main loop "
+                                 "needs; no tile does a thousand", closed=True)}
 
     def keys(self, record: Mapping[str, Any], allowed: Iterable[str], within: str = "",
              required: bool = True) -> None:
@@ -742,14 +912,53 @@ class _Fields:
         return value
 
     def params(self, kind: type, classes: Mapping[str, Any], name: str, within: str,
-               ranges: Mapping[str, _Range]) -> Any:
+               ranges: Mapping[str, _Range], dtypes: Iterable[str], nested: bool = False
+               ) -> Any:
         record = self.mapping(classes, name, within)
         where = f"{within}.{name}"
         names = [f.name for f in fields(kind)]
-        self.keys(record, names, where)
-        return kind(**{
-            field: (self.whole(record, field, where, 1, TILE_MAX, "a GEMM tile's rows or "
-                               "columns")
-                    if field.startswith("tile_") else
-                    self.number(record, field, where, ranges[field]))
-            for field in names})
+        optional = OPTIONAL_MATRIX_FIELDS if kind is MatrixClassParams else {}
+        self.keys(record, names, where, required=False)
+        missing = next((n for n in names if n not in record and n not in optional), None)
+        if missing is not None:
+            raise self.fail(_joined(where, missing), "is missing", _REFIT)
+        values: dict[str, Any] = {}
+        for each in (n for n in names if n in record):
+            if each in ("tile_m", "tile_n"):
+                values[each] = self.whole(record, each, where, 1, TILE_MAX,
+                                          "a GEMM tile's rows or columns")
+            elif each == "tiles":
+                values[each] = self.tiles(record, where)
+            elif each == "split_k":
+                values[each] = self.flag(record, each, where)
+            elif each == "by_dtype" and nested:
+                raise self.fail(f"{where}.{each}", "is inside a dtype's parameters: a "
+                                "dtype's parameters hold no dtypes of their own", _REFIT)
+            elif each == "by_dtype":
+                per_dtype = self.mapping(record, each, where)
+                self.keys(per_dtype, dtypes, f"{where}.{each}", required=False)
+                values[each] = {dtype: self.params(kind, per_dtype, dtype, f"{where}.{each}",
+                                                   ranges, dtypes, nested=True)
+                                for dtype in per_dtype}
+            else:
+                values[each] = self.number(record, each, where, ranges[each])
+        return kind(**values)
+
+    def tiles(self, record: Mapping[str, Any], within: str) -> tuple[tuple[int, int], ...]:
+        value, where = record["tiles"], f"{within}.tiles"
+        if (not isinstance(value, list) or not 1 <= len(value) <= TILES_MAX
+                or not all(isinstance(tile, list) and len(tile) == 2 for tile in value)):
+            raise self.fail(where, f"is {quoted(value)}: it must be a list of 1 to "
+                            f"{TILES_MAX} tiles, each [rows, columns]", _REFIT)
+        return tuple((self.whole({"rows": tile[0]}, "rows", f"{where}[{i}]", 1, TILE_MAX,
+                                 "a GEMM tile's rows"),
+                      self.whole({"columns": tile[1]}, "columns", f"{where}[{i}]", 1,
+                                 TILE_MAX, "a GEMM tile's columns"))
+                     for i, tile in enumerate(value))
+
+    def flag(self, record: Mapping[str, Any], name: str, within: str) -> bool:
+        value = record[name]
+        if not isinstance(value, bool):
+            raise self.fail(_joined(within, name), f"is {quoted(value)}: it must be true or "
+                            "false", _REFIT)
+        return value

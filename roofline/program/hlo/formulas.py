@@ -137,11 +137,15 @@ class GemmShape:
     # A convolution's: the elements of its activation tensors (input and output, or input
     # and output gradient), what a change of their memory layout moves.
     activations: int = 0
+    # A library call's: whether its first operand is stored transposed (BLAS's op(A) =
+    # A^T, which some library versions run slower); False where the caller does not say.
+    transposed: bool = False
 
     def tiles(self, tile: tuple[int, int]) -> int:
         return self.batch * math.ceil(self.m / tile[0]) * math.ceil(self.n / tile[1])
 
-    def wave_efficiency(self, tile: tuple[int, int], units: int) -> float:
+    def wave_efficiency(self, tile: tuple[int, int], units: int, split_k: bool = True
+                        ) -> float:
         """The share of the device's tile slots that hold useful output: tiles padded
         past the matrix edge (tile quantization) and idle units in the last wave of
         ``units`` concurrent tiles (wave quantization) do no useful work but take the time
@@ -150,11 +154,12 @@ class GemmShape:
         An output of fewer tiles than units over a long reduction is split along ``k``
         (split-K: each tile's reduction in ``s`` slices run by ``s`` units, the partial
         sums added after; CUTLASS, "Efficient GEMM in CUDA", Split-K), with ``s`` as large
-        as fills one wave while every slice stays at least :data:`SPLIT_K_MIN_DEPTH` deep."""
+        as fills one wave while every slice stays at least :data:`SPLIT_K_MIN_DEPTH` deep;
+        ``split_k`` False for a library that does not split (``s`` = 1)."""
         tiles = self.tiles(tile)
         if tiles == 0 or units <= 0:
             return 1.0
-        splits = max(1, min(units // tiles, self.k // SPLIT_K_MIN_DEPTH))
+        splits = max(1, min(units // tiles, self.k // SPLIT_K_MIN_DEPTH)) if split_k else 1
         waves = math.ceil(tiles * splits / units)
         return (self.batch * self.m * self.n * splits
                 / (waves * units * tile[0] * tile[1]))

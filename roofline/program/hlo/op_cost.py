@@ -118,13 +118,15 @@ class OpCost:
             return "tf32"
         return dtype
 
-    def wave_efficiency(self, tiles: Iterable[tuple[int, int]], units: int) -> float:
+    def wave_efficiency(self, tiles: Iterable[tuple[int, int]], units: int,
+                        split_k: bool = True) -> float:
         """The share of ``units`` concurrent tile slots its GEMM keeps doing useful work
-        (:meth:`GemmShape.wave_efficiency`), in the best of the caller's ``tiles``; 1 where
-        it runs no GEMM or no tile is given."""
+        (:meth:`GemmShape.wave_efficiency`, split along K where ``split_k``), in the best of
+        the caller's ``tiles``; 1 where it runs no GEMM or no tile is given."""
         if self.gemm is None:
             return 1.0
-        return max((self.gemm.wave_efficiency(tile, units) for tile in tiles), default=1.0)
+        return max((self.gemm.wave_efficiency(tile, units, split_k) for tile in tiles),
+                   default=1.0)
 
 
 def launching_ops(ops: Iterable[OpCost], trips: int = 1,
