@@ -109,6 +109,11 @@ GPU_MEASUREMENT = InputKind("GPU measurement", "give the JSON written by 'roofli
 KERNEL_MODEL = InputKind("kernel model", "restore the <id>.kernels.json learned from the "
                          "device's measurements, or remove it", 1 << 20,
                          _kernel_model_error)
+# Per-kernel tables of published timings (DeepBench's gemm.csv, conv.csv, rnn.csv and
+# devices.csv: a few hundred KiB each).
+KERNEL_TABLE = InputKind("per-kernel table", "restore the table as measurements/deepbench "
+                         "holds it (regenerate it with its extract.py)", 64 << 20,
+                         _kernel_model_error)
 GROUND_TRUTH_ARCHIVE = InputKind("ground-truth archive", "file the GPU run again with "
                                  "'roofline hardware file-run'", 1 << 31)
 # What a path given as a profile is before its format is told: its own limit is the

@@ -363,8 +363,10 @@ def test_as_run_is_refused_where_no_kernels_were_measured(device, why):
     from roofline.api import PlacementOptions, serving
     from roofline.errors import RooflineError
 
-    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: h100-sxm \(carried "
-                                         r"from h200\), h200\)"):
+    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: gtx-1080ti, h100-sxm "
+                       r"\(carried from h200\), h200, m40, mi25, p100-pcie, p100-sxm2 \(carried "
+                       r"from p100-pcie\), t4, titan-x-maxwell, titan-x-pascal, titan-xp, "
+                       r"v100-pcie \(carried from v100-sxm2\), v100-sxm2, vega-fe\)"):
         serving(SMALL_GPT2, device, placement=PlacementOptions(timing="as-run"))
 
 

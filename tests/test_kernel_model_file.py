@@ -225,11 +225,22 @@ def test_a_kernel_model_is_found_beside_the_spec_the_record_was_loaded_from(tmp_
     shutil.copy(SHIPPED, tmp_path / "h200.kernels.json")
     h200, h100 = load_hardware("h200", tmp_path), load_hardware("h100-sxm", tmp_path)
     assert kernel_model_for(h100) == carried_to(load_kernel_model(SHIPPED, H200), h200, h100)
-    assert gpus_with_kernel_models([tmp_path]) == {"h100-sxm": "h200", "h200": "h200"}
+    assert gpus_with_kernel_models([tmp_path]) == LIBRARY_MODELS
+
+
+# The library's GPUs with a kernel model, each with the GPU its kernels were measured on:
+# the H200 from its profiles, the ten DeepBench GPUs from their tables, and those of their
+# compute capability carried from them.
+LIBRARY_MODELS = {
+    "h200": "h200", "h100-sxm": "h200",
+    "gtx-1080ti": "gtx-1080ti", "m40": "m40", "mi25": "mi25", "p100-pcie": "p100-pcie",
+    "p100-sxm2": "p100-pcie", "t4": "t4", "titan-x-maxwell": "titan-x-maxwell",
+    "titan-x-pascal": "titan-x-pascal", "titan-xp": "titan-xp", "v100-pcie": "v100-sxm2",
+    "v100-sxm2": "v100-sxm2", "vega-fe": "vega-fe"}
 
 
 def test_the_library_lists_which_gpus_are_measured_and_which_carried():
-    assert gpus_with_kernel_models() == {"h100-sxm": "h200", "h200": "h200"}
+    assert gpus_with_kernel_models() == LIBRARY_MODELS
     h100 = kernel_model_for(load_hardware("h100-sxm"))
     assert h100 is not None and h100.measured_on == "h200"
     assert h100.provenance["carried_from"].startswith("h200's kernel model")

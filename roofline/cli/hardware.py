@@ -105,6 +105,14 @@ def _hardware_measure(args: argparse.Namespace) -> int:
 
 
 def _hardware_learn(args: argparse.Namespace) -> int:
+    if args.deepbench:
+        return _learn_from_tables(args)
+    if args.device:
+        raise RooflineError("--device names a GPU of the tables given with --deepbench; a "
+                            "run's GPU is the one it measured")
+    if not args.runs:
+        raise RooflineError("give a GPU's filed runs (RUN ...) or per-kernel tables "
+                            "(--deepbench DIR) to learn from")
     from roofline.api import load_hardware
     from roofline.model.kernel_fit import (
         learn_kernel_model,
@@ -112,28 +120,52 @@ def _hardware_learn(args: argparse.Namespace) -> int:
         runs_device,
         runs_in,
     )
+
+    runs = [run for given in args.runs for run in runs_in(Path(given))]
+    hardware = load_hardware(runs_device(runs), args.hardware_dir)
+    model = learn_kernel_model(runs, hardware, args.profile)
+    out = _write_kernel_model(model, hardware, args.out)
+    print("\n".join([f"learned {hardware.id}'s kernel model from "
+                     f"{', '.join(str(run) for run in runs)}", *learned_summary(model),
+                     f"wrote {out}"]))
+    return 0
+
+
+def _learn_from_tables(args: argparse.Namespace) -> int:
+    from roofline.model.kernel_tables import read_tables
+    from roofline.model.table_fit import learn_all, table_summary
+
+    if args.runs or args.profile:
+        raise RooflineError("--deepbench learns from the tables alone: give runs or "
+                            "--profile without it")
+    if args.out and len(args.device) != 1:
+        raise RooflineError("--out names one file: give one --device with it")
+    tables = read_tables(args.deepbench, args.hardware_dir)
+    for gpu, (model, hardware, _) in learn_all(tables, args.device or None,
+                                               args.hardware_dir).items():
+        out = _write_kernel_model(model, hardware, args.out)
+        print("\n".join([f"learned {gpu}'s kernel model from {args.deepbench}",
+                         *table_summary(model), f"wrote {out}"]))
+    return 0
+
+
+def _write_kernel_model(model: Any, hardware: Any, out: str | None) -> Path:
+    """Write ``model`` where the library reads it (or to ``out``), checked as any
+    kernel-model file is before it takes the place of the one there."""
     from roofline.model.kernel_model import (
         kernel_model_path,
         kernel_model_to_json,
         load_kernel_model,
     )
 
-    runs = [run for given in args.runs for run in runs_in(Path(given))]
-    hardware = load_hardware(runs_device(runs), args.hardware_dir)
-    model = learn_kernel_model(runs, hardware, args.profile)
     text = json.dumps(kernel_model_to_json(model), indent=1) + "\n"
-    # What is written is what the library will read: checked as any kernel-model file
-    # before it takes the place of the one there.
     with tempfile.TemporaryDirectory(prefix="roofline-learn-") as tmp:
         check = Path(tmp) / f"{hardware.id}.kernels.json"
         check.write_text(text)
         load_kernel_model(check, hardware)
-    out = Path(args.out) if args.out else kernel_model_path(hardware)
-    write_text_atomic(out, text)
-    print("\n".join([f"learned {hardware.id}'s kernel model from "
-                     f"{', '.join(str(run) for run in runs)}", *learned_summary(model),
-                     f"wrote {out}"]))
-    return 0
+    path = Path(out) if out else kernel_model_path(hardware)
+    write_text_atomic(path, text)
+    return path
 
 
 def _hardware_file_run(args: argparse.Namespace) -> int:
@@ -210,9 +242,16 @@ def add_parsers(commands: Any, parents: Parents) -> None:
     p = hw_commands.add_parser(
         "learn", parents=[parents.common],
         help="learn a GPU's kernel model from its measured kernels")
-    p.add_argument("runs", nargs="+", metavar="RUN",
+    p.add_argument("runs", nargs="*", metavar="RUN",
                    help="a filed ground-truth run of the GPU (measure.json, ops.csv, "
                         "traces.tar.gz), or the GPU's measurements folder: all its runs")
+    p.add_argument("--deepbench", metavar="DIR",
+                   help="learn from DeepBench's per-kernel tables in DIR (gemm.csv, "
+                        "conv.csv, rnn.csv, devices.csv; measurements/deepbench), each GPU "
+                        "its own model")
+    p.add_argument("--device", action="append", default=[], metavar="GPU",
+                   help="with --deepbench: only this GPU (a spec id or the tables' name, "
+                        "e.g. v100; repeatable; default: every GPU they time)")
     p.add_argument("--profile", action="append", default=[], metavar="DIR",
                    help="also learn from this 'roofline profile' run directory of the GPU "
                         "(repeatable)")
