@@ -320,6 +320,27 @@ class StepEstimate:
         return totals
 
 
+def idle_outside_measured(estimate: StepEstimate) -> str:
+    """Where ``estimate``'s idle between kernels is more than its kernels' time and its
+    kernels are fewer than those of any step the idle was learned from: a sentence saying
+    so (the idle of a host-bound profiled step charged to a smaller one); else ""."""
+    profiles = estimate.model.provenance.get("profiles")
+    kernels = [step.get("kernel_s") for step in profiles.values()] if isinstance(
+        profiles, dict) else []
+    kernels = [seconds for seconds in kernels if isinstance(seconds, (int, float))]
+    if estimate.idle_s <= estimate.kernel_s or (kernels and estimate.kernel_s >= min(kernels)):
+        return ""
+    learned = (f"the steps profiled on {estimate.model.measured_on} (the smallest ran "
+               f"{format_quantity(min(kernels), Kind.TIME)} of kernels)" if kernels else
+               "a profiled GPU's steps, carried to this one (the kernel model's provenance "
+               "says which)")
+    return (f"outside what was measured: the idle between kernels "
+            f"({format_quantity(estimate.idle_s, Kind.TIME)}, more than the kernels' "
+            f"{format_quantity(estimate.kernel_s, Kind.TIME)}) is learned from {learned}, "
+            "whose host dispatched each step from Python; a step this small is timed by "
+            "its host as much as by its GPU")
+
+
 def kernel_class(op: OpCost) -> KernelClass:
     """The class of kernel ``op`` (an op of an XLA:GPU program that runs a kernel) runs as."""
     if op.opcode in ("fusion", "fusion-start"):

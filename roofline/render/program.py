@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roofline.model.coverage import coverage
+from roofline.model.kernel_model import idle_outside_measured
 from roofline.model.placement import FLOP_CONVENTION, class_text
 from roofline.render.tables import format_table, with_coverage
 from roofline.render.training import remat_text, training_text
@@ -139,6 +140,9 @@ def analysis_document(spec: str, program: CompiledProgram,
                                  sorted(kernels.by_class().items(), key=lambda kv: -kv[1])},
             "measured_on": kernels.model.measured_on,
             "carried_from": kernels.model.provenance.get("carried_from", ""),
+            "learned_from_tables": kernels.model.provenance.get("tables", ""),
+            "memory_classes_from": kernels.model.provenance.get("memory_classes", ""),
+            "idle_outside_measured": idle_outside_measured(kernels),
             "fitted_by": kernels.model.provenance.get("fitted_by", ""),
             "never_read": kernels.model.provenance.get("never_read", ""),
             "expected_error": (kernels_expected_error.to_document()
@@ -222,6 +226,9 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             k = doc["kernels"]
             where = ("there" if k["carried_from"] == "" else
                      f"on {k['measured_on']}, carried to this chip's memory and clocks")
+            if k.get("learned_from_tables") and not k["carried_from"]:
+                where = ("in the GPU's published per-kernel tables (its memory-bound "
+                         "classes carried from a profiled GPU)")
             lines.append(f"expected as XLA:GPU runs it on {doc['hardware']['label']} (each "
                          f"kernel at the rate its class achieved {where}, and the idle "
                          f"between kernels): {q(k['seconds'], Kind.TIME)}: kernels "
@@ -233,6 +240,8 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
                 lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
             if k.get("expected_error"):
                 lines.append(f"  {k['expected_error']['text']}")
+            if k.get("idle_outside_measured"):
+                lines.append(f"  {k['idle_outside_measured']}")
         if doc.get("kernels_left_out"):
             lines.append(doc["kernels_left_out"])
         path = p["critical_path"]
