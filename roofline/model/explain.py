@@ -15,8 +15,11 @@ measured time. Its measured class says what held it back:
 An op faster than main memory allows was served by a nearer level (a cache): it is placed
 against the farthest level whose bandwidth explains its time, and that level is reported.
 An op faster than its lower bound even then is flagged: the spec's peaks or the op's costs
-are wrong. Ops with time but no cost, and costs with no time, are listed in the
-explanation's coverage, never dropped. The time breakdowns divide the op time per step
+are wrong. An op costed from the shapes a profiler recorded (a PyTorch trace's) is left
+uncosted where those shapes are past what the device can have run: tensors larger than its
+memory, or more work than it does in :data:`IMPOSSIBLY_FAST` times the op's time. Ops with
+time but no cost (and why), and costs with no time, are listed in the explanation's
+coverage, never dropped. The time breakdowns divide the op time per step
 (synchronous ops); async spans overlap other work and are summed apart.
 """
 
@@ -65,10 +68,16 @@ from roofline.program.hlo.op_cost import OpCost
 from roofline.program.hlo.rules import OpCategory
 from roofline.program.run import LoadedRun, hosts_to_read, load_devices, load_run
 from roofline.program.trace.reader import MeasuredOp, MeasuredRun, StepTime
+from roofline.units import Kind, format_quantity
 
 NEAR_ROOF = 0.2          # efficiency at which an op counts as held by its roof
 OVERHEAD_FACTOR = 2.0    # measured time within this many fixed per-op costs: overhead-bound
 ABOVE_ROOF = 1 / (1 - NOISE)   # efficiency beyond this is faster than physics allows
+# An op costed from the shapes its profiler recorded (a PyTorch trace's) that ran this many
+# times faster than its roofline lower bound did not do the work those shapes say: no
+# algorithm a library substitutes saves that much (Winograd 2-4x, a causal mask's skipped
+# blocks 2x, 2:4 sparsity 2x), nor does a cache the placement did not already consider.
+IMPOSSIBLY_FAST = 100.0
 
 
 class Role(enum.Enum):
@@ -92,6 +101,7 @@ class ExplainedOp:
     seconds: float              # measured time per execution of its module
     executions: int
     served_by: str | None = None   # the nearer memory level that served its bytes
+    no_cost: str = ""           # why an op with a formula's cost is left uncosted
 
     @property
     def lower_bound_s(self) -> float | None:
@@ -228,10 +238,7 @@ class Explanation:
         total_s = sum(op.measured.self_s for op in synchronous)   # the op time divided
         timed = [op for op in synchronous if _async_role(op.measured) is None]
         found = [Omission(Gap.NO_COST, f"{op.measured.module}/{op.measured.name}",
-                          "timed, but no cost: not placed" if op.measured.module
-                          in self.loaded.costs else f"timed, but no cost: the HLO of module "
-                          f"{op.measured.module} is in neither the trace nor its directory",
-                          0.0, share(op.measured.self_s, total_s))
+                          self._no_cost_detail(op), 0.0, share(op.measured.self_s, total_s))
                  for op in timed if op.cost is None]
         costed = [op for op in timed if op.cost is not None and op.placement is not None]
         found += [dataclasses.replace(o, time_share=o.time_share * share(
@@ -244,6 +251,17 @@ class Explanation:
                            "timed it", share(c.flops, flops), 0.0)
                   for module, c in self.costs_without_time]
         return coverage(found)
+
+    def _no_cost_detail(self, op: ExplainedOp) -> str:
+        """Why a timed op has no cost: its own reason, its module's, or that its module
+        has no HLO."""
+        module = op.measured.module
+        if op.no_cost or module in self.loaded.cost_notes:
+            return f"timed, but no cost: {op.no_cost or self.loaded.cost_notes[module]}"
+        if module in self.loaded.costs:
+            return "timed, but no cost: not placed"
+        return (f"timed, but no cost: the HLO of module {module} is in neither the trace "
+                "nor its directory")
 
     def achieved(self) -> Achieved:
         """FLOP/s and bytes/s achieved over the ops that have costs, and their lower bound
@@ -319,6 +337,7 @@ class Explanation:
             "flop_convention": FLOP_CONVENTION,
             "run": run.path, "platform": run.platform, "device": run.device,
             "host": run.host, "hosts": list(run.hosts),
+            "profiling_session": run.session_note or None,
             "cost_source": self.loaded.cost_source,
             "hardware": {"ref": hw.ref, "label": hw.label, "overlap": self.overlap.value},
             "steps": run.steps,
@@ -388,21 +407,50 @@ def explain(loaded: LoadedRun, hardware: Hardware, overlap: Overlap = Overlap.MA
     matched: set[tuple[str, str]] = set()
     costs = _costs_by_op(loaded.costs)
     placer = Placer(_timed_on_device(hardware, loaded.run), overlap)
+    beyond = _beyond_memory(loaded, hardware)
     for measured in loaded.run.ops:
-        cost = costs.get((measured.module, measured.name))
+        key = (measured.module, measured.name)
+        cost = costs.get(key)
         executions = max(loaded.run.module_runs.get(measured.module, 1), 1)
         seconds = measured.self_s / executions
         placement, served_by = None, None
         if cost is not None and _async_role(measured) is not None:
             cost = None  # the issue or the wait of an async op: its transfer is timed apart
+        if cost is not None and key in beyond:
+            matched.add(key)
+            cost = None
         if cost is not None and not cost.free:
             matched.add((measured.module, cost.name))
             placement, served_by = placer.measured(cost, seconds)
-        ops.append(ExplainedOp(measured, cost, placement, seconds, executions, served_by))
+            if (key in loaded.resident_bytes and placement is not None
+                    and placement.seconds > IMPOSSIBLY_FAST * seconds):
+                cost, placement, served_by = None, None, None
+                beyond[key] = TOO_FAST
+        ops.append(ExplainedOp(measured, cost, placement, seconds, executions, served_by,
+                               beyond.get(key, "")))
     missing = tuple((module, op) for module, costs in loaded.costs.items() for op in costs.ops
                     if op.does_work and (module, op.name) not in matched
                     and module in loaded.run.module_runs)
     return Explanation(loaded, hardware, overlap, tuple(ops), missing)
+
+
+TOO_FAST = (f"its recorded shapes ask for more work than the device does in "
+            f"{IMPOSSIBLY_FAST:g} times the time it ran (its roofline lower bound), so it "
+            "cannot have run as its shapes say: its formula's cost is left out")
+
+
+def _beyond_memory(loaded: LoadedRun, hardware: Hardware) -> dict[tuple[str, str], str]:
+    """The ops whose recorded tensors take more memory than their device has (the
+    device's own record in the trace, else ``hardware``'s main memory), each with why it
+    is left uncosted: it cannot have run as its shapes say, so its cost is no work it did
+    (its time is kept, and listed with no cost)."""
+    recorded = loaded.run.device_peaks().get("memory_bytes")
+    memory = recorded or hardware.main_memory.capacity_bytes
+    whose = "the traced device's" if recorded else f"{hardware.id}'s"
+    detail = (f"its recorded tensors take more than {whose} "
+              f"{format_quantity(memory, Kind.BYTES)} of memory, so it cannot have run as its "
+              "shapes say: its formula's cost is left out")
+    return {key: detail for key, resident in loaded.resident_bytes.items() if resident > memory}
 
 
 def step_time_document(run: MeasuredRun) -> dict[str, Any] | None:

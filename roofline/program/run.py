@@ -4,18 +4,25 @@ profiler trace, each joined to the optimized HLO it carries or sits beside."""
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from roofline.errors import RooflineError
-from roofline.input_files import RUN_MANIFEST, SAVED_HLO, read_input, read_optional_input
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.standalone import costs_from_instruction_texts
+from roofline.program.run_directory import (
+    PUT_BACK,
+    SavedModule,
+    matched_modules,
+    read_manifest,
+    read_saved,
+    saved_files,
+)
 from roofline.program.trace.capture import HLO_DIR, MANIFEST
+from roofline.program.trace.correspondence import disagreement
 from roofline.program.trace.formats import kineto_trace
 from roofline.program.trace.hlo_protos import (
     PROTO_SUFFIX,
@@ -48,6 +55,9 @@ class LoadedRun:
     kernel_join: KernelJoin | None = None   # how a GPU run's kernels found their ops
     # Why a module that ran has no costs, where a reason is known beyond "no HLO".
     cost_notes: dict[str, str] = field(default_factory=dict)
+    # The least device memory the tensors of each (module, op) take, where the profile
+    # records them (a PyTorch trace's shapes): more than the device has cannot have run.
+    resident_bytes: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def xprof_for(self, measured: MeasuredOp) -> XprofOp | None:
         """xprof's row for a measured op: by program id and name where the module name
@@ -62,7 +72,8 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
              ) -> LoadedRun:
     """Read a run directory (from ``roofline profile``) or a trace file with its costs.
 
-    A run directory from ``roofline profile`` must hold the HLO of its modules. A GPU
+    A run directory from ``roofline profile`` must hold the HLO of its modules, each
+    matched to the run before it is trusted (:mod:`roofline.program.run_directory`). A GPU
     trace is costed from the ``*.hlo_proto.pb`` files of its profiler run directory, or
     else from the HLO protos inside the trace; a bare TPU trace from the instruction text
     its events carry. ``host`` picks a host's trace of a session with several.
@@ -76,8 +87,12 @@ def load_run(path: str | Path, device: int | None = None, host: str | None = Non
                                 "an xplane trace")
         from roofline.program.trace.kineto import read_kineto
 
-        run, torch_costs, source = read_kineto(torch_trace)
-        return LoadedRun(run, {torch_costs.module: torch_costs}, None, source, ())
+        read = read_kineto(torch_trace)
+        module = read.costs.module
+        return LoadedRun(read.run, {module: read.costs}, None, read.source, (),
+                         cost_notes={module: read.no_cost_note} if read.no_cost_note else {},
+                         resident_bytes={(module, name): resident
+                                         for name, resident in read.resident_bytes.items()})
     return _costed(read_trace(path, device, host), path, _Costing())
 
 
@@ -88,6 +103,13 @@ class _Costing:
 
     xprof: tuple[XprofOp, ...] | None = None
     modules: dict[tuple[str, str], ModuleCosts] = field(default_factory=dict)
+    saved_modules: dict[Path, SavedModule] = field(default_factory=dict)
+
+    def saved(self, file: Path, platform: str) -> SavedModule:
+        """The module saved in ``file``, read the first time it is asked for."""
+        if file not in self.saved_modules:
+            self.saved_modules[file] = read_saved(file, platform)
+        return self.saved_modules[file]
 
     def module(self, key: tuple[str, str], cost: Callable[..., ModuleCosts], *args: Any
                ) -> ModuleCosts:
@@ -103,20 +125,24 @@ def _costed(run: MeasuredRun, path: Path, costing: _Costing) -> LoadedRun:
     if costing.xprof is None:
         costing.xprof = tuple(hlo_stats(xplane)) if run.platform in ("tpu", "gpu") else ()
     xprof = costing.xprof
-    manifest = _manifest(path / MANIFEST) if path.is_dir() else None
+    manifest = read_manifest(path / MANIFEST) if path.is_dir() else None
     run = _with_manifest_walls(run, manifest, path)
-    hlo_dir = (path if path.is_dir() else path.parent) / HLO_DIR
-    if hlo_dir.is_dir() and any(hlo_dir.glob("*.txt")):
-        saved = {}
-        for file in sorted(hlo_dir.glob("*.txt")):
-            module = costing.module(("saved", str(file)), _saved_costs_of, file, run.platform)
-            saved[module.module] = (file, module)
-        costs, notes = _saved_costs(saved, run, xplane)
-        return _joined(LoadedRun(run, costs, manifest, "optimized HLO saved with the run",
-                                 xprof, cost_notes=notes))
+    directory = path if path.is_dir() else path.parent
+    hlo_dir = directory / HLO_DIR
+    files = saved_files(hlo_dir) if hlo_dir.is_dir() else []
+    if files:
+        saved = matched_modules([costing.saved(file, run.platform) for file in files], run,
+                                manifest, directory)
+        costs, notes = _saved_costs({name: (module.file, module.costs)
+                                     for name, module in saved.items()}, run, xplane)
+        loaded = _joined(LoadedRun(run, costs, manifest, "optimized HLO saved with the run",
+                                   xprof, cost_notes=notes))
+        _check_correspondence(run, loaded, saved)
+        return loaded
     if path.is_dir() and manifest is not None:
         raise RooflineError(f"{path}: the run directory has no {HLO_DIR}/ with the optimized "
-                            "HLO of its modules; capture it again with 'roofline profile'")
+                            f"HLO of its modules ({HLO_DIR}/<module>.txt, or .txt.gz); capture "
+                            "it again with 'roofline profile'")
     if run.platform == "tpu":
         return _tpu_costs(xplane, run, manifest, xprof)
     if run.platform == "cpu":
@@ -129,9 +155,21 @@ def _costed(run: MeasuredRun, path: Path, costing: _Costing) -> LoadedRun:
     return _joined(LoadedRun(run, costs, manifest, source, xprof))
 
 
-def _saved_costs_of(file: Path, platform: str) -> ModuleCosts:
-    """The costs of a module saved with a run (keyed by its own name)."""
-    return analyze_module(_saved_module(file), platform=platform)
+def _check_correspondence(raw: MeasuredRun, loaded: LoadedRun,
+                          saved: dict[str, SavedModule]) -> None:
+    """Refuse saved HLO that the trace shows is another program's
+    (:mod:`roofline.program.trace.correspondence`): each module costed from its file, not
+    those of a name several programs ran (each costed from the trace's own proto)."""
+    programs = Counter(split_program(key)[0] for key in raw.module_runs)
+    for key, module_costs in loaded.costs.items():
+        name = split_program(key)[0]
+        if name not in saved or programs[name] > 1:
+            continue
+        found = disagreement(raw, loaded.run, key, module_costs)
+        if found.refutes:
+            file = saved[name].file
+            raise RooflineError(f"{file}: not the program the trace {raw.path} ran: "
+                                f"{found.text()}; {PUT_BACK}")
 
 
 def _joined(loaded: LoadedRun) -> LoadedRun:
@@ -235,35 +273,6 @@ def _module_costs(key: str, text: str, platform: str, where: Path) -> ModuleCost
         return analyze_module(parse_hlo_text(text), platform=platform)
     except RooflineError as exc:
         raise RooflineError(f"{where}: module {key}: {exc}") from None
-
-
-def _manifest(path: Path) -> dict[str, Any] | None:
-    """A run directory's manifest (None if it has none): a JSON object, or an error
-    naming the file."""
-    data = read_optional_input(path, RUN_MANIFEST)
-    if data is None:
-        return None
-    try:
-        manifest = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise RooflineError(f"{path}: unreadable manifest ({exc}); 'roofline profile' "
-                            "writes it: capture the run again") from None
-    if not isinstance(manifest, dict):
-        raise RooflineError(f"{path}: the manifest must be a JSON object, not "
-                            f"{type(manifest).__name__}; capture the run again")
-    return manifest
-
-
-def _saved_module(file: Path) -> Any:
-    """The optimized HLO module saved with a run, or an error naming the file."""
-    data = read_input(file, SAVED_HLO)
-    try:
-        return parse_hlo_text(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise RooflineError(f"{file}: cannot read the saved HLO ({exc}); capture the run "
-                            "again") from None
-    except RooflineError as exc:
-        raise RooflineError(f"{file}: {exc}; capture the run again") from None
 
 
 def _tpu_costs(xplane: Path, run: MeasuredRun, manifest: dict[str, Any] | None,

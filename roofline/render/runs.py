@@ -66,6 +66,7 @@ def devices_text(result: DevicesExplanation) -> str:
     lines = [f"{where}: {len(rows)} devices explained on {first.hardware.label}; "
              f"step per device from {first.step_from}",
              *(hosts_lines(first.run.host, first.run.hosts) if len(read) == 1 else []),
+             *([first.run.session_note] if first.run.session_note else []),
              f"slowest device {slowest}, {result.spread:.1%} above the fastest"]
     if result.skipped:
         lines.append("no XLA ops (not explained): " + ", ".join(result.skipped))
@@ -256,6 +257,7 @@ def explanation_text(result: Explanation, top: int) -> str:
     lines += [f"{run.path} ({run.platform}, {run.device}), {run.steps} steps; "
               f"explained on {hw.label} (overlap {result.overlap.value})",
               *hosts_lines(run.host, run.hosts),
+              *([run.session_note] if run.session_note else []),
               f"costs from: {result.loaded.cost_source}",
               *step_time_lines(run),
               *kernel_join_lines(result)]

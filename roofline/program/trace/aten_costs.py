@@ -275,6 +275,32 @@ def formula_cost(op: str, args: dict[str, Any]) -> AtenCost | None:
         return None
 
 
+# The fewest bytes an element of a tensor list can take (a bool's, an int8's, an fp8's):
+# Kineto does not record a list's dtype.
+LIST_ELEMENT_LEAST_BYTES = 1
+
+
+def resident_bytes(op: str, args: dict[str, Any], cost: OpCost) -> float:
+    """The least device memory the call of ``op`` recorded in ``args`` (costed ``cost``)
+    holds at once: its tensor arguments together (a tensor list's elements at
+    :data:`LIST_ELEMENT_LEAST_BYTES` each), or its output where that is larger (an
+    in-place op writes into its input); infinite where a tensor its formula does not read
+    is no array or holds more than 2^40 elements. A call that needs more than its device
+    has cannot have run as recorded (:func:`roofline.model.explain.explain` leaves its
+    cost out)."""
+    call = recorded_call(op, args)
+    if call is None:
+        return 0.0
+    try:
+        lists = call.tensor_lists()
+        inputs = sum(t.bytes for t in call.tensors()) + LIST_ELEMENT_LEAST_BYTES * sum(
+            math.prod(shape) for tensors in lists for shape in tensors)
+    except Unfit:
+        return math.inf
+    # A list op's outputs are its lists (their sizes, already counted, at a dtype taken).
+    return max(inputs, 0.0 if lists else cost.bytes_written)
+
+
 def op_cost(name: str, op: str, args: dict[str, Any]) -> OpCost | None:
     """The cost of the op event ``op`` recorded with ``args``, named ``name``; None where
     :func:`formula_cost` gives none or its rows' shapes do not make their kinds."""
@@ -328,14 +354,17 @@ def _axis(axis: int, rank: int) -> int:
     return axis % max(rank, 1)
 
 
-def _reduction_row(kind: str, x: TensorArg, axes: tuple[int, ...]) -> TableRow:
+def _reduction_row(kind: str, x: TensorArg, axes: tuple[int, ...]) -> TableRow | CountedWork:
     """A sum or mean of ``x`` over ``axes`` (all of them where none are given) as a row of
     shape (kept, reduced) reduced over axis 1: a reduction's cost hangs only on how many
-    values it reads and how many it writes."""
+    values it reads and how many it writes. An empty ``x`` is reduced by no arithmetic:
+    its kept outputs (the sum of no values) are written."""
     rank = len(x.shape)
     reduced_axes = {_axis(a, rank) for a in axes} if axes else set(range(rank))
     kept = math.prod(d for a, d in enumerate(x.shape) if a not in reduced_axes)
     reduced = math.prod(x.shape[a] for a in reduced_axes if a < rank)
+    if not x.elements:
+        return CountedWork(OpCategory.REDUCTION, x.dtype, bytes_written=kept * x.itemsize)
     return _row(kind, ((kept, reduced),), x.dtype, axis="1")
 
 
@@ -489,6 +518,8 @@ def softmax(call: AtenCall) -> AtenCost:
     # transcendentals), the sum (n - 1), the division (n).
     x = call.tensor(0)
     axis = _axis(call.integer(1), len(x.shape))
+    if not x.elements:
+        return CountedWork(OpCategory.REDUCTION, x.dtype)   # no rows: nothing to do
     return _row("softmax", (x.shape,), x.dtype, axis=str(axis))
 
 
@@ -638,13 +669,14 @@ def _samples(log_probabilities: TensorArg, target: TensorArg) -> int:
 def nll_loss_forward(call: AtenCall) -> AtenCost:
     # (self [N, C], target [N], weight, reduction, ignore_index): per sample its target
     # class's log-probability gathered (one of C read), weighted where a weight is given
-    # (1) and negated, ignore_index selected out (2); mean and sum add the N terms (N - 1),
-    # mean adds the N weights too (N - 1) and divides (1). target (and the gathered
-    # weights) read; the loss (1, or N with reduction none) and total_weight written.
+    # (1) and negated, ignore_index selected out (2); mean and sum add the N terms (N - 1,
+    # none for no sample), mean adds the N weights too (N - 1) and divides (1). target
+    # (and the gathered weights) read; the loss (1, or N with reduction none) and
+    # total_weight written.
     x, target, weight = call.tensor(0), call.tensor(1), call.optional_tensor(2)
     n = _samples(x, target)
     reduction = call.integer(3, 1)
-    flops = n * (2 + (weight is not None)) + (n - 1 if reduction else 0) + (
+    flops = n * (2 + (weight is not None)) + (max(n - 1, 0) if reduction else 0) + (
         n if reduction == 1 else 0)
     read = n * x.itemsize + target.bytes + (n * weight.itemsize if weight else 0)
     return CountedWork(OpCategory.REDUCTION, x.dtype, flops=flops, bytes_read=read,
@@ -718,8 +750,9 @@ def batch_norm(call: AtenCall) -> AtenCost:
     # (input [N, C, ...], weight, bias, running_mean, running_var, training, momentum,
     # eps). Training: per element the channel statistics (a sum, x - mean, its square, a
     # sum: 4) and y = (x - mean) invstd w + b (3, the difference reused), an rsqrt per
-    # channel; inference: y from the running statistics (4 an element). x read once, y and
-    # the saved mean and invstd written; the per-channel vectors read.
+    # channel (none for an empty input); inference: y from the running statistics (4 an
+    # element). x read once, y and the saved mean and invstd written; the per-channel
+    # vectors read.
     x = call.tensor(0)
     if len(x.shape) < 2:
         raise Unfit("batch norm of an input without channels")
@@ -727,7 +760,8 @@ def batch_norm(call: AtenCall) -> AtenCost:
     training = call.flag(5)
     vectors = sum(t.bytes for t in call.tensors()[1:])
     return CountedWork(OpCategory.REDUCTION, x.dtype, flops=x.elements * (7 if training else 4),
-                       transcendentals=channels, bytes_read=x.bytes + vectors,
+                       transcendentals=channels if x.elements else 0,
+                       bytes_read=x.bytes + vectors,
                        bytes_written=x.bytes + 2 * channels * _statistic_bytes(x))
 
 
@@ -892,17 +926,17 @@ def foreach_overwrite(call: AtenCall) -> AtenCost:
 
 @register("_foreach_norm")
 def foreach_norm(call: AtenCall) -> AtenCost:
-    # Each tensor's 2-norm: n squares, n - 1 adds, a sqrt; the lists read, one value per
-    # tensor written.
+    # Each tensor's 2-norm: n squares, n - 1 adds, a sqrt (an empty tensor's norm is 0,
+    # computed by none of them); the lists read, one value per tensor written.
     lists = call.tensor_lists()
     if not lists:
         raise Unfit("no tensor list")
-    tensors = lists[0]
-    elements = sum(math.prod(shape) for shape in tensors)
+    sizes = [math.prod(shape) for shape in lists[0]]
+    filled = sum(1 for n in sizes if n)
     size = ELEMENT_BITS[LIST_DTYPE] / 8
-    return CountedWork(OpCategory.REDUCTION, LIST_DTYPE, flops=2 * elements - len(tensors),
-                       transcendentals=len(tensors), bytes_read=elements * size,
-                       bytes_written=len(tensors) * size, notes=(LIST_DTYPE_NOTE,))
+    return CountedWork(OpCategory.REDUCTION, LIST_DTYPE, flops=2 * sum(sizes) - filled,
+                       transcendentals=filled, bytes_read=sum(sizes) * size,
+                       bytes_written=len(sizes) * size, notes=(LIST_DTYPE_NOTE,))
 
 
 @register("_amp_foreach_non_finite_check_and_unscale")

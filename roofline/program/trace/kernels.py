@@ -42,6 +42,7 @@ from roofline.program.trace.reader import (
     device_planes,
     find_xplane,
     session_hosts,
+    session_note,
 )
 from roofline.program.trace.xplane_wire import WireEvents, stat_bytes, wire_events
 
@@ -143,7 +144,7 @@ def read_kernels(path: str | Path, device: int | None = None, host: str | None =
                  ) -> KernelRun:
     """Per-kernel times of one GPU of a trace, by kernel name: ``device``'s, or by default
     the busiest (its notes say which, and why)."""
-    runs = _read_devices(find_xplane(path, host), device)
+    runs = _with_session_note(_read_devices(find_xplane(path, host), device), path)
     if device is not None:
         return runs[0]
     return shown_run(runs, [run.device for run in runs])
@@ -171,10 +172,18 @@ def read_kernel_devices(path: str | Path, host: str | None = None) -> list[Kerne
     """The kernel table of every GPU plane with kernels, in device order; of every host of
     the session for ``host`` = ``all`` (each device then named ``HOST:/device:GPU:N``)."""
     if host != ALL_HOSTS:
-        return _read_devices(find_xplane(path, host), None)
+        return _with_session_note(_read_devices(find_xplane(path, host), None), path)
     hosts = session_hosts(path)
-    return [replace(run, device=f"{name}:{run.device}") if len(hosts) > 1 else run
-            for name, xplane in hosts.items() for run in _read_devices(xplane, None)]
+    return _with_session_note(
+        [replace(run, device=f"{name}:{run.device}") if len(hosts) > 1 else run
+         for name, xplane in hosts.items() for run in _read_devices(xplane, None)], path)
+
+
+def _with_session_note(runs: list[KernelRun], path: str | Path) -> list[KernelRun]:
+    """``runs`` with a note of which of several profiling sessions below ``path`` they
+    are (:func:`roofline.program.trace.reader.profiling_sessions`)."""
+    note = session_note(path)
+    return [replace(run, notes=(note, *run.notes)) for run in runs] if note else runs
 
 
 def _read_devices(xplane: Path, device: int | None) -> list[KernelRun]:

@@ -37,7 +37,7 @@ from typing import Any
 from roofline.errors import TraceError, quoted
 from roofline.input_files import KINETO_TRACE, gunzipped, read_input
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.program.trace.aten_costs import formula_cost, op_cost
+from roofline.program.trace.aten_costs import formula_cost, op_cost, resident_bytes
 from roofline.program.trace.reader import (
     MeasuredOp,
     MeasuredRun,
@@ -74,9 +74,30 @@ class _Charged:
         return sum(end - start for start, end, _ in self.kernels) * 1e-6
 
 
-def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
-    """A PyTorch profiler trace as a measured run of one module (``torch``), its costs,
-    and what the costs come from."""
+COST_SOURCE = ("the ATen ops' input shapes recorded by torch.profiler (record_shapes), "
+               "costed by the formulas of roofline.program.trace.aten_costs")
+NO_SHAPES = ("the trace records no op's input shapes (it was captured without "
+             "record_shapes): capture it again with torch.profiler.profile(activities=[...], "
+             "record_shapes=True) to cost its ops")
+
+
+@dataclass(frozen=True)
+class KinetoRun:
+    """A PyTorch profiler trace read: the measured run of one module (``torch``), its
+    costs and what they come from, why none of its ops has one ("" where some do), and the
+    least device memory each costed op's recorded tensors take
+    (:func:`roofline.program.trace.aten_costs.resident_bytes`), by op name."""
+
+    run: MeasuredRun
+    costs: ModuleCosts
+    source: str
+    no_cost_note: str
+    resident_bytes: dict[str, float]
+
+
+def read_kineto(path: str | Path) -> KinetoRun:
+    """A PyTorch profiler trace as a measured run of one module (``torch``) with its
+    costs."""
     path = Path(path)
     trace = _load(path)
     events = trace["traceEvents"]
@@ -85,7 +106,7 @@ def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
         raise TraceError(f"{path}: no GPU kernels in this PyTorch profiler trace: profile "
                          "with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
     charged = _charge(ops, by_id, kernels, steps)
-    measured, costs, timeline = _measured_and_costs(charged, len(steps) or 1)
+    measured, costs, resident, timeline = _measured_and_costs(charged, len(steps) or 1)
     device = _device(path, trace)
     walls = tuple((end - start) * 1e-6 for start, end in steps)
     # No step spans: the GPU runs a step's kernels after the host's annotation of it has
@@ -94,9 +115,10 @@ def read_kineto(path: str | Path) -> tuple[MeasuredRun, ModuleCosts, str]:
                       tuple(measured), {MODULE: len(steps) or 1}, len(steps) or 1, walls,
                       _device_stats(device), len(events), timeline=timeline,
                       wall_from="the trace's ProfilerStep annotations" if steps else "")
-    source = ("the ATen ops' input shapes recorded by torch.profiler (record_shapes), "
-              "costed by the formulas of roofline.program.trace.aten_costs")
-    return run, ModuleCosts(MODULE, tuple(costs), {}), source
+    shapes = any("Input Dims" in op.args for thread_ops in ops.values() for op in thread_ops)
+    return KinetoRun(run, ModuleCosts(MODULE, tuple(costs), {}),
+                     COST_SOURCE if shapes else f"none: {NO_SHAPES}",
+                     "" if shapes else NO_SHAPES, resident)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -228,10 +250,12 @@ def _costed_ancestors(thread_ops: list[_Op]) -> list[tuple[_Op, _Op]]:
 
 
 def _measured_and_costs(charged: list[_Charged], steps: int
-                        ) -> tuple[list[MeasuredOp], list[OpCost], tuple[OpEvent, ...]]:
+                        ) -> tuple[list[MeasuredOp], list[OpCost], dict[str, float],
+                                   tuple[OpEvent, ...]]:
     """Ops told apart by their order within a step (``0003 aten::linear``), their device
-    time summed over the steps, the cost of each that a formula covers, and their kernels
-    as op events (in ns), in the order they ran."""
+    time summed over the steps, the cost of each that a formula covers with the least
+    memory its tensors take, and their kernels as op events (in ns), in the order they
+    ran."""
     order: dict[int, int] = defaultdict(int)
     totals: dict[str, list[float]] = {}
     first: dict[str, _Op] = {}
@@ -252,7 +276,9 @@ def _measured_and_costs(charged: list[_Charged], steps: int
     # with no cost.
     costs = [cost for key, op in first.items()
              if (cost := op_cost(key, op.name, op.args)) is not None]
-    return measured, costs, tuple(sorted(timeline, key=lambda event: event.start))
+    resident = {cost.name: resident_bytes(first[cost.name].name, first[cost.name].args, cost)
+                for cost in costs}
+    return measured, costs, resident, tuple(sorted(timeline, key=lambda event: event.start))
 
 
 def _whole(value: Any) -> bool:

@@ -22,6 +22,7 @@ anything predicted, never mixed with it.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 import re
@@ -117,6 +118,7 @@ class MeasuredRun:
     # The steps' spans on the trace's clock (ns), where the trace marks them.
     step_spans: tuple[tuple[float, float], ...] = field(default=(), repr=False)
     wall_from: str = ""              # what the step wall times were read from
+    session_note: str = ""           # which of several profiling sessions was read
 
     @property
     def op_seconds_per_step(self) -> float:
@@ -206,19 +208,87 @@ ALL_HOSTS = "all"   # the host choice that reads every host of a session
 
 def session_hosts(path: str | Path) -> dict[str, Path]:
     """The hosts of a profiling session and the xplane file of each: below a directory,
-    the ``HOST.xplane.pb`` files of its newest session (jax.profiler writes one file per
-    host into ``plugins/profile/<session>/``); a trace file is its own host."""
+    the ``HOST.xplane.pb`` files of the session :func:`profiling_sessions` reads
+    (jax.profiler writes one file per host into ``plugins/profile/<session>/``); a trace
+    file is its own host."""
     path = Path(path)
     if not check_profile(path):         # refuses what this user may not read or list
         raise TraceError(f"{path}: no such trace file")
     if not path.is_dir():
         return {host_of(path): path}
-    found = sorted(path.glob(f"**/*{XPLANE_SUFFIX}"), key=lambda p: p.stat().st_mtime)
-    if not found:
+    session = profiling_sessions(path).read
+    return {host_of(file): file for file in sorted(session.glob(f"*{XPLANE_SUFFIX}"))}
+
+
+# How jax.profiler (and TensorFlow's) names a session's directory: the time it began.
+SESSION_TIME_FORMAT = "%Y_%m_%d_%H_%M_%S"
+
+
+@dataclass(frozen=True)
+class ProfilingSessions:
+    """The profiling sessions below a directory (those holding ``*.xplane.pb`` files):
+    the one read, and the others."""
+
+    below: Path
+    read: Path
+    others: tuple[Path, ...] = ()
+
+    @property
+    def note(self) -> str:
+        """Which session was read and why, for people; "" where there is one."""
+        if not self.others:
+            return ""
+        others = ", ".join(str(other.relative_to(self.below)) for other in self.others)
+        return (f"profiling session {self.read.relative_to(self.below)} read, the newest by "
+                f"the time its name records, of {len(self.others) + 1} below {self.below} "
+                f"(also {others}): give a session's directory to read another")
+
+
+def profiling_sessions(path: Path) -> ProfilingSessions:
+    """The sessions below the directory ``path``; of several, the newest by the time its
+    directory's name records (:data:`SESSION_TIME_FORMAT`: the time written in the name,
+    not the files', which a copy or an unpacked archive sets). Sessions of which none is
+    the newest by that rule (a name that records no time, two of the same time) are
+    refused, naming them."""
+    sessions = sorted({file.parent for file in path.glob(f"**/*{XPLANE_SUFFIX}")})
+    if not sessions:
         raise TraceError(f"{path}: no *{XPLANE_SUFFIX} trace below this directory"
                          f"{_unlisted_note(path)}capture one with 'roofline profile' or "
                          "jax.profiler.trace")
-    return {host_of(file): file for file in sorted(found[-1].parent.glob(f"*{XPLANE_SUFFIX}"))}
+    if len(sessions) == 1:
+        return ProfilingSessions(path, sessions[0])
+    listed = ", ".join(str(session.relative_to(path)) for session in sessions[:6]) + (
+        ", ..." if len(sessions) > 6 else "")
+    times = {session: _session_time(session.name) for session in sessions}
+    untimed = [session for session, time in times.items() if time is None]
+    if untimed:
+        raise TraceError(f"{path}: {len(sessions)} profiling sessions below it ({listed}), "
+                         f"and the name of {untimed[0].relative_to(path)} records no time "
+                         "(jax.profiler names each by the time it began, 2026_11_28_13_52_01), "
+                         "so none is the newest: give the directory of the session to read")
+    newest = max(time for time in times.values() if time is not None)
+    latest = [session for session in sessions if times[session] == newest]
+    if len(latest) > 1:
+        raise TraceError(f"{path}: profiling sessions "
+                         f"{', '.join(str(s.relative_to(path)) for s in latest)} began at the "
+                         f"same time ({latest[0].name}), so none is the newest: give the "
+                         "directory of the session to read")
+    return ProfilingSessions(path, latest[0],
+                             tuple(session for session in sessions if session != latest[0]))
+
+
+def _session_time(name: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(name, SESSION_TIME_FORMAT)
+    except ValueError:
+        return None
+
+
+def session_note(path: str | Path) -> str:
+    """Which of several profiling sessions below ``path`` is read, and the others ("" for
+    a trace file or a directory of one session)."""
+    path = Path(path)
+    return profiling_sessions(path).note if path.is_dir() else ""
 
 
 def _unlisted_note(path: Path) -> str:
@@ -281,7 +351,8 @@ def read_trace(path: str | Path, device: int | None = None, host: str | None = N
     hosts = session_hosts(path)
     xplane = _host_file(path, hosts, host)
     runs, _ = _read_xplane(xplane, device, every_device=False)
-    return replace(runs[0], host=host_of(xplane), hosts=tuple(hosts))
+    return replace(runs[0], host=host_of(xplane), hosts=tuple(hosts),
+                   session_note=session_note(path))
 
 
 @gc_paused()
@@ -293,7 +364,9 @@ def read_device_traces(path: str | Path, host: str | None = None
     hosts = session_hosts(path)
     xplane = _host_file(path, hosts, host)
     runs, skipped = _read_xplane(xplane, None, every_device=True)
-    return [replace(run, host=host_of(xplane), hosts=tuple(hosts)) for run in runs], skipped
+    note = session_note(path)
+    return [replace(run, host=host_of(xplane), hosts=tuple(hosts), session_note=note)
+            for run in runs], skipped
 
 
 def _read_xplane(xplane: Path, device: int | None, every_device: bool
