@@ -262,3 +262,27 @@ def test_ops_known_only_by_their_instruction_text_are_costed():
         8, 64, 32)
     assert ops["fusion.2"].bytes_read == 32
     assert costs.unknown_opcodes == {MISSING_BODY: 1}
+
+
+def test_a_reduce_over_an_empty_dimension_costs_no_flops():
+    # f32[64, 0] summed over its empty dimension into f32[64]: 64 init values written,
+    # the reducer applied 0 times (not 0 - 64).
+    from roofline.program.hlo.costs import analyze_module
+    from roofline.program.hlo.parser import parse_hlo_text
+
+    text = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  empty = f32[64,0]{1,0} parameter(0)
+  zero = f32[] constant(0)
+  ROOT sums = f32[64]{0} reduce(empty, zero), dimensions={1}, to_apply=add
+}
+"""
+    (op,) = [op for op in analyze_module(parse_hlo_text(text)).ops if op.name == "sums"]
+    assert op.flops == 0

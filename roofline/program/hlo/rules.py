@@ -265,10 +265,11 @@ def convolution_shape(instruction: Instruction, env: Env) -> GemmShape:
 
 def reduce(instruction: Instruction, env: Env) -> Flops:
     # The reducer runs (input elements - output elements) times; a variadic reduce reads
-    # several inputs in lockstep but applies one reducer.
+    # several inputs in lockstep but applies one reducer. A reduce over a dimension of
+    # size 0 writes its init value and applies the reducer none.
     inputs = elements(env.operand_shape(instruction, 0))
     outputs = elements(instruction.shape)
-    return env.computation_flops(instruction.called[0]) * (inputs - outputs)
+    return env.computation_flops(instruction.called[0]) * max(inputs - outputs, 0)
 
 
 def reduce_window(instruction: Instruction, env: Env) -> Flops:
