@@ -20,7 +20,7 @@ from roofline.cli.common import (
     save_plot,
     scale_factor,
 )
-from roofline.errors import ArgumentError, RooflineError
+from roofline.errors import ArgumentError, DoesNotFitError, RooflineError
 from roofline.limits import usable_cores
 from roofline.model.serving_defaults import (
     MAX_SEQUENCES,
@@ -73,8 +73,18 @@ def _llm(args: argparse.Namespace) -> int:
     compile = compile_options_of(args)
     if args.input_len is not None:
         return _generation(args, devices, placement, compile)
-    answers = [serving(args.spec, hardware, placement=placement, compile=compile)
-               for _, hardware in devices]
+    answers = [serving(args.spec, devices[0][1], placement=placement, compile=compile)]
+    refused = ""
+    for label, hardware in devices[1:]:
+        try:
+            answers.append(serving(args.spec, hardware, placement=placement,
+                                   compile=compile))
+        except DoesNotFitError as exc:
+            if not args.scale:
+                raise
+            # The what-if does not fit: the device as it is still answers.
+            refused = f"{label}: {exc}"
+            devices = devices[:1]
     labels = [label for label, _ in devices]
     # Every figure is drawn before any output is written: one that fails writes nothing.
     figures = []
@@ -87,8 +97,11 @@ def _llm(args: argparse.Namespace) -> int:
     if args.roofline_plot:
         figures.append((_phases_roofline(answers[0], labels[0]), args.roofline_plot))
     document = serving_document(answers, labels)
-    emit(args, text=serving_text(answers, labels), document=document,
-         rows=device_rows(document), out=args.out)
+    text = serving_text(answers, labels)
+    if refused:
+        document["not_answered"] = refused
+        text += f"\nnot answered: {refused}\n"
+    emit(args, text=text, document=document, rows=device_rows(document), out=args.out)
     for figure, path in figures:
         save_plot(figure, path)
     return 0
