@@ -56,15 +56,16 @@ def test_a_run_without_a_decode_step_has_no_time_per_output_token(capsys):
 
 
 def test_a_what_if_that_does_not_fit_is_not_answered_and_the_device_still_is(capsys):
-    # An H100's 80 GiB x 0.001 is 81.92 MiB: printed as such, not as "0 GiB"; the H100
-    # as it is answers, the what-if is named as not answered.
-    assert main(["llm", "decoder:config=llama2-7b,layers=2,batch=1,context=512",
-                 "--hardware", "h100-sxm", "--scale", "memory_capacity=0.001"]) == 0
+    # An H100's 80 GiB x 0.0001 is 8.192 MiB, less than the small decoder's weights:
+    # printed as such, not as "0 GiB"; the H100 as it is answers, the what-if is named as
+    # not answered.
+    assert main(["llm", DECODER, "--hardware", "h100-sxm",
+                 "--scale", "memory_capacity=0.0001"]) == 0
     out = capsys.readouterr().out
     assert "time per output token" in out
     refused = out.split("not answered: ", 1)[1]
-    assert refused.startswith("h100-sxm memory_capacity=0.001: batch=1 does not fit")
-    assert "of 81.92 MiB" in refused and "of 0 GiB" not in refused
+    assert refused.startswith("h100-sxm memory_capacity=0.0001: batch=4 does not fit")
+    assert "of 8.192 MiB" in refused and "of 0 GiB" not in refused
 
 
 @pytest.mark.parametrize("hardware", ["h200", "hardware_specs/h200.toml"])
