@@ -82,3 +82,21 @@ def test_a_step_smaller_than_any_profiled_one_says_its_idle_is_outside_what_was_
     assert small["idle_seconds"] > small["kernel_seconds"]
     assert small["idle_outside_measured"].startswith("outside what was measured")
     assert "317.8 us" in small["idle_outside_measured"]
+
+
+def test_a_product_in_a_dtype_its_kernels_were_never_timed_in_leaves_only_the_bound(
+        monkeypatch):
+    # A kernel model with no rate for the program's products (here the H200's, stripped
+    # of its matrix rates) cannot time the step: the bound answers and says why.
+    from dataclasses import replace
+
+    from roofline.api import analyze, load_hardware
+    from roofline.model.kernel_model import kernel_model_for
+    from roofline.model.questions import program_analysis
+
+    stripped = replace(kernel_model_for(load_hardware("h200")), matrix_flop_per_cycle={})
+    monkeypatch.setattr(program_analysis, "gpu_kernel_model", lambda *_: stripped)
+    answer = analyze(SPEC, load_hardware("h200"))
+    assert answer.kernels is None and answer.placement is not None
+    assert answer.kernels_left_out.startswith("no as-run figure: h200's kernel model has "
+                                              "no matrix rate for")

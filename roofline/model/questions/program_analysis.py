@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roofline.arguments import optional, path_or_text
-from roofline.errors import DoesNotFitError, RooflineError
+from roofline.errors import DoesNotFitError, KernelModelError, RooflineError
 from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Hardware
 from roofline.model.accuracy import ErrorBand, StepKind, band_of, placement_memory_share
@@ -137,7 +137,15 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
                     f"model times the whole {hw.id} ({whole_device(hw).scope}); ask "
                     f"--hardware {hw.id} for it")
         model = None
-    kernels = step_estimate(program.costs, model) if model is not None else None
+    kernels = None
+    if model is not None:
+        try:
+            kernels = step_estimate(program.costs, model)
+        except KernelModelError as exc:
+            # A product in a dtype the GPU's kernels were never timed in: the bound alone
+            # answers, and says why.
+            left_out = f"no as-run figure: {exc}"
+            model = None
     training = None
     if run is not None:
         training = training_step(run, program, placed, kernels)
