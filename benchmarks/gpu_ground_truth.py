@@ -116,7 +116,16 @@ TRAINING_STEPS = [f"{model}:dtype={dtype}" for model, dtype in (
         ("transformer", "bf16"), ("resnet50", "f32"), ("gpt2", "f32"), ("transformer", "f32"),
         ("vgg16", "bf16"), ("inception_v3", "bf16"), ("lstm_lm", "f32"),
         ("deepspeech2", "bf16"))]
-STEPS = LLM_STEPS[:5] + TRAINING_STEPS[:2] + LLM_STEPS[5:] + TRAINING_STEPS[2:]
+# Training as large runs build it, sized for one H200: a 4-layer Llama 2 7B (1.1 B
+# parameters, AdamW's f32 state 17 GB) under full remat, its attention materialized at
+# sequence 2,048 and as the flash kernel at 4,096.
+AT_SCALE_STEPS = [
+    "train:config=llama2-7b,layers=4,seq=2048,batch=8,remat=full,attention=full",
+    "train:config=llama2-7b,layers=4,seq=4096,batch=4,remat=full,attention=flash"]
+# The LSTM's loop was the kernel model's largest miss (28% slow): its steps come early.
+LSTM_STEP = "lstm_lm:dtype=f32"
+STEPS = (LLM_STEPS[:5] + TRAINING_STEPS[:2] + AT_SCALE_STEPS + [LSTM_STEP] + LLM_STEPS[5:]
+         + [step for step in TRAINING_STEPS[2:] if step != LSTM_STEP])
 QUICK_STEPS = ["fc:layers=2,nodes=64,input=32,output=16,batch=8,dtype=f32",
                "fc:layers=2,nodes=64,input=32,output=16,batch=8,dtype=bf16"]
 # Past the 50-60 MB L2 of an H100/H200: HBM-bound element-wise ops and a large GEMM.
@@ -161,7 +170,10 @@ OPS_FIXED_S = {False: 4.0, True: 2.0}
 STEP_COSTS = {"prefill": (12.0, 0.063), "decode": (10.0, 0.012), "resnet50": (22.0, 0.010),
               "gpt2": (43.0, 0.033), "transformer": (38.0, 0.019), "vgg16": (25.0, 0.010),
               "inception_v3": (74.0, 0.017), "lstm_lm": (8.0, 0.006),
-              "deepspeech2": (40.0, 0.030), "fc": (2.0, 0.001)}
+              "deepspeech2": (40.0, 0.030), "fc": (2.0, 0.001),
+              # not measured yet: a compile of a scanned 4-layer model, and 6 x 1.1e9 x
+              # 16,384 tokens x 4/3 (full remat) at about 600 TFLOP/s
+              "train": (60.0, 0.35)}
 QUICK_STEP_COSTS = (1.5, 0.001)
 # Per step, past its compile: loading and warming it, the energy reading (1 s), the
 # profile of two steps (writing and reading its trace).
