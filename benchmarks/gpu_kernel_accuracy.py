@@ -28,12 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from roofline.model.kernel_fit import profiled_step, runs_in, unpacked_profiles  # noqa: E402
-from roofline.model.kernel_model import (  # noqa: E402
-    KernelClass,
-    kernel_model_path,
-    kernel_seconds,
-    load_kernel_model,
-)
+from roofline.model.kernel_model import KernelClass, kernel_seconds  # noqa: E402
+from roofline.model.kernel_model_file import kernel_model_path, load_kernel_model  # noqa: E402
 from roofline.studies.accuracy_record import MeasuredStep, measured_steps  # noqa: E402
 
 ABOVE_S = 10e-6

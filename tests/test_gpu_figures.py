@@ -91,7 +91,7 @@ def test_a_product_in_a_dtype_its_kernels_were_never_timed_in_leaves_only_the_bo
     from dataclasses import replace
 
     from roofline.api import analyze, load_hardware
-    from roofline.model.kernel_model import kernel_model_for
+    from roofline.model.kernel_model_file import kernel_model_for
     from roofline.model.questions import program_analysis
 
     stripped = replace(kernel_model_for(load_hardware("h200")), matrix_flop_per_cycle={})

@@ -19,12 +19,11 @@ from roofline.model.kernel_model import (
     MemoryClassParams,
     combined_sums,
     kernel_class,
-    kernel_model_to_json,
     kernel_seconds,
     kernel_terms,
-    load_kernel_model,
     step_estimate,
 )
+from roofline.model.kernel_model_file import kernel_model_to_json, load_kernel_model
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.op_cost import OpCost, Reduction, launching_ops
 from roofline.program.hlo.rules import OpCategory
@@ -244,7 +243,7 @@ def test_analyze_on_a_measured_gpu_gives_the_step_as_its_kernels_run(small_fc_on
 def test_a_gpu_without_measurements_and_a_host_program_have_no_kernel_model():
     from roofline.api import CompileOptions, analyze
     from roofline.hardware import load_hardware
-    from roofline.model.kernel_model import kernel_model_for
+    from roofline.model.kernel_model_file import kernel_model_for
 
     assert kernel_model_for(load_hardware("a100-80gb")) is None
     assert kernel_model_for(load_hardware("tpu-v3")) is None
@@ -279,7 +278,8 @@ def test_the_text_answer_names_both_figures_and_a_gpu_without_measurements_predi
 def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_chip_does():
     # The same Hopper chip: fixed times, efficiencies and idle kept; bandwidths x 3.35 /
     # 4.8 (the datasheets' HBM3 and HBM3e); tensor cores of the same FLOPs a cycle.
-    from roofline.model.kernel_model import carried_to, kernel_model_for, kernel_model_path
+    from roofline.model.kernel_model import carried_to
+    from roofline.model.kernel_model_file import kernel_model_for, kernel_model_path
 
     h200, h100 = load_hardware("h200"), load_hardware("h100-sxm")
     measured = load_kernel_model(MODEL_FILE, H200)
@@ -302,7 +302,7 @@ def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_ch
 
 def test_a_scaled_device_has_no_kernel_model_its_variants_share_it():
     from roofline.hardware import load_hardware
-    from roofline.model.kernel_model import kernel_model_for
+    from roofline.model.kernel_model_file import kernel_model_for
 
     assert kernel_model_for(load_hardware("h200").scaled(memory_bandwidth=1.5)) is None
     assert kernel_model_for(load_hardware("h200@measured")) == kernel_model_for(

@@ -16,12 +16,8 @@ from roofline.cli import main
 from roofline.errors import KernelModelError
 from roofline.hardware import load_hardware
 from roofline.model.kernel_fit import learn_kernel_model, read_run, runs_in
-from roofline.model.kernel_model import (
-    MATRIX_CLASSES,
-    MEMORY_CLASSES,
-    kernel_model_path,
-    kernel_model_to_json,
-)
+from roofline.model.kernel_model import MATRIX_CLASSES, MEMORY_CLASSES
+from roofline.model.kernel_model_file import kernel_model_path, kernel_model_to_json
 from tests.conftest import H200_RUN
 
 SHIPPED = kernel_model_path("h200")

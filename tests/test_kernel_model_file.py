@@ -12,11 +12,11 @@ import pytest
 from roofline.cli import main
 from roofline.errors import KernelModelError
 from roofline.hardware import load_hardware
-from roofline.model.kernel_model import (
+from roofline.model.kernel_model import carried_to
+from roofline.model.kernel_model_file import (
     BANDWIDTH_MARGIN,
     FIXED_S_MAX,
     MAX_NESTING,
-    carried_to,
     gpus_with_kernel_models,
     kernel_model_for,
     load_kernel_model,

@@ -17,11 +17,10 @@ import pytest
 from roofline.cli import main
 from roofline.errors import KernelModelError
 from roofline.hardware import load_hardware
-from roofline.model.kernel_model import (
-    KernelClass,
+from roofline.model.kernel_model import KernelClass, kernel_seconds
+from roofline.model.kernel_model_file import (
     kernel_model_path,
     kernel_model_to_json,
-    kernel_seconds,
     load_kernel_model,
 )
 from roofline.model.kernel_tables import TableKernel, read_tables

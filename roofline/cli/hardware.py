@@ -152,7 +152,7 @@ def _learn_from_tables(args: argparse.Namespace) -> int:
 def _write_kernel_model(model: Any, hardware: Any, out: str | None) -> Path:
     """Write ``model`` where the library reads it (or to ``out``), checked as any
     kernel-model file is before it takes the place of the one there."""
-    from roofline.model.kernel_model import (
+    from roofline.model.kernel_model_file import (
         kernel_model_path,
         kernel_model_to_json,
         load_kernel_model,

@@ -35,12 +35,8 @@ from roofline.model.accuracy import (
     placement_memory_share,
 )
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
-from roofline.model.kernel_model import (
-    KernelModel,
-    StepEstimate,
-    gpus_with_kernel_models,
-    step_estimate,
-)
+from roofline.model.kernel_model import KernelModel, StepEstimate, step_estimate
+from roofline.model.kernel_model_file import gpus_with_kernel_models
 from roofline.model.placement import BoundKind, Overlap
 from roofline.model.questions.options import (
     CompileOptions,

@@ -42,21 +42,23 @@ from roofline.hardware.library import load_hardware
 from roofline.hardware.records import Hardware
 from roofline.model.kernel_fit import LEARNED_BY, achievable_l2
 from roofline.model.kernel_model import (
-    FIXED_S_MAX,
     MATRIX_CLASSES,
-    STRIDED_EFFICIENCY_MAX,
-    TRANSPOSED_EFFICIENCY_MAX,
-    WINOGRAD_GAIN_MAX,
     KernelClass,
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
     flop_per_cycle,
-    kernel_model_path,
     kernel_seconds,
-    load_kernel_model,
     matrix_dtype,
     matrix_works,
+)
+from roofline.model.kernel_model_file import (
+    FIXED_S_MAX,
+    STRIDED_EFFICIENCY_MAX,
+    TRANSPOSED_EFFICIENCY_MAX,
+    WINOGRAD_GAIN_MAX,
+    kernel_model_path,
+    load_kernel_model,
 )
 from roofline.model.kernel_tables import KernelTables, Libraries, RnnLayer, TableKernel
 

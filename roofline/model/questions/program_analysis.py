@@ -15,13 +15,8 @@ from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Hardware
 from roofline.model.accuracy import ErrorBand, StepKind, band_of, placement_memory_share
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
-from roofline.model.kernel_model import (
-    KernelModel,
-    StepEstimate,
-    kernel_model_for,
-    step_estimate,
-    whole_device,
-)
+from roofline.model.kernel_model import KernelModel, StepEstimate, step_estimate
+from roofline.model.kernel_model_file import kernel_model_for, whole_device
 from roofline.model.placement import Overlap
 from roofline.model.questions.inputs import compiled_already
 from roofline.model.questions.options import (
