@@ -15,7 +15,7 @@ import pytest
 from roofline.cli import main
 from roofline.errors import KernelModelError
 from roofline.hardware import load_hardware
-from roofline.model.kernel_fit import learn_kernel_model, read_run, runs_in
+from roofline.model.kernel_fit import learn_kernel_model, read_run, read_runs, runs_in
 from roofline.model.kernel_model import MATRIX_CLASSES, MEMORY_CLASSES
 from roofline.model.kernel_model_file import kernel_model_path, kernel_model_to_json
 from tests.conftest import H200_RUN
@@ -31,7 +31,8 @@ ABSOLUTE = {"resident_bytes": 1.0}
 
 @pytest.fixture(scope="module")
 def learned() -> dict:
-    return kernel_model_to_json(learn_kernel_model(runs_in(H200_RUN), load_hardware("h200")))
+    return kernel_model_to_json(learn_kernel_model(read_runs(runs_in(H200_RUN)),
+                                                 load_hardware("h200")))
 
 
 def _same(new: object, old: object, where: str = "") -> list[str]:
@@ -125,4 +126,4 @@ def test_runs_of_two_gpus_are_refused(tmp_path):
     _measure_with(run, lambda r: r["facts"].update(name="NVIDIA H100 80GB HBM3"))
     assert read_run(run).device == "h100-sxm"
     with pytest.raises(KernelModelError, match="learn one GPU's model from its own runs"):
-        learn_kernel_model([*runs_in(H200_RUN), run], load_hardware("h200"))
+        read_runs([*runs_in(H200_RUN), run])

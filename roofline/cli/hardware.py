@@ -117,16 +117,16 @@ def _hardware_learn(args: argparse.Namespace) -> int:
     from roofline.model.kernel_fit import (
         learn_kernel_model,
         learned_summary,
-        runs_device,
+        read_runs,
         runs_in,
     )
 
-    runs = [run for given in args.runs for run in runs_in(Path(given))]
-    hardware = load_hardware(runs_device(runs), args.hardware_dir)
+    runs = read_runs([run for given in args.runs for run in runs_in(Path(given))])
+    hardware = load_hardware(runs[0].device, args.hardware_dir)
     model = learn_kernel_model(runs, hardware, args.profile)
     out = _write_kernel_model(model, hardware, args.out)
     print("\n".join([f"learned {hardware.id}'s kernel model from "
-                     f"{', '.join(str(run) for run in runs)}", *learned_summary(model),
+                     f"{', '.join(str(run.path) for run in runs)}", *learned_summary(model),
                      f"wrote {out}"]))
     return 0
 

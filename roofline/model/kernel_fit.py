@@ -183,11 +183,6 @@ def runs_in(path: Path) -> list[Path]:
     return found
 
 
-def runs_device(runs: Sequence[Path]) -> str:
-    """The spec id of the GPU the ``runs`` measured (one GPU's, or an error)."""
-    return _one_device([read_run(run) for run in runs]).device
-
-
 def _op(name: str, category: OpCategory, unit: ExecutionUnit, dtype: str, flops: float,
         read: float, written: float, gemm: GemmShape | None = None,
         fusion_kind: str = "kLoop") -> OpCost:
@@ -393,7 +388,13 @@ def relative_errors(kernels: Sequence[MeasuredKernel], model: KernelModel) -> np
     return np.array([kernel_seconds(k.op, model, k.kind) / k.seconds - 1 for k in kernels])
 
 
-def _one_device(runs: Sequence[GroundTruthRun]) -> GroundTruthRun:
+def read_runs(paths: Sequence[str | Path]) -> list[GroundTruthRun]:
+    """The ground-truth runs filed at ``paths`` (:func:`read_run`), all of one GPU: its
+    spec id, SMs and maximum clock the same in each, else an error."""
+    if not paths:
+        raise KernelModelError("no ground-truth run given: a kernel model needs one run's "
+                               "measured clock (file one with 'roofline hardware file-run')")
+    runs = [read_run(path) for path in paths]
     first = runs[0]
     for other in runs[1:]:
         if (other.device, other.sm_count, other.max_clock_hz) != (
@@ -403,28 +404,24 @@ def _one_device(runs: Sequence[GroundTruthRun]) -> GroundTruthRun:
                 f"{other.max_clock_hz / 1e6:g} MHz), where {first.path} is of "
                 f"{first.device} ({first.sm_count} SMs, {first.max_clock_hz / 1e6:g} MHz): "
                 "learn one GPU's model from its own runs")
-    return first
+    return runs
 
 
-def learn_kernel_model(runs: Sequence[str | Path], hardware: Hardware,
+def learn_kernel_model(runs: Sequence[GroundTruthRun], hardware: Hardware,
                        profiles: Sequence[str | Path] = ()) -> KernelModel:
-    """The kernel model of ``hardware`` learned from its filed ground-truth ``runs`` (the
-    clock and SMs they measured, their profiled steps and large single ops) and any more
-    ``roofline profile`` run directories of it (``profiles``)."""
-    if not runs:
-        raise KernelModelError("no ground-truth run given: a kernel model needs one run's "
-                               "measured clock (file one with 'roofline hardware file-run')")
-    read = [read_run(path) for path in runs]
-    device = _one_device(read)
+    """The kernel model of ``hardware`` learned from its ground-truth ``runs``
+    (:func:`read_runs`: the clock and SMs they measured, their profiled steps and large
+    single ops) and any more ``roofline profile`` run directories of it (``profiles``)."""
+    device = runs[0]
     if device.device != hardware.id:
         raise KernelModelError(f"{device.path / MEASURE_FILE}: a run of {device.device}, "
                                f"not of {hardware.id}: give {hardware.id}'s runs")
     steps = []
-    for run in read:
+    for run in runs:
         with unpacked_profiles(run.path) as unpacked:
             steps += [profiled_step(name, path) for name, path in unpacked.items()]
     steps += [profiled_step(Path(path).name, Path(path)) for path in profiles]
-    single = [k for run in read for k in run.single_ops]
+    single = [k for run in runs for k in run.single_ops]
     training = [k for step in steps for k in step.kernels] + single
     by_class: dict[KernelClass, list[MeasuredKernel]] = defaultdict(list)
     for kernel in training:
@@ -451,13 +448,13 @@ def learn_kernel_model(runs: Sequence[str | Path], hardware: Hardware,
     base = KernelModel(
         device=hardware.id, measured_on=hardware.id, sm_count=device.sm_count,
         max_clock_hz=device.max_clock_hz,
-        sustained_clock_hz=float(np.median([run.sustained_clock_hz for run in read])),
+        sustained_clock_hz=float(np.median([run.sustained_clock_hz for run in runs])),
         matrix_flop_per_cycle=flop_per_cycle(hardware), memory_classes=memory,
         matrix_classes={}, gap_s=gap, step_fixed_s=fixed, provenance={})
     bandwidth = memory[KernelClass.ELEMENTWISE].bytes_per_s
     for kind in MATRIX_CLASSES:
         base = _with_class(base, kind, fit_matrix_class(by_class[kind], base, kind, bandwidth))
-    return replace(base, provenance=_provenance(hardware, read, steps, single, by_class,
+    return replace(base, provenance=_provenance(hardware, runs, steps, single, by_class,
                                                 borrowed, base, l2))
 
 
