@@ -267,9 +267,6 @@ def test_ops_known_only_by_their_instruction_text_are_costed():
 def test_a_reduce_over_an_empty_dimension_costs_no_flops():
     # f32[64, 0] summed over its empty dimension into f32[64]: 64 init values written,
     # the reducer applied 0 times (not 0 - 64).
-    from roofline.program.hlo.costs import analyze_module
-    from roofline.program.hlo.parser import parse_hlo_text
-
     text = """HloModule m
 
 add {
