@@ -1,9 +1,9 @@
 """Where a GPU's kernel model lives and how its file is read and written: beside the
 device's spec file as ``<id>.kernels.json``, validated as spec files are (every field's
 type, range and unit, the device it names, unknown fields and deep nesting refused, each
-error naming the file and the field), and, for a GPU measured only through another of
-its compute capability, carried when loaded (:func:`kernel_model_for`). The model itself
-is :mod:`roofline.model.kernel_model`."""
+error naming the file and the field). The model itself is
+:mod:`roofline.model.kernel_model`; which model times a GPU (its own, or one carried) is
+:mod:`roofline.model.kernel_model_source`."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from roofline.errors import KernelModelError, did_you_mean, quoted
-from roofline.hardware.library import builtin_dir, list_hardware, spec_files
-from roofline.hardware.records import Hardware, HardwareKind
+from roofline.hardware.library import builtin_dir, spec_files
+from roofline.hardware.records import Hardware
 from roofline.hardware.spec_fields import COUNT_MAX, PLAUSIBLE
-from roofline.hardware.spec_file import TILE_MAX, load_spec_file
-from roofline.input_files import KERNEL_MODEL, SPEC_FILE, check_readable, read_input_text
+from roofline.hardware.spec_file import TILE_MAX
+from roofline.input_files import KERNEL_MODEL, read_input_text
 from roofline.model.kernel_model import (
     MATRIX_CLASSES,
     MEMORY_CLASSES,
@@ -28,7 +28,6 @@ from roofline.model.kernel_model import (
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
-    carried_to,
     flop_per_cycle,
 )
 from roofline.units import Kind, format_quantity
@@ -89,57 +88,6 @@ def kernel_model_path(hardware: Hardware | str) -> Path:
         hardware = hardware.id
     spec = spec_files().get(hardware)
     return (spec.parent if spec is not None else builtin_dir()) / f"{hardware}{KERNELS_SUFFIX}"
-
-
-def gpus_with_kernel_models(extra_dirs: Iterable[str | Path] = ()) -> dict[str, str]:
-    """Every GPU the library sees (``extra_dirs`` searched too) that has a kernel model, by
-    spec id, with the id of the GPU its kernels were measured on: its own where measured,
-    another's where carried (:func:`kernel_model_for`)."""
-    found = {}
-    for entry in list_hardware(extra_dirs):
-        if entry.hardware is not None and entry.hardware.kind is HardwareKind.GPU:
-            source = _measured_source(whole_device(entry.hardware))
-            if source is not None:
-                found[entry.id] = source[0].id
-    return found
-
-
-def kernel_model_for(hardware: Hardware) -> KernelModel | None:
-    """The kernel model that times ``hardware`` (a GPU loaded from a spec file, at any
-    variant or scope): the one measured on it, beside its spec file; else one carried
-    (:func:`carried_to`) from a GPU of its compute capability measured in the same
-    directory. None where neither is, and where a what-if scaled the record
-    (:attr:`Hardware.is_scaled`: kernels no one has timed)."""
-    if hardware.kind is not HardwareKind.GPU or hardware.path is None or hardware.is_scaled:
-        return None
-    device = whole_device(hardware)
-    found = _measured_source(device)
-    if found is None:
-        return None
-    source, path = found
-    model = load_kernel_model(path, source)
-    return model if source.id == device.id else carried_to(model, source, device)
-
-
-def _measured_source(device: Hardware) -> tuple[Hardware, Path] | None:
-    """The GPU whose measured kernel model times ``device`` (a GPU's record at its whole
-    device, loaded from a spec file), with that model's file: ``device`` itself where its
-    model is beside its spec; else the first GPU by id of the same compute capability
-    whose spec and model are in the same directory; None where none is."""
-    own = kernel_model_path(device)
-    if check_readable(own, KERNEL_MODEL):
-        return device, own
-    if device.compute_capability is None:
-        return None
-    for path in sorted(own.parent.glob(f"*{KERNELS_SUFFIX}")):
-        spec = path.with_name(path.name.removesuffix(KERNELS_SUFFIX) + ".toml")
-        if not check_readable(spec, SPEC_FILE):
-            continue        # a model beside no spec times no device
-        source = whole_device(load_spec_file(spec))
-        if (source.kind is HardwareKind.GPU
-                and source.compute_capability == device.compute_capability):
-            return source, path
-    return None
 
 
 def whole_device(hardware: Hardware) -> Hardware:

@@ -465,19 +465,27 @@ def carried_params(sources: Sequence[tuple[MatrixClassParams, Hardware]], target
                    efficiency_cap: float) -> MatrixClassParams:
     """One dtype's parameters of a class for ``target`` from those learned on other GPUs:
     each number's median (the bandwidth as a share of each GPU's main memory, the
-    efficiency within ``target``'s cap), the majority's split-K and narrow tiles or not,
-    with ``target``'s spec tiles."""
+    efficiency within ``target``'s cap), the majority's split-K and tiles (one tile of its
+    own, as a profiled model is fitted; the spec's; or the spec's and narrow ones), with
+    ``target``'s spec tiles."""
     def median(name: str) -> float:
         return _median_of([getattr(params, name) for params, _ in sources])
 
     split = Counter(params.split_k for params, _ in sources)
-    narrow = Counter(len(params.tile_set()) > len(spec_tiles(hw)) for params, hw in sources)
+    tiling = Counter("one" if not params.tiles else
+                     "narrow" if len(params.tile_set()) > len(spec_tiles(hw)) else "spec"
+                     for params, hw in sources)
     plain, with_narrow = tile_choices(target)
+    # A majority of one fitted tile keeps it; narrow tiles need a majority; else the spec's.
+    tiles = (() if 2 * tiling["one"] > len(sources) else
+             with_narrow if 2 * tiling["narrow"] > len(sources) else plain)
     return MatrixClassParams(
         fixed_s=median("fixed_s"), efficiency=min(median("efficiency"), efficiency_cap),
         bytes_per_s=_median_of([params.bytes_per_s / main_bandwidth(hw)
                                 for params, hw in sources]) * main_bandwidth(target),
-        tiles=with_narrow if narrow[True] > narrow[False] else plain,
+        tile_m=int(median("tile_m")), tile_n=int(median("tile_n")),
+        kernels_per_op=median("kernels_per_op"),
+        tiles=tiles,
         tile_reuse=median("tile_reuse"),
         split_k=split[True] >= split[False], depth_half=median("depth_half"),
         transposed_efficiency=median("transposed_efficiency"),
@@ -487,24 +495,34 @@ def carried_params(sources: Sequence[tuple[MatrixClassParams, Hardware]], target
 
 def carried_class(kind: KernelClass, target: Hardware, model: KernelModel,
                   groups: Sequence[Carry], learned: Mapping[str, tuple[KernelModel, Hardware]]
-                  ) -> MatrixClassParams:
+                  ) -> MatrixClassParams | None:
     """A matrix class of ``target``: for each dtype it has a rate for, the parameters of
     the nearest group of GPUs whose class was learned on that dtype
-    (:func:`carried_params`); the class's own those of fp32 (or the first dtype found)."""
+    (:func:`carried_params`); the class's own those of fp32 (or the first dtype found).
+    None where no GPU of the groups has the class."""
     by_dtype = {}
     for dtype in model.matrix_flop_per_cycle:
         for group in groups:
-            sources = [(learned[gpu][0].matrix_classes[kind].by_dtype[dtype], learned[gpu][1])
-                       for gpu in group.sources
-                       if dtype in learned[gpu][0].matrix_classes[kind].by_dtype]
+            sources = [(_of_dtype(learned[gpu][0].matrix_classes[kind], dtype), learned[gpu][1])
+                       for gpu in group.sources if kind in learned[gpu][0].matrix_classes
+                       and _learned_on(learned[gpu][0].matrix_classes[kind], dtype)]
             if sources:
                 by_dtype[dtype] = carried_params(sources, target, _efficiency_cap(model))
                 break
     if not by_dtype:
-        raise KernelModelError(f"no GPU's {kind.value} class was learned on a dtype "
-                               f"{target.id} has a rate for")
+        return None
     main = main_dtype(Counter(by_dtype))
     return replace(by_dtype[main], by_dtype=by_dtype)
+
+
+def _learned_on(params: MatrixClassParams, dtype: str) -> bool:
+    """Whether a class's parameters were learned on ``dtype``: a table-learned class has
+    parameters per dtype; a profiled one (none per dtype) was learned on all its GPU's."""
+    return dtype in params.by_dtype or not params.by_dtype
+
+
+def _of_dtype(params: MatrixClassParams, dtype: str) -> MatrixClassParams:
+    return params.by_dtype.get(dtype, params)
 
 
 def carried_from_tables(target: Hardware, libraries: Libraries | None,
@@ -513,23 +531,40 @@ def carried_from_tables(target: Hardware, libraries: Libraries | None,
                         ) -> KernelModel:
     """``target``'s kernel model from the models ``learned`` on other GPUs' tables (by
     spec id, with their specs and libraries): each matrix class from the nearest GPUs by
-    stated facts (:func:`carry_sources`), its facts (SMs, clocks, FLOPs a cycle, tiles,
-    bandwidth) its own spec's; its memory classes carried as a learned model's are."""
+    stated facts (:func:`carry_sources`); see :func:`carried_model`."""
     candidates = {gpu: (hw, lib) for gpu, (_, hw, lib) in learned.items() if gpu != target.id}
     if not candidates:
         raise KernelModelError(f"no GPU's tables to carry {target.id}'s kernel model from")
-    groups = carry_sources(target, libraries, candidates)
-    models = {gpu: (m, hw) for gpu, (m, hw, _) in learned.items() if gpu in candidates}
+    return carried_model(target, carry_sources(target, libraries, candidates),
+                         {gpu: (m, hw) for gpu, (m, hw, _) in learned.items()
+                          if gpu in candidates}, memory_source, memory_hardware)
+
+
+def carried_model(target: Hardware, groups: Sequence[Carry],
+                  models: Mapping[str, tuple[KernelModel, Hardware]],
+                  memory_source: KernelModel, memory_hardware: Hardware) -> KernelModel:
+    """``target``'s kernel model carried from ``models`` (measured on other GPUs, by spec
+    id, with their specs): each matrix class from the first of ``groups`` (nearest first)
+    that has it, its parameters the group's medians (:func:`carried_params`), its facts
+    (SMs, clocks, FLOPs a cycle, tiles, bandwidth) ``target``'s own spec's; its memory
+    classes carried from ``memory_source`` as a learned model's are
+    (:func:`carried_memory`)."""
     model, memory_said = base_model(target, memory_source, memory_hardware)
-    for kind in TABLE_CLASSES:
-        model = with_matrix_class(model, kind,
-                                  carried_class(kind, target, model, groups, models))
+    for kind in MATRIX_CLASSES:
+        params = carried_class(kind, target, model, groups, models)
+        if params is not None:
+            model = with_matrix_class(model, kind, params)
     for kind, lender in BORROWS.items():
-        model = with_matrix_class(model, kind, model.matrix_classes[lender])
+        if kind not in model.matrix_classes and lender in model.matrix_classes:
+            model = with_matrix_class(model, kind, model.matrix_classes[lender])
+    missing = [kind.value for kind in MATRIX_CLASSES if kind not in model.matrix_classes]
+    if missing:
+        raise KernelModelError(f"no GPU of {', '.join(groups[0].sources)} has the classes "
+                               f"{', '.join(missing)} on a dtype {target.id} has a rate for")
     return replace(model, provenance={
         "fitted_by": LEARNED_BY,
-        "carried_from": f"the kernel models learned on {', '.join(groups[0].sources)}'s "
-                        f"tables ({groups[0].basis}): each matrix class's medians, with "
+        "carried_from": f"the kernel models of {', '.join(groups[0].sources)} "
+                        f"({groups[0].basis}): each matrix class's medians, with "
                         f"{target.id}'s SMs, clocks, FLOPs a cycle, tiles and bandwidth; no "
                         f"kernel of {target.id} read",
         "carried_from_gpus": list(groups[0].sources), "carry_basis": groups[0].basis,

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,3 +141,21 @@ def summary_markdown(evaluation: Evaluation) -> str:
             f"| {_percent(float(np.median(values[:, 2])))} | "
             f"{int((values[:, 2] <= 0.05).sum())} | {_percent(float(np.median(values[:, 3])))} |")
     return "\n".join(lines)
+
+
+def carry_record(evaluation: Evaluation) -> dict[str, Any]:
+    """Per class, the median over GPUs of the held-out model's median |error| under each
+    hold-out: how far a model carried to a GPU no row of which it read misses, as
+    :mod:`roofline.model.kernel_model_source` says beside each carried model."""
+    def medians(scores: Sequence[ClassScore]) -> dict[str, float]:
+        by_class: dict[str, list[float]] = defaultdict(list)
+        for score in scores:
+            by_class[score.kind].append(score.held_out)
+        return {kind: round(float(np.median(values)), 4) for kind, values in by_class.items()}
+
+    return {"schema": "roofline/kernel-carry-errors/1",
+            "basis": "leave one architecture out on DeepBench's tables, median over GPUs",
+            "leave_one_gpu_out": medians(evaluation.leave_one_gpu),
+            "leave_one_architecture_out": medians(evaluation.leave_one_architecture),
+            "gpus": len(evaluation.architectures),
+            "command": f"{COMMAND} --record"}

@@ -82,7 +82,7 @@ def measured_steps(run: str | Path) -> list[MeasuredStep]:
     from roofline.model.analysis import Placer
     from roofline.model.kernel_fit import read_run
     from roofline.model.kernel_model import step_estimate
-    from roofline.model.kernel_model_file import kernel_model_for
+    from roofline.model.kernel_model_source import kernel_model_for
     from roofline.program.hlo_dump import dumped_program, read_dump
 
     run = Path(run)
