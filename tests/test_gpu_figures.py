@@ -91,11 +91,11 @@ def test_a_product_in_a_dtype_its_kernels_were_never_timed_in_leaves_only_the_bo
     from dataclasses import replace
 
     from roofline.api import analyze, load_hardware
-    from roofline.model.kernel_model_file import kernel_model_for
-    from roofline.model.questions import program_analysis
+    from roofline.model import as_run
+    from roofline.model.kernel_model_source import kernel_model_for
 
     stripped = replace(kernel_model_for(load_hardware("h200")), matrix_flop_per_cycle={})
-    monkeypatch.setattr(program_analysis, "gpu_kernel_model", lambda *_: stripped)
+    monkeypatch.setattr(as_run, "gpu_kernel_model", lambda *_: stripped)
     answer = analyze(SPEC, load_hardware("h200"))
     assert answer.kernels is None and answer.placement is not None
     assert answer.kernels_left_out.startswith("no as-run figure: h200's kernel model has "

@@ -240,12 +240,12 @@ def test_analyze_on_a_measured_gpu_gives_the_step_as_its_kernels_run(small_fc_on
     assert kernels.seconds > small_fc_on_h200.placement.seconds
 
 
-def test_a_gpu_without_measurements_and_a_host_program_have_no_kernel_model():
+def test_a_device_of_no_sms_a_tpu_and_a_host_program_have_no_kernel_model():
     from roofline.api import CompileOptions, analyze
     from roofline.hardware import load_hardware
-    from roofline.model.kernel_model_file import kernel_model_for
+    from roofline.model.kernel_model_source import kernel_model_for
 
-    assert kernel_model_for(load_hardware("a100-80gb")) is None
+    assert kernel_model_for(load_hardware("gaudi3")) is None
     assert kernel_model_for(load_hardware("tpu-v3")) is None
     on_host = analyze("fc:layers=1,nodes=32,input=32,output=8,batch=4", "h200",
                       compile=CompileOptions(compile_target="host"))
@@ -279,7 +279,8 @@ def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_ch
     # The same Hopper chip: fixed times, efficiencies and idle kept; bandwidths x 3.35 /
     # 4.8 (the datasheets' HBM3 and HBM3e); tensor cores of the same FLOPs a cycle.
     from roofline.model.kernel_model import carried_to
-    from roofline.model.kernel_model_file import kernel_model_for, kernel_model_path
+    from roofline.model.kernel_model_file import kernel_model_path
+    from roofline.model.kernel_model_source import kernel_model_for
 
     h200, h100 = load_hardware("h200"), load_hardware("h100-sxm")
     measured = load_kernel_model(MODEL_FILE, H200)
@@ -302,7 +303,7 @@ def test_the_h100_gets_the_h200s_mechanisms_at_its_own_bandwidth_and_no_other_ch
 
 def test_a_scaled_device_has_no_kernel_model_its_variants_share_it():
     from roofline.hardware import load_hardware
-    from roofline.model.kernel_model_file import kernel_model_for
+    from roofline.model.kernel_model_source import kernel_model_for
 
     assert kernel_model_for(load_hardware("h200").scaled(memory_bandwidth=1.5)) is None
     assert kernel_model_for(load_hardware("h200@measured")) == kernel_model_for(
@@ -349,23 +350,33 @@ def test_llm_as_run_times_each_step_by_its_kernels_and_says_so(served_both_ways)
     # A one-layer step is a handful of small kernels: their fixed times and the idle
     # between them, far past the roofline's few microseconds.
     assert as_run.decode.seconds > 10 * roofline.decode.seconds
-    assert "as XLA:GPU runs it, each kernel at the rate its class achieved on h200" in \
+    assert ("as XLA:GPU runs it, each kernel at its class's rate in the kernel model "
+            "measured on h200") in \
         serving_text([as_run], ["h200"])
     assert "the roofline bound hand-tuned kernels approach" in \
         serving_text([roofline], ["h200"])
     assert serving_document([as_run], ["h200"])["devices"][0]["timing"] == "as-run"
 
 
-@pytest.mark.parametrize("device, why", [("a100-80gb", "a100-80gb has no kernel model"),
+@pytest.mark.parametrize("device, why", [("h200-bare", "h200 has no kernel model"),
                                           ("tpu-v5e", r"tpu-v5e runs no XLA:GPU program "
                                                       r"\(it is compiled for tpu-v5e\)")])
-def test_as_run_is_refused_where_no_kernels_were_measured(device, why):
+def test_as_run_is_refused_where_no_kernel_model_times_the_device(device, why, tmp_path):
     from roofline.api import PlacementOptions, serving
     from roofline.errors import RooflineError
 
-    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: gtx-1080ti, h100-sxm "
-                       r"\(carried from h200\), h200, m40, mi25, p100-pcie, p100-sxm2 \(carried "
-                       r"from p100-pcie\), t4, titan-x-maxwell, titan-x-pascal, titan-xp, "
+    if device == "h200-bare":   # an H200 spec with no kernel model beside it, nor any other
+        (tmp_path / "h200.toml").write_text(
+            (MODEL_FILE.parent / "h200.toml").read_text())
+        device = load_hardware("h200", [tmp_path])
+
+    with pytest.raises(RooflineError, match=why + r" \(GPUs with one: a100-40gb \(carried "
+                       r"from h200\), a100-80gb \(carried from h200\), b200 \(carried from "
+                       r"h200\), gtx-1080ti, h100-sxm \(carried from h200\), h200, k40 "
+                       r"\(carried from m40\), l40s \(carried from h200\), m40, mi25, "
+                       r"mi300x \(carried from mi25\), mi325x \(carried from mi25\), "
+                       r"p100-pcie, p100-sxm2 \(carried from p100-pcie\), radeon-vii "
+                       r"\(carried from mi25\), t4, titan-x-maxwell, titan-x-pascal, titan-xp, "
                        r"v100-pcie \(carried from v100-sxm2\), v100-sxm2, vega-fe\)"):
         serving(SMALL_GPT2, device, placement=PlacementOptions(timing="as-run"))
 

@@ -159,12 +159,17 @@ def test_between_two_batches_the_throughput_is_the_headline_and_the_board_is_nam
     lines = prediction_text(result).splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith(FC))
     assert lines[header].startswith(f"{FC}: v100-sxm2 -> tpu-v3 board (")
-    assert lines[header + 1].startswith("throughput per system ")
-    assert lines[header + 1].endswith(f"samples/s: speedup {rates['speedup']:.3g}x")
-    assert lines[header + 2].endswith("samples/s on one device -> "
-                                      f"{rates['target_samples_per_s_per_device']:,.0f} "
-                                      "samples/s on each of 8 cores")
-    assert lines[header + 3].startswith("  per step: batch 64 -> 128 in ")
+    # The GPU side as XLA:GPU runs it first, by the kernel model named; then the roofline.
+    assert lines[header + 1].startswith("as XLA:GPU runs it on v100-sxm2: ")
+    assert lines[header + 2].startswith("  v100-sxm2: kernel model learned from DeepBench's")
+    roofline = lines.index("the roofline, beside it (the bound hand-tuned kernels approach):")
+    assert roofline == header + 3
+    assert lines[roofline + 1].startswith("throughput per system ")
+    assert lines[roofline + 1].endswith(f"samples/s: speedup {rates['speedup']:.3g}x")
+    assert lines[roofline + 2].endswith("samples/s on one device -> "
+                                        f"{rates['target_samples_per_s_per_device']:,.0f} "
+                                        "samples/s on each of 8 cores")
+    assert lines[roofline + 3].startswith("  per step: batch 64 -> 128 in ")
     # At one batch on both sides the step times say it all: no throughput line.
     same = predict(FC, "v100-sxm2", "tpu-v3", placement=PEAK)
     assert not any(line.startswith("throughput")

@@ -39,7 +39,8 @@ def _analyze(args: argparse.Namespace) -> int:
                             result.kernels, expected_error=result.expected_error,
                             kernels_expected_error=result.kernels_expected_error,
                             training=result.training,
-                            kernels_left_out=result.kernels_left_out)
+                            kernels_left_out=result.kernels_left_out,
+                            kernels_origin=result.kernels_origin)
     if args.format == "json":
         text = to_json(doc)
     elif args.format == "csv":

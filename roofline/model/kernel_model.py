@@ -332,7 +332,19 @@ def idle_outside_measured(estimate: StepEstimate) -> str:
 
 
 def kernel_class(op: OpCost) -> KernelClass:
-    """The class of kernel ``op`` (an op of an XLA:GPU program that runs a kernel) runs as."""
+    """The class of kernel ``op`` (an op that runs a kernel, of an XLA:GPU program or of
+    one run eagerly) runs as. An eager program's ops (of no compiler's platform) are one
+    kernel each, as a framework launches them: a matrix product a library's GEMM, a
+    convolution the library's kernel of its pass, any other op a kernel that streams its
+    bytes (a framework's reductions and library kernels, as cuDNN's batch norm, split
+    their sums over the whole GPU, unlike XLA's column reductions of few outputs)."""
+    if not op.platform:
+        if op.category is OpCategory.MATMUL:
+            return KernelClass.LIBRARY_GEMM
+        if op.convolution_pass:
+            return _CONVOLUTION_CLASSES[ConvolutionPass(op.convolution_pass)]
+        return (KernelClass.ELEMENTWISE if op.category in (
+            OpCategory.ELEMENTWISE, OpCategory.REDUCTION) else KernelClass.COPY)
     if op.opcode in ("fusion", "fusion-start"):
         if op.fusion_kind == "kCustom":
             return (KernelClass.TRITON_GEMM if op.category is OpCategory.MATMUL
@@ -485,7 +497,7 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
                                target.clock.value or model.sustained_clock_hz),
         memory_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
                         for kind, params in model.memory_classes.items()},
-        matrix_classes={kind: _bandwidth_times(params, ratio)
+        matrix_classes={kind: bandwidth_times(params, ratio)
                         for kind, params in model.matrix_classes.items()},
         provenance={
             "fitted_by": model.provenance.get("fitted_by", ""),
@@ -498,8 +510,15 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
             "never_read": model.provenance.get("never_read", "")})
 
 
-def _bandwidth_times(params: MatrixClassParams, ratio: float) -> MatrixClassParams:
+def bandwidth_times(params: MatrixClassParams, ratio: float) -> MatrixClassParams:
     """``params`` with its bandwidth, and each of its dtypes', ``ratio`` times."""
     return replace(params, bytes_per_s=params.bytes_per_s * ratio,
-                   by_dtype={dtype: _bandwidth_times(each, ratio)
+                   by_dtype={dtype: bandwidth_times(each, ratio)
+                             for dtype, each in params.by_dtype.items()})
+
+
+def fixed_times(params: MatrixClassParams, ratio: float) -> MatrixClassParams:
+    """``params`` with its fixed time, and each of its dtypes', ``ratio`` times."""
+    return replace(params, fixed_s=params.fixed_s * ratio,
+                   by_dtype={dtype: fixed_times(each, ratio)
                              for dtype, each in params.by_dtype.items()})

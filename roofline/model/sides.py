@@ -25,7 +25,7 @@ from roofline.model.analysis import compiler_gap, compiler_note, device_hardware
 from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
 from roofline.program.execution import Execution, compile_target_for
-from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.hlo.rules import OpCategory
 
 # Compiling is imported where a side is compiled: the CLI reads ComparedUnit as it starts,
@@ -82,6 +82,10 @@ class Side:
     target: str            # the compile target its ops come from
     runs_on: StepUnit
     gaps: tuple[Omission, ...] = field(default=())
+    # The module one device runs and whose compiler wrote it, where the side is one GPU or
+    # CPU running the whole step (its kernels can be timed as they run); else None, "".
+    costs: ModuleCosts | None = None
+    platform: str = ""
 
 
 def default_unit(source: Hardware, destination: Hardware) -> ComparedUnit | None:
@@ -151,7 +155,7 @@ def place_side(spec: str, hardware: Hardware, unit: ComparedUnit | str, *,
                     f"{hardware.id}: one device, {_batch_text(workload.batch)}; ops of the "
                     f"{_compile_text(target)}, placed in the dtypes the program stores",
                     target, StepUnit(hardware.id, hardware.ref, workload.batch),
-                    tuple(compiler_gap(note)))
+                    tuple(compiler_gap(note)), program.costs, program.target.platform)
     scope = hardware.scope if unit == ComparedUnit.DEVICE else str(unit)
     device_scope, board = board_devices(target)
     share = hardware.scope_size(scope) / hardware.scope_size(device_scope)

@@ -63,7 +63,7 @@ def analysis_document(spec: str, program: CompiledProgram,
                       expected_error: ErrorBand | None = None,
                       kernels_expected_error: ErrorBand | None = None,
                       training: TrainingStep | None = None,
-                      kernels_left_out: str = "") -> dict[str, Any]:
+                      kernels_left_out: str = "", kernels_origin: str = "") -> dict[str, Any]:
     """``analyze`` as JSON: schema ``roofline/analysis/1``; on a GPU measured kernel by
     kernel, the step as its kernels run and each figure's expected error; for a training
     step, its model FLOPs, MFU and collectives (``training``)."""
@@ -138,6 +138,7 @@ def analysis_document(spec: str, program: CompiledProgram,
             "kernels": sum(each.kernels for each in kernels.ops),
             "seconds_by_class": {kind.value: seconds for kind, seconds in
                                  sorted(kernels.by_class().items(), key=lambda kv: -kv[1])},
+            "kernel_model": kernels_origin,
             "measured_on": kernels.model.measured_on,
             "carried_from": kernels.model.provenance.get("carried_from", ""),
             "learned_from_tables": kernels.model.provenance.get("tables", ""),
@@ -188,7 +189,11 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     else:
         head = (f"{doc['spec']} on {doc['target']} ({doc['device_kind']}, {doc['devices']} "
                 f"device{'s' if doc['devices'] > 1 else ''}, one {doc['device_scope']} each)")
-    lines = [head, f"ops from {doc['compiler']}",
+    lines = [head, f"ops from {doc['compiler']}"]
+    if doc.get("kernels", {}).get("kernel_model"):
+        lines.append(f"kernel model of {doc['hardware']['label']}: "
+                     f"{doc['kernels']['kernel_model']}")
+    lines += [
              f"FLOPs {t['flops']:.4g}{xla('flops')}, transcendentals "
              f"{t['transcendentals']:.4g}, main-memory bytes {t['bytes']:.4g}"
              f"{xla('bytes_accessed')}, link bytes {t['link_bytes']:.4g}"
@@ -224,14 +229,11 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             lines.append(f"  {p['expected_error']['text']}")
         if "kernels" in doc:
             k = doc["kernels"]
-            where = ("there" if k["carried_from"] == "" else
-                     f"on {k['measured_on']}, carried to this chip's memory and clocks")
-            if k.get("learned_from_tables") and not k["carried_from"]:
-                where = ("in the GPU's published per-kernel tables (its memory-bound "
-                         "classes carried from a profiled GPU)")
-            lines.append(f"expected as XLA:GPU runs it on {doc['hardware']['label']} (each "
-                         f"kernel at the rate its class achieved {where}, and the idle "
-                         f"between kernels): {q(k['seconds'], Kind.TIME)}: kernels "
+            how = ("run eagerly (one kernel per op)" if doc.get("execution", "fused") != "fused"
+                   else "XLA:GPU runs it")
+            lines.append(f"expected as {how} on {doc['hardware']['label']} (each "
+                         "kernel at its class's rate in the kernel model named above, and "
+                         f"the idle between kernels): {q(k['seconds'], Kind.TIME)}: kernels "
                          f"{q(k['kernel_seconds'], Kind.TIME)}, idle "
                          f"{q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels; "
                          "the roofline above is the bound hand-tuned kernels approach")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import statistics
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -154,10 +155,20 @@ def whatif_text(result: WhatIf, top: int = 10) -> str:
     q = format_quantity
     energy = result.energy_per_sample_j
     classes, changed, ops = result.rows()
+    as_run = ""
+    if result.as_run_speedup is not None and result.as_run is not None:
+        before, after = result.as_run
+        as_run = (f"{before.how}: {q(before.seconds, Kind.TIME)} -> "
+                  f"{q(after.seconds, Kind.TIME)}: speedup "
+                  f"{speedup_text(result.as_run_speedup)}\n"
+                  f"  kernel model: {before.origin}"
+                  + (f"; {before.expected_error.text()}" if before.expected_error else "")
+                  + f"\n  under the what-if: {result.kernels_moved}\n"
+                  "the roofline, beside it (the bound hand-tuned kernels approach):\n")
     text = (f"{result.input} on {result.before.label} -> {result.after.label} "
-            f"({result.basis})\n{q(result.old_s, Kind.TIME)} -> {q(result.new_s, Kind.TIME)}: "
-            f"speedup {speedup_text(result.speedup)} (by Amdahl over classes "
-            f"{result.amdahl_speedup():.3g}x)"
+            f"({result.basis})\n{as_run}{q(result.old_s, Kind.TIME)} -> "
+            f"{q(result.new_s, Kind.TIME)}: speedup {speedup_text(result.speedup)} (by Amdahl "
+            f"over classes {result.amdahl_speedup():.3g}x)"
             + (f"; energy per sample {energy[0]:.3g} J -> {energy[1]:.3g} J (from "
                f"{result.energy_basis})" if energy is not None else "")
             + "\n\n" + _class_table(classes, "speedup by old bound class")
@@ -176,7 +187,8 @@ def prediction_text(result: Prediction, top: int = 10) -> str:
     comparison = result.comparison
     classes, changed, _ = comparison.rows("source", "target")
     text = (f"{result.input}: {source} -> {target} ({result.basis})\n"
-            + _execution_line(result) + _step_lines(result) + _bound_line(result)
+            + _execution_line(result) + _as_run_lines(result, (source, target))
+            + _step_lines(result) + _bound_line(result)
             + _error_line(result) + "\n"
             + _per_lines(result) + _sides_table(comparison)
             + ("" if _nothing_pairs(comparison) else comparison_tables(
@@ -216,6 +228,33 @@ def _execution_line(result: Prediction) -> str:
     if source == target:
         return f"execution: {source.description}\n"
     return (f"execution: source {source.description}; target {target.description}\n")
+
+
+def _as_run_lines(result: Prediction, labels: tuple[str, str]) -> str:
+    """Each GPU side's step as XLA:GPU runs it, first: the two times and their speedup
+    where both sides have one, then which kernel model timed each side and the error it
+    can expect, or why a side has no such figure; the roofline figures follow, named."""
+    if result.as_run is None:
+        return ""
+    q = format_quantity
+    timed = result.as_run
+    lines = []
+    if result.as_run_speedup is not None:
+        lines.append(f"{timed[0].how}: {q(timed[0].seconds, Kind.TIME)} -> "
+                     f"{q(timed[1].seconds, Kind.TIME)}: speedup "
+                     f"{speedup_text(result.as_run_speedup)}")
+    for label, side in zip(labels, timed):
+        if side.seconds is not None and result.as_run_speedup is None:
+            lines.append(f"{side.how} on {label}: {q(side.seconds, Kind.TIME)}")
+        if side.origin:
+            lines.append(f"  {label}: kernel model {side.origin}"
+                         + (f"; {side.expected_error.text()}" if side.expected_error else ""))
+        if side.left_out:
+            lines.append(f"  {label}: {side.left_out}")
+    lines.append("the roofline, beside it (the bound hand-tuned kernels approach):"
+                 if result.mode != "transfer" else "the roofline's transfer, beside it (each "
+                 "op's measured time carried at the two rooflines' ratio):")
+    return "\n".join(lines) + "\n"
 
 
 def _step_lines(result: Prediction) -> str:
@@ -325,6 +364,7 @@ def validation_text(result: Validation) -> str:
                  "reference": "bound holds" if c.reference is None and c.error == 0
                  else value(c, c.reference), "error": f"{c.error:+.1%}",
                  "naive": "" if c.naive_error is None else f"{c.naive_error:+.1%}",
+                 "as run": "" if c.as_run_error is None else f"{c.as_run_error:+.1%}",
                  "ops": c.ops,
                  "per-op error": "" if c.op_error is None else f"{c.op_error:.1%}",
                  "left out": f"{max(c.coverage.left_out_share()):.1%}",
@@ -337,7 +377,14 @@ def validation_text(result: Validation) -> str:
                                   "the model does not read (published: speedup of "
                                   "throughput; host: step time)",
                                   right=("predicted", "reference", "error", "naive",
-                                         "per-op error", "left out", "approximated")))
+                                         "as run", "per-op error", "left out",
+                                         "approximated")))
+        as_run = [c for c in result.cases if c.as_run_error is not None]
+        if as_run:
+            parts.append(f"as run (each GPU side on its kernel model, beside the "
+                         f"prediction): median |error| "
+                         f"{statistics.median(abs(c.as_run_error) for c in as_run):.1%} "
+                         f"over the {len(as_run)} cases whose sides are GPUs with one")
         parts.append("\n".join(f"median |error| {suite}: {value:.1%} over "
                                f"{result.case_count(suite)} cases"
                                for suite, value in result.medians().items()))

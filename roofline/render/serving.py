@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from roofline.model.kernel_model_source import origin
 from roofline.model.llm import PhaseStep, Serving, StepTimes
 from roofline.model.step_timing import StepTiming
 from roofline.render.tables import format_table
@@ -21,6 +22,7 @@ def timing_document(step: PhaseStep) -> dict[str, Any]:
     return {"timing": step.timing.value,
             "measured_on": None if model is None else model.measured_on,
             "carried_from": "" if model is None else model.provenance.get("carried_from", ""),
+            "kernel_model": None if model is None else origin(model),
             "expected_error": band}
 
 
@@ -31,11 +33,8 @@ def timing_text(step: PhaseStep) -> str:
         return ("step times: the roofline bound hand-tuned kernels approach (as "
                 f"TensorRT-LLM-class serving does); --timing {StepTiming.AS_RUN.value} "
                 f"times XLA:GPU's kernels on a GPU measured kernel by kernel{band}")
-    model = step.as_run.model
-    where = (model.measured_on if model.measured_on == model.device
-             else f"{model.measured_on}, carried to {model.device}'s memory and clocks")
-    return (f"step times: as XLA:GPU runs it, each kernel at the rate its class achieved "
-            f"on {where}, and the idle between kernels (--timing "
+    return (f"step times: as XLA:GPU runs it, each kernel at its class's rate in the kernel "
+            f"model {origin(step.as_run.model)}, and the idle between kernels (--timing "
             f"{StepTiming.ROOFLINE.value}: the bound hand-tuned kernels approach){band}")
 
 

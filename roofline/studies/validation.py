@@ -80,6 +80,9 @@ class CaseResult:
     # or wave quantization), beside the prediction; None where it does not apply
     naive: float | None = None
     execution: str = ""          # how the measured run executed: fused or eager
+    # The same figure with each GPU side as it runs on its kernel model
+    # (roofline.model.as_run), beside the prediction; None where a side has none
+    as_run: float | None = None
     # Published cases: what they compare (roofline.model.accuracy.kind_of) and the share
     # of the source's predicted time in memory-bound ops, for the accuracy record
     kind: PredictionKind | None = None
@@ -95,6 +98,12 @@ class CaseResult:
         if self.naive is None or not self.reference:
             return None
         return self.naive / self.reference - 1
+
+    @property
+    def as_run_error(self) -> float | None:
+        if self.as_run is None or not self.reference:
+            return None
+        return self.as_run / self.reference - 1
 
     @property
     def independent(self) -> bool:
@@ -163,6 +172,7 @@ class Validation:
             cases.append({"suite": c.suite, "case": c.case, "independent": c.independent,
                           "predicted": c.predicted, "reference": c.reference,
                           "error": c.error, "naive": c.naive, "naive_error": c.naive_error,
+                          "as_run": c.as_run, "as_run_error": c.as_run_error,
                           "execution": c.execution, "ops": c.ops, "op_error": c.op_error,
                           "source": c.source, "caveat": c.caveat,
                           "left_out_flops_share": document["left_out_flops_share"],
@@ -230,19 +240,26 @@ def published_cases(config: dict[str, Any], cache_dir: Path | None = None,
                              compile=CompileOptions(cache_dir=cache_dir))
         per = case.get("per")
 
-        def speedup(comparison: Comparison) -> float:
-            """Throughput of the compared units, the target's over the source's."""
+        def speedup(comparison: Comparison, times: tuple[float, float] | None = None
+                    ) -> float:
+            """Throughput of the compared units, the target's over the source's (at the
+            step ``times`` given, else the comparison's)."""
+            old_s, new_s = times or (comparison.old_s, comparison.new_s)
             source = _devices(comparison.before, per) * _samples(case["source_spec"])
             target = _devices(comparison.after, per) * _samples(target_spec)
-            return (target / comparison.new_s) / (source / comparison.old_s)
+            return (target / new_s) / (source / old_s)
         comparison = prediction.comparison
         predicted = speedup(comparison)
         naive = speedup(prediction.bound) if prediction.bound is not None else None
+        as_run = None
+        if prediction.as_run_speedup is not None and prediction.as_run is not None:
+            steps = tuple(side.seconds for side in prediction.as_run)
+            as_run = speedup(comparison, steps)  # type: ignore[arg-type]
         results.append(CaseResult("published", case["name"], predicted, case["measured"],
                                   predicted / case["measured"] - 1, len(comparison.ops),
                                   None, case["source"], comparison.coverage,
                                   caveat=case.get("caveat", ""), naive=naive,
-                                  execution=execution,
+                                  execution=execution, as_run=as_run,
                                   kind=kind_of(comparison.before, comparison.after),
                                   memory_share=memory_share(comparison),
                                   family=_family(case["source_spec"])))

@@ -27,7 +27,7 @@ from roofline.model.questions.options import (
 )
 from roofline.program.compile import compile_workload, resolve_target
 from roofline.program.execution import Execution, compile_target_for, execution_of
-from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.inputs import DumpInput, RunInput, resolve_input
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class ProgramOps:
     coverage: Coverage = field(default_factory=Coverage)
     platform: str = ""         # whose compiler wrote the ops: cpu, gpu, tpu ("" a run's)
     compiler: str = ""         # the same, for people
+    costs: ModuleCosts | None = None   # the compiled module's (None: a run's ops)
 
 
 def compiled_already(path: Path, execution: Execution | str) -> None:
@@ -103,7 +104,7 @@ def program_ops(input: str | Path, hardware: HardwareRef, *,
     note = compiler_note(program.target.platform, program.target.compiler, device)
     return ProgramOps(str(input), working_ops(program.costs.ops), device, None, batch, target,
                       coverage(compiler_gap(note)), program.target.platform,
-                      program.target.compiler)
+                      program.target.compiler, program.costs)
 
 
 def place_input(input: str | Path, hardware: Hardware, *,

@@ -18,6 +18,7 @@ from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
 from roofline.model.accuracy import ErrorBand, expected_error
 from roofline.model.analysis import CapacityThroughput, aligned_scope, compiler_gap, compiler_note
+from roofline.model.as_run import NOT_A_GPU_STEP, AsRun, as_run, carried_by_kernels
 from roofline.model.comparison import Comparison, compare_costs
 from roofline.model.coverage import coverage
 from roofline.model.floor import FloorPolicy, given_floor
@@ -44,7 +45,7 @@ from roofline.model.sides import (
 from roofline.model.transfer import transfer
 from roofline.program.compile import get_target, resolve_target
 from roofline.program.execution import Execution, compile_target_for, execution_of, on_device
-from roofline.program.hlo.op_cost import OpCost
+from roofline.program.hlo.op_cost import ModuleCosts, OpCost
 from roofline.program.inputs import SpecInput, resolve_input
 
 if TYPE_CHECKING:
@@ -96,6 +97,17 @@ class Prediction:
     execution: tuple[Execution, Execution] | None = None
     # The error to expect, from the validated cases nearest it (None: no case of its kind)
     expected_error: ErrorBand | None = None
+    # Each side's step as XLA:GPU runs it (roofline.model.as_run), where a side is a GPU
+    # compile (NOT_A_GPU_STEP on the other); None where neither is, or times were measured
+    as_run: tuple[AsRun, AsRun] | None = None
+
+    @property
+    def as_run_speedup(self) -> float | None:
+        """The source's as-run step over the target's, where both sides have one."""
+        if self.as_run is None:
+            return None
+        source, target = (side.seconds for side in self.as_run)
+        return None if not (source and target) else source / target
 
     @property
     def over_bound(self) -> tuple[float, float] | None:
@@ -172,6 +184,8 @@ class Prediction:
             doc["execution"] = dict(zip(("source", "target"), map(str, self.execution)))
         doc["expected_error"] = (None if self.expected_error is None
                                  else self.expected_error.to_document())
+        if self.as_run is not None:
+            doc["as_run"] = _as_run_document(self.as_run) | {"speedup": self.as_run_speedup}
         if self.bound is not None:
             doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
                                   "speedup": self.bound.speedup,
@@ -192,6 +206,16 @@ class Prediction:
                 "best_throughput_speedup": (target.best_samples_per_s
                                             / source.best_samples_per_s)}
         return doc
+
+
+def _as_run_document(sides: tuple[AsRun, AsRun]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for side, timed in zip(("source", "target"), sides):
+        doc |= {f"{side}_s": timed.seconds, f"{side}_kernel_model": timed.origin or None,
+                f"{side}_expected_error": (None if timed.expected_error is None
+                                           else timed.expected_error.to_document()),
+                f"{side}_left_out": timed.left_out or None}
+    return doc
 
 
 def _throughput_document(units: tuple[StepUnit, StepUnit], rates: tuple[float, float]
@@ -269,6 +293,7 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     source_hw = program.hardware
     dest = aligned_scope(destination, source_hw.scope, source_hw.kind)
     after_ops, after_batch = None, program.batch
+    after_costs, after_platform = None, ""
     after_input = to_program or (None if program.compile_target is None else str(input))
     if after_input is not None:
         own_gpu = (program.compile_target is not None and dest.kind == HardwareKind.GPU
@@ -280,6 +305,7 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
             after = program_ops(after_input, dest, compile_target=dest_target,
                                 cache_dir=cache_dir, execution=execution)
             after_ops, dest, after_batch = after.ops, after.hardware, after.batch
+            after_costs, after_platform = after.costs, after.platform
     if after_ops is None:   # the target runs the source's ops: whose are they?
         program = dataclasses.replace(program, coverage=program.coverage + coverage(
             compiler_gap(compiler_note(program.platform, program.compiler, dest))))
@@ -287,6 +313,13 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
     measured_s = program.measured_s
     if measured_table is not None:
         measured_s = measured_table
+    timed = None
+    if measured_s is None and program.costs is not None:
+        # The kernel models of the devices as their specs state them (not at ceilings).
+        timed = _both_as_run(
+            execution, (program.costs, source_hw, program.platform),
+            (program.costs, dest, program.platform) if after_costs is None
+            else (after_costs, dest, after_platform))
     if measured_s is not None:
         source_hw, dest = even_ceilings(source_hw, dest, ceilings)
         comparison = transfer(program.ops, measured_s, source_hw, dest, Overlap(overlap),
@@ -311,7 +344,22 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
                       execution=None if measured_s is not None else (
                           on_device(execution, source_hw), on_device(execution, dest)),
                       expected_error=expected_error(
-                          comparison, transfer=mode is PredictionMode.TRANSFER))
+                          comparison, transfer=mode is PredictionMode.TRANSFER),
+                      as_run=timed)
+
+
+def _both_as_run(execution: Execution | str,
+                 *sides: tuple[ModuleCosts | None, Hardware, str]
+                 ) -> tuple[AsRun, AsRun] | None:
+    """Each side's step as it runs, compiled or as ``execution`` says (a side of no
+    module, as a TPU board's share, has none); None where neither side is timed so or
+    says why it is not."""
+    timed = tuple(NOT_A_GPU_STEP if costs is None else
+                  as_run(costs, hardware, platform, execution=on_device(execution, hardware))
+                  for costs, hardware, platform in sides)
+    if all(side.estimate is None and not side.left_out for side in timed):
+        return None
+    return timed[0], timed[1]
 
 
 def _predict_per(spec: str, source: Hardware, destination: Hardware,
@@ -343,7 +391,9 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware,
                       bound, before.unit, (before.description, after.description),
                       (before.runs_on, after.runs_on),
                       (on_device(execution, source), on_device(execution, destination)),
-                      expected_error(comparison))
+                      expected_error(comparison),
+                      _both_as_run(execution, (before.costs, before.hardware, before.platform),
+                                   (after.costs, after.hardware, after.platform)))
 
 
 def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRef, *,
@@ -386,8 +436,14 @@ def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRe
                           floor_policy=floor_policy(placement.floor,
                                                     other_host=source_hw.id != dest.id),
                           host_floor_s=placement.host_floor)
+    # The rows carried by the two GPUs' kernel models, computed on the devices as their
+    # specs state them (the measured times are the source side).
+    timed = carried_by_kernels(list(ops.ops), ops.measured_s,
+                               after_ops or list(ops.ops), hardware_of(source),
+                               hardware_of(target))
     return Prediction(ops.source, PredictionMode.TRANSFER, comparison, None, bound=bound,
-                      expected_error=expected_error(comparison, transfer=True))
+                      expected_error=expected_error(comparison, transfer=True),
+                      as_run=timed)
 
 
 def floor_policy(name: str, other_host: bool) -> FloorPolicy:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roofline.arguments import optional, path_or_text
-from roofline.errors import DoesNotFitError, KernelModelError, RooflineError
+from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Hardware
-from roofline.model.accuracy import ErrorBand, StepKind, band_of, placement_memory_share
+from roofline.model.accuracy import ErrorBand, placement_memory_share
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
-from roofline.model.kernel_model import KernelModel, StepEstimate, step_estimate
-from roofline.model.kernel_model_file import kernel_model_for, whole_device
+from roofline.model.as_run import as_run, roofline_band
+from roofline.model.kernel_model import StepEstimate
 from roofline.model.placement import Overlap
 from roofline.model.questions.inputs import compiled_already
 from roofline.model.questions.options import (
@@ -26,20 +26,12 @@ from roofline.model.questions.options import (
     check_options,
     hardware_of,
 )
-from roofline.model.step_timing import StepTiming
 from roofline.program.compile import CompiledProgram, compile_workload, get_target, resolve_target
 from roofline.program.execution import compile_target_for
 from roofline.program.inputs import DumpInput, RunInput, SpecInput, resolve_input
 
 if TYPE_CHECKING:
     from roofline.model.training_step import TrainingStep
-
-
-def gpu_kernel_model(hardware: Hardware, platform: str) -> KernelModel | None:
-    """The kernel model that times a step as XLA:GPU runs it on ``hardware``: the device's,
-    where the step is a GPU's (compiled for ``platform`` ``gpu``) and the device has one;
-    else None."""
-    return kernel_model_for(hardware) if platform == "gpu" else None
 
 
 @dataclass(frozen=True)
@@ -67,6 +59,8 @@ class Analysis:
     # Why a GPU step with a kernel model has no as-run figure ("" where it has one or the
     # device has no model).
     kernels_left_out: str = ""
+    # Which kernel model timed ``kernels`` (roofline.model.kernel_model_source.origin).
+    kernels_origin: str = ""
 
 
 def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
@@ -123,38 +117,20 @@ def analyze(input: str | Path, hardware: HardwareRef | None = None, *,
             f"the step needs {footprint.footprint_bytes / 2**30:.2f} GiB per device, more "
             f"than the {footprint.capacity_bytes / 2**30:.2f} GiB of one {hw.id} "
             f"{footprint.scope}"))
-    model = gpu_kernel_model(hw, program.target.platform)
-    left_out = ""
-    if model is not None and hw.scope != whole_device(hw).scope:
-        # The kernels were timed on the whole GPU: a part of it runs them at rates no one
-        # measured, so the bound alone answers.
-        left_out = (f"no as-run figure at scope {hw.scope}: {model.measured_on}'s kernel "
-                    f"model times the whole {hw.id} ({whole_device(hw).scope}); ask "
-                    f"--hardware {hw.id} for it")
-        model = None
-    kernels = None
-    if model is not None:
-        try:
-            kernels = step_estimate(program.costs, model)
-        except KernelModelError as exc:
-            # A product in a dtype the GPU's kernels were never timed in: the bound alone
-            # answers, and says why.
-            left_out = f"no as-run figure: {exc}"
-            model = None
+    timed = as_run(program.costs, hw, program.target.platform,
+                   execution=program.execution)
     training = None
     if run is not None:
-        training = training_step(run, program, placed, kernels)
+        training = training_step(run, program, placed, timed.estimate)
         if isinstance(found, SpecInput) and found.config is not None:
             training = dataclasses.replace(training, config_file=str(found.config),
                                            ignored_keys=found.ignored)
-    if model is None or kernels is None:
+    if timed.estimate is None:
         return Analysis(label, program, placed, footprint, training=training,
-                        kernels_left_out=left_out)
-    return Analysis(label, program, placed, footprint, kernels,
-                    band_of(StepKind(StepTiming.ROOFLINE, model.measured_on),
-                            placement_memory_share(placed)),
-                    band_of(StepKind(StepTiming.AS_RUN, model.measured_on),
-                            kernels.memory_share), training=training)
+                        kernels_left_out=timed.left_out)
+    return Analysis(label, program, placed, footprint, timed.estimate,
+                    roofline_band(timed.model, placement_memory_share(placed)),
+                    timed.expected_error, training=training, kernels_origin=timed.origin)
 
 
 def _with_largest_batch(spec: str, target: str, hardware: Hardware,

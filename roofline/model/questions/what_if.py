@@ -11,7 +11,9 @@ from typing import Any
 
 from roofline.arguments import of_type, optional, path_or_text, real_number
 from roofline.hardware.library import hardware_ref
+from roofline.model.as_run import AsRun, as_run
 from roofline.model.comparison import Comparison, energy_per_sample, whatif_costs
+from roofline.model.kernel_scaling import scaled_kernels
 from roofline.model.placement import Overlap
 from roofline.model.questions.inputs import program_ops
 from roofline.model.questions.options import (
@@ -23,6 +25,7 @@ from roofline.model.questions.options import (
     refuse_data_parallel,
 )
 from roofline.model.transfer import run_floor, transfer
+from roofline.program.execution import on_device
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,17 @@ class WhatIf(Comparison):
     factors: Mapping[str, float] = field(default_factory=dict)
     energy_per_sample_j: tuple[float, float] | None = None
     energy_basis: str = ""
+    # The step as XLA:GPU runs it before and after (roofline.model.as_run), the device's
+    # kernel model scaled by the mechanisms each parameter moves (kernels_moved says
+    # which); None where the device has no kernel model or times were measured.
+    as_run: tuple[AsRun, AsRun] | None = None
+    kernels_moved: str = ""
+
+    @property
+    def as_run_speedup(self) -> float | None:
+        if self.as_run is None or not (self.as_run[0].seconds and self.as_run[1].seconds):
+            return None
+        return self.as_run[0].seconds / self.as_run[1].seconds
 
     def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
         doc = {"schema": "roofline/whatif/1", "input": self.input,
@@ -44,6 +58,14 @@ class WhatIf(Comparison):
         if self.energy_per_sample_j is not None:
             doc["energy_per_sample_j"] = dict(zip((before, after), self.energy_per_sample_j))
             doc["energy_basis"] = self.energy_basis
+        if self.as_run is not None:
+            doc["as_run"] = {f"{before}_s": self.as_run[0].seconds,
+                             f"{after}_s": self.as_run[1].seconds,
+                             "speedup": self.as_run_speedup,
+                             "kernel_model": self.as_run[0].origin,
+                             "expected_error": (self.as_run[0].expected_error.to_document()
+                                                if self.as_run[0].expected_error else None),
+                             "moved": self.kernels_moved}
         return doc
 
 
@@ -84,10 +106,22 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
                           target_floor=floor.scaled(scale.get("overhead", 1.0)))
     else:
         result = whatif_costs(program.ops, program.hardware, dict(scale), Overlap(overlap))
+    timed, moved = None, ""
+    if program.measured_s is None and program.costs is not None:
+        runs = on_device(placement.execution, program.hardware)
+        before_run = as_run(program.costs, program.hardware, program.platform, execution=runs)
+        if before_run.model is not None:
+            scaled = scaled_kernels(before_run.model, program.hardware, dict(scale))
+            after_run = as_run(program.costs, result.after, program.platform, scaled.model,
+                               runs)
+            timed, moved = (before_run, dataclasses.replace(
+                after_run, origin=f"{before_run.origin}, scaled", expected_error=None)
+            ), scaled.text()
     energy, basis = None, ""
     if program.batch and (power_w or result.before.energy or result.before.tdp.value):
         energy, basis = energy_per_sample(result, program.batch, power_w)
     return WhatIf(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
                      if f.name != "coverage"},
                   coverage=result.coverage + program.coverage, input=str(input),
-                  factors=dict(scale), energy_per_sample_j=energy, energy_basis=basis)
+                  factors=dict(scale), energy_per_sample_j=energy, energy_basis=basis,
+                  as_run=timed, kernels_moved=moved)

@@ -43,6 +43,7 @@ from roofline.program.hlo.rules import (
     OpCategory,
     Resolved,
     Traffic,
+    convolution_pass,
     custom_call_target,
     lookup,
     unknown_label,
@@ -319,6 +320,7 @@ class _Analyzer:
             else "", custom_call_target=custom_call_target(effective),
             full_fp32=self._full_fp32(effective, computation, unit),
             layout=self._layout(effective, computation, unit),
+            convolution_pass=self._convolution_pass(effective, computation, unit),
             column_sums=column_sums, reductions=reductions,
             starts=starts, waits=waits,
         )
@@ -357,6 +359,14 @@ class _Analyzer:
             return ""
         inner = self._heaviest_inner(instruction, computation) or instruction
         return inner.attributes.get(LAYOUT_MARK, "") if inner.opcode == "convolution" else ""
+
+    def _convolution_pass(self, instruction: Instruction, computation: Computation,
+                          unit: ExecutionUnit) -> str:
+        """The pass of a matrix op's convolution (itself, or its fusion's heaviest)."""
+        if unit != ExecutionUnit.MATRIX:
+            return ""
+        found = convolution_pass(self._heaviest_inner(instruction, computation) or instruction)
+        return "" if found is None else found.value
 
     def _fused_collectives(self, fusion: Instruction, computation: Computation
                            ) -> tuple[Moved, tuple[str, ...]]:

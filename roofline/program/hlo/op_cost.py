@@ -57,6 +57,9 @@ class OpCost:
     layout: str = ""
     fusion_kind: str = ""        # a fusion's kind as compiled: kLoop, kInput, kOutput, kCustom
     custom_call_target: str = ""  # a custom call's target (``__cudnn$convForward``)
+    # A convolution's pass (its own, or its fusion's heaviest convolution's), the value of
+    # a rules.ConvolutionPass: what a library runs it as; "" for any other op.
+    convolution_pass: str = ""
     # The fewest outputs of any column reduction it runs (a reduce that keeps its operand's
     # minor-most dimension, as batch-norm statistics over NHWC activations do): the
     # independent sums its kernel can spread over a device's cores; 0 where it runs none.

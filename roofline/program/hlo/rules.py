@@ -478,6 +478,28 @@ CUDNN_CONVOLUTIONS: dict[str, ConvolutionPass] = {
     "__cudnn$convBackwardInput": ConvolutionPass.BACKWARD_INPUT,
     "__cudnn$convBackwardFilter": ConvolutionPass.BACKWARD_FILTER,
 }
+
+
+def convolution_pass(instruction: Instruction) -> ConvolutionPass | None:
+    """The pass a convolution computes: a cuDNN call's by its target; a plain
+    ``convolution`` (an eager program's, or one before XLA's rewrites) by how JAX's
+    autodiff writes each pass: the filter's gradient as a convolution whose batch is the
+    input's features (its input's labels start with ``f``, where the activations' batch
+    leads), the input's gradient as the transpose of the forward pass (``transpose(`` in
+    the scope it is under), else the forward pass. None for any other op."""
+    if instruction.opcode == "custom-call":
+        return CUDNN_CONVOLUTIONS.get(custom_call_target(instruction))
+    if instruction.opcode != "convolution":
+        return None
+    labels = instruction.attributes.get("dim_labels", "")
+    if labels.startswith("f"):
+        return ConvolutionPass.BACKWARD_FILTER
+    scope = instruction.op_name.rsplit("/", 2)
+    if len(scope) > 1 and "transpose(" in scope[-2]:
+        return ConvolutionPass.BACKWARD_INPUT
+    return ConvolutionPass.FORWARD
+
+
 # Each pass's operand indices (None: the result) of the forward input, kernel and output.
 _CONVOLUTION_OPERANDS = {ConvolutionPass.FORWARD: (0, 1, None),
                          ConvolutionPass.BACKWARD_INPUT: (None, 1, 0),
