@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from roofline.hardware import load_hardware
-from roofline.model.kernel_model import KernelClass, kernel_seconds, step_estimate
+from roofline.model.kernel_model import KernelClass, kernel_class, kernel_seconds, step_estimate
 from roofline.model.kernel_model_source import (
     CARRY_ERRORS,
     carried_across,
@@ -249,8 +249,11 @@ def test_measured_ops_are_carried_by_the_two_kernel_models_ratio(tmp_path):
     assert source.seconds == pytest.approx(1920e-6)      # as measured
     ops = read_ops_table(str(table)).laid_out_for("gpu")
     v100, a100 = (kernel_model_for(load_hardware(g)) for g in ("v100-sxm2", "a100-80gb"))
-    expected = sum(measured * kernel_seconds(op, a100) / kernel_seconds(op, v100)
-                   for op, measured in zip(ops.ops, (1400e-6, 520e-6)))
+    # Each row one kernel as measured: the product a cuBLAS GEMM, the sum a streaming one.
+    kinds = [kernel_class(op, eager=True) for op in ops.ops]
+    assert kinds == [KernelClass.LIBRARY_GEMM, KernelClass.ELEMENTWISE]
+    expected = sum(measured * kernel_seconds(op, a100, kind) / kernel_seconds(op, v100, kind)
+                   for op, kind, measured in zip(ops.ops, kinds, (1400e-6, 520e-6)))
     assert target.seconds == pytest.approx(expected)
     assert source.how == target.how == CARRIED_BY_KERNELS
     assert prediction.to_document()["as_run"]["speedup"] == pytest.approx(1920e-6 / expected)

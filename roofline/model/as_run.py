@@ -89,7 +89,7 @@ def as_run(costs: ModuleCosts, hardware: Hardware, platform: str,
             f"times the whole {hardware.id} ({whole_device(hardware).scope}); ask "
             f"--hardware {hardware.id} for it"))
     try:
-        estimate = step_estimate(costs, model)
+        estimate = step_estimate(costs, model, execution.eager)
     except KernelModelError as exc:
         return AsRun(None, said, left_out=f"no as-run figure: {exc}", execution=execution)
     band = None if carried_across(model) else band_of(
@@ -127,9 +127,12 @@ def carried_by_kernels(ops: Sequence[OpCost], measured_s: Mapping[str, float],
         seconds = measured_s.get(op.name)
         if seconds is None:
             continue
-        ratio = kernel_seconds(moved, models[1]) / kernel_seconds(op, models[0])
-        before.append(OpKernelTime(op, kernel_class(op), seconds, 1.0))
-        after.append(OpKernelTime(moved, kernel_class(moved), seconds * ratio, 1.0))
+        # Each row is one kernel as measured, as an eager framework launches it.
+        kinds = kernel_class(op, eager=True), kernel_class(moved, eager=True)
+        ratio = (kernel_seconds(moved, models[1], kinds[1])
+                 / kernel_seconds(op, models[0], kinds[0]))
+        before.append(OpKernelTime(op, kinds[0], seconds, 1.0))
+        after.append(OpKernelTime(moved, kinds[1], seconds * ratio, 1.0))
     sides = []
     for timed, model in zip((before, after), models):
         estimate = StepEstimate(tuple(timed), sum(each.seconds for each in timed), 0.0, model)

@@ -331,14 +331,14 @@ def idle_outside_measured(estimate: StepEstimate) -> str:
             "its host as much as by its GPU")
 
 
-def kernel_class(op: OpCost) -> KernelClass:
-    """The class of kernel ``op`` (an op that runs a kernel, of an XLA:GPU program or of
-    one run eagerly) runs as. An eager program's ops (of no compiler's platform) are one
-    kernel each, as a framework launches them: a matrix product a library's GEMM, a
-    convolution the library's kernel of its pass, any other op a kernel that streams its
+def kernel_class(op: OpCost, eager: bool = False) -> KernelClass:
+    """The class of kernel ``op`` (an op that runs a kernel, of an XLA:GPU program or, where
+    ``eager``, of one run eagerly or measured op by op) runs as. An eager program's ops
+    are one kernel each, as a framework launches them: a matrix product a library's GEMM,
+    a convolution the library's kernel of its pass, any other op a kernel that streams its
     bytes (a framework's reductions and library kernels, as cuDNN's batch norm, split
     their sums over the whole GPU, unlike XLA's column reductions of few outputs)."""
-    if not op.platform:
+    if eager:
         if op.category is OpCategory.MATMUL:
             return KernelClass.LIBRARY_GEMM
         if op.convolution_pass:
@@ -438,11 +438,13 @@ def matrix_works(ops: Sequence[OpCost], model: KernelModel, params: MatrixClassP
                          for name in (f.name for f in fields(MatrixWork))})
 
 
-def step_estimate(costs: ModuleCosts, model: KernelModel) -> StepEstimate:
-    """The expected time of one execution of ``costs``'s module on the model's GPU."""
+def step_estimate(costs: ModuleCosts, model: KernelModel, eager: bool = False
+                  ) -> StepEstimate:
+    """The expected time of one execution of ``costs``'s module on the model's GPU (run
+    eagerly where ``eager``: :func:`kernel_class`)."""
     timed = []
     for op, trips in launching_ops(costs.ops):
-        kind = kernel_class(op)
+        kind = kernel_class(op, eager)
         terms = kernel_terms(op, model, kind)
         timed.append(OpKernelTime(op, kind, trips * terms.seconds,
                                   trips * model.kernels_per_op(kind),
