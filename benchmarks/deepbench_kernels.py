@@ -2,8 +2,9 @@
 saw: for each GPU and class, the median |error| of the model carried to it from the
 other GPUs (leave one GPU out), from the GPUs of other architectures (leave one
 architecture out), of its own model (in sample) and of the plain roofline, on the same
-rows (roofline.model.table_validation). Prints the two markdown tables of
-docs/deepbench-kernels.md.
+rows (roofline.model.table_validation); and each GPU's measured kernels carried to every
+other GPU by the two kernel models' ratio (the target's held out) against the plain
+rooflines' ratio. Prints the three markdown tables of docs/deepbench-kernels.md.
 
 Run: .venv/bin/python benchmarks/deepbench_kernels.py [--tables measurements/deepbench]
 [--record]: --record also writes roofline/model/kernel_carry_errors.json, the per-class
@@ -23,11 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from roofline.model.kernel_model_source import CARRY_ERRORS  # noqa: E402
+from roofline.model.kernel_tables import read_tables  # noqa: E402
 from roofline.model.table_validation import (  # noqa: E402
     carry_record,
     evaluate_folder,
     evaluation_markdown,
     summary_markdown,
+    transfer_markdown,
+    transfer_scores,
 )
 
 
@@ -46,6 +50,8 @@ def main() -> int:
     print(summary_markdown(evaluation))
     print()
     print(evaluation_markdown(evaluation))
+    print()
+    print(transfer_markdown(transfer_scores(read_tables(args.tables))))
     return 0
 
 

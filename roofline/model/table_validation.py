@@ -8,6 +8,7 @@ classes (never fitted)."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 
 from roofline.hardware.records import Hardware
 from roofline.model.kernel_model import KernelModel
-from roofline.model.kernel_tables import KernelTables, read_tables
+from roofline.model.kernel_tables import KernelTables, TableKernel, read_tables
 from roofline.model.table_fit import (
     architecture,
     carried_from_tables,
@@ -159,3 +160,67 @@ def carry_record(evaluation: Evaluation) -> dict[str, Any]:
             "leave_one_architecture_out": medians(evaluation.leave_one_architecture),
             "gpus": len(evaluation.architectures),
             "command": f"{COMMAND} --record"}
+
+
+@dataclass(frozen=True)
+class TransferScore:
+    """One GPU's measured kernels carried to another's, on the rows both time (the same
+    class, precision and shape): the median |error| against the target's measured times
+    of each kernel's source time x the two kernel models' ratio (the target's model
+    carried to it without its rows: leave one GPU out) and x the two plain rooflines'."""
+
+    source: str
+    target: str
+    rows: int
+    kernel_models: float
+    roofline: float
+
+
+def _row_key(kernel: TableKernel) -> tuple[Any, ...]:
+    op = kernel.kernel.op
+    return (kernel.kind, kernel.precision, op.gemm, op.dtype, op.flops, op.bytes)
+
+
+def transfer_scores(tables: KernelTables, hardware_dirs: Sequence[str | Path] = ()
+                    ) -> list[TransferScore]:
+    """Every ordered pair of the tables' GPUs that time rows in common: how well each
+    kernel's time on one carries to the other (:class:`TransferScore`)."""
+    learned = learn_all(tables, None, hardware_dirs)
+    source, source_hardware = memory_source(hardware_dirs)
+    held_out = {gpu: carried_from_tables(hw, lib, {g: v for g, v in learned.items()
+                                                   if g != gpu}, source, source_hardware)
+                for gpu, (_, hw, lib) in learned.items()}
+    rows = {gpu: {_row_key(k): k for k in tables.of(gpu)[0]} for gpu in learned}
+    found = []
+    for (one, (own, one_hw, _)), (other, (_, other_hw, _)) in itertools.permutations(
+            learned.items(), 2):
+        shared = sorted(set(rows[one]) & set(rows[other]), key=repr)
+        if not shared:
+            continue
+        kernels, plain = [], []
+        for key in shared:
+            mine, theirs = rows[one][key], rows[other][key]
+            measured = mine.kernel.seconds
+            kernels.append(measured * table_seconds(theirs, held_out[other])
+                           / table_seconds(mine, own) / theirs.kernel.seconds - 1)
+            plain.append(measured * roofline_seconds(theirs.kernel.op, other_hw)
+                         / roofline_seconds(mine.kernel.op, one_hw) / theirs.kernel.seconds - 1)
+        found.append(TransferScore(one, other, len(shared),
+                                   float(np.median(np.abs(kernels))),
+                                   float(np.median(np.abs(plain)))))
+    return found
+
+
+def transfer_markdown(scores: Sequence[TransferScore], sources: Sequence[str] = ("v100-sxm2",)
+                      ) -> str:
+    """The median over every pair of each carry's median |error|, and the pairs from
+    ``sources`` one by one, as markdown."""
+    lines = ["| from | to | rows | by the kernel models | by the plain rooflines |",
+             "|---|---|---:|---:|---:|",
+             f"| every GPU | every other ({len(scores)} pairs) | "
+             f"{sum(s.rows for s in scores):,} | "
+             f"{_percent(float(np.median([s.kernel_models for s in scores])))} | "
+             f"{_percent(float(np.median([s.roofline for s in scores])))} |"]
+    lines += [f"| {s.source} | {s.target} | {s.rows} | {_percent(s.kernel_models)} | "
+              f"{_percent(s.roofline)} |" for s in scores if s.source in sources]
+    return "\n".join(lines)
