@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from roofline.cli.common import (
@@ -75,13 +76,19 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
+    from roofline.input_files import PROFILE_INPUT
     from roofline.program.trace.formats import (
         directory_report,
         is_nsight_compute_report,
         is_nsys_input,
+        profile_kind,
     )
     from roofline.render.runs import explanation_text
 
+    given = Path(args.run_dir)
+    if given.is_file() and profile_kind(given) is PROFILE_INPUT:
+        raise RooflineError(f"{given}: explain tells a profile by its name, and this is none "
+                            f"it reads; {PROFILE_INPUT.fix}")
     report = directory_report(args.run_dir)
     if report is not None:
         print(f"roofline: reading {report}, the profile in {args.run_dir}", file=sys.stderr)
@@ -172,6 +179,13 @@ def _explain_kernel_devices(args: argparse.Namespace, why: Exception) -> int:
     return 0
 
 
+# The workload families a SPEC names, for --help (the registry imports JAX, which the
+# CLI's start-up does not; a test checks the two agree).
+SPEC_FAMILIES = ("fc", "cnn", "rnn", "resnet50", "vgg16", "inception_v3", "transformer",
+                 "gpt2", "decoder", "train", "lstm_lm", "deepspeech2", "matmul", "conv2d",
+                 "norm_gelu")
+
+
 def add_parsers(commands: Any, parents: Parents) -> None:
     p = commands.add_parser(
         "analyze", parents=[parents.common, parents.formatted, parents.compiling],
@@ -179,12 +193,12 @@ def add_parsers(commands: Any, parents: Parents) -> None:
         description="Compile SPEC for TARGET and report per-op costs; with --hardware, "
                     "place every op on that device's roofline.")
     p.add_argument("spec", metavar="SPEC",
-                   help="matmul:m=..,n=..,k=..,dtype=.. | conv2d:batch=..,height=..,"
-                        "width=..,in=..,out=..,kernel=..,stride=..,padding=VALID|SAME,dtype=.."
-                        " | package.module:function returning (fn, args[, batch_argnums])"
-                        " | an XLA HLO dump: a directory written with XLA_FLAGS="
-                        "--xla_dump_to=DIR (its largest module) or one optimized module's "
-                        ".txt or .pb file")
+                   help="a workload FAMILY:key=value,...: " + ", ".join(SPEC_FAMILIES)
+                        + " (e.g. resnet50:batch=128,dtype=bf16, decoder:config=llama2-7b; "
+                        "'roofline workloads list' gives each one's parameters) | "
+                        "package.module:function returning (fn, args[, batch_argnums]) | an "
+                        "XLA HLO dump: a directory written with XLA_FLAGS=--xla_dump_to=DIR "
+                        "(its largest module) or one optimized module's .txt or .pb file")
     p.add_argument("--target",
                    help="host, tpu-v2, tpu-v3, tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e or tpu-v7; gpu "
                         "(XLA:GPU for this machine's GPU, or without one for the --hardware "

@@ -16,7 +16,7 @@ _NAME_WIDTH = 48
 
 def nsight_compute_text(result: HierarchicalRoofline, top: int) -> str:
     """The report's kernels, most time first (``top``: how many; 0 for all): time,
-    achieved GFLOP/s, intensity per level, what bounds each and its efficiency."""
+    achieved FLOP rate, intensity per level, what bounds each and its efficiency."""
     from roofline.model.hierarchical import TENSOR_CONVENTION
     from roofline.model.placement import FLOP_CONVENTION
 
@@ -42,7 +42,7 @@ def nsight_compute_text(result: HierarchicalRoofline, top: int) -> str:
     title = (f"top {len(shown)} of {len(result.kernels)} kernels by time; intensity in "
              "FLOP/B of each level's bytes; bound: the slowest of compute and the levels")
     table = format_table([_table_row(placed.to_row(), levels) for placed in shown],
-                         title=title)
+                         title=title, right=("time", "achieved"))
     tail = []
     differ = [fact for fact in result.facts if fact.differs]
     if differ:
@@ -82,8 +82,8 @@ def _table_row(record: dict[str, Any], levels: list[str]) -> dict[str, Any]:
         "kernel": clipped(record["short_name"], _NAME_WIDTH),
         "category": record["category"],
         "time": format_quantity(record["measured_s"], Kind.TIME),
-        "GFLOP/s": "?" if achieved is None else f"{achieved / 1e9:,.1f}" if achieved
-        else "-",
+        "achieved": "?" if achieved is None else format_quantity(achieved, Kind.FLOP_RATE)
+        if achieved else "-",
         "precision": record["precision"] or "-"}
     for level in levels:
         point = record["levels"].get(level)

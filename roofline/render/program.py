@@ -263,13 +263,14 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
     shown = ops if top <= 0 else ops[:top]
     rows = [{**{c: o[c] for c in OP_COLUMNS if c in o}, "name": _name_text(o),
              "bytes": o["bytes_read"] + o["bytes_written"],
-             **({c: o[c] for c in PLACED_COLUMNS} if "predicted" in doc else {})}
+             **({"seconds": q(o["seconds"], Kind.TIME) if o["seconds"] is not None else None,
+                 "bound": o["bound"]} if "predicted" in doc else {})}
             for o in shown]
     columns = list(OP_COLUMNS) + (list(PLACED_COLUMNS) if "predicted" in doc else [])
     title = (f"top {len(shown)} of {len(ops)} ops by {key}" if len(shown) < len(ops)
              else f"{len(ops)} ops")
-    return with_coverage("\n".join(lines) + "\n\n" + format_table(rows, columns, title=title),
-                         doc["coverage"])
+    return with_coverage("\n".join(lines) + "\n\n" + format_table(
+        rows, columns, title=title, right=["seconds"]), doc["coverage"])
 
 
 def _name_text(row: dict[str, Any]) -> str:

@@ -329,8 +329,18 @@ def _bound_line(result: Prediction) -> str:
     return (f"roofline lower bound (datasheet peaks, no floor or tiling): "
             f"{q(bound.old_s, Kind.TIME)} -> "
             f"{q(bound.new_s, Kind.TIME)}: speedup {speedup_text(bound.speedup)}"
-            + (f"; this prediction is {over[0]:.3g}x the bound on the source, "
-               f"{over[1]:.3g}x on the target" if over is not None else "") + "\n")
+            + _over_bound_text(over) + "\n")
+
+
+def _over_bound_text(over: tuple[float, float] | None) -> str:
+    """How far above the bound the prediction is on each side, or that it is the bound
+    itself (placed at the datasheet peaks with no floor above it)."""
+    if over is None:
+        return ""
+    if all(abs(each - 1) < 5e-3 for each in over):
+        return "; this prediction is the bound itself on both sides"
+    return (f"; this prediction is {over[0]:.2f}x the bound on the source, "
+            f"{over[1]:.2f}x on the target")
 
 
 def sensitivity_rows(result: Sensitivity) -> list[dict[str, Any]]:

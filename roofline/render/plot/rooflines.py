@@ -304,7 +304,7 @@ def _settle(fig: Figure, ax: Axes, labels: _Labels, points: Sequence[OpPoint],
 def _op_labels(ax: Axes, points: Sequence[OpPoint], label_top: int) -> list[Annotation]:
     """Labels for the ``label_top`` ops with the most time, most time first. An op shown
     both measured and predicted is named once, at its measured point; ops whose points
-    sit on top of each other share one label ("fusion.3 +2")."""
+    sit on top of each other share one label ("fusion.3 and 2 more here")."""
     named: dict[tuple[str, float, float], OpPoint] = {}
     for p in points:
         # One op, measured or predicted; on a hierarchical roofline one kernel at every
@@ -322,8 +322,8 @@ def _op_labels(ax: Axes, points: Sequence[OpPoint], label_top: int) -> list[Anno
                 break
         else:
             groups.append((here, [p]))
-    return [ax.annotate(members[0].name + (f" +{len(members) - 1}" if len(members) > 1
-                                           else ""),
+    return [ax.annotate(members[0].name + (f" and {len(members) - 1} more here"
+                                           if len(members) > 1 else ""),
                         (members[0].intensity, members[0].flop_per_s / 1e12),
                         textcoords="offset points", xytext=(5, 2), fontsize=6, zorder=5)
             for _, members in groups]

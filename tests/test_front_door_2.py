@@ -1,0 +1,65 @@
+"""The front door, second pass: what a new user reads is worded and scaled as people read
+it (times with units, rates at their prefix, one name for a bound), every spec family is
+listed where a SPEC is asked for, and explain's refusal names every input it takes."""
+
+import re
+
+import pytest
+
+from roofline.cli import main
+from roofline.cli.programs import SPEC_FAMILIES
+
+FC = "fc:layers=1,nodes=64,input=32,output=8,batch=16,dtype=bf16"
+
+
+def test_analyze_help_lists_every_spec_family_the_registry_holds(capsys):
+    from roofline.program.workloads import FAMILIES
+
+    assert sorted(SPEC_FAMILIES) == sorted(FAMILIES)
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for family in FAMILIES:
+        assert f"{family}," in shown or f"{family} (" in shown, family
+    assert "resnet50:batch=128,dtype=bf16" in shown
+
+
+def test_explain_refuses_a_file_it_does_not_read_naming_every_input(capsys, tmp_path):
+    notes = tmp_path / "README.md"
+    notes.write_text("# not a profile\n")
+    assert main(["explain", str(notes)]) == 2
+    error = capsys.readouterr().err
+    assert len(error.splitlines()) == 1 and "Traceback" not in error
+    for taken in ("run directory", ".xplane.pb", "PyTorch profiler", "Nsight Compute CSV",
+                  "Nsight Systems"):
+        assert taken in error, taken
+
+
+def test_an_op_tables_times_carry_their_units(capsys):
+    assert main(["analyze", FC, "--hardware", "tpu-v2", "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("name "))
+    rows = out.splitlines()[out.splitlines().index(header) + 2:][:5]
+    assert len(rows) == 5
+    for row in rows:
+        # seconds, then the bound class: "1.75 us  overhead"
+        assert re.search(r" \d[\d.]* (ns|us|ms|s) +\S", row), row
+
+
+def test_a_prediction_at_the_bound_says_so_not_1x(capsys):
+    from roofline.render.questions import _over_bound_text
+
+    assert _over_bound_text((1.0, 1.0001)) == "; this prediction is the bound itself on both sides"
+    assert _over_bound_text((1.36, 1.34)) == ("; this prediction is 1.36x the bound on the "
+                                              "source, 1.34x on the target")
+    assert _over_bound_text(None) == ""
+
+
+def test_an_nsight_compute_table_gives_rates_at_their_prefix():
+    from roofline.render.nsight_compute import _table_row
+
+    row = _table_row({"id": 1, "short_name": "gemm", "category": "matmul",
+                      "measured_s": 1e-3, "achieved_flop_per_s": 687278.7e9,
+                      "precision": "fp16", "levels": {}, "bound": "compute",
+                      "efficiency": 0.7}, [])
+    assert row["achieved"] == "687.3 TFLOP/s" and "GFLOP/s" not in row
