@@ -63,3 +63,29 @@ def test_an_nsight_compute_table_gives_rates_at_their_prefix():
                       "precision": "fp16", "levels": {}, "bound": "compute",
                       "efficiency": 0.7}, [])
     assert row["achieved"] == "687.3 TFLOP/s" and "GFLOP/s" not in row
+
+
+def test_explains_breakdowns_add_up_to_the_total_they_name_and_say_which(capsys):
+    from pathlib import Path
+
+    from roofline.units import Kind, parse_quantity
+
+    trace = Path(__file__).resolve().parents[1] / "traces" / "tpu_v6e_inference.xplane.pb"
+    assert main(["explain", str(trace)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for title in ("by measured class:", "by category:"):
+        head = next(i for i, line in enumerate(lines) if line.endswith(title))
+        # "op time per step (750.3 ms: the mean over the 105 steps, where the median
+        # step's above is 784.1 ms) by measured class:"
+        total = parse_quantity(re.search(r"\(([\d.]+ \w?s)", lines[head])[1], Kind.TIME)
+        assert "the mean over the 105 steps, where the median step's above is 784.1 ms" in \
+            lines[head]
+        parts = []
+        for line in lines[head + 1:]:
+            if not line.startswith("  "):
+                break
+            parts.append(parse_quantity(re.search(r"([\d.]+ \w?s) +[\d.]+%$", line)[1],
+                                        Kind.TIME))
+        assert sum(parts) == pytest.approx(total, rel=2e-3), title
+    spans = next(line for line in lines if line.startswith("async spans per step"))
+    assert "their sum may pass the step's wall time" in spans

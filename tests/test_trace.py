@@ -151,8 +151,9 @@ def test_tpu_costed_ops_are_set_against_their_bound_per_step(capsys):
     assert achieved["efficiency_per_step"] == pytest.approx(0.727, abs=1e-3)
     assert achieved["lower_bound_s"] == pytest.approx(29.5e-3, rel=2e-3)
     assert main(["explain", str(TRACES / "tpu_v6e_inference.xplane.pb")]) == 0
-    assert ("the 5 costed ops of 23 take 26.06 ms of the op time per step: achieved "
-            in capsys.readouterr().out)
+    assert ("the 5 costed ops of 23 take 26.06 ms of the op time per step (each op's time "
+            "per execution of its module, as the table below lists it, times its module's "
+            "executions a step): achieved " in capsys.readouterr().out)
 
 
 def _training_step() -> Workload:

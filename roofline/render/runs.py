@@ -263,7 +263,9 @@ def explanation_text(result: Explanation, top: int) -> str:
               *kernel_join_lines(result)]
     a = result.achieved()
     lines.append(f"the {a.ops} costed ops of {len(result.ops)} take "
-                 f"{q(a.seconds_per_step, Kind.TIME)} of the op time per step: achieved "
+                 f"{q(a.seconds_per_step, Kind.TIME)} of the op time per step (each op's "
+                 "time per execution of its module, as the table below lists it, times its "
+                 "module's executions a step): achieved "
                  f"{q(a.run_flop_per_s, Kind.FLOP_RATE)} and "
                  f"{q(a.run_bytes_per_s, Kind.BANDWIDTH)}; roofline lower bound "
                  f"{q(a.lower_bound_s_per_step, Kind.TIME)} of their "
@@ -272,14 +274,16 @@ def explanation_text(result: Explanation, top: int) -> str:
     total = run.op_seconds_per_step or 1.0
     for groups, title in ((result.seconds_by_class(), "measured class"),
                           (result.seconds_by_category(), "category")):
-        lines.append(f"op time per step ({q(run.op_seconds_per_step, Kind.TIME)}) by "
-                     f"{title}:")
+        lines.append(f"op time per step ({q(run.op_seconds_per_step, Kind.TIME)}"
+                     f"{_mean_step_text(run)}) by {title}:")
         for key, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {class_text(key):30s} {q(seconds, Kind.TIME):>10s} "
                          f"{seconds / total:7.1%}")
     async_groups = result.async_seconds_by_category()
     if async_groups:
-        lines.append("async spans per step (overlap the ops above; not in their sums): "
+        lines.append("async spans per step, summed (they run beside the ops above and one "
+                     "another, so their sum may pass the step's wall time; not in the op "
+                     "sums): "
                      + ", ".join(f"{name} {q(seconds, Kind.TIME)}" for name, seconds in
                                  sorted(async_groups.items(), key=lambda kv: -kv[1])))
     for f in facts:
@@ -346,6 +350,17 @@ def step_time_lines(run: MeasuredRun) -> list[str]:
 
 
 NOISE_S = 0.005   # op time over busy time below this share: no overlap worth naming
+
+
+def _mean_step_text(run: MeasuredRun) -> str:
+    """How the op time per step the breakdowns divide (the mean over every step) relates
+    to the median step's above, where the two differ."""
+    step = run.step_time()
+    if step is None or run.steps < 2 or abs(step.op_s - run.op_seconds_per_step) <= (
+            NOISE_S * step.op_s):
+        return ""
+    return (f": the mean over the {run.steps} steps, where the median step's above is "
+            f"{format_quantity(step.op_s, Kind.TIME)}")
 
 
 def kernel_join_lines(result: Explanation) -> list[str]:
