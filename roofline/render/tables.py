@@ -101,17 +101,24 @@ def coverage_headline(document: dict[str, Any]) -> list[str]:
     return [_gap_line(gap) for gap in document["gaps"] if gap["headline"]]
 
 
-def coverage_footer(document: dict[str, Any]) -> str:
-    """The closing lines: everything left out or approximated, or that nothing was."""
-    if not document["gaps"]:
+def coverage_footer(document: dict[str, Any], headlined: bool = False) -> str:
+    """The closing lines: everything left out or approximated, or that nothing was; with
+    ``headlined``, those the headline named already are counted, not said again."""
+    gaps = document["gaps"]
+    if not gaps:
         return "coverage: every op was costed, timed where measured, and placed on its own roof"
-    return "\n".join(["what this result leaves out or approximates:",
-                      *(f"  {_gap_line(gap)}" for gap in document["gaps"])])
+    rest = [gap for gap in gaps if not (headlined and gap["headline"])]
+    named = len(gaps) - len(rest)
+    head = ("what this result leaves out or approximates"
+            + (f": the {'one' if named == 1 else named} named at the top" if named else "")
+            + (", and:" if named and rest else ":" if rest else ""))
+    return "\n".join([head, *(f"  {_gap_line(gap)}" for gap in rest)])
 
 
 def with_coverage(text: str, document: dict[str, Any]) -> str:
-    """``text`` with the coverage headline before it and the footer after it."""
+    """``text`` with the coverage headline before it and the footer after it, each gap
+    said once."""
     head = coverage_headline(document)
     body = text if text.endswith("\n") else text + "\n"
     return ("\n".join(head) + "\n\n" if head else "") + body + "\n" + coverage_footer(
-        document) + "\n"
+        document, headlined=True) + "\n"
