@@ -353,7 +353,7 @@ def test_llm_as_run_times_each_step_by_its_kernels_and_says_so(served_both_ways)
     assert ("as XLA:GPU runs it, each kernel at its class's rate in the kernel model "
             "measured on h200") in \
         serving_text([as_run], ["h200"])
-    assert "the roofline bound hand-tuned kernels approach" in \
+    assert "the roofline bound, which hand-tuned kernels approach" in \
         serving_text([roofline], ["h200"])
     assert serving_document([as_run], ["h200"])["devices"][0]["timing"] == "as-run"
 
@@ -404,7 +404,8 @@ def test_each_figure_carries_the_error_the_measured_steps_give_it(small_fc_on_h2
                        (a.kernels_expected_error, as_run_kind)):
         assert band is not None and band.kind == kind and len(band.cases) == NEAREST
         assert band.typical <= band.largest
-    assert "against XLA:GPU's own steps" in a.expected_error.text()
+    assert "of this bound against XLA:GPU's own measured steps, which take longer" in \
+        a.expected_error.text()
     assert served_both_ways["as-run"].decode.expected_error.kind == as_run_kind
     assert served_both_ways["roofline"].decode.expected_error.kind == roofline_kind
     assert a.kernels_expected_error.to_document()["kind"] == "as-run: h200 steps"

@@ -131,7 +131,8 @@ class ErrorBand:
             cases = f"{len(self.cases)} measured {self.kind.device} steps' {figure} times"
             # The roofline is the bound hand-tuned kernels approach: its error is against
             # what XLA:GPU's own kernels took.
-            against = "" if as_run else " against XLA:GPU's own steps"
+            against = "" if as_run else (" of this bound against XLA:GPU's own measured "
+                                         "steps, which take longer")
         return (f"expected error{against}: about {self.typical:.0%} (median |error| of the "
                 f"{cases} nearest its op mix, "
                 f"{self.memory_share:.0%} of the time memory-bound; largest "

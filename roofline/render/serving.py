@@ -30,9 +30,9 @@ def timing_text(step: PhaseStep) -> str:
     """How a serving answer's steps were timed, for people."""
     band = "" if step.expected_error is None else f"; {step.expected_error.text()}"
     if step.as_run is None:
-        return ("step times: the roofline bound hand-tuned kernels approach (as "
-                f"TensorRT-LLM-class serving does); --timing {StepTiming.AS_RUN.value} "
-                f"times XLA:GPU's kernels on a GPU measured kernel by kernel{band}")
+        return ("step times: the roofline bound, which hand-tuned kernels approach "
+                f"(TensorRT-LLM-class serving){band}; for the time XLA:GPU's own kernels "
+                f"take, give --timing {StepTiming.AS_RUN.value}")
     return (f"step times: as XLA:GPU runs it, each kernel at its class's rate in the kernel "
             f"model {origin(step.as_run.model)}, and the idle between kernels (--timing "
             f"{StepTiming.ROOFLINE.value}: the bound hand-tuned kernels approach){band}")
