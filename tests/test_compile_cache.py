@@ -51,21 +51,26 @@ def test_no_cache_compiles_and_keeps_nothing(tmp_path, monkeypatch, capsys, comp
     assert len(compiles) == 2 and not (tmp_path / "user").exists()
 
 
-def test_the_python_api_keeps_programs_where_the_environment_says(tmp_path, monkeypatch,
-                                                                  compiles):
-    # As $JAX_COMPILATION_CACHE_DIR turns on JAX's cache: the library caches only where
-    # $ROOFLINE_CACHE_DIR is set (or cache_dir is given), and reads it back.
+def test_the_python_api_keeps_programs_in_the_users_cache_as_the_commands_do(
+        tmp_path, monkeypatch, compiles):
+    # By default the library keeps compiled programs where the commands do: the user's
+    # cache (under $XDG_CACHE_HOME, or where $ROOFLINE_CACHE_DIR says), and reads them back.
     import roofline
     from roofline.model.questions import CompileOptions
 
     monkeypatch.delenv("ROOFLINE_CACHE_DIR")
-    assert CompileOptions().cache is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert CompileOptions().cache == tmp_path / "xdg" / "roofline" / "programs"
+    roofline.analyze(SPEC, "xeon-8163")
+    roofline.analyze(SPEC, "xeon-8163")
+    assert _entries(tmp_path / "xdg" / "roofline" / "programs") and len(compiles) == 1
+    compiles.clear()
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path / "env"))
     first = roofline.analyze(SPEC, "xeon-8163")
     assert _entries(tmp_path / "env") and len(compiles) == 1
     again = roofline.analyze(SPEC, "xeon-8163")
     assert again.placement.seconds == first.placement.seconds and len(compiles) == 1
-    # The command line resolves its own cache: past --no-cache it reads no environment.
+    # Turned off (as the command line's --no-cache does): none, whatever the environment.
     assert CompileOptions(cache_from_environment=False).cache is None
     assert CompileOptions(cache_dir=tmp_path / "given").cache == tmp_path / "given"
 

@@ -99,3 +99,21 @@ def test_each_caveat_is_said_once(capsys):
     assert out.count("approximated (transcendentals not timed)") == 1
     assert out.splitlines()[0].startswith("approximated (transcendentals not timed)")
     assert "what this result leaves out or approximates: the one named at the top" in out
+
+
+def test_the_python_api_starts_jax_without_native_noise(tmp_path):
+    # JAX's CUDA plugin (installed for deviceless GPU compiles) logs "Could not find cuda
+    # drivers" three times as JAX is imported on a machine without a GPU, and once more as
+    # its backends start: a script using the API sees none of it, as the commands do not.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    script = ("import roofline; roofline.analyze("
+              f"{FC!r}, 'tpu-v2', compile=roofline.CompileOptions(cache_dir={str(tmp_path)!r}))"
+              "; print('answered')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "answered", done.stderr
+    assert "cuda drivers" not in done.stderr and "absl" not in done.stderr, done.stderr

@@ -88,12 +88,11 @@ def _run(argv: Sequence[str] | None) -> int:
     # probe for no accelerator (libtpu prints warnings on machines without a TPU). On a
     # machine with an NVIDIA GPU, JAX may use it (to measure it, profile on it, compile for
     # it with --target gpu), or fall back to the CPU where its CUDA libraries are missing.
-    from roofline.program._xla import cuda_plugin_installed, nvidia_gpu_present
+    from roofline.program._xla import cuda_plugin_installed, default_platforms
 
     plugin = cuda_plugin_installed()
     platforms_given = "JAX_PLATFORMS" in os.environ   # checked as JAX starts
-    if not (plugin and nvidia_gpu_present()):
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    default_platforms()
     args = build_parser().parse_args(argv)
     from roofline.progress import set_quiet
 

@@ -315,6 +315,17 @@ def nvidia_gpu_present() -> bool:
     return os.path.isdir(gpus) and bool(os.listdir(gpus)) or os.path.exists("/dev/nvidia0")
 
 
+def default_platforms() -> None:
+    """Where JAX is not yet imported and this machine has no NVIDIA GPU JAX's CUDA plugin
+    could use, start JAX on the CPU alone (``JAX_PLATFORMS=cpu``, unless set): the plugin,
+    installed for deviceless XLA:GPU compiles, otherwise logs that it found no driver each
+    time a backend is asked for. Deviceless compiles need no platform of their own."""
+    if "jax" in sys.modules:
+        return
+    if not (cuda_plugin_installed() and nvidia_gpu_present()):
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
 def start_quietly() -> None:
     """Start JAX's backends with native logging silenced: JAX's CUDA plugin, installed for
     deviceless XLA:GPU compiles, logs that it found no driver when JAX is imported on a

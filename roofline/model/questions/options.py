@@ -6,7 +6,6 @@ side of a prediction runs), each checked where it is built."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,11 @@ class CompileOptions:
     ``tpu-v3``, ``gpu`` or ``host``; default: the hardware's own compile target when it has
     one, else this host), with the batch split over every device of a TPU board where
     ``data_parallel`` (:func:`analyze` only), reusing programs compiled before in
-    ``cache_dir``. Without ``cache_dir``, the cache ``$ROOFLINE_CACHE_DIR`` names where it
-    is set (as ``$JAX_COMPILATION_CACHE_DIR`` turns JAX's on), else none;
-    ``cache_from_environment=False`` reads no environment (the command line resolves its
-    own ``--cache`` and ``--no-cache``)."""
+    ``cache_dir``. Without ``cache_dir``, the user's cache, as the command line's
+    (:func:`roofline.program.compile.default_cache_dir`: ``$ROOFLINE_CACHE_DIR``, else
+    ``~/.cache/roofline/programs``); ``cache_from_environment=False`` keeps none and reads
+    no environment (compiles afresh; the command line resolves its own ``--cache`` and
+    ``--no-cache`` so)."""
 
     compile_target: str | None = None
     data_parallel: bool = False
@@ -61,9 +61,9 @@ class CompileOptions:
         """The compile cache to use, or None for none."""
         if self.cache_dir is not None or not self.cache_from_environment:
             return self.cache_dir
-        from roofline.program.compile import CACHE_ENV_VAR
+        from roofline.program.compile import default_cache_dir
 
-        return os.environ.get(CACHE_ENV_VAR) or None
+        return default_cache_dir()
 
 
 @dataclass(frozen=True)
