@@ -117,3 +117,21 @@ def test_the_python_api_starts_jax_without_native_noise(tmp_path):
                           env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "answered", done.stderr
     assert "cuda drivers" not in done.stderr and "absl" not in done.stderr, done.stderr
+
+
+def test_serves_rates_say_how_they_relate(capsys):
+    # The offline run's rate over the whole run is below its rate while every slot was
+    # busy, and the highest rate within a latency target is sought under the latter: both
+    # offline rates are printed, and the line between the tables says so.
+    assert main(["serve", "decoder:config=gpt2,layers=1,d_model=64,heads=2,d_ff=128,vocab=512",
+                 "--hardware", "h200", "--input-len", "1-128", "--output-len", "1-64",
+                 "--ttft", "0.05", "--tpot", "0.01", "--requests", "200"]) == 0
+    out = capsys.readouterr().out
+
+    def rate(label: str) -> float:
+        line = next(line for line in out.splitlines() if line.startswith(label))
+        return float(line.split()[-1].replace(",", ""))
+    whole, saturated = rate("requests/s served (whole run)"), rate("requests/s while saturated")
+    highest = rate("requests/s  ")
+    assert whole <= saturated and highest <= saturated * 1.001
+    assert "sought under the rate while saturated" in out

@@ -176,10 +176,22 @@ def served_text(answers: Sequence[Served], labels: Sequence[str]) -> str:
             [{"": name, **{label: show(a) for label, a in zip(labels, answers)}}
              for name, show in rows], ["", *labels]))
         lines.append("")
+    rows = _run_rows(lambda a: a.run)
+    if first.rate is None:
+        # Two rates of one run, said apart: over the whole run (its last requests finish
+        # with few beside them) and while every slot was busy, the most a server sustains.
+        rows = ((f"{rows[0][0]} (whole run)", rows[0][1]),
+                ("requests/s while saturated", lambda a: "-" if math.isnan(a.sustained_rate)
+                 else rate_text(a.sustained_rate)), *rows[1:])
     table("served" if first.rate is not None else "offline", (
         ("devices", lambda a: f"{a.devices}"),
         ("KV cache (tokens, device)", lambda a: f"{a.scheduler.cache_tokens:,}"),
-        *_run_rows(lambda a: a.run)))
+        *rows))
+    if first.rate is None and first.latency is not None:
+        lines.append("the highest rate below is sought under the rate while saturated, the "
+                     "most a server sustains; the whole run's rate is lower, as its last "
+                     "requests finish with few others beside them")
+        lines.append("")
     if first.latency is not None:
         t = first.latency
         table(f"highest rate with p99 TTFT <= {time_text(t.ttft_s)} and p99 TPOT <= "
