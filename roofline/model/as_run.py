@@ -119,22 +119,25 @@ def carried_by_kernels(ops: Sequence[OpCost], measured_s: Mapping[str, float],
     (``target_ops``: the ops the target runs, paired with ``ops`` by position). The
     source side is the measurement itself; no idle is added, as none was measured. None
     where either device has no kernel model."""
-    models = [gpu_kernel_model(hardware, "gpu") for hardware in (source, target)]
-    if models[0] is None or models[1] is None:
+    mine, theirs = gpu_kernel_model(source, "gpu"), gpu_kernel_model(target, "gpu")
+    if mine is None or theirs is None:
         return None
     before, after = [], []
-    for op, moved in zip(ops, target_ops):
-        seconds = measured_s.get(op.name)
-        if seconds is None:
-            continue
-        # Each row is one kernel as measured, as an eager framework launches it.
-        kinds = kernel_class(op, eager=True), kernel_class(moved, eager=True)
-        ratio = (kernel_seconds(moved, models[1], kinds[1])
-                 / kernel_seconds(op, models[0], kinds[0]))
-        before.append(OpKernelTime(op, kinds[0], seconds, 1.0))
-        after.append(OpKernelTime(moved, kinds[1], seconds * ratio, 1.0))
-    sides = []
-    for timed, model in zip((before, after), models):
-        estimate = StepEstimate(tuple(timed), sum(each.seconds for each in timed), 0.0, model)
-        sides.append(AsRun(estimate, origin(model), basis=CARRIED_BY_KERNELS))
-    return sides[0], sides[1]
+    try:
+        for op, moved in zip(ops, target_ops):
+            seconds = measured_s.get(op.name)
+            if seconds is None:
+                continue
+            # Each row is one kernel as measured, as an eager framework launches it.
+            kinds = kernel_class(op, eager=True), kernel_class(moved, eager=True)
+            ratio = (kernel_seconds(moved, theirs, kinds[1])
+                     / kernel_seconds(op, mine, kinds[0]))
+            before.append(OpKernelTime(op, kinds[0], seconds, 1.0))
+            after.append(OpKernelTime(moved, kinds[1], seconds * ratio, 1.0))
+    except KernelModelError:
+        return None     # a product in a dtype one GPU's kernels were never timed in
+
+    def side(timed: list[OpKernelTime], model: KernelModel) -> AsRun:
+        return AsRun(StepEstimate(tuple(timed), sum(each.seconds for each in timed), 0.0,
+                                  model), origin(model), basis=CARRIED_BY_KERNELS)
+    return side(before, mine), side(after, theirs)

@@ -158,8 +158,8 @@ def whatif_text(result: WhatIf, top: int = 10) -> str:
     as_run = ""
     if result.as_run_speedup is not None and result.as_run is not None:
         before, after = result.as_run
-        as_run = (f"{before.how}: {q(before.seconds, Kind.TIME)} -> "
-                  f"{q(after.seconds, Kind.TIME)}: speedup "
+        as_run = (f"{before.how}: {q(before.seconds or 0.0, Kind.TIME)} -> "
+                  f"{q(after.seconds or 0.0, Kind.TIME)}: speedup "
                   f"{speedup_text(result.as_run_speedup)}\n"
                   f"  kernel model: {before.origin}"
                   + (f"; {before.expected_error.text()}" if before.expected_error else "")
