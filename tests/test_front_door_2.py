@@ -135,3 +135,18 @@ def test_serves_rates_say_how_they_relate(capsys):
     highest = rate("requests/s  ")
     assert whole <= saturated and highest <= saturated * 1.001
     assert "sought under the rate while saturated" in out
+
+
+def test_a_whatif_without_energy_says_why(capsys):
+    import json
+
+    # Google publishes no TDP for a TPU v2: the answer says so and how to give the power.
+    assert main(["whatif", FC, "--hardware", "tpu-v2", "--scale", "memory_bandwidth=1.5",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "energy_per_sample_j" not in doc
+    assert doc["energy_basis"] == ("none: tpu-v2's spec states no TDP and no measured energy "
+                                   "costs; give the power (--power W)")
+    assert main(["whatif", FC, "--hardware", "tpu-v2", "--scale", "memory_bandwidth=1.5",
+                 "--power", "280"]) == 0
+    assert "energy per sample " in capsys.readouterr().out

@@ -170,7 +170,8 @@ def whatif_text(result: WhatIf, top: int = 10) -> str:
             f"{q(result.new_s, Kind.TIME)}: speedup {speedup_text(result.speedup)} (by Amdahl "
             f"over classes {result.amdahl_speedup():.3g}x)"
             + (f"; energy per sample {energy[0]:.3g} J -> {energy[1]:.3g} J (from "
-               f"{result.energy_basis})" if energy is not None else "")
+               f"{result.energy_basis})" if energy is not None else
+               f"; energy per sample: {result.energy_basis}" if result.energy_basis else "")
             + "\n\n" + _class_table(classes, "speedup by old bound class")
             + "\n\n" + top_ops_table(ops, top=top)
             + "\n\n" + _changed_table(changed, ("old", "new"), top) + "\n")

@@ -33,7 +33,7 @@ class WhatIf(Comparison):
     """A comparison of a device with itself, parameters scaled by ``factors``; with the
     energy per sample before and after where the program has a batch and the device's
     energy is known (the power given, its measured energy costs, or its TDP), and what it
-    was drawn from (``energy_basis``)."""
+    was drawn from (``energy_basis``; where it is not known, why: "none: ...")."""
 
     input: str = ""
     factors: Mapping[str, float] = field(default_factory=dict)
@@ -57,6 +57,7 @@ class WhatIf(Comparison):
                "factors": dict(self.factors), **super().to_document(before, after)}
         if self.energy_per_sample_j is not None:
             doc["energy_per_sample_j"] = dict(zip((before, after), self.energy_per_sample_j))
+        if self.energy_basis:
             doc["energy_basis"] = self.energy_basis
         if self.as_run is not None:
             doc["as_run"] = {f"{before}_s": self.as_run[0].seconds,
@@ -120,6 +121,11 @@ def whatif(input: str | Path, hardware: HardwareRef, scale: Mapping[str, float],
     energy, basis = None, ""
     if program.batch and (power_w or result.before.energy or result.before.tdp.value):
         energy, basis = energy_per_sample(result, program.batch, power_w)
+    elif not program.batch:
+        basis = "none: the input has no batch to divide the energy by"
+    else:
+        basis = (f"none: {result.before.id}'s spec states no TDP and no measured energy "
+                 "costs; give the power (--power W)")
     return WhatIf(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)
                      if f.name != "coverage"},
                   coverage=result.coverage + program.coverage, input=str(input),
