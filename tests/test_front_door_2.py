@@ -150,3 +150,15 @@ def test_a_whatif_without_energy_says_why(capsys):
     assert main(["whatif", FC, "--hardware", "tpu-v2", "--scale", "memory_bandwidth=1.5",
                  "--power", "280"]) == 0
     assert "energy per sample " in capsys.readouterr().out
+
+
+def test_analyze_on_a_gpu_gives_the_expected_time_and_its_error_first(capsys):
+    # The headline is the figure whose band is printed first: the step as XLA:GPU runs it;
+    # the roofline bound, with its own band, after it.
+    assert main(["analyze", FC, "--hardware", "h200"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    expected = next(i for i, line in enumerate(lines) if line.startswith("expected as XLA:GPU"))
+    bound = next(i for i, line in enumerate(lines) if line.startswith("roofline bound on h200"))
+    bands = [i for i, line in enumerate(lines) if "expected error" in line]
+    assert expected < bands[0] < bound < bands[1]
+    assert "kernel model times" in lines[bands[0]] and "of this bound" in lines[bands[1]]

@@ -160,6 +160,27 @@ def analysis_document(spec: str, program: CompiledProgram,
     return doc
 
 
+def _as_run_lines(doc: dict[str, Any]) -> list[str]:
+    """The step as it runs on the kernel model (``doc["kernels"]``): its time, its kernel
+    classes' times and the error to expect."""
+    q = format_quantity
+    k = doc["kernels"]
+    how = ("run eagerly (one kernel per op)" if doc.get("execution", "fused") != "fused"
+           else "XLA:GPU runs it")
+    lines = [f"expected as {how} on {doc['hardware']['label']} (each kernel at its class's "
+             "rate in the kernel model named above, and the idle between kernels): "
+             f"{q(k['seconds'], Kind.TIME)}: kernels {q(k['kernel_seconds'], Kind.TIME)}, "
+             f"idle {q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels"]
+    for kind, seconds in k["seconds_by_class"].items():
+        share = seconds / k["kernel_seconds"] if k["kernel_seconds"] else 0.0
+        lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+    if k.get("expected_error"):
+        lines.append(f"  {k['expected_error']['text']}")
+    if k.get("idle_outside_measured"):
+        lines.append(f"  {k['idle_outside_measured']}")
+    return lines
+
+
 def _critical_path(program: CompiledProgram, placement: ProgramPlacement) -> dict[str, Any]:
     """The longest chain of dependent ops at their placed times: what the step would
     take if every independent op overlapped (XLA runs them one after another, so the
@@ -217,33 +238,19 @@ def analysis_text(doc: dict[str, Any], top: int) -> str:
             f"{name} {q(size, Kind.BYTES)}" for name, size in s["bytes_per_device"].items()))
     if "predicted" in doc:
         p = doc["predicted"]
-        # Where the GPU's kernels were measured, both figures are named: the roofline
-        # bound, and the step as XLA:GPU runs it (the expected time).
+        if "kernels" in doc:
+            # The expected time first, as the step runs, with the error to quote for it;
+            # the roofline bound hand-tuned kernels approach after it.
+            lines += _as_run_lines(doc)
         figure = "roofline bound" if "kernels" in doc else "predicted"
         lines.append(f"{figure} on {doc['hardware']['label']} (overlap "
-                     f"{doc['hardware']['overlap']}): {q(p['seconds'], Kind.TIME)}")
+                     f"{doc['hardware']['overlap']}): {q(p['seconds'], Kind.TIME)}"
+                     + (": the bound hand-tuned kernels approach" if "kernels" in doc else ""))
         for bound, seconds in sorted(p["seconds_by_bound"].items(), key=lambda kv: -kv[1]):
             share = seconds / p["seconds"] if p["seconds"] else 0.0
             lines.append(f"  {bound:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
         if p.get("expected_error"):
             lines.append(f"  {p['expected_error']['text']}")
-        if "kernels" in doc:
-            k = doc["kernels"]
-            how = ("run eagerly (one kernel per op)" if doc.get("execution", "fused") != "fused"
-                   else "XLA:GPU runs it")
-            lines.append(f"expected as {how} on {doc['hardware']['label']} (each "
-                         "kernel at its class's rate in the kernel model named above, and "
-                         f"the idle between kernels): {q(k['seconds'], Kind.TIME)}: kernels "
-                         f"{q(k['kernel_seconds'], Kind.TIME)}, idle "
-                         f"{q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels; "
-                         "the roofline above is the bound hand-tuned kernels approach")
-            for kind, seconds in k["seconds_by_class"].items():
-                share = seconds / k["kernel_seconds"] if k["kernel_seconds"] else 0.0
-                lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
-            if k.get("expected_error"):
-                lines.append(f"  {k['expected_error']['text']}")
-            if k.get("idle_outside_measured"):
-                lines.append(f"  {k['idle_outside_measured']}")
         if doc.get("kernels_left_out"):
             lines.append(doc["kernels_left_out"])
         path = p["critical_path"]
