@@ -36,7 +36,6 @@ lazy loading reads the same homes from a literal table below.
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -256,23 +255,11 @@ __all__ = [
 ]
 
 
-# The homes whose names need no JAX (records, errors, units): loading them starts none.
-_WITHOUT_JAX = ("roofline.errors", "roofline.hardware", "roofline.units")
-
-
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'roofline.api' has no attribute {name!r}")
     module, attribute = home
-    if not module.startswith(_WITHOUT_JAX):
-        from roofline.program._xla import default_platforms, start_quietly
-
-        # JAX's CUDA plugin logs that it found no driver as JAX is imported and as its
-        # backends start: both done here first, silenced, as the command line does.
-        default_platforms()
-        if "jax" not in sys.modules:
-            start_quietly()
     value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value   # loaded once
     return value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from roofline.cli.common import (
@@ -76,19 +75,13 @@ def _profile(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from roofline.api import NoXlaOpsError, explain
-    from roofline.input_files import PROFILE_INPUT
     from roofline.program.trace.formats import (
         directory_report,
         is_nsight_compute_report,
         is_nsys_input,
-        profile_kind,
     )
     from roofline.render.runs import explanation_text
 
-    given = Path(args.run_dir)
-    if given.is_file() and profile_kind(given) is PROFILE_INPUT:
-        raise RooflineError(f"{given}: explain tells a profile by its name, and this is none "
-                            f"it reads; {PROFILE_INPUT.fix}")
     report = directory_report(args.run_dir)
     if report is not None:
         print(f"roofline: reading {report}, the profile in {args.run_dir}", file=sys.stderr)

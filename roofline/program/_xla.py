@@ -326,6 +326,15 @@ def default_platforms() -> None:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
+def jax_started_quietly() -> None:
+    """JAX imported and its backends started with native logging silenced, where nothing
+    imported it yet (:func:`default_platforms`, then :func:`start_quietly`): the library's
+    own first import of JAX, from a script or the command line alike."""
+    if "jax" not in sys.modules:
+        default_platforms()
+        start_quietly()
+
+
 def start_quietly() -> None:
     """Start JAX's backends with native logging silenced: JAX's CUDA plugin, installed for
     deviceless XLA:GPU compiles, logs that it found no driver when JAX is imported on a

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from roofline.errors import NoXlaOpsError, RooflineError, TraceError
-from roofline.input_files import XPLANE_TRACE, read_input
+from roofline.input_files import PROFILE_INPUT, XPLANE_TRACE, read_input
 from roofline.program import _xla
 from roofline.program.gc_pause import gc_paused
 from roofline.program.trace.formats import XPLANE_SUFFIX, check_profile, unlisted_below
@@ -335,9 +335,13 @@ def _parsed(path: Path, data: bytes, parse: Callable[[bytes], Any]) -> Any:
     try:
         return parse(data)
     except Exception:  # jaxlib raises RuntimeError, protobuf DecodeError, for any failure
-        raise TraceError(
-            f"{path}: not a readable xplane trace (truncated, or another kind of file); "
-            "expected the *.xplane.pb written by jax.profiler") from None
+        if path.name.endswith(XPLANE_SUFFIX):
+            raise TraceError(
+                f"{path}: not a readable xplane trace (truncated, or another kind of file); "
+                "expected the *.xplane.pb written by jax.profiler") from None
+        # Named as no profile: read as an xplane trace, the last of the formats tried.
+        raise TraceError(f"{path}: none of the profiles this reads (not an xplane trace, "
+                         f"nor told by its header as another); {PROFILE_INPUT.fix}") from None
 
 
 @gc_paused()

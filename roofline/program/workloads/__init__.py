@@ -1,6 +1,11 @@
 """Workloads: named, parameterized JAX programs usable as a SPEC."""
 
-from roofline.program.workloads import (  # noqa: F401  (register their families)
+from roofline.program._xla import jax_started_quietly
+
+# The families import JAX: it starts here first, without its CUDA plugin's start-up noise.
+jax_started_quietly()
+
+from roofline.program.workloads import (  # noqa: E402, F401  (register their families)
     decoder,
     ops,
     paradnn,
@@ -8,6 +13,12 @@ from roofline.program.workloads import (  # noqa: F401  (register their families
     training,
     zoo,
 )
-from roofline.program.workloads.registry import FAMILIES, Family, Param, Workload, parse_spec
+from roofline.program.workloads.registry import (  # noqa: E402
+    FAMILIES,
+    Family,
+    Param,
+    Workload,
+    parse_spec,
+)
 
 __all__ = ["FAMILIES", "Family", "Param", "Workload", "parse_spec"]
