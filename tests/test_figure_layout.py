@@ -97,11 +97,12 @@ def test_tour_figure_labels_ops_without_stacking_them(tour):
                          label_top=3)
     assert overlapping_texts(fig) == []
     ax = fig.axes[0]
-    # The three ops with the most time are all named: alone, or as "name +N" where
-    # their points sit on top of each other.
+    # The three ops with the most time are all named: alone, or as "name and N more here"
+    # where their points sit on top of each other.
     top3 = {p.name for p in sorted(points, key=lambda p: -p.seconds)[:3]}
     op_labels = [t.get_text() for t in ax.texts if t.get_text().split()[0] in top3]
-    assert sum(1 + int(t.split("+")[1]) if "+" in t else 1 for t in op_labels) == 3
+    assert sum(1 + int(t.split(" and ")[1].split()[0]) if " and " in t else 1
+               for t in op_labels) == 3
     # The program star is white (predicted), and so is its legend entry.
     legend = {h.get_label(): h for h in ax.get_legend().legend_handles}
     assert legend["whole program"].get_markerfacecolor() == "white"
