@@ -241,9 +241,11 @@ def _as_run_lines(result: Prediction, labels: tuple[str, str]) -> str:
     timed = result.as_run
     lines = []
     if result.as_run_speedup is not None:
-        lines.append(f"{timed[0].how}: {q(timed[0].seconds, Kind.TIME)} -> "
-                     f"{q(timed[1].seconds, Kind.TIME)}: speedup "
-                     f"{speedup_text(result.as_run_speedup)}")
+        lines.append(f"{timed[0].how}: {q(timed[0].seconds or 0.0, Kind.TIME)} -> "
+                     f"{q(timed[1].seconds or 0.0, Kind.TIME)}: speedup "
+                     f"{speedup_text(result.as_run_speedup)} (each side's time as its "
+                     "kernels run; for the speedup itself the roofline's below is the "
+                     "better validated: roofline validate --suite published)")
     for label, side in zip(labels, timed):
         if side.seconds is not None and result.as_run_speedup is None:
             lines.append(f"{side.how} on {label}: {q(side.seconds, Kind.TIME)}")
