@@ -160,10 +160,37 @@ def test_predicts_first_lines_name_the_model_that_timed_each_side(fc_to_a100):
     prediction = fc_to_a100[0]
     lines = prediction_text(prediction).splitlines()
     assert lines[1].startswith("as XLA:GPU runs it: ")
-    assert lines[2].startswith("  h200 (device): kernel model measured on h200")
-    assert lines[3].startswith("  a100-80gb (device): kernel model carried across "
+    assert lines[2].startswith("  this speedup's expected error")
+    assert lines[3].startswith("  h200 (device): kernel model measured on h200")
+    assert lines[4].startswith("  a100-80gb (device): kernel model carried across "
                                "architectures from h200")
-    assert lines[4] == "the roofline, beside it (the bound hand-tuned kernels approach):"
+    assert lines[5] == "the roofline, beside it (the bound hand-tuned kernels approach):"
+
+
+def test_an_as_run_speedups_band_is_the_nearest_cases_as_run_errors(fc_to_a100):
+    from dataclasses import replace
+
+    from roofline.model.accuracy import (
+        ValidatedCase,
+        as_run_expected_error,
+        kind_of,
+        memory_share,
+    )
+
+    comparison = fc_to_a100[0].comparison
+    share = memory_share(comparison)
+    case = ValidatedCase("a", "published", kind_of(comparison.before, comparison.after),
+                         share, 0.01, "fused", 0.10)
+    far = share + 0.5 if share < 0.5 else share - 0.5
+    cases = [case, replace(case, name="b", as_run_error=-0.20),
+             replace(case, name="c", as_run_error=0.05),
+             replace(case, name="d", as_run_error=None),   # not timed as run: no part of it
+             replace(case, name="e", memory_share=far, as_run_error=0.9)]   # the farthest
+    band = as_run_expected_error(comparison, cases)
+    # The three nearest in memory-bound share with an as-run error: |10%|, |-20%|, |5%|.
+    assert band.cases == ("a", "b", "c")
+    assert band.typical == pytest.approx(0.10) and band.largest == pytest.approx(0.20)
+    assert as_run_expected_error(comparison, [replace(case, as_run_error=None)]) is None
 
 
 def test_whatif_scales_the_kernel_model_beside_the_roofline(fc_on_h200):

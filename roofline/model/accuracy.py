@@ -18,6 +18,7 @@ memory-bound ops. Each case's kind is a record (:class:`PredictionKind`,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import statistics
@@ -100,6 +101,9 @@ class ValidatedCase:
     memory_share: float    # of the source's predicted time, in memory-bound ops
     error: float           # predicted / measured - 1
     execution: str = "fused"
+    # The same case's error with each GPU side as its kernels run (roofline.model.as_run);
+    # None where a side has no kernel model
+    as_run_error: float | None = None
 
     def to_document(self) -> dict[str, Any]:
         """The case as the record's JSON holds it: its kind in fields of their own
@@ -107,7 +111,8 @@ class ValidatedCase:
         kind = "step" if isinstance(self.kind, StepKind) else "compares"
         return {"name": self.name, "suite": self.suite, kind: self.kind.to_document(),
                 "memory_share": self.memory_share, "error": self.error,
-                "execution": self.execution}
+                "execution": self.execution,
+                **({} if self.as_run_error is None else {"as_run_error": self.as_run_error})}
 
 
 @dataclass(frozen=True)
@@ -209,9 +214,21 @@ def _case(case: Mapping[str, Any]) -> ValidatedCase:
                               HardwareKind(compares["source"]),
                               HardwareKind(compares["target"]),
                               bool(compares["same_device"]))
+    as_run = case.get("as_run_error")
     return ValidatedCase(str(case["name"]), str(case["suite"]), kind,
                          float(case["memory_share"]), float(case["error"]),
-                         str(case["execution"]))
+                         str(case["execution"]), None if as_run is None else float(as_run))
+
+
+def as_run_expected_error(comparison: Comparison,
+                          cases: Sequence[ValidatedCase] | None = None) -> ErrorBand | None:
+    """The band of the validated cases nearest ``comparison`` whose sides were also timed
+    as their kernels run, of those errors (the as-run speedup's); None where none was."""
+    cases = load_record() if cases is None else cases
+    as_run = [dataclasses.replace(case, error=case.as_run_error) for case in cases
+              if case.as_run_error is not None]
+    return band_of(kind_of(comparison.before, comparison.after), memory_share(comparison),
+                   as_run)
 
 
 def expected_error(comparison: Comparison, transfer: bool = False,

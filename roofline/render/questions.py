@@ -243,9 +243,11 @@ def _as_run_lines(result: Prediction, labels: tuple[str, str]) -> str:
     if result.as_run_speedup is not None:
         lines.append(f"{timed[0].how}: {q(timed[0].seconds or 0.0, Kind.TIME)} -> "
                      f"{q(timed[1].seconds or 0.0, Kind.TIME)}: speedup "
-                     f"{speedup_text(result.as_run_speedup)} (each side's time as its "
-                     "kernels run; for the speedup itself the roofline's below is the "
-                     "better validated: roofline validate --suite published)")
+                     f"{speedup_text(result.as_run_speedup)}")
+        band = result.as_run_expected_error
+        lines.append(f"  this speedup's {band.text()}" if band is not None else
+                     "  this speedup's expected error: not known (no validated case of this "
+                     "kind was timed as run on both sides)")
     for label, side in zip(labels, timed):
         if side.seconds is not None and result.as_run_speedup is None:
             lines.append(f"{side.how} on {label}: {q(side.seconds, Kind.TIME)}")

@@ -130,7 +130,7 @@ def step_cases(steps: Sequence[MeasuredStep]) -> list[ValidatedCase]:
 def suite_cases(validation: Validation) -> list[ValidatedCase]:
     """The cases of ``validation``'s recorded suites that say what they compare."""
     return [ValidatedCase(case.case, case.suite, case.kind, case.memory_share, case.error,
-                          case.execution or "fused")
+                          case.execution or "fused", case.as_run_error)
             for case in validation.cases
             if case.suite in RECORDED_SUITES and case.kind is not None
             and case.memory_share is not None]

@@ -16,7 +16,7 @@ from roofline.arguments import optional, path_or_text, real_number, text
 from roofline.errors import RooflineError
 from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
-from roofline.model.accuracy import ErrorBand, expected_error
+from roofline.model.accuracy import ErrorBand, as_run_expected_error, expected_error
 from roofline.model.analysis import CapacityThroughput, aligned_scope, compiler_gap, compiler_note
 from roofline.model.as_run import NOT_A_GPU_STEP, AsRun, as_run, carried_by_kernels
 from roofline.model.comparison import Comparison, compare_costs
@@ -100,6 +100,8 @@ class Prediction:
     # Each side's step as XLA:GPU runs it (roofline.model.as_run), where a side is a GPU
     # compile (NOT_A_GPU_STEP on the other); None where neither is, or times were measured
     as_run: tuple[AsRun, AsRun] | None = None
+    # The as-run speedup's expected error, from the validated cases nearest it timed so
+    as_run_expected_error: ErrorBand | None = None
 
     @property
     def as_run_speedup(self) -> float | None:
@@ -185,7 +187,10 @@ class Prediction:
         doc["expected_error"] = (None if self.expected_error is None
                                  else self.expected_error.to_document())
         if self.as_run is not None:
-            doc["as_run"] = _as_run_document(self.as_run) | {"speedup": self.as_run_speedup}
+            doc["as_run"] = _as_run_document(self.as_run) | {
+                "speedup": self.as_run_speedup,
+                "expected_error": (None if self.as_run_expected_error is None
+                                   else self.as_run_expected_error.to_document())}
         if self.bound is not None:
             doc["lower_bound"] = {"source_s": self.bound.old_s, "target_s": self.bound.new_s,
                                   "speedup": self.bound.speedup,
@@ -345,7 +350,15 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
                           on_device(execution, source_hw), on_device(execution, dest)),
                       expected_error=expected_error(
                           comparison, transfer=mode is PredictionMode.TRANSFER),
-                      as_run=timed)
+                      as_run=timed, as_run_expected_error=_as_run_band(comparison, timed))
+
+
+def _as_run_band(comparison: Comparison, timed: tuple[AsRun, AsRun] | None
+                 ) -> ErrorBand | None:
+    """The as-run speedup's band, where both sides have an as-run time."""
+    if timed is None or not (timed[0].seconds and timed[1].seconds):
+        return None
+    return as_run_expected_error(comparison)
 
 
 def _both_as_run(execution: Execution | str,
@@ -387,13 +400,13 @@ def _predict_per(spec: str, source: Hardware, destination: Hardware,
         comparison, coverage=comparison.coverage + coverage(before.gaps + after.gaps))
     capacity = (largest_batch_throughputs(spec, source, destination, cache_dir)
                 if max_batch else None)
+    timed = _both_as_run(execution, (before.costs, before.hardware, before.platform),
+                         (after.costs, after.hardware, after.platform))
     return Prediction(spec, PredictionMode.ANALYTICAL, comparison, parse_spec(spec).batch, capacity,
                       bound, before.unit, (before.description, after.description),
                       (before.runs_on, after.runs_on),
                       (on_device(execution, source), on_device(execution, destination)),
-                      expected_error(comparison),
-                      _both_as_run(execution, (before.costs, before.hardware, before.platform),
-                                   (after.costs, after.hardware, after.platform)))
+                      expected_error(comparison), timed, _as_run_band(comparison, timed))
 
 
 def predict_ops(table: str | Path | Any, source: HardwareRef, target: HardwareRef, *,
