@@ -17,8 +17,8 @@ A GPU is timed by the first of:
    capability) from AMD's.
 
 A scaled record (a what-if) has none of these: its kernels are the device's own at
-parameters no one measured, which :func:`roofline.model.kernel_scaling.scaled_model`
-answers.
+parameters no one measured, which :func:`roofline.model.kernel_scaling.scaled_kernels`
+answers from the device's model.
 """
 
 from __future__ import annotations
@@ -175,8 +175,10 @@ def carried_across(model: KernelModel) -> bool:
     return "carry_basis" in model.provenance
 
 
+@functools.cache
 def carry_errors(path: Path = CARRY_ERRORS) -> dict[str, Any]:
-    """The record of how far a carried model misses per class (:data:`CARRY_ERRORS`)."""
+    """The record of how far a carried model misses per class (:data:`CARRY_ERRORS`), read
+    once per process."""
     return json.loads(path.read_text())
 
 
