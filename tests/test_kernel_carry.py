@@ -284,3 +284,27 @@ def test_measured_ops_are_carried_by_the_two_kernel_models_ratio(tmp_path):
     assert target.seconds == pytest.approx(expected)
     assert source.how == target.how == CARRIED_BY_KERNELS
     assert prediction.to_document()["as_run"]["speedup"] == pytest.approx(1920e-6 / expected)
+
+
+def test_nchw_convolutions_on_tensor_cores_pay_cudnns_transposes(cnn_eager_on_v100):
+    from roofline.api import PlacementOptions, analyze
+    from roofline.model.kernel_model import kernel_terms
+
+    nchw = analyze(CNN, "v100-sxm2", placement=PlacementOptions(execution="eager"))
+    v100 = kernel_model_for(load_hardware("v100-sxm2"))
+    copy = v100.memory_classes[KernelClass.COPY]
+    convs = [each for each in nchw.kernels.ops if each.kind is KernelClass.CONV_FPROP]
+    op = convs[0].op
+    assert op.layout == "NCHW" and op.dtype == "fp16"
+    terms = kernel_terms(op, v100, KernelClass.CONV_FPROP)
+    # Two copy kernels: each fp16 activation element read and written once more.
+    assert terms.around_kernels == 2
+    assert terms.around_s == pytest.approx(
+        2 * copy.fixed_s + 2 * op.gemm.activations * 2 / copy.bytes_per_s)
+    # The same step kept NHWC (channels_last) runs no such kernels, and is faster.
+    nhwc = cnn_eager_on_v100.kernels
+    assert nchw.kernels.seconds > nhwc.seconds
+    assert sum(each.kernels for each in nchw.kernels.ops) == pytest.approx(
+        sum(each.kernels for each in nhwc.ops) + 2 * sum(
+            1 for each in nchw.kernels.ops if each.kind in (
+                KernelClass.CONV_FPROP, KernelClass.CONV_DGRAD, KernelClass.CONV_WGRAD)))

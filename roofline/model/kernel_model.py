@@ -368,15 +368,19 @@ def kernel_class(op: OpCost, eager: bool = False) -> KernelClass:
 @dataclass(frozen=True)
 class KernelTerms:
     """The parts of one execution of an op's kernels: a fixed time, its FLOPs at its
-    class's rate (0 for a memory-bound class) and its bytes at its class's bandwidth."""
+    class's rate (0 for a memory-bound class) and its bytes at its class's bandwidth; and
+    the kernels a library runs around it (``around_s``, ``around_kernels``: cuDNN's
+    transposes of NCHW activations around a tensor-core convolution)."""
 
     fixed_s: float
     compute_s: float
     memory_s: float
+    around_s: float = 0.0
+    around_kernels: float = 0.0
 
     @property
     def seconds(self) -> float:
-        return self.fixed_s + max(self.compute_s, self.memory_s)
+        return self.fixed_s + max(self.compute_s, self.memory_s) + self.around_s
 
 
 def kernel_seconds(op: OpCost, model: KernelModel, kind: KernelClass | None = None) -> float:
@@ -392,9 +396,29 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
         memory = model.memory_classes[kind]
         return KernelTerms(memory.fixed_s, 0.0,
                            float(memory.memory_seconds(MemoryTraffic.of_op(op))))
-    matrix = model.matrix_classes[kind].of_dtype(matrix_dtype(op, model))
+    dtype = matrix_dtype(op, model)
+    matrix = model.matrix_classes[kind].of_dtype(dtype)
     compute_s, memory_s = matrix.terms(matrix_work(op, model, matrix))
-    return KernelTerms(matrix.fixed_s, compute_s, memory_s)
+    around_s, around = _layout_transposes(op, dtype, model)
+    return KernelTerms(matrix.fixed_s, compute_s, memory_s, around_s, around)
+
+
+# The dtypes the model runs on CUDA cores (the rest on tensor cores): the ``fp32`` rate
+# is full-precision f32's, and fp64 runs on either (taken as CUDA cores).
+_CUDA_CORE_DTYPES = ("fp32", "fp64")
+
+
+def _layout_transposes(op: OpCost, dtype: str, model: KernelModel) -> tuple[float, float]:
+    """The time and kernels of cuDNN's transposes of a tensor-core convolution's NCHW
+    activations to NHWC and of its result back, where a framework keeps them NCHW
+    (PyTorch's default): two copy kernels, each activation read and written once more, at
+    the copy class's fixed time and bandwidth. Nothing for other ops or CUDA cores."""
+    if (op.layout != "NCHW" or op.gemm is None or not op.gemm.activations
+            or dtype in _CUDA_CORE_DTYPES):
+        return 0.0, 0.0
+    copy = model.memory_classes[KernelClass.COPY]
+    moved = 2.0 * op.gemm.activations * spec_dtype_bytes(op.as_written_dtype)
+    return 2 * copy.fixed_s + moved / copy.bytes_per_s, 2.0
 
 
 def matrix_dtype(op: OpCost, model: KernelModel) -> str:
@@ -447,7 +471,7 @@ def step_estimate(costs: ModuleCosts, model: KernelModel, eager: bool = False
         kind = kernel_class(op, eager)
         terms = kernel_terms(op, model, kind)
         timed.append(OpKernelTime(op, kind, trips * terms.seconds,
-                                  trips * model.kernels_per_op(kind),
+                                  trips * (model.kernels_per_op(kind) + terms.around_kernels),
                                   trips * terms.compute_s, trips * terms.memory_s))
     kernels = sum(each.kernels for each in timed)
     return StepEstimate(tuple(timed), sum(each.seconds for each in timed),
