@@ -97,8 +97,9 @@ class Prediction:
     execution: tuple[Execution, Execution] | None = None
     # The error to expect, from the validated cases nearest it (None: no case of its kind)
     expected_error: ErrorBand | None = None
-    # Each side's step as XLA:GPU runs it (roofline.model.as_run), where a side is a GPU
-    # compile (NOT_A_GPU_STEP on the other); None where neither is, or times were measured
+    # Each side's step as its kernels run, compiled by XLA:GPU or eagerly
+    # (roofline.model.as_run; NOT_A_GPU_STEP on a side that is no GPU's); None where
+    # neither side is timed so, or times were measured
     as_run: tuple[AsRun, AsRun] | None = None
     # The as-run speedup's expected error, from the validated cases nearest it timed so
     as_run_expected_error: ErrorBand | None = None
