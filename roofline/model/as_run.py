@@ -61,6 +61,20 @@ class AsRun:
 NOT_A_GPU_STEP = AsRun(None)
 
 
+def speedup_of(sides: tuple[AsRun, AsRun] | None) -> float | None:
+    """The first side's as-run time over the second's, where both have one."""
+    if sides is None or not (sides[0].seconds and sides[1].seconds):
+        return None
+    return sides[0].seconds / sides[1].seconds
+
+
+def band_kind(model: KernelModel, timing: StepTiming) -> StepKind | None:
+    """The kind of the measured steps whose errors tell a figure of ``timing`` on
+    ``model``'s GPU: those of the GPU it was measured on; None for a model carried across
+    architectures, no step of whose GPU was measured."""
+    return None if carried_across(model) else StepKind(timing, model.measured_on)
+
+
 def gpu_kernel_model(hardware: Hardware, platform: str) -> KernelModel | None:
     """The kernel model that times a step as XLA:GPU runs it on ``hardware``: the device's,
     where the step is a GPU's (compiled for ``platform`` ``gpu``) and the device has one;
@@ -92,19 +106,17 @@ def as_run(costs: ModuleCosts, hardware: Hardware, platform: str,
         estimate = step_estimate(costs, model, execution.eager)
     except KernelModelError as exc:
         return AsRun(None, said, left_out=f"no as-run figure: {exc}", execution=execution)
-    band = None if carried_across(model) else band_of(
-        StepKind(StepTiming.AS_RUN, model.measured_on), estimate.memory_share)
-    return AsRun(estimate, said, band if not execution.eager else None,
-                 execution=execution)
+    kind = band_kind(model, StepTiming.AS_RUN)
+    band = None if kind is None or execution.eager else band_of(kind, estimate.memory_share)
+    return AsRun(estimate, said, band, execution=execution)
 
 
 def roofline_band(model: KernelModel | None, memory_share: float) -> ErrorBand | None:
     """The roofline bound's expected error against XLA:GPU's own steps, where a model's
     GPU had its steps measured (None where no step of it was, or carried across
     architectures)."""
-    if model is None or carried_across(model):
-        return None
-    return band_of(StepKind(StepTiming.ROOFLINE, model.measured_on), memory_share)
+    kind = None if model is None else band_kind(model, StepTiming.ROOFLINE)
+    return None if kind is None else band_of(kind, memory_share)
 
 
 CARRIED_BY_KERNELS = "as measured, each op carried by the two kernel models' times of it"

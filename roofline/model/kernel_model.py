@@ -517,14 +517,10 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
             f"{target.compute_capability or 'no GPU'}: its kernels must be measured")
     ratio = target.main_memory.bytes_per_s / source.main_memory.bytes_per_s
     return replace(
-        model, device=target.id, sm_count=int(target.count("sm")),
+        with_main_bandwidth(model, ratio), device=target.id, sm_count=int(target.count("sm")),
         max_clock_hz=target.clock.value, matrix_flop_per_cycle=flop_per_cycle(target),
         sustained_clock_hz=min(model.sustained_clock_hz,
                                target.clock.value or model.sustained_clock_hz),
-        memory_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
-                        for kind, params in model.memory_classes.items()},
-        matrix_classes={kind: bandwidth_times(params, ratio)
-                        for kind, params in model.matrix_classes.items()},
         provenance={
             "fitted_by": model.provenance.get("fitted_by", ""),
             "carried_from": f"{source.id}'s kernel model: the same chip's mechanisms; "
@@ -534,6 +530,16 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
                             f"cycle, SMs and maximum clock from {target.id}'s spec; no "
                             f"kernel of {target.id} measured, so nothing checked on it",
             "never_read": model.provenance.get("never_read", "")})
+
+
+def with_main_bandwidth(model: KernelModel, ratio: float) -> KernelModel:
+    """``model`` with every class's main-memory bandwidth ``ratio`` times (its fixed
+    times, L2 reads and idle as they are)."""
+    return replace(model,
+                   memory_classes={kind: replace(params, bytes_per_s=params.bytes_per_s * ratio)
+                                   for kind, params in model.memory_classes.items()},
+                   matrix_classes={kind: bandwidth_times(params, ratio)
+                                   for kind, params in model.matrix_classes.items()})
 
 
 def bandwidth_times(params: MatrixClassParams, ratio: float) -> MatrixClassParams:

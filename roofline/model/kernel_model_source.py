@@ -106,8 +106,7 @@ def _read_models(files: tuple[tuple[Path, int], ...]
             continue
         device = whole_device(load_spec_file(spec))
         if device.kind is HardwareKind.GPU:
-            found.append((device.id, (load_kernel_model(kernel_model_path(device), device),
-                                      device)))
+            found.append((device.id, (load_kernel_model(path, device), device)))
     return tuple(found)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from roofline.hardware.records import Hardware
-from roofline.model.kernel_model import KernelModel, bandwidth_times, fixed_times
+from roofline.model.kernel_model import KernelModel, fixed_times, with_main_bandwidth
 
 # The dtype the kernel model's ``fp32`` rate is of: full-precision f32 on the CUDA cores.
 _VECTOR_DTYPES = ("fp32",)
@@ -60,13 +60,8 @@ def _scaled_one(model: KernelModel, hardware: Hardware, name: str, factor: float
     head, _, rest = name.partition(".")
     main = hardware.main_memory.name.lower()
     if head == "memory_bandwidth" or (head == "bandwidth" and rest.lower() == main):
-        return replace(
-            model,
-            memory_classes={k: replace(p, bytes_per_s=p.bytes_per_s * factor)
-                            for k, p in model.memory_classes.items()},
-            matrix_classes={k: bandwidth_times(p, factor)
-                            for k, p in model.matrix_classes.items()},
-        ), ("every kernel class's main-memory bandwidth (not the fixed times, the L2 reads "
+        return with_main_bandwidth(model, factor), (
+            "every kernel class's main-memory bandwidth (not the fixed times, the L2 reads "
             "or the idle between kernels)")
     if head in ("bandwidth", "capacity") and rest.lower() == "l2":
         field = "resident_bytes_per_s" if head == "bandwidth" else "resident_bytes"

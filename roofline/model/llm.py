@@ -35,9 +35,9 @@ from roofline.model.accuracy import (
     placement_memory_share,
 )
 from roofline.model.analysis import Fit, Placer, ProgramPlacement, fit
-from roofline.model.as_run import gpu_kernel_model
+from roofline.model.as_run import band_kind, gpu_kernel_model
 from roofline.model.kernel_model import KernelModel, StepEstimate, step_estimate
-from roofline.model.kernel_model_source import carried_across, gpus_with_kernel_models
+from roofline.model.kernel_model_source import gpus_with_kernel_models
 from roofline.model.placement import BoundKind, Overlap
 from roofline.model.questions.options import (
     CompileOptions,
@@ -455,9 +455,8 @@ class StepSource:
         # The steps measured on a GPU whose kernels were timed tell each step's error.
         measured = self.kernels or gpu_kernel_model(
             self.hardware, get_target(self.compile_target).platform)
-        # A model carried across architectures has no step of its GPU measured.
-        self.band_kind = None if measured is None or carried_across(measured) else StepKind(
-            StepTiming(placement.timing), measured.measured_on)
+        self.band_kind = None if measured is None else band_kind(
+            measured, StepTiming(placement.timing))
         self.cache_dir = compile.cache
         self.must_fit = must_fit
         self._steps: dict[tuple[Phase, int, int], PhaseStep] = {}

@@ -149,6 +149,10 @@ def top_ops_table(ops: list[dict], sides: tuple[str, str] = ("old", "new"),
     return format_table(rows, title=title, right=(f"{before} time", "share", f"{after} time"))
 
 
+# The line that follows an answer's as-run figures: the roofline's figures, named.
+ROOFLINE_BESIDE = "the roofline, beside it (the bound hand-tuned kernels approach):"
+
+
 def whatif_text(result: WhatIf, top: int = 10) -> str:
     """``whatif`` for people: the two times, the speedup and its decomposition by class,
     the ``top`` ops by time and the ops that change class (0: all)."""
@@ -163,8 +167,7 @@ def whatif_text(result: WhatIf, top: int = 10) -> str:
                   f"{speedup_text(result.as_run_speedup)}\n"
                   f"  kernel model: {before.origin}"
                   + (f"; {before.expected_error.text()}" if before.expected_error else "")
-                  + f"\n  under the what-if: {result.kernels_moved}\n"
-                  "the roofline, beside it (the bound hand-tuned kernels approach):\n")
+                  + f"\n  under the what-if: {result.kernels_moved}\n{ROOFLINE_BESIDE}\n")
     text = (f"{result.input} on {result.before.label} -> {result.after.label} "
             f"({result.basis})\n{as_run}{q(result.old_s, Kind.TIME)} -> "
             f"{q(result.new_s, Kind.TIME)}: speedup {speedup_text(result.speedup)} (by Amdahl "
@@ -256,9 +259,9 @@ def _as_run_lines(result: Prediction, labels: tuple[str, str]) -> str:
                          + (f"; {side.expected_error.text()}" if side.expected_error else ""))
         if side.left_out:
             lines.append(f"  {label}: {side.left_out}")
-    lines.append("the roofline, beside it (the bound hand-tuned kernels approach):"
-                 if result.mode != "transfer" else "the roofline's transfer, beside it (each "
-                 "op's measured time carried at the two rooflines' ratio):")
+    lines.append(ROOFLINE_BESIDE if result.mode != "transfer" else
+                 "the roofline's transfer, beside it (each op's measured time carried at the "
+                 "two rooflines' ratio):")
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,13 @@ from roofline.hardware.library import hardware_ref
 from roofline.hardware.records import Ceilings, Hardware, HardwareKind, even_ceilings
 from roofline.model.accuracy import ErrorBand, as_run_expected_error, expected_error
 from roofline.model.analysis import CapacityThroughput, aligned_scope, compiler_gap, compiler_note
-from roofline.model.as_run import NOT_A_GPU_STEP, AsRun, as_run, carried_by_kernels
+from roofline.model.as_run import (
+    NOT_A_GPU_STEP,
+    AsRun,
+    as_run,
+    carried_by_kernels,
+    speedup_of,
+)
 from roofline.model.comparison import Comparison, compare_costs
 from roofline.model.coverage import coverage
 from roofline.model.floor import FloorPolicy, given_floor
@@ -107,10 +113,7 @@ class Prediction:
     @property
     def as_run_speedup(self) -> float | None:
         """The source's as-run step over the target's, where both sides have one."""
-        if self.as_run is None:
-            return None
-        source, target = (side.seconds for side in self.as_run)
-        return None if not (source and target) else source / target
+        return speedup_of(self.as_run)
 
     @property
     def over_bound(self) -> tuple[float, float] | None:
@@ -357,9 +360,7 @@ def predict(input: str | Path, source: HardwareRef, target: HardwareRef, *,
 def _as_run_band(comparison: Comparison, timed: tuple[AsRun, AsRun] | None
                  ) -> ErrorBand | None:
     """The as-run speedup's band, where both sides have an as-run time."""
-    if timed is None or not (timed[0].seconds and timed[1].seconds):
-        return None
-    return as_run_expected_error(comparison)
+    return None if speedup_of(timed) is None else as_run_expected_error(comparison)
 
 
 def _both_as_run(execution: Execution | str,

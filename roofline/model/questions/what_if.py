@@ -11,7 +11,7 @@ from typing import Any
 
 from roofline.arguments import of_type, optional, path_or_text, real_number
 from roofline.hardware.library import hardware_ref
-from roofline.model.as_run import AsRun, as_run
+from roofline.model.as_run import AsRun, as_run, speedup_of
 from roofline.model.comparison import Comparison, energy_per_sample, whatif_costs
 from roofline.model.kernel_scaling import scaled_kernels
 from roofline.model.placement import Overlap
@@ -47,9 +47,7 @@ class WhatIf(Comparison):
 
     @property
     def as_run_speedup(self) -> float | None:
-        if self.as_run is None or not (self.as_run[0].seconds and self.as_run[1].seconds):
-            return None
-        return self.as_run[0].seconds / self.as_run[1].seconds
+        return speedup_of(self.as_run)
 
     def to_document(self, before: str = "old", after: str = "new") -> dict[str, Any]:
         doc = {"schema": "roofline/whatif/1", "input": self.input,
