@@ -3,9 +3,10 @@ whose links lead somewhere.
 
 The build runs MkDocs as CI would (a few seconds): a broken link, a page missing from
 the nav, an include that is not there or an API reference to a name that is gone fails
-it. The commands of the pages are run by tests/test_readme.py; the published validation
-tables are what `roofline validate --suite published` prints (checked with -m slow: the
-suite compiles full-size models for about 6 minutes).
+it. The commands of the pages are run by tests/test_readme_front_page.py and
+tests/test_readme.py; the published validation tables are what `roofline validate
+--suite published` prints (checked with -m slow: the suite compiles full-size models for
+about 6 minutes).
 """
 
 import importlib.util

@@ -437,8 +437,14 @@ def compiler_note(platform: str, compiler: str, device: Hardware) -> str:
         return ""
     own, why = _OWN_COMPILER[device.kind]
     if device.kind == HardwareKind.GPU:
-        why += (" or compile for it without it (--target gpu)" if device.compute_capability
-                else "; XLA compiles without a GPU for NVIDIA's only")
+        from roofline.program.gpu_target import INSTALL_HINT, deviceless_available
+
+        if not device.compute_capability:
+            why += "; XLA compiles without a GPU for NVIDIA's only"
+        elif deviceless_available():
+            why += " or compile for it without it (--target gpu)"
+        else:
+            why += f", or {INSTALL_HINT} to compile for it without it"
     return (f"{device.id} is a {device.kind.upper()} but the ops are those of {compiler}, "
             f"not {own}: {why}")
 

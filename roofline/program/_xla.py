@@ -152,12 +152,19 @@ def quiet_native_stderr() -> Iterator[list[str]]:
             captured.append(sink.read().decode("utf-8", "replace"))
 
 
+TPU_INSTALL_HINT = ("install roofline's tpu extra (pip install -e '.[tpu]' in a checkout, "
+                    "pip install 'roofline[tpu]' otherwise; no TPU needed)")
+
+
 def tpu_topology(topology_name: str, slices: int = 1) -> Any:
     """A deviceless TPU topology (``v3:2x2``) from libtpu, without its start-up noise; with
     ``slices``, that many such slices joined by the data-center network, their devices
     listed slice by slice (each with its ``slice_index``)."""
     from jax.experimental import topologies
 
+    if not installed("libtpu"):
+        raise RooflineError(f"compiling for the TPU topology {topology_name!r} without a "
+                            f"TPU needs libtpu, which is not installed: {TPU_INSTALL_HINT}")
     # libtpu refuses num_slices=1: a single slice is asked for without it.
     several = {"num_slices": slices} if slices > 1 else {}
     with quiet_native_stderr() as captured:
@@ -171,7 +178,7 @@ def tpu_topology(topology_name: str, slices: int = 1) -> Any:
     raise RooflineError(
         f"cannot create the TPU topology {what} for deviceless compilation: "
         f"{error}{' (' + detail[0] + ')' if detail else ''}. Deviceless TPU compilation "
-        "needs the libtpu package pinned in pyproject.toml"
+        f"needs the libtpu release pinned in roofline's tpu extra: {TPU_INSTALL_HINT}"
     )
 
 
@@ -302,11 +309,20 @@ def xstat_message(data: bytes) -> Any:
     return _xspace_class("XStat").FromString(data)
 
 
-def cuda_plugin_installed() -> bool:
-    """Whether JAX's CUDA plugin (any CUDA major version) is installed."""
+def installed(module: str) -> bool:
+    """Whether ``module`` (dotted names too: ``jax_plugins.xla_cuda12``) can be imported,
+    without importing it: the optional compilers are the tpu and gpu extras."""
     from importlib.util import find_spec
 
-    return any(find_spec(f"jax_plugins.xla_cuda{major}") is not None for major in (12, 13))
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:     # a parent package (jax_plugins) is itself missing
+        return False
+
+
+def cuda_plugin_installed() -> bool:
+    """Whether JAX's CUDA plugin (any CUDA major version) is installed."""
+    return any(installed(f"jax_plugins.xla_cuda{major}") for major in (12, 13))
 
 
 def nvidia_gpu_present() -> bool:

@@ -60,9 +60,9 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 # The CUDA and cuDNN versions the deviceless compile assumes the program will meet (those
 # jax-cuda12 0.10 is built against); XLA enables library fusions by them.
 RUNTIME_VERSION, DNN_VERSION = (12, 8), (9, 8)
-NOT_INSTALLED = ("the deviceless XLA:GPU compiler is not installed: install roofline's pinned "
-             "jax-cuda12-plugin, jax-cuda12-pjrt and nvidia-cuda-nvcc-cu12 (no GPU or driver "
-             "needed)")
+INSTALL_HINT = ("install roofline's gpu extra (pip install -e '.[gpu]' in a checkout, "
+                "pip install 'roofline[gpu]' otherwise; no GPU or driver needed)")
+NOT_INSTALLED = f"the deviceless XLA:GPU compiler is not installed: {INSTALL_HINT}"
 
 
 def device_name(hardware: Hardware) -> str:
@@ -119,9 +119,9 @@ def target_config(hardware: Hardware) -> str:
 
 def deviceless_available() -> bool:
     """Whether the CUDA plugin that compiles without a GPU is installed."""
-    from importlib.util import find_spec
+    from roofline.program import _xla
 
-    return find_spec("jax_plugins.xla_cuda12") is not None
+    return _xla.installed("jax_plugins.xla_cuda12")
 
 
 @functools.cache
