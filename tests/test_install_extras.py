@@ -6,6 +6,7 @@ import importlib.util
 import tomllib
 
 from roofline.cli import main
+from roofline.program.compile import CACHE_ENV_VAR
 from tests.readme_commands import FRONT_PAGE, ROOT
 
 FC = "fc:layers=1,nodes=64,input=32,output=8,batch=16,dtype=bf16"
@@ -31,7 +32,15 @@ def test_the_compilers_are_pinned_extras_the_readme_and_the_tests_install():
         FRONT_PAGE.read_text()
 
 
-def test_a_tpu_asked_for_without_libtpu_names_the_tpu_extra(monkeypatch, capsys):
+def _empty_cache(monkeypatch, tmp_path) -> None:
+    """An empty program cache: a program the suite compiled before for the same device is
+    read back without asking for the compiler, and these tests ask what an install that
+    never had the compiler says when it must compile."""
+    monkeypatch.setenv(CACHE_ENV_VAR, str(tmp_path))
+
+
+def test_a_tpu_asked_for_without_libtpu_names_the_tpu_extra(monkeypatch, capsys, tmp_path):
+    _empty_cache(monkeypatch, tmp_path)
     found = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "libtpu" else found(name, *a))
@@ -43,9 +52,10 @@ def test_a_tpu_asked_for_without_libtpu_names_the_tpu_extra(monkeypatch, capsys)
 
 
 def test_a_gpu_without_its_compiler_is_placed_from_the_host_compile_and_says_so(
-        monkeypatch, capsys):
+        monkeypatch, capsys, tmp_path):
     from roofline.program import gpu_target
 
+    _empty_cache(monkeypatch, tmp_path)
     monkeypatch.setattr(gpu_target, "deviceless_available", lambda: False)
     assert main(["analyze", FC, "--hardware", "h100-sxm"]) == 0
     out = " ".join(capsys.readouterr().out.split())

@@ -124,12 +124,16 @@ def deviceless_available() -> bool:
     return _xla.installed("jax_plugins.xla_cuda12")
 
 
-@functools.cache
 def gpu_topology(config: str, devices: int = 1, nodes: int = 1) -> Any:
     """A deviceless topology of ``devices`` GPUs described by ``config``, on ``nodes``
     hosts (an equal share each, listed node by node)."""
+    if not deviceless_available():   # asked on every call: only the topologies are memoized
+        raise RooflineError(NOT_INSTALLED)
+    return _made_topology(config, devices, nodes)
+
+
+@functools.cache
+def _made_topology(config: str, devices: int, nodes: int) -> Any:
     from roofline.program import _xla
 
-    if not deviceless_available():
-        raise RooflineError(NOT_INSTALLED)
     return _xla.gpu_topology(config, devices, nodes)
