@@ -53,3 +53,43 @@ def test_a_compile_shows_its_elapsed_time_unless_quiet(monkeypatch, capsys):
     assert main(["analyze", spec, "--target", "tpu-v3", "--hardware", "tpu-v3",
                  "--quiet"]) == 0
     assert "compiling" not in terminal.getvalue()
+
+
+def test_a_compile_expects_what_the_machines_recent_compiles_give_for_its_size(tmp_path):
+    from roofline.program.compile_times import (
+        CompileTime,
+        compiling_description,
+        expected_seconds,
+        record,
+    )
+
+    assert expected_seconds(tmp_path, "h200", 500) is None     # nothing compiled yet
+    record(tmp_path, CompileTime("h200", 100, 2.0))
+    assert expected_seconds(tmp_path, "h200", 500) == 10.0      # 0.02 s an operation
+    record(tmp_path, CompileTime("h200", 300, 4.0))
+    # the line through (100, 2 s) and (300, 4 s): 1 s to start, 0.01 s an operation
+    assert abs(expected_seconds(tmp_path, "h200", 500) - 6.0) < 1e-9
+    assert expected_seconds(tmp_path, "tpu-v3", 500) is None    # per target
+    assert compiling_description("h200", 6.0) == "compiling for h200, about 6 s expected here:"
+    assert compiling_description("h200", 0.4) == "compiling for h200"
+    assert compiling_description("h200", 300.0).endswith("about 5.0 min expected here:")
+    (tmp_path / "compile-times.json").write_text("{not json")
+    assert expected_seconds(tmp_path, "h200", 500) is None      # a guide: started afresh
+
+
+def test_a_compile_keeps_its_time_and_the_next_one_shows_its_estimate(monkeypatch, tmp_path):
+    import json
+
+    from roofline.program.compile_times import HISTORY_FILE
+
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path))
+    terminal = _terminal(monkeypatch)
+    assert main(["analyze", "matmul:m=64,n=64,k=64,dtype=f32", "--hardware", "tpu-v3"]) == 0
+    (kept,) = json.loads((tmp_path / HISTORY_FILE).read_text())
+    assert kept["target"] == "tpu-v3" and kept["operations"] > 0 and kept["seconds"] > 0
+    # a machine whose compiles took 10 s an operation expects a long one, and says so
+    (tmp_path / HISTORY_FILE).write_text(json.dumps([{**kept, "seconds": 10.0 * kept[
+        "operations"]}]))
+    assert main(["analyze", "matmul:m=64,n=32,k=64,dtype=f32", "--hardware", "tpu-v3"]) == 0
+    assert "compiling for tpu-v3, about" in terminal.getvalue()
+    assert len(json.loads((tmp_path / HISTORY_FILE).read_text())) == 2

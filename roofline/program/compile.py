@@ -25,7 +25,7 @@ from roofline.errors import DoesNotFitError, RooflineError
 from roofline.hardware.records import HardwareKind
 from roofline.input_files import COMPILE_CACHE_RECORD, read_optional_input
 from roofline.outputs import write_text_atomic
-from roofline.program import _xla
+from roofline.program import _xla, compile_times
 from roofline.program.execution import EAGER_TARGETS, Execution
 from roofline.program.hlo import ModuleCosts, analyze_module, parse_hlo_text
 from roofline.program.hlo.op_cost import costs_from_json, costs_to_json
@@ -415,20 +415,28 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
             start = time.perf_counter()
             lowered = _lower(fn, placed, tuple(donate_argnums))
             lower_seconds = time.perf_counter() - start
+            operations = 0
             if cache_dir:
-                key = _cache_key(lowered.as_text(), spec, len(used), used[0].device_kind)
+                lowered_text = lowered.as_text()
+                key = _cache_key(lowered_text, spec, len(used), used[0].device_kind)
                 cached = _cached_program(cache_dir, key, spec)
                 if cached is not None:
                     return cached
+                operations = compile_times.program_operations(lowered_text)
             if spec.name in EAGER_TARGETS:
                 program = _eager_program(lowered, spec, lower_seconds, key)
                 if cache_dir:
                     _cache_write(cache_dir, key, program)
                 return program
+            expected = (compile_times.expected_seconds(cache_dir, spec.name, operations)
+                        if cache_dir else None)
             start = time.perf_counter()
-            with waiting(f"compiling for {target}"):
+            with waiting(compile_times.compiling_description(target, expected)):
                 compiled = lowered.compile()
             compile_seconds = time.perf_counter() - start
+            if cache_dir:
+                compile_times.record(cache_dir, compile_times.CompileTime(
+                    spec.name, operations, compile_seconds))
     except RooflineError:
         raise
     except (Exception, SystemExit) as exc:  # tracing runs the user's function: any type
