@@ -415,19 +415,18 @@ def compile_program(fn: Callable[..., Any], args: Sequence[Any], target: str = "
             start = time.perf_counter()
             lowered = _lower(fn, placed, tuple(donate_argnums))
             lower_seconds = time.perf_counter() - start
-            operations = 0
+            lowered_text = lowered.as_text() if cache_dir else ""
             if cache_dir:
-                lowered_text = lowered.as_text()
                 key = _cache_key(lowered_text, spec, len(used), used[0].device_kind)
                 cached = _cached_program(cache_dir, key, spec)
                 if cached is not None:
                     return cached
-                operations = compile_times.program_operations(lowered_text)
             if spec.name in EAGER_TARGETS:
                 program = _eager_program(lowered, spec, lower_seconds, key)
                 if cache_dir:
                     _cache_write(cache_dir, key, program)
                 return program
+            operations = compile_times.program_operations(lowered_text)
             expected = (compile_times.expected_seconds(cache_dir, spec.name, operations)
                         if cache_dir else None)
             start = time.perf_counter()

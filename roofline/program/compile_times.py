@@ -55,13 +55,13 @@ def expected_seconds(cache_dir: str | Path, target: str, operations: int) -> flo
     past = [t for t in history(cache_dir) if t.target == target and t.operations > 0]
     if not past:
         return None
-    sizes = {t.operations for t in past}
-    if len(sizes) == 1:
-        return operations * statistics.median(t.seconds / t.operations for t in past)
+    through_zero = operations * statistics.median(t.seconds / t.operations for t in past)
+    if len({t.operations for t in past}) == 1:
+        return through_zero
     slope, intercept = statistics.linear_regression([t.operations for t in past],
                                                     [t.seconds for t in past])
     if slope <= 0 or intercept < 0:   # noise across similar sizes: scale through zero
-        return operations * statistics.median(t.seconds / t.operations for t in past)
+        return through_zero
     return intercept + slope * operations
 
 
