@@ -89,6 +89,8 @@ OPS_TABLE = InputKind("ops table", "give a CSV of ops (columns kind, shapes, dty
 COMPILE_CACHE_RECORD = InputKind("compile-cache record", "remove it from the cache (which "
                                  "holds only what roofline wrote), or pass --no-cache",
                                  1 << 30)
+COMPILE_TIME_HISTORY = InputKind("compile-time history", "remove it from the cache (which "
+                                  "holds only what roofline wrote)", 1 << 20)
 MAXTEXT_CONFIG = InputKind("MaxText configuration", "give a YAML file of MaxText's "
                            "configuration keys (configs/base.yml's names)", 1 << 20)
 SWEEP_DEFINITION = InputKind("sweep definition", "restore the sweep.json roofline wrote, or "

@@ -2,6 +2,7 @@
 --quiet, never on standard output."""
 
 import io
+import os
 import sys
 
 from roofline import progress
@@ -75,6 +76,13 @@ def test_a_compile_expects_what_the_machines_recent_compiles_give_for_its_size(t
     assert compiling_description("h200", 300.0).endswith("about 5.0 min expected here:")
     (tmp_path / "compile-times.json").write_text("{not json")
     assert expected_seconds(tmp_path, "h200", 500) is None      # a guide: started afresh
+    # A FIFO in its place is never opened to block (a CI run hung on one), and the next
+    # compile's history replaces it with a file.
+    (tmp_path / "compile-times.json").unlink()
+    os.mkfifo(tmp_path / "compile-times.json")
+    assert expected_seconds(tmp_path, "h200", 500) is None
+    record(tmp_path, CompileTime("h200", 100, 2.0))
+    assert expected_seconds(tmp_path, "h200", 500) == 10.0
 
 
 def test_a_compile_keeps_its_time_and_the_next_one_shows_its_estimate(monkeypatch, tmp_path):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roofline.errors import RooflineError
+from roofline.input_files import COMPILE_TIME_HISTORY, read_optional_input
 from roofline.outputs import write_text_atomic
 
 HISTORY_FILE = "compile-times.json"
@@ -40,13 +41,30 @@ def program_operations(lowered_text: str) -> int:
 
 def history(cache_dir: str | Path) -> list[CompileTime]:
     """The compiles kept in ``cache_dir``, oldest first ([] where none are, or the file is
-    not what this module writes)."""
+    not what this module writes: a FIFO or device there is never opened to block)."""
+    path = Path(cache_dir) / HISTORY_FILE
     try:
-        rows = json.loads((Path(cache_dir) / HISTORY_FILE).read_text(encoding="utf-8"))
+        data = read_optional_input(path, COMPILE_TIME_HISTORY)
+    except RooflineError:
+        _set_aside(path)
+        return []
+    if data is None:
+        return []
+    try:
+        rows = json.loads(data)
         return [CompileTime(str(r["target"]), int(r["operations"]), float(r["seconds"]))
                 for r in rows]
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError, RecursionError):
         return []
+
+
+def _set_aside(path: Path) -> None:
+    """Move what is no file of ours (a FIFO, a directory) out of the way, so the next
+    compile's history can be kept; where it cannot be moved, no estimate is shown."""
+    try:
+        path.replace(path.with_name(path.name + ".damaged"))
+    except OSError:
+        pass
 
 
 def expected_seconds(cache_dir: str | Path, target: str, operations: int) -> float | None:
