@@ -29,8 +29,8 @@ from roofline.model.table_fit import (
     learn_all,
     main_bandwidth,
     memory_source,
-    spec_tiles,
     table_seconds,
+    tile_choice,
     tile_choices,
     with_matrix_class,
 )
@@ -249,18 +249,17 @@ def test_leave_one_gpu_out_of_one_class_recomputed(tables, maxwells):
     # The M40's filter gradients predicted from the other GPU of its architecture and
     # toolkit (the TITAN X Maxwell, CUDA 7.5) alone: that GPU's fp32 parameters, its
     # bandwidth as a share of its main memory times the M40's, the M40's spec tiles
-    # (and narrow ones where the TITAN X's library ran them).
+    # (and the narrow or small ones where the TITAN X's library ran them).
     m40_model, m40, libraries = maxwells["m40"]
     source_model, source, _ = maxwells["titan-x-maxwell"]
     carried = carried_from_tables(m40, libraries, {"titan-x-maxwell": maxwells[
         "titan-x-maxwell"]}, *memory_source())
     assert carried.provenance["carried_from_gpus"] == ["titan-x-maxwell"]
     lender = source_model.matrix_classes[KernelClass.CONV_WGRAD].by_dtype["fp32"]
-    narrow = len(lender.tile_set()) > len(spec_tiles(source))
     by_hand = with_matrix_class(m40_model, KernelClass.CONV_WGRAD, lender.__class__(
         **{**lender.__dict__, "by_dtype": {},
            "bytes_per_s": lender.bytes_per_s / main_bandwidth(source) * main_bandwidth(m40),
-           "tiles": tile_choices(m40)[1 if narrow else 0]}))
+           "tiles": tile_choices(m40)[tile_choice(lender, source)]}))
     rows = [k for k in tables.of("m40")[0] if k.kind is KernelClass.CONV_WGRAD]
     expected = float(np.median([abs(kernel_seconds(k.kernel.op, by_hand, k.kind)
                                     / k.kernel.seconds - 1) for k in rows]))
@@ -281,3 +280,38 @@ def test_the_docs_tables_are_what_the_evaluation_measures(tables):
     page = (Path(__file__).resolve().parents[1] / "docs" / "deepbench-kernels.md").read_text()
     assert summary_markdown(evaluation) in page
     assert evaluation_markdown(evaluation) in page
+
+
+def test_a_product_of_few_columns_streams_its_matrix_at_the_copy_bandwidth():
+    # A GEMV (n = 1): 2 x 4096 x 4096 FLOPs over the 4096 x 4096 fp32 matrix, 67.1 MB,
+    # moved at the copy class's bandwidth (the H200's achievable share of its datasheet
+    # carried to the TITAN Xp's 547.6 GB/s) after the class's fixed time.
+    from roofline.model.kernel_tables import PRECISIONS, gemm_op
+
+    hardware = load_hardware("titan-xp")
+    model = load_kernel_model(kernel_model_path(hardware), hardware)
+    gemv = gemm_op("gemv", 4096, 1, 4096, False, PRECISIONS["fp32"])
+    copy = model.memory_classes[KernelClass.COPY]
+    params = model.matrix_classes[KernelClass.LIBRARY_GEMM].of_dtype("fp32")
+    assert kernel_seconds(gemv, model, KernelClass.LIBRARY_GEMM) == pytest.approx(
+        params.fixed_s + gemv.bytes / copy.bytes_per_s, rel=1e-9)
+    # 16 columns, the narrowest tile's, run tiled as the tables' rows do.
+    tiled = gemm_op("gemm", 4096, 16, 4096, False, PRECISIONS["fp32"])
+    assert kernel_seconds(tiled, model, KernelClass.LIBRARY_GEMM) > (
+        params.fixed_s + tiled.bytes / copy.bytes_per_s)
+
+
+def test_the_p100s_fp16_storage_rows_are_kernels_of_their_own(tables):
+    # DeepBench's P100 fp16 rows store fp16 and multiply in fp32: learned apart from its
+    # fp32 rows (key fp16@fp32), and each row timed at its own parameters.
+    from roofline.model.kernel_model import params_key
+
+    assert params_key("fp16", "fp32") == "fp16@fp32" and params_key("fp32", "fp32") == "fp32"
+    assert params_key("fp32", "tf32") == "tf32"     # not narrower: the dtype's own
+    hardware = load_hardware("p100-pcie")
+    model = load_kernel_model(kernel_model_path(hardware), hardware)
+    conv = model.matrix_classes[KernelClass.CONV_WGRAD]
+    assert set(conv.by_dtype) == {"fp32", "fp16@fp32"}
+    assert conv.of_dtype("fp32", "fp16") is conv.by_dtype["fp16@fp32"]
+    assert conv.of_dtype("fp32") is conv.by_dtype["fp32"]
+    assert conv.of_dtype("fp16", "fp16") is conv     # never learned: the class's own

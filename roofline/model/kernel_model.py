@@ -32,6 +32,7 @@ question times its steps either way (:class:`roofline.model.step_timing.StepTimi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
@@ -43,7 +44,7 @@ from roofline.errors import KernelModelError
 from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost, launching_ops
 from roofline.program.hlo.rules import CUDNN_CONVOLUTIONS, ConvolutionPass, OpCategory
-from roofline.program.hlo.shapes import spec_dtype_bytes
+from roofline.program.hlo.shapes import SPEC_DTYPE_STORAGE, spec_dtype_bytes
 from roofline.units import Kind, format_quantity
 
 
@@ -158,6 +159,15 @@ class MatrixWork:
     transposed: Any         # its GEMM's first operand stored transposed
     winograd: Any           # a convolution of a 3x3 filter and unit stride
     strided: Any            # a convolution of a stride past 1 (or a dilation)
+    # Its bytes' time streamed as a copy kernel streams them, where its GEMM has at most
+    # STREAMED_ROWS rows or columns (inf: no such kernel; :meth:`MatrixClassParams.terms`).
+    streamed_s: Any = math.inf
+
+
+# A product of at most this many rows or columns of output (fewer than the 16 of the
+# narrowest tile) runs as a matrix-vector kernel where that is faster: cuBLAS's GEMV and
+# its kernels for few columns stream the matrix once, at the rate a copy streams memory.
+STREAMED_ROWS = 8
 
 
 def _where(condition: Any, value: float) -> Any:
@@ -176,11 +186,15 @@ class MatrixClassParams:
     The fields past ``kernels_per_op`` are mechanisms a GPU's per-kernel tables set
     (:mod:`roofline.model.table_fit`); their defaults leave the rate as above.
     ``by_dtype``: the parameters of each matrix dtype the class was learned on (a library
-    runs other kernels on tensor cores, in 4-way int8 dot products, on CUDA cores); an op
-    of any other dtype runs at these. ``tiles``: the tiles the library chooses from
-    (empty: ``tile_m x tile_n``), the best for each GEMM, where ``tile_reuse`` (FLOPs per
-    operand byte) is more than a tile of ``m_t x n_t`` does in its main loop (``2 m_t n_t /
-    ((m_t + n_t) x element bytes)``), at that share of the rate (0: no such limit).
+    runs other kernels on tensor cores, in 4-way int8 dot products, on CUDA cores), and of
+    operands stored narrower than the dtype they multiply in (:func:`params_key`: fp16
+    operands multiplied in fp32, as DeepBench's P100 fp16 rows run, are other kernels than
+    fp32 operands); an op of any other dtype runs at these. ``tiles``: the tiles the
+    library chooses from (empty: ``tile_m x tile_n``), the best for each GEMM, where
+    ``tile_reuse`` (FLOPs per operand byte) is more than a tile of ``m_t x n_t`` does in its
+    main loop (``2 m_t n_t / ((m_t + n_t) x element bytes)``), at that share of the rate (0:
+    no such limit). A GEMM of at most :data:`STREAMED_ROWS` rows or columns runs as a
+    matrix-vector kernel where that is faster: its bytes at the copy class's bandwidth.
     ``split_k``: whether it splits a long reduction to fill a wave
     (:meth:`GemmShape.wave_efficiency`). ``depth_half``: the reduction depth K at which a
     tile's fixed work (filling its pipeline, writing its output) takes as long as its main
@@ -208,9 +222,11 @@ class MatrixClassParams:
     def tile_set(self) -> tuple[tuple[int, int], ...]:
         return self.tiles or ((self.tile_m, self.tile_n),)
 
-    def of_dtype(self, dtype: str) -> MatrixClassParams:
-        """The parameters an op multiplying in ``dtype`` runs at."""
-        return self.by_dtype.get(dtype, self)
+    def of_dtype(self, dtype: str, stored: str | None = None) -> MatrixClassParams:
+        """The parameters an op multiplying in ``dtype`` (its operands stored in
+        ``stored``) runs at: those of its storage and dtype, else of its dtype."""
+        key = params_key(stored or dtype, dtype)
+        return self.by_dtype.get(key) or self.by_dtype.get(dtype, self)
 
     def terms(self, work: MatrixWork) -> tuple[Any, Any]:
         """(FLOPs term, bytes term) of the ops of ``work`` (all of one dtype's parameters):
@@ -224,7 +240,22 @@ class MatrixClassParams:
             rate = rate * _where(work.winograd, self.winograd_gain)
         if self.strided_efficiency != 1.0:
             rate = rate * _where(work.strided, self.strided_efficiency)
-        return work.flops / rate, work.bytes / self.bytes_per_s
+        compute, memory = work.flops / rate, work.bytes / self.bytes_per_s
+        # A product of few rows runs as the matrix-vector kernel where that is faster.
+        faster = work.streamed_s < np.maximum(compute, memory)
+        if isinstance(faster, np.ndarray):
+            return np.where(faster, 0.0, compute), np.where(faster, work.streamed_s, memory)
+        return (0.0, work.streamed_s) if faster else (compute, memory)
+
+
+def params_key(stored: str, dtype: str) -> str:
+    """The key of ``by_dtype`` whose parameters time products of operands stored in
+    ``stored`` multiplied in ``dtype``: the dtype, or ``stored@dtype`` where the operands
+    are narrower than the dtype they multiply in (``fp16@fp32``)."""
+    if (stored != dtype and stored in SPEC_DTYPE_STORAGE and dtype in SPEC_DTYPE_STORAGE
+            and spec_dtype_bytes(stored) < spec_dtype_bytes(dtype)):
+        return f"{stored}@{dtype}"
+    return dtype
 
 
 # The fields of MatrixClassParams a kernel-model file may leave out, at their defaults.
@@ -397,7 +428,7 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
         return KernelTerms(memory.fixed_s, 0.0,
                            float(memory.memory_seconds(MemoryTraffic.of_op(op))))
     dtype = matrix_dtype(op, model)
-    matrix = model.matrix_classes[kind].of_dtype(dtype)
+    matrix = model.matrix_classes[kind].of_dtype(dtype, op.as_written_dtype)
     compute_s, memory_s = matrix.terms(matrix_work(op, model, matrix))
     around_s, around = _layout_transposes(op, dtype, model)
     return KernelTerms(matrix.fixed_s, compute_s, memory_s, around_s, around)
@@ -445,11 +476,14 @@ def matrix_work(op: OpCost, model: KernelModel, params: MatrixClassParams) -> Ma
                    * min(1.0, 2 * tile[0] * tile[1] / ((tile[0] + tile[1]) * width)
                          / params.tile_reuse)
                    for tile in params.tile_set())
+    copy = model.memory_classes.get(KernelClass.COPY)
+    streamed = (op.bytes / copy.bytes_per_s if copy is not None and gemm is not None
+                and not gemm.taps and min(gemm.m, gemm.n) <= STREAMED_ROWS else math.inf)
     return MatrixWork(
         op.flops, op.bytes, model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz,
         wave, gemm.k if gemm is not None else 0, gemm is not None and gemm.transposed,
         gemm is not None and gemm.taps == (3, 3) and gemm.unit_stride,
-        gemm is not None and bool(gemm.taps) and not gemm.unit_stride)
+        gemm is not None and bool(gemm.taps) and not gemm.unit_stride, streamed)
 
 
 def matrix_works(ops: Sequence[OpCost], model: KernelModel, params: MatrixClassParams

@@ -29,7 +29,9 @@ from roofline.model.kernel_model import (
     MatrixClassParams,
     MemoryClassParams,
     flop_per_cycle,
+    params_key,
 )
+from roofline.program.hlo.shapes import SPEC_DTYPE_STORAGE
 from roofline.units import Kind, format_quantity
 
 SCHEMA = "roofline/gpu-kernel-model/1"
@@ -425,9 +427,13 @@ class _Fields:
                                 "dtype's parameters hold no dtypes of their own", _REFIT)
             elif each == "by_dtype":
                 per_dtype = self.mapping(record, each, where)
-                self.keys(per_dtype, dtypes, f"{where}.{each}", required=False)
+                rates = list(dtypes)
+                narrower = {params_key(stored, dtype) for stored in SPEC_DTYPE_STORAGE
+                            for dtype in rates} - set(rates)
+                self.keys(per_dtype, [*rates, *sorted(narrower)], f"{where}.{each}",
+                          required=False)
                 values[each] = {dtype: self.params(kind, per_dtype, dtype, f"{where}.{each}",
-                                                   ranges, dtypes, nested=True)
+                                                   ranges, rates, nested=True)
                                 for dtype in per_dtype}
             else:
                 values[each] = self.number(record, each, where, ranges[each])

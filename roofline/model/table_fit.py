@@ -51,6 +51,7 @@ from roofline.model.kernel_model import (
     kernel_seconds,
     matrix_dtype,
     matrix_works,
+    params_key,
 )
 from roofline.model.kernel_model_file import (
     FIXED_S_MAX,
@@ -67,8 +68,12 @@ MEMORY_SOURCE = "h200"
 # The tile a GEMM library runs where the spec states none (the model's own default).
 DEFAULT_TILES = ((128, 128),)
 # Tiles of 16 or 32 columns (or rows), as CUTLASS's and cuBLAS's kernels for products of
-# few columns run them: whether a GPU's library has them is learned from its rows.
+# few columns run them; and small tiles of both few rows and few columns besides, as a
+# filter's gradient of few channels (a product of a few dozen rows and columns over a
+# reduction of every output position) runs in: whether a GPU's library has each set is
+# learned from its rows.
 NARROW_TILES = ((128, 32), (32, 128), (64, 32), (32, 64), (128, 16), (16, 128))
+SMALL_TILES = ((64, 64), (32, 32), (16, 16), (64, 16), (16, 64))
 TILE_REUSE_CHOICES = (0.0, 8.0, 16.0, 24.0, 32.0, 48.0)
 # Where each fit starts its bandwidth share and depth at half rate (hundreds): a few
 # starts, as a few-row product may sit on either side of its ridge.
@@ -138,10 +143,21 @@ def spec_tiles(hardware: Hardware) -> tuple[tuple[int, int], ...]:
 
 
 def tile_choices(hardware: Hardware) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """The tile sets a GPU's library may choose from: its spec's, or those and the narrow
-    tiles (:data:`NARROW_TILES`) that newer libraries run products of few columns in."""
+    """The tile sets a GPU's library may choose from, each holding the one before: its
+    spec's; those and the narrow tiles (:data:`NARROW_TILES`) that newer libraries run
+    products of few columns in; those and the small ones (:data:`SMALL_TILES`)."""
     tiles = spec_tiles(hardware)
-    return tiles, (*tiles, *(t for t in NARROW_TILES if t not in tiles))
+    narrow = (*tiles, *(t for t in NARROW_TILES if t not in tiles))
+    return tiles, narrow, (*narrow, *(t for t in SMALL_TILES if t not in narrow))
+
+
+def tile_choice(params: MatrixClassParams, hardware: Hardware) -> int | None:
+    """Which of :func:`tile_choices` a class learned on ``hardware`` runs (None: one tile
+    of its own, as a profiled model is fitted)."""
+    if not params.tiles:
+        return None
+    return max(i for i, tiles in enumerate(tile_choices(hardware))
+               if len(params.tile_set()) >= len(tiles))
 
 
 def carried_memory(source: KernelModel, source_hardware: Hardware, target: Hardware
@@ -286,10 +302,12 @@ def main_dtype(dtypes: Counter[str]) -> str:
 def fit_table_class(kernels: Sequence[TableKernel], base: KernelModel, hardware: Hardware
                     ) -> MatrixClassParams:
     """A matrix class's parameters from its rows on one GPU: each dtype's fitted apart
-    (:func:`fit_dtype_rows`), the class's own its main dtype's (:func:`main_dtype`)."""
+    (:func:`fit_dtype_rows`; operands stored narrower than they multiply apart from the
+    rest, :func:`params_key`), the class's own its main dtype's (:func:`main_dtype`)."""
     by_dtype: dict[str, list[TableKernel]] = defaultdict(list)
     for kernel in kernels:
-        by_dtype[matrix_dtype(kernel.kernel.op, base)].append(kernel)
+        op = kernel.kernel.op
+        by_dtype[params_key(op.as_written_dtype, matrix_dtype(op, base))].append(kernel)
     fitted = {dtype: fit_dtype_rows(rows, base, hardware) for dtype, rows in by_dtype.items()}
     main = main_dtype(Counter({dtype: len(rows) for dtype, rows in by_dtype.items()}))
     return replace(fitted[main], by_dtype=fitted)
@@ -409,7 +427,7 @@ def _provenance(tables: KernelTables, hardware: Hardware, kernels: Sequence[Tabl
                                  f"{kind.value} kernel)" for kind, lender in BORROWS.items()},
         "loss": f"scipy least_squares, soft_l1 on log(predicted / measured), f_scale "
                 f"{_LOG_SCALE}, each row alike; per class and dtype, each choice of tiles "
-                "(the spec's, or those and narrow ones), of tile reuse "
+                "(the spec's, those and narrow ones, or those and small ones), of tile reuse "
                 f"({', '.join(f'{r:g}' for r in TILE_REUSE_CHOICES)} FLOPs per operand byte)"
                 " and of split-K fitted, the one of the smallest median |error| kept",
         "matrix_efficiency": "at most the peak at the maximum clock (max / sustained)",
@@ -466,19 +484,19 @@ def carried_params(sources: Sequence[tuple[MatrixClassParams, Hardware]], target
     """One dtype's parameters of a class for ``target`` from those learned on other GPUs:
     each number's median (the bandwidth as a share of each GPU's main memory, the
     efficiency within ``target``'s cap), the majority's split-K and tiles (one tile of its
-    own, as a profiled model is fitted; the spec's; or the spec's and narrow ones), with
-    ``target``'s spec tiles."""
+    own, as a profiled model is fitted; else the largest of :func:`tile_choices` a
+    majority runs), with ``target``'s spec tiles."""
     def median(name: str) -> float:
         return _median_of([getattr(params, name) for params, _ in sources])
 
     split = Counter(params.split_k for params, _ in sources)
-    tiling = Counter("one" if not params.tiles else
-                     "narrow" if len(params.tile_set()) > len(spec_tiles(hw)) else "spec"
-                     for params, hw in sources)
-    plain, with_narrow = tile_choices(target)
-    # A majority of one fitted tile keeps it; narrow tiles need a majority; else the spec's.
-    tiles = (() if 2 * tiling["one"] > len(sources) else
-             with_narrow if 2 * tiling["narrow"] > len(sources) else plain)
+    chosen = [tile_choice(params, hw) for params, hw in sources]
+    choices = tile_choices(target)
+    # A majority of one fitted tile keeps it; else the largest set a majority runs.
+    tiles = (() if 2 * chosen.count(None) > len(sources) else
+             choices[max(i for i in range(len(choices))
+                         if i == 0 or 2 * sum(c is not None and c >= i for c in chosen)
+                         > len(sources))])
     return MatrixClassParams(
         fixed_s=median("fixed_s"), efficiency=min(median("efficiency"), efficiency_cap),
         bytes_per_s=_median_of([params.bytes_per_s / main_bandwidth(hw)
