@@ -16,9 +16,9 @@ T4), the convolutions' input channels padded to a multiple of 8 as the benchmark
 them for tensor cores; ``fp16-pseudo`` (P100) stores fp16 and multiplies in fp32 (other
 kernels than fp32's, learned apart: :func:`roofline.model.kernel_model.params_key`);
 ``int8`` (inference) multiplies int8 into 32-bit sums, where the sheet marks a kernel
-padded its dimensions (a GEMM's m, n, k; a convolution's channels) to multiples of 4. A row is kept
-only where its device has a spec (:mod:`roofline.hardware.deepbench_names`) with a rate
-for the dtype it multiplies in; the rows left out are counted by reason.
+padded its dimensions (a GEMM's m, n, k; a convolution's channels) to multiples of 4. A
+row is kept only where its device has a spec (:mod:`roofline.hardware.deepbench_names`)
+with a rate for the dtype it multiplies in; the rows left out are counted by reason.
 """
 
 from __future__ import annotations
