@@ -78,6 +78,9 @@ TILE_REUSE_CHOICES = (0.0, 8.0, 16.0, 24.0, 32.0, 48.0)
 # Where each fit starts its bandwidth share and depth at half rate (hundreds): a few
 # starts, as a few-row product may sit on either side of its ridge.
 FIT_STARTS = ((0.3, 1.0), (0.8, 1.0))
+# Two tile sets whose best fits' median |errors| are this close are not told apart by the
+# rows: the larger is kept, the one a GPU of more SMs (where the tile counts) then runs.
+TILE_TIE = 0.005
 _LOG_SCALE = 0.05        # soft-L1 turns linear past a 5% error
 # Tables' conv and GEMM classes, and the class each borrows from where its rows are none.
 TABLE_CLASSES = (KernelClass.LIBRARY_GEMM, KernelClass.CONV_FPROP, KernelClass.CONV_DGRAD,
@@ -256,9 +259,11 @@ def _efficiency_cap(model: KernelModel) -> float:
 
 def fit_dtype_rows(kernels: Sequence[TableKernel], base: KernelModel, hardware: Hardware
                    ) -> MatrixClassParams:
-    """One class's parameters from its rows of one dtype on one GPU: for each choice of
-    tile reuse (:data:`TILE_REUSE_CHOICES`) and of split-K, the robust fit of the rest
-    from a few starts; the one of the smallest median |error| kept."""
+    """One class's parameters from its rows of one dtype on one GPU: for each set of
+    tiles (:func:`tile_choices`), choice of tile reuse (:data:`TILE_REUSE_CHOICES`) and of
+    split-K, the robust fit of the rest from a few starts; of each tile set the fit of the
+    smallest median |error| kept, and of those the largest set within :data:`TILE_TIE` of
+    the best."""
     from scipy.optimize import least_squares
 
     measured = np.array([k.kernel.seconds for k in kernels])
@@ -269,9 +274,10 @@ def fit_dtype_rows(kernels: Sequence[TableKernel], base: KernelModel, hardware: 
                          any(g.taps and not g.unit_stride for g in gemms),
                          main_bandwidth(hardware))
     low, high = unknowns.bounds(_efficiency_cap(base))
-    best: tuple[float, MatrixClassParams] | None = None
-    for tiles, reuse, split_k in itertools.product(
-            tile_choices(hardware), TILE_REUSE_CHOICES, (True, False)):
+    best_of: dict[int, tuple[float, MatrixClassParams]] = {}
+    for (choice, tiles), reuse, split_k in itertools.product(
+            enumerate(tile_choices(hardware)), TILE_REUSE_CHOICES, (True, False)):
+        best = best_of.get(choice)
         work = matrix_works(ops, base, unknowns.params(unknowns.start(0.5, 1.0), tiles,
                                                        split_k, reuse))
 
@@ -287,10 +293,11 @@ def fit_dtype_rows(kernels: Sequence[TableKernel], base: KernelModel, hardware: 
                                    loss="soft_l1", f_scale=_LOG_SCALE).x
             error = float(np.median(np.abs(predicted(solved) / measured - 1)))
             if best is None or error < best[0]:
-                best = (error, unknowns.params(solved, tiles, split_k, reuse))
-    if best is None:
+                best = best_of[choice] = (error, unknowns.params(solved, tiles, split_k, reuse))
+    if not best_of:
         raise KernelModelError("no choice of tile reuse or split-K to fit")
-    return best[1]
+    least = min(error for error, _ in best_of.values())
+    return best_of[max(c for c, (error, _) in best_of.items() if error <= least + TILE_TIE)][1]
 
 
 def main_dtype(dtypes: Counter[str]) -> str:
