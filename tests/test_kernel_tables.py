@@ -315,3 +315,31 @@ def test_the_p100s_fp16_storage_rows_are_kernels_of_their_own(tables):
     assert conv.of_dtype("fp32", "fp16") is conv.by_dtype["fp16@fp32"]
     assert conv.of_dtype("fp32") is conv.by_dtype["fp32"]
     assert conv.of_dtype("fp16", "fp16") is conv     # never learned: the class's own
+
+
+def test_of_tile_sets_the_rows_cannot_tell_apart_the_fit_keeps_the_largest(tables,
+                                                                          monkeypatch):
+    # The T4's fp16 GEMMs (40 SMs: most rows fill their waves in any tile set) fit to a
+    # median 5.59% with its spec's tiles alone and 5.65% with the narrow or the small ones
+    # too: within half a point (TILE_TIE), so the fit keeps the largest set, the one a
+    # GPU of more SMs runs when the model is carried to it.
+    from roofline.model import table_fit
+
+    hardware = load_hardware("t4")
+    rows = [k for k in tables.of("t4")[0]
+            if k.kind is KernelClass.LIBRARY_GEMM and k.dtype == "fp16"]
+    base, _ = table_fit.base_model(hardware, *memory_source())
+    kept = table_fit.fit_dtype_rows(rows, base, hardware)
+    assert tile_choice(kept, hardware) == 2
+
+    def median_error(params):
+        model = with_matrix_class(base, KernelClass.LIBRARY_GEMM, params)
+        return float(np.median([abs(table_seconds(k, model) / k.kernel.seconds - 1)
+                                for k in rows]))
+    sets = tile_choices(hardware)
+    errors = []
+    for tiles in sets:
+        monkeypatch.setattr(table_fit, "tile_choices", lambda _, tiles=tiles: (tiles,))
+        errors.append(median_error(table_fit.fit_dtype_rows(rows, base, hardware)))
+    assert errors[0] < errors[2] <= errors[0] + table_fit.TILE_TIE
+    assert median_error(kept) == pytest.approx(errors[2])
