@@ -209,8 +209,9 @@ def _devices_and_output(parser: argparse.ArgumentParser) -> None:
                         default=StepTiming.ROOFLINE.value,
                         help="a step's time: the roofline bound hand-tuned kernels "
                              "approach, as TensorRT-LLM-class serving does (default), or "
-                             "as XLA:GPU runs it, from the GPU's measured kernel model "
-                             "(h200; h100-sxm carried)")
+                             "as XLA:GPU runs it, from the GPU's kernel model (measured "
+                             "on it, learned from DeepBench's tables, or carried from "
+                             "the nearest GPU measured: the answer says which)")
     parser.add_argument("--out", metavar="FILE",
                         help="write the output to FILE instead of stdout")
 
