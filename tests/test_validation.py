@@ -243,3 +243,46 @@ def test_language_models_are_reported_apart_from_the_other_published_cases():
     assert groups["other models"]["median"] == pytest.approx(0.06)
     assert "published, language models: median |error| 5.0%, largest 6.0% over 3 cases " \
            "(plain roofline: 25.0%, 30.0%)" in validation_text(result)
+
+
+# A one-layer GPT-2 (the serving tests' small decoder) served on an H100 and an H200
+# (about 25 s: four small compiles).
+_SMALL_DECODER = "decoder:config=gpt2,layers=1,d_model=64,heads=2,d_ff=128,vocab=512,batch=4"
+
+
+def test_a_served_case_is_also_served_as_run_on_both_gpus(tmp_path):
+    # Each side served again with its steps timed by its GPU's kernel model: the as-run
+    # figure is the ratio of those two runs' output tokens a device, beside the roofline's.
+    from roofline.model.generation import ServeOptions, serve
+    from roofline.model.questions import CompileOptions, PlacementOptions
+    from roofline.model.serving_defaults import TOKEN_BUDGET
+    from roofline.model.serving_sim import Lengths, Scheduler
+    from roofline.studies.validation import _served_case
+
+    case = {"name": "small decoder, H100 -> H200", "source_hardware": "h100-sxm",
+            "target_hardware": "h200", "source_spec": _SMALL_DECODER, "measured": 1.1,
+            "source": "a made-up measurement", "serve": {
+                "scenario": "offline", "input_len": "8-32", "output_len": "4-16",
+                "requests": 24, "max_sequences": 16}}
+    result = _served_case(case, tmp_path)
+    scheduler = Scheduler(token_budget=TOKEN_BUDGET, max_sequences=16)
+
+    def tokens_per_s(hardware, timing):
+        answer = serve(_SMALL_DECODER, hardware, Lengths.parse("8-32"), Lengths.parse("4-16"),
+                       ServeOptions(requests=24, curves=False, scheduler=scheduler),
+                       placement=PlacementOptions(timing=timing),
+                       compile=CompileOptions(cache_dir=tmp_path))
+        return answer.offline.output_tokens_per_s / answer.devices
+    assert result.predicted == pytest.approx(
+        tokens_per_s("h200", "roofline") / tokens_per_s("h100-sxm", "roofline"))
+    assert result.as_run == pytest.approx(
+        tokens_per_s("h200", "as-run") / tokens_per_s("h100-sxm", "as-run"))
+    assert result.as_run != pytest.approx(result.predicted)
+    assert result.as_run_error == pytest.approx(result.as_run / 1.1 - 1)
+
+
+def test_only_gpus_with_a_kernel_model_serve_a_case_as_run():
+    from roofline.studies.validation import _times_as_run
+
+    assert _times_as_run("h200") and _times_as_run("a100-80gb")   # measured; carried
+    assert not _times_as_run("tpu-v3")     # XLA:TPU's program: no GPU kernels to time

@@ -270,17 +270,32 @@ def _family(spec: str) -> str:
     return spec.partition(":")[0]
 
 
+def _times_as_run(hardware_id: str) -> bool:
+    """Whether a device's serving steps have an as-run time: its own compile is an
+    XLA:GPU program and it has a kernel model (:func:`roofline.model.as_run.gpu_kernel_model`)."""
+    from roofline.hardware.library import load_hardware
+    from roofline.model.as_run import gpu_kernel_model
+    from roofline.program.compile import compile_target_of, get_target
+
+    hardware = load_hardware(hardware_id)
+    return gpu_kernel_model(hardware, get_target(compile_target_of(hardware)).platform
+                            ) is not None
+
+
 def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     """A serving benchmark's throughput per device, the target's over the source's, each
     from requests served by continuous batching (roofline.model.generation.serve): offline,
     output tokens/s with every request queued; server, at the highest rate whose p99 TTFT
     and TPOT meet the scenario's constraints. The plain roofline's figure beside it is the
-    ratio of the two decode steps at the case's batch on datasheet peaks."""
+    ratio of the two decode steps at the case's batch on datasheet peaks; the as-run
+    figure, where both devices are GPUs with a kernel model, the same runs with each step
+    timed as XLA:GPU runs it (``timing=as-run``)."""
     from roofline.model.accuracy import kind_of, memory_share
     from roofline.model.generation import LatencyTarget, ServeOptions, serve
-    from roofline.model.questions import CompileOptions, predict
+    from roofline.model.questions import CompileOptions, PlacementOptions, predict
     from roofline.model.serving_defaults import MAX_SEQUENCES, REQUESTS, TOKEN_BUDGET
     from roofline.model.serving_sim import Lengths, Scheduler
+    from roofline.model.step_timing import StepTiming
 
     where = f"{CASES_FILE}: case {case['name']!r}"
     served = case["serve"]
@@ -305,15 +320,22 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     compile = CompileOptions(cache_dir=cache_dir)
     target_spec = case.get("target_spec", case["source_spec"])
 
-    def per_device(spec: str, hardware: str) -> float:
+    def per_device(spec: str, hardware: str, timing: StepTiming = StepTiming.ROOFLINE
+                   ) -> float:
         answer = serve(spec, hardware, inputs, outputs, ServeOptions(
             requests=served.get("requests", REQUESTS), latency=target, scheduler=scheduler,
-            curves=False), compile=compile)
+            curves=False), placement=PlacementOptions(timing=timing), compile=compile)
         run = answer.offline if target is None else answer.best_run
         assert run is not None   # serve refuses a target no rate meets
         return run.output_tokens_per_s / answer.devices
-    predicted = (per_device(target_spec, case["target_hardware"])
-                 / per_device(case["source_spec"], case["source_hardware"]))
+
+    def ratio(timing: StepTiming) -> float:
+        return (per_device(target_spec, case["target_hardware"], timing)
+                / per_device(case["source_spec"], case["source_hardware"], timing))
+    predicted = ratio(StepTiming.ROOFLINE)
+    as_run = (ratio(StepTiming.AS_RUN) if all(
+        _times_as_run(case[side]) for side in ("source_hardware", "target_hardware"))
+        else None)
     decode = predict(f"{case['source_spec']},phase=decode", case["source_hardware"],
                      case["target_hardware"], to_program=f"{target_spec},phase=decode",
                      compile=compile)
@@ -325,7 +347,7 @@ def _served_case(case: dict[str, Any], cache_dir: Path | None) -> CaseResult:
     return CaseResult("published", case["name"], predicted, case["measured"],
                       predicted / case["measured"] - 1, len(comparison.ops), None,
                       case["source"], comparison.coverage, caveat=case.get("caveat", ""),
-                      naive=naive, execution="fused",
+                      naive=naive, execution="fused", as_run=as_run,
                       kind=kind_of(comparison.before, comparison.after),
                       memory_share=memory_share(comparison),
                       family=_family(case["source_spec"]))
