@@ -13,7 +13,8 @@ transposed operand's rate, a 3x3 convolution's Winograd gain, and two choices of
 library: whether it runs tiles under 128 rows or columns, and whether it splits K. The
 fit is robust least squares on the log of predicted over measured time (soft-L1, each
 row alike, since the figure it is judged by is a median over rows); each choice is
-fitted and the one of the smallest median error kept.
+fitted and the one of the smallest median error kept, but for the tile set: of sets
+within :data:`TILE_TIE` of the best, the largest.
 
 The tables time no element-wise or reduction kernel: the memory classes, the idle
 between kernels and per step are carried from a GPU whose profiles time them (the
@@ -277,7 +278,6 @@ def fit_dtype_rows(kernels: Sequence[TableKernel], base: KernelModel, hardware: 
     best_of: dict[int, tuple[float, MatrixClassParams]] = {}
     for (choice, tiles), reuse, split_k in itertools.product(
             enumerate(tile_choices(hardware)), TILE_REUSE_CHOICES, (True, False)):
-        best = best_of.get(choice)
         work = matrix_works(ops, base, unknowns.params(unknowns.start(0.5, 1.0), tiles,
                                                        split_k, reuse))
 
@@ -292,8 +292,8 @@ def fit_dtype_rows(kernels: Sequence[TableKernel], base: KernelModel, hardware: 
                                    unknowns.start(share, depth), bounds=(low, high),
                                    loss="soft_l1", f_scale=_LOG_SCALE).x
             error = float(np.median(np.abs(predicted(solved) / measured - 1)))
-            if best is None or error < best[0]:
-                best = best_of[choice] = (error, unknowns.params(solved, tiles, split_k, reuse))
+            if choice not in best_of or error < best_of[choice][0]:
+                best_of[choice] = (error, unknowns.params(solved, tiles, split_k, reuse))
     if not best_of:
         raise KernelModelError("no choice of tile reuse or split-K to fit")
     least = min(error for error, _ in best_of.values())
@@ -436,7 +436,8 @@ def _provenance(tables: KernelTables, hardware: Hardware, kernels: Sequence[Tabl
                 f"{_LOG_SCALE}, each row alike; per class and dtype, each choice of tiles "
                 "(the spec's, those and narrow ones, or those and small ones), of tile reuse "
                 f"({', '.join(f'{r:g}' for r in TILE_REUSE_CHOICES)} FLOPs per operand byte)"
-                " and of split-K fitted, the one of the smallest median |error| kept",
+                " and of split-K fitted, the one of the smallest median |error| kept (of tile"
+                f" sets within {TILE_TIE:g} of the best median |error|, the largest)",
         "matrix_efficiency": "at most the peak at the maximum clock (max / sustained)",
         "rnn": "checked, never fitted: each layer's pass as its GEMMs and element-wise "
                "kernels (roofline.model.kernel_tables.rnn_kernels)",
