@@ -120,6 +120,25 @@ def test_a_padded_convolution_counts_only_the_taps_on_its_input(tables):
     assert op.gemm.taps == (3, 3) and op.gemm.unit_stride
 
 
+def test_the_kernel_model_times_every_tap_a_library_convolution_multiplies(tables):
+    # The same row as the kernel model times it: cuDNN's implicit GEMM multiplies the
+    # padding's zeros too, M = 16 x 24 x 240, N = 32, K = 16 x 9: 849,346,560 FLOPs.
+    from roofline.model.kernel_model import matrix_work
+
+    hardware = load_hardware("v100-sxm2")
+    model = load_kernel_model(kernel_model_path(hardware), hardware)
+    params = model.matrix_classes[KernelClass.CONV_FPROP].of_dtype("fp32")
+    padded = _row(tables, "conv.csv:1139", KernelClass.CONV_FPROP).kernel.op
+    assert matrix_work(padded, model, params).flops == 849_346_560
+    # A convolution of no padding does the work XLA counts: line 1130's 20 x 5 filter
+    # over a 700 x 161 input at stride 2 lands every tap on the input.
+    unpadded = _row(tables, "conv.csv:1130", KernelClass.CONV_FPROP).kernel.op
+    assert matrix_work(unpadded, model, params).flops == unpadded.flops
+    # A GEMM is its 2 m n k either way.
+    gemm = next(k.kernel.op for k in tables.kernels if k.kind is KernelClass.LIBRARY_GEMM)
+    assert matrix_work(gemm, model, params).flops == gemm.flops
+
+
 def test_tensor_core_convolutions_pad_their_input_channels_to_8(tables):
     # conv.csv line 1224: the fp16 tensor-core row of line 1130's kernel: C = 1 runs as 8,
     # so K = 8 x 5 x 20 = 800 and 8x the FLOPs.

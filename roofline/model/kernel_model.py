@@ -20,7 +20,8 @@ from whole steps, which are the check:
   at: 1.83 GHz for Hopper's tensor cores, 1.98 GHz for its CUDA cores) x the clock the
   power limit holds under tensor-core work x the class's achieved ``efficiency`` x the
   share of the device's tile slots doing useful work (tile and wave quantization of the
-  op's GEMM on the device's SMs); the bytes term makes a GEMM of few rows (a decode
+  op's GEMM on the device's SMs); a convolution's FLOPs are its implicit GEMM's, every
+  tap over the padding included; the bytes term makes a GEMM of few rows (a decode
   step's) memory-bound on its weights.
 
 A step's expected time is the sum of its kernels' times plus the time the GPU sits idle
@@ -479,8 +480,12 @@ def matrix_work(op: OpCost, model: KernelModel, params: MatrixClassParams) -> Ma
     copy = model.memory_classes.get(KernelClass.COPY)
     streamed = (op.bytes / copy.bytes_per_s if copy is not None and gemm is not None
                 and not gemm.taps and min(gemm.m, gemm.n) <= STREAMED_ROWS else math.inf)
+    # A convolution library's implicit GEMM multiplies every tap of every position, the
+    # padding's zeros too: on a small map (ResNet's 7x7, padded by 1) nearly a fifth of
+    # its work.
+    flops = max(op.flops, gemm.flops) if gemm is not None and gemm.taps else op.flops
     return MatrixWork(
-        op.flops, op.bytes, model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz,
+        flops, op.bytes, model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz,
         wave, gemm.k if gemm is not None else 0, gemm is not None and gemm.transposed,
         gemm is not None and gemm.taps == (3, 3) and gemm.unit_stride,
         gemm is not None and bool(gemm.taps) and not gemm.unit_stride, streamed)

@@ -7,7 +7,8 @@ n, k)`` with its first operand's transposition kept); each convolution row is up
 kernels, one per pass timed (forward, gradient of the input, gradient of the filter), each
 of its pass's class with the implicit GEMM of that pass, built from the convolution as
 XLA describes one (:meth:`ConvolutionSpec.implicit_gemm`: its FLOPs count the (output,
-tap) pairs that land on the input, as XLA's cost analysis counts them). An RNN layer is
+tap) pairs that land on the input, as XLA's cost analysis counts them; the kernel model
+times every tap the implicit GEMM multiplies, :attr:`GemmShape.flops`). An RNN layer is
 the kernels it runs (:class:`RnnLayer`): the recurrent GEMM and the gates' element-wise
 kernel each timestep, or one GEMM of every timestep for the weights' gradient.
 

@@ -144,6 +144,13 @@ class GemmShape:
     def tiles(self, tile: tuple[int, int]) -> int:
         return self.batch * math.ceil(self.m / tile[0]) * math.ceil(self.n / tile[1])
 
+    @property
+    def flops(self) -> float:
+        """``2 m n k`` per product: what the product multiplies, a convolution's taps over
+        padding (zeros) included, where XLA's cost analysis counts only the taps landing on
+        the input."""
+        return 2.0 * self.batch * self.m * self.n * self.k
+
     def wave_efficiency(self, tile: tuple[int, int], units: int, split_k: bool = True
                         ) -> float:
         """The share of the device's tile slots that hold useful output: tiles padded
