@@ -481,8 +481,9 @@ def matrix_work(op: OpCost, model: KernelModel, params: MatrixClassParams) -> Ma
     streamed = (op.bytes / copy.bytes_per_s if copy is not None and gemm is not None
                 and not gemm.taps and min(gemm.m, gemm.n) <= STREAMED_ROWS else math.inf)
     # A convolution library's implicit GEMM multiplies every tap of every position, the
-    # padding's zeros too: on a small map (ResNet's 7x7, padded by 1) nearly a fifth of
-    # its work.
+    # padding's zeros too (a 3x3 filter on ResNet's 7x7 maps, padded by 1: nearly a fifth
+    # of its work), and a strided input gradient runs over every input position (timing
+    # it as the forward's taps fitted DeepBench's and the H200's kernels worse).
     flops = max(op.flops, gemm.flops) if gemm is not None and gemm.taps else op.flops
     return MatrixWork(
         flops, op.bytes, model.matrix_flop_per_cycle[dtype] * model.sustained_clock_hz,
