@@ -32,6 +32,7 @@ from roofline.model.table_fit import (
     table_seconds,
     tile_choice,
     tile_choices,
+    unit_rate_ratio,
     with_matrix_class,
 )
 from roofline.model.table_validation import (
@@ -267,17 +268,22 @@ def test_the_new_fields_are_range_checked_on_load(tmp_path, change, field):
 def test_leave_one_gpu_out_of_one_class_recomputed(tables, maxwells):
     # The M40's filter gradients predicted from the other GPU of its architecture and
     # toolkit (the TITAN X Maxwell, CUDA 7.5) alone: that GPU's fp32 parameters, its
-    # bandwidth as a share of its main memory times the M40's, the M40's spec tiles
-    # (and the narrow or small ones where the TITAN X's library ran them).
+    # bandwidth as a share of its main memory times the M40's, its depth at half rate
+    # times the two GPUs' fp32 FLOPs a cycle per SM (both 128 lanes x 2, the specs'
+    # rounded peaks a few parts in ten thousand apart), the M40's spec tiles (and the
+    # narrow or small ones where the TITAN X's library ran them).
     m40_model, m40, libraries = maxwells["m40"]
     source_model, source, _ = maxwells["titan-x-maxwell"]
     carried = carried_from_tables(m40, libraries, {"titan-x-maxwell": maxwells[
         "titan-x-maxwell"]}, *memory_source())
     assert carried.provenance["carried_from_gpus"] == ["titan-x-maxwell"]
     lender = source_model.matrix_classes[KernelClass.CONV_WGRAD].by_dtype["fp32"]
+    per_sm = [m.matrix_flop_per_cycle["fp32"] / m.sm_count for m in (m40_model, source_model)]
+    assert per_sm[0] / per_sm[1] == pytest.approx(1.0, abs=2e-3)
     by_hand = with_matrix_class(m40_model, KernelClass.CONV_WGRAD, lender.__class__(
         **{**lender.__dict__, "by_dtype": {},
            "bytes_per_s": lender.bytes_per_s / main_bandwidth(source) * main_bandwidth(m40),
+           "depth_half": lender.depth_half * per_sm[0] / per_sm[1],
            "tiles": tile_choices(m40)[tile_choice(lender, source)]}))
     rows = [k for k in tables.of("m40")[0] if k.kind is KernelClass.CONV_WGRAD]
     expected = float(np.median([abs(kernel_seconds(k.kernel.op, by_hand, k.kind)
@@ -362,3 +368,26 @@ def test_of_tile_sets_the_rows_cannot_tell_apart_the_fit_keeps_the_largest(table
         errors.append(median_error(table_fit.fit_dtype_rows(rows, base, hardware)))
     assert errors[0] < errors[2] <= errors[0] + table_fit.TILE_TIE
     assert median_error(kept) == pytest.approx(errors[2])
+
+
+def test_a_carried_depth_at_half_rate_keeps_its_cycles_on_an_sm_of_other_lanes(tables):
+    # A GP100 SM (the P100's) has 64 fp32 lanes, a GP102 SM (the GTX 1080 Ti's, the TITAN
+    # Xp's) 128 (NVIDIA's Pascal whitepapers): its main loop takes twice the cycles per
+    # step of K, so the tile's fixed work is as long as half the depth. The P100 PCIe's
+    # 9.3 TFLOP/s over 56 SMs at 1,303 MHz is 127 FLOPs a cycle per SM; the GTX 1080
+    # Ti's 11.34 TFLOP/s over 28 SMs at 1,582 MHz, 256.
+    p100, gp102 = load_hardware("p100-pcie"), load_hardware("gtx-1080ti")
+    assert unit_rate_ratio(p100, gp102, "fp32") == pytest.approx(
+        (9.3e12 / 56 / 1.303e9) / (11.34e12 / 28 / 1.582e9), rel=0.01)
+    assert unit_rate_ratio(p100, gp102, "fp32") == pytest.approx(0.5, rel=0.01)
+    sources = {gpu: (load_kernel_model(kernel_model_path(hw), hw), hw, tables.libraries[gpu])
+               for gpu, hw in (("gtx-1080ti", gp102), ("titan-xp", load_hardware("titan-xp")))}
+    carried = carried_from_tables(p100, tables.libraries["p100-pcie"], sources,
+                                  *memory_source())
+    wgrad = carried.matrix_classes[KernelClass.CONV_WGRAD].by_dtype["fp32"]
+    lent = [model.matrix_classes[KernelClass.CONV_WGRAD].by_dtype["fp32"].depth_half
+            * unit_rate_ratio(p100, hw, "fp32") for model, hw, _ in sources.values()]
+    assert wgrad.depth_half == pytest.approx(float(np.median(lent)), rel=1e-12)
+    assert wgrad.depth_half < 0.6 * float(np.median(
+        [model.matrix_classes[KernelClass.CONV_WGRAD].by_dtype["fp32"].depth_half
+         for model, _, _ in sources.values()]))

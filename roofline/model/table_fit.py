@@ -487,15 +487,32 @@ def _median_of(values: Sequence[float]) -> float:
     return float(np.median(values))
 
 
+def unit_rate_ratio(target: Hardware, source: Hardware, dtype: str) -> float:
+    """The FLOPs one SM (or CU) of ``target`` does a cycle multiplying in ``dtype`` over
+    those of one of ``source`` (1 where either spec has no rate for it)."""
+    target_rate = flop_per_cycle(target).get(dtype)
+    source_rate = flop_per_cycle(source).get(dtype)
+    if not target_rate or not source_rate:
+        return 1.0
+    return (target_rate / units(target)) / (source_rate / units(source))
+
+
 def carried_params(sources: Sequence[tuple[MatrixClassParams, Hardware]], target: Hardware,
-                   efficiency_cap: float) -> MatrixClassParams:
+                   efficiency_cap: float, dtype: str) -> MatrixClassParams:
     """One dtype's parameters of a class for ``target`` from those learned on other GPUs:
     each number's median (the bandwidth as a share of each GPU's main memory, the
-    efficiency within ``target``'s cap), the majority's split-K and tiles (one tile of its
-    own, as a profiled model is fitted; else the largest of :func:`tile_choices` a
+    efficiency within ``target``'s cap, the depth at half rate scaled by the two GPUs'
+    FLOPs a cycle per SM: :func:`unit_rate_ratio`), the majority's split-K and tiles (one tile of
+    its own, as a profiled model is fitted; else the largest of :func:`tile_choices` a
     majority runs), with ``target``'s spec tiles."""
     def median(name: str) -> float:
         return _median_of([getattr(params, name) for params, _ in sources])
+
+    # A tile's fixed work (filling its pipeline, writing its output) takes the same cycles
+    # on an SM of half the FLOPs a cycle, whose main loop is twice as long a step of K:
+    # half the depth reaches half rate (a GP100 SM has half a GP102 SM's fp32 lanes).
+    depth_half = _median_of([params.depth_half * unit_rate_ratio(target, hw, dtype)
+                             for params, hw in sources])
 
     split = Counter(params.split_k for params, _ in sources)
     chosen = [tile_choice(params, hw) for params, hw in sources]
@@ -513,7 +530,7 @@ def carried_params(sources: Sequence[tuple[MatrixClassParams, Hardware]], target
         kernels_per_op=median("kernels_per_op"),
         tiles=tiles,
         tile_reuse=median("tile_reuse"),
-        split_k=split[True] >= split[False], depth_half=median("depth_half"),
+        split_k=split[True] >= split[False], depth_half=depth_half,
         transposed_efficiency=median("transposed_efficiency"),
         winograd_gain=median("winograd_gain"),
         strided_efficiency=median("strided_efficiency"))
@@ -533,7 +550,8 @@ def carried_class(kind: KernelClass, target: Hardware, model: KernelModel,
                        for gpu in group.sources if kind in learned[gpu][0].matrix_classes
                        and _learned_on(learned[gpu][0].matrix_classes[kind], dtype)]
             if sources:
-                by_dtype[dtype] = carried_params(sources, target, _efficiency_cap(model))
+                by_dtype[dtype] = carried_params(sources, target, _efficiency_cap(model),
+                                                 dtype)
                 break
     if not by_dtype:
         return None
