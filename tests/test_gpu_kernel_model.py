@@ -153,7 +153,14 @@ def test_the_h200s_fitted_parameters_load_with_their_provenance():
     assert model.matrix_flop_per_cycle["bf16"] == pytest.approx(528 * 1024, rel=1e-3)
     assert model.matrix_flop_per_cycle["fp32"] == pytest.approx(16896 * 2, rel=1e-3)
     assert model.sustained_clock_hz == pytest.approx(1.65e9)
-    assert set(model.memory_classes) | set(model.matrix_classes) == set(KernelClass)
+    assert set(model.memory_classes) | set(model.matrix_classes) == set(KernelClass) - {
+        KernelClass.COLLECTIVE}
+    # No collective was profiled: they cross the first link, NVLink4's 18 x 25 GB/s each
+    # way (the spec's), at its roof, after one copy kernel's fixed time.
+    assert model.collective is not None and model.collective.link == "NVLink4"
+    assert model.collective.link_bytes_per_s == pytest.approx(450e9)
+    assert model.collective.hop_s == 0.0
+    assert model.collective.fixed_s == model.memory_classes[KernelClass.COPY].fixed_s
     # A class's rate is at most the peak at the maximum clock (short kernels run above
     # the sustained one): efficiency x 1.65 GHz <= 1.98 GHz.
     assert all(0 < m.efficiency * model.sustained_clock_hz <= model.max_clock_hz * (1 + 1e-9)

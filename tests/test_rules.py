@@ -234,6 +234,12 @@ LINK = {
 }
 
 
+# The link transfers one device makes one after another: a ring all-reduce's
+# reduce-scatter and all-gather, 7 steps each; the other rings 7; a hop or a broadcast 1.
+HOPS = {"ar": 14, "ag": 7, "rs": 7, "a2a": 7, "cp": 1, "cb": 1, "ra": 7, "async": 7,
+        "send": 1, "recv": 1}
+
+
 @pytest.fixture(scope="module")
 def collectives():
     costs = analyze_module(parse_hlo_text(COLLECTIVES))
@@ -246,6 +252,7 @@ def test_collectives_cross_the_links(collectives, name):
     op = ops[name]
     assert op.category == "collective" and op.kernels == 1 and not op.free
     assert op.link_bytes == pytest.approx(LINK[name])
+    assert op.link_hops == HOPS[name]
 
 
 @pytest.mark.parametrize("plain, started", [
@@ -257,8 +264,9 @@ def test_async_forms_cost_as_their_plain_op(collectives, plain, started):
     # and memory traffic (the operand read, the result written).
     _, ops = collectives
     a, b = ops[plain], ops[started]
-    assert (b.category, b.flops, b.link_bytes, b.bytes_read, b.bytes_written) == (
-        a.category, a.flops, a.link_bytes, a.bytes_read, a.bytes_written)
+    assert (b.category, b.flops, b.link_bytes, b.link_hops, b.bytes_read,
+            b.bytes_written) == (a.category, a.flops, a.link_bytes, a.link_hops,
+                                 a.bytes_read, a.bytes_written)
     if plain in ("ar", "rs"):
         assert a.flops == 1024 * 256
 

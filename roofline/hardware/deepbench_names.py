@@ -32,3 +32,24 @@ def spec_for_deepbench(device: str) -> str | None:
     column), or None for one no spec describes: the Xeon Phi (``knl-7250``), the phones and
     the Raspberry Pi."""
     return DEEPBENCH_SPECS.get(device)
+
+
+# The node each GPU's all-reduces ran in, as DeepBench's README describes its systems: "8
+# GPU nodes ... dual socket ... two PLX switches per socket and two GPUs on each PLX
+# switch ... P100, TitanX Maxwell and M40 were such systems"; "The 10 GPU node has one CPU
+# socket (single root topology) with two PLX switches, each switch are connected to 5 GPUs
+# ... TitanX Pascal, and 1080Ti were such systems." A ring's share of the PCIe link is the
+# node's (crossing sockets halves it), not the GPU's.
+TWO_SOCKETS = "8 GPUs on two sockets, two on each PLX switch"
+ONE_ROOT = "10 GPUs on one socket, five on each PLX switch"
+ALLREDUCE_NODES: dict[str, str] = {
+    "p100": TWO_SOCKETS, "titan-x-maxwell": TWO_SOCKETS, "m40": TWO_SOCKETS,
+    "titan-x-pascal": ONE_ROOT, "gtx-1080ti": ONE_ROOT,
+}
+
+
+def allreduce_node(spec_id: str) -> str | None:
+    """The node the GPU of ``spec_id`` ran DeepBench's all-reduces in; None where it ran
+    none."""
+    return next((node for device, node in ALLREDUCE_NODES.items()
+                 if DEEPBENCH_SPECS.get(device) == spec_id), None)

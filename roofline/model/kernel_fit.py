@@ -59,6 +59,7 @@ from roofline.model.kernel_model import (
     flop_per_cycle,
     kernel_class,
     kernel_seconds,
+    with_link_roof,
 )
 from roofline.program.hlo.formulas import GemmShape
 from roofline.program.hlo.op_cost import OpCost
@@ -454,8 +455,8 @@ def learn_kernel_model(runs: Sequence[GroundTruthRun], hardware: Hardware,
     bandwidth = memory[KernelClass.ELEMENTWISE].bytes_per_s
     for kind in MATRIX_CLASSES:
         base = _with_class(base, kind, fit_matrix_class(by_class[kind], base, kind, bandwidth))
-    return replace(base, provenance=_provenance(hardware, runs, steps, single, by_class,
-                                                borrowed, base, l2))
+    return with_link_roof(replace(base, provenance=_provenance(
+        hardware, runs, steps, single, by_class, borrowed, base, l2)), hardware)
 
 
 def _residuals(kernels: Sequence[MeasuredKernel], model: KernelModel, borrowed: bool
@@ -503,7 +504,7 @@ def _provenance(hardware: Hardware, runs: Sequence[GroundTruthRun],
                 f"each kernel weighted by max(1, its time / {WEIGHT_FROM_S * 1e6:g} us)",
         "fit_residuals_by_class": {
             kind.value: _residuals(by_class[kind], model, kind.value in borrowed)
-            for kind in KernelClass},
+            for kind in KernelClass if kind is not KernelClass.COLLECTIVE},
         "never_read": "steps.csv (the whole steps are the check, never the fit)"}
 
 

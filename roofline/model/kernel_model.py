@@ -22,7 +22,11 @@ from whole steps, which are the check:
   share of the device's tile slots doing useful work (tile and wave quantization of the
   op's GEMM on the device's SMs); a convolution's FLOPs are its implicit GEMM's, every
   tap over the padding included; the bytes term makes a GEMM of few rows (a decode
-  step's) memory-bound on its weights.
+  step's) memory-bound on its weights;
+- collectives (NCCL's rings over the GPU's first link): ``t = fixed_s + hops x hop_s +
+  link bytes / link_bytes_per_s``, where a ring makes its hops one after another
+  (:class:`CollectiveClassParams`): learned where all-reduces were timed, else at the
+  link's roof.
 
 A step's expected time is the sum of its kernels' times plus the time the GPU sits idle
 between them: ``step_fixed_s + gap_s x kernels``, the kernels counted as each class
@@ -64,11 +68,13 @@ class KernelClass(str, Enum):
     CONV_DGRAD = "conv_dgrad"            # cuDNN: gradient of the input
     CONV_WGRAD = "conv_wgrad"            # cuDNN: gradient of the filter
     COPY = "copy"                        # copies and any other op that runs a kernel
+    COLLECTIVE = "collective"            # NCCL: an all-reduce, all-gather, ... over links
 
 
 MATRIX_CLASSES = (KernelClass.TRITON_GEMM, KernelClass.LIBRARY_GEMM, KernelClass.CONV_FPROP,
                   KernelClass.CONV_DGRAD, KernelClass.CONV_WGRAD)
-MEMORY_CLASSES = tuple(c for c in KernelClass if c not in MATRIX_CLASSES)
+MEMORY_CLASSES = tuple(c for c in KernelClass
+                       if c not in MATRIX_CLASSES and c is not KernelClass.COLLECTIVE)
 # A cuDNN call's class by the pass its target computes.
 _CONVOLUTION_CLASSES = {ConvolutionPass.FORWARD: KernelClass.CONV_FPROP,
                         ConvolutionPass.BACKWARD_INPUT: KernelClass.CONV_DGRAD,
@@ -145,6 +151,74 @@ class MemoryClassParams:
         moving = (resident / (self.resident_bytes_per_s or 1.0)
                   + (traffic.bytes - resident) / self.bytes_per_s)
         return moving / self.share(traffic) + traffic.combined_sums * self.output_s
+
+
+@dataclass(frozen=True)
+class CollectiveClassParams:
+    """Collectives over the GPU's first link (the spec's first ``[[links]]``, as NCCL's
+    rings inside one node run on it): ``t = fixed_s + hops x hop_s + link bytes /
+    link_bytes_per_s``, the link bytes and hops one device sends and makes
+    (:attr:`OpCost.link_bytes`, :attr:`OpCost.link_hops`). ``link``: the link's name, which
+    a model carried to another GPU must share for these to hold."""
+
+    fixed_s: float
+    hop_s: float
+    link_bytes_per_s: float
+    link: str
+
+    def link_seconds(self, hops: Any, link_bytes: Any) -> Any:
+        """The time past the fixed one: the one formula of the class, read by the model
+        and by its fit."""
+        return hops * self.hop_s + link_bytes / self.link_bytes_per_s
+
+
+def link_roof(hardware: Hardware, fixed_s: float) -> CollectiveClassParams | None:
+    """Collectives of a GPU none were timed on: its first link's bandwidth and stated
+    latency a hop (none where it states none), one kernel's ``fixed_s``; None where its
+    spec lists no link."""
+    if not hardware.links:
+        return None
+    link = hardware.links[0]
+    return CollectiveClassParams(fixed_s, link.latency_s or 0.0, link.bytes_per_s, link.name)
+
+
+LINK_ROOF = ("the link's roof: {link}'s bandwidth, one kernel's fixed time and no wait a "
+             "hop (no collective over it was timed)")
+
+
+def times_collectives(model: KernelModel) -> bool:
+    """Whether ``model``'s collectives were learned from timed ones, not its link roof."""
+    return (model.collective is not None and model.provenance.get("collective")
+            != LINK_ROOF.format(link=model.collective.link))
+
+
+def with_link_roof(model: KernelModel, hardware: Hardware) -> KernelModel:
+    """``model`` timing collectives at ``hardware``'s link roof (:func:`link_roof`, the
+    copy class's fixed time), and saying so; none where the spec lists no link."""
+    collective, said = _roof_of(model, hardware)
+    return replace(model, collective=collective,
+                   provenance={**model.provenance, **({"collective": said} if said else {})})
+
+
+def _roof_of(model: KernelModel, hardware: Hardware
+             ) -> tuple[CollectiveClassParams | None, str]:
+    collective = link_roof(hardware, model.memory_classes[KernelClass.COPY].fixed_s)
+    return collective, "" if collective is None else LINK_ROOF.format(link=collective.link)
+
+
+def carried_collective(model: KernelModel, source: Hardware, target: Hardware
+                       ) -> tuple[CollectiveClassParams | None, str]:
+    """The collective class of ``model`` (``source``'s) carried to ``target``, and what
+    it is: as timed on ``source`` where it was timed over the link ``target`` has first
+    (its bandwidth the two specs' ratio), else ``target``'s link roof."""
+    timed = model.collective
+    if (timed is None or not times_collectives(model) or not target.links
+            or target.links[0].name != timed.link):
+        return _roof_of(model, target)
+    ratio = target.links[0].bytes_per_s / source.links[0].bytes_per_s
+    return (replace(timed, link_bytes_per_s=timed.link_bytes_per_s * ratio),
+            f"{source.id}'s timed collectives over {timed.link}, its bandwidth x {ratio:.4g} "
+            "(the two specs')")
 
 
 @dataclass(frozen=True)
@@ -285,8 +359,12 @@ class KernelModel:
     gap_s: float            # idle time on the stream per kernel launched
     step_fixed_s: float     # idle time per step whatever its kernels
     provenance: Mapping[str, Any]
+    # None: a GPU whose spec lists no link, which times no collective.
+    collective: CollectiveClassParams | None = None
 
     def kernels_per_op(self, kind: KernelClass) -> float:
+        if kind is KernelClass.COLLECTIVE:
+            return 1.0
         params = self.memory_classes.get(kind) or self.matrix_classes[kind]
         return params.kernels_per_op
 
@@ -369,7 +447,10 @@ def kernel_class(op: OpCost, eager: bool = False) -> KernelClass:
     are one kernel each, as a framework launches them: a matrix product a library's GEMM,
     a convolution the library's kernel of its pass, any other op a kernel that streams its
     bytes (a framework's reductions and library kernels, as cuDNN's batch norm, split
-    their sums over the whole GPU, unlike XLA's column reductions of few outputs)."""
+    their sums over the whole GPU, unlike XLA's column reductions of few outputs). A
+    collective whose bytes cross a link is NCCL's, either way."""
+    if op.category is OpCategory.COLLECTIVE and op.link_bytes:
+        return KernelClass.COLLECTIVE
     if eager:
         if op.category is OpCategory.MATMUL:
             return KernelClass.LIBRARY_GEMM
@@ -424,6 +505,13 @@ def kernel_terms(op: OpCost, model: KernelModel, kind: KernelClass | None = None
                  ) -> KernelTerms:
     """:func:`kernel_seconds`'s parts."""
     kind = kind or kernel_class(op)
+    if kind is KernelClass.COLLECTIVE:
+        if model.collective is None:
+            raise KernelModelError(f"{model.device}'s kernel model times no collective "
+                                   f"({op.name}): its spec lists no link ([[links]]) for "
+                                   "the bytes to cross; add its links to the spec")
+        return KernelTerms(model.collective.fixed_s, 0.0, float(
+            model.collective.link_seconds(op.link_hops, op.link_bytes)))
     if kind in model.memory_classes:
         memory = model.memory_classes[kind]
         return KernelTerms(memory.fixed_s, 0.0,
@@ -556,8 +644,10 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
             f"{source.compute_capability}; {target.id} is "
             f"{target.compute_capability or 'no GPU'}: its kernels must be measured")
     ratio = target.main_memory.bytes_per_s / source.main_memory.bytes_per_s
+    collective, collective_said = carried_collective(model, source, target)
     return replace(
         with_main_bandwidth(model, ratio), device=target.id, sm_count=int(target.count("sm")),
+        collective=collective,
         max_clock_hz=target.clock.value, matrix_flop_per_cycle=flop_per_cycle(target),
         sustained_clock_hz=min(model.sustained_clock_hz,
                                target.clock.value or model.sustained_clock_hz),
@@ -569,7 +659,8 @@ def carried_to(model: KernelModel, source: Hardware, target: Hardware) -> Kernel
                             f"{source.main_memory.bytes_per_s / 1e12:.3g} TB/s), FLOPs a "
                             f"cycle, SMs and maximum clock from {target.id}'s spec; no "
                             f"kernel of {target.id} measured, so nothing checked on it",
-            "never_read": model.provenance.get("never_read", "")})
+            "never_read": model.provenance.get("never_read", ""),
+            **({"collective": collective_said} if collective_said else {})})
 
 
 def with_main_bandwidth(model: KernelModel, ratio: float) -> KernelModel:

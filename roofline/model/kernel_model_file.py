@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,14 @@ from roofline.model.kernel_model import (
     MATRIX_CLASSES,
     MEMORY_CLASSES,
     OPTIONAL_MATRIX_FIELDS,
+    CollectiveClassParams,
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
     flop_per_cycle,
     params_key,
+    times_collectives,
+    with_link_roof,
 )
 from roofline.program.hlo.shapes import SPEC_DTYPE_STORAGE
 from roofline.units import Kind, format_quantity
@@ -107,7 +110,9 @@ def kernel_model_to_json(model: KernelModel) -> dict[str, Any]:
         "memory_classes": {k.value: _as_dict(v) for k, v in model.memory_classes.items()},
         "matrix_classes": {k.value: _as_dict(v) for k, v in model.matrix_classes.items()},
         "gap_s": model.gap_s, "step_fixed_s": model.step_fixed_s,
-        "provenance": dict(model.provenance)}
+        "provenance": dict(model.provenance),
+        **({"collective": asdict(model.collective)} if times_collectives(model)
+           else {})}
 
 
 def _as_dict(params: MemoryClassParams | MatrixClassParams) -> dict[str, Any]:
@@ -134,6 +139,8 @@ def _default(each: Any) -> Any:
 _TOP_FIELDS = ("schema", "device", "measured_on", "sm_count", "max_clock_hz",
                "sustained_clock_hz", "matrix_flop_per_cycle", "memory_classes",
                "matrix_classes", "gap_s", "step_fixed_s", "provenance")
+# A model learned where collectives were timed holds them; any other is at its link roof.
+_OPTIONAL_TOP_FIELDS = ("collective",)
 
 
 def load_kernel_model(path: str | Path, hardware: Hardware) -> KernelModel:
@@ -231,6 +238,7 @@ class _DeviceLimits:
     flop_per_cycle: dict[str, float]
     fastest: tuple[str, float]      # the memory level of the fastest figure, and it
     cache: tuple[str, float]        # the largest level nearer than main memory, and it
+    hardware: Hardware
 
     @classmethod
     def of(cls, hardware: Hardware) -> _DeviceLimits:
@@ -241,7 +249,7 @@ class _DeviceLimits:
         caches = [(level.name, level.capacity_bytes) for level in hardware.memory[1:]]
         return cls(hardware.id, hardware.clock.value or math.inf, hardware.count("sm"),
                    flop_per_cycle(hardware), max(figures, key=lambda f: f[1]),
-                   max(caches, key=lambda c: c[1], default=("no cache", 0.0)))
+                   max(caches, key=lambda c: c[1], default=("no cache", 0.0)), hardware)
 
     def bandwidth(self) -> _Range:
         name, figure = self.fastest
@@ -268,7 +276,8 @@ class _Fields:
         return KernelModelError(f"{self.path}: field '{field}' {problem}; {fix}")
 
     def model(self, document: Mapping[str, Any], limits: _DeviceLimits) -> KernelModel:
-        self.keys(document, _TOP_FIELDS)
+        self.keys(document, (*_TOP_FIELDS, *_OPTIONAL_TOP_FIELDS), required=False)
+        self.keys({k: v for k, v in document.items() if k in _TOP_FIELDS}, _TOP_FIELDS)
         if document["schema"] != SCHEMA:
             raise self.fail("schema", f"is {quoted(document['schema'])}, not {SCHEMA!r}",
                             "this version of roofline reads that schema only: " + _REFIT)
@@ -305,7 +314,7 @@ class _Fields:
         matrix = self.mapping(document, "matrix_classes")
         self.keys(memory, [kind.value for kind in MEMORY_CLASSES], "memory_classes")
         self.keys(matrix, [kind.value for kind in MATRIX_CLASSES], "matrix_classes")
-        return KernelModel(
+        model = KernelModel(
             device=device, measured_on=device, sm_count=sm_count, max_clock_hz=max_clock,
             sustained_clock_hz=sustained, matrix_flop_per_cycle=rates,
             memory_classes={kind: self.params(MemoryClassParams, memory, kind.value,
@@ -317,6 +326,35 @@ class _Fields:
             gap_s=self.number(document, "gap_s", "", _FIXED),
             step_fixed_s=self.number(document, "step_fixed_s", "", _FIXED),
             provenance=self.mapping(document, "provenance"))
+        if "collective" not in document:
+            return with_link_roof(model, limits.hardware)
+        return replace(model, collective=self.collective(document, limits))
+
+    def collective(self, document: Mapping[str, Any], limits: _DeviceLimits
+                   ) -> CollectiveClassParams:
+        """The collective class a file holds: over the spec's first link, no faster."""
+        record = self.mapping(document, "collective")
+        self.keys(record, [f.name for f in fields(CollectiveClassParams)], "collective")
+        links = limits.hardware.links
+        if not links:
+            raise self.fail("collective", f"times collectives, but {limits.device}'s spec "
+                            "lists no link for them to cross",
+                            "add its links to the spec, or remove the field")
+        if record["link"] != links[0].name:
+            raise self.fail("collective.link", f"is {quoted(record['link'])}, but "
+                            f"{limits.device}'s first link is {links[0].name!r}: the "
+                            "collectives were timed over another", _REFIT)
+        stated = format_quantity(links[0].bytes_per_s, Kind.BANDWIDTH)
+        bandwidth = _Range(links[0].bytes_per_s * (1 + BANDWIDTH_MARGIN),
+                           f"{links[0].name}'s {stated} and a {BANDWIDTH_MARGIN:.0%} margin",
+                           Kind.BANDWIDTH,
+                           fix=f"check the unit (bytes per second), or {_REFIT}")
+        return CollectiveClassParams(
+            fixed_s=self.number(record, "fixed_s", "collective", _FIXED),
+            hop_s=self.number(record, "hop_s", "collective", replace(_FIXED, closed=True)),
+            link_bytes_per_s=self.number(record, "link_bytes_per_s", "collective",
+                                         bandwidth),
+            link=links[0].name)
 
     @staticmethod
     def _class_ranges(limits: _DeviceLimits, efficiency_cap: float, sm_count: int

@@ -13,8 +13,12 @@
   kernel, as a carried model's are scaled by two specs' launch costs; not the idle per
   step, a host's.
 
-``memory_capacity``, ``capacity.<main memory>`` and link bandwidths are facts of no kernel
-class (the model times one GPU's kernels, not its collectives): they move none, said so.
+- ``link_bandwidth`` (or ``link_bandwidth.<the first link>``): the collective class's
+  link bandwidth, not its fixed time or its time a hop.
+
+``memory_capacity``, ``capacity.<main memory>`` and the bandwidths of links past the first
+(which the collectives the model times do not cross) are facts of no kernel class: they
+move none, said so.
 """
 
 from __future__ import annotations
@@ -80,13 +84,20 @@ def _scaled_one(model: KernelModel, hardware: Hardware, name: str, factor: float
             for d, rate in model.matrix_flop_per_cycle.items()}), (
             f"the matrix classes' {', '.join(dtypes)} rate (not their fixed times, tiles or "
             "bandwidth)")
+    collective = model.collective
     if head == "overhead":
         return replace(
             model, gap_s=model.gap_s * factor,
             memory_classes={k: replace(p, fixed_s=p.fixed_s * factor)
                             for k, p in model.memory_classes.items()},
             matrix_classes={k: fixed_times(p, factor) for k, p in model.matrix_classes.items()},
+            collective=collective and replace(collective, fixed_s=collective.fixed_s * factor),
         ), "every kernel class's fixed time and the idle per kernel (not the idle per step)"
+    if head == "link_bandwidth" and collective is not None and rest in ("", collective.link):
+        return replace(model, collective=replace(
+            collective, link_bytes_per_s=collective.link_bytes_per_s * factor)), (
+            f"the collective class's {collective.link} bandwidth (not its fixed time or its "
+            "time a hop)")
     return model, ""
 
 

@@ -10,7 +10,10 @@ XLA describes one (:meth:`ConvolutionSpec.implicit_gemm`: its FLOPs count the (o
 tap) pairs that land on the input, as XLA's cost analysis counts them; the kernel model
 times every tap the implicit GEMM multiplies, :attr:`GemmShape.flops`). An RNN layer is
 the kernels it runs (:class:`RnnLayer`): the recurrent GEMM and the gates' element-wise
-kernel each timestep, or one GEMM of every timestep for the weights' gradient.
+kernel each timestep, or one GEMM of every timestep for the weights' gradient. An
+all-reduce row (one node's GPUs) is a collective of ``n`` ranks over each GPU's first
+link, a ring's link bytes and hops (:class:`LinkPattern`); rows across nodes are left out
+(their bytes cross InfiniBand FDR, a fabric no GPU spec states).
 
 Precisions: ``fp32`` multiplies in fp32; ``fp16-mixed`` in fp16 on tensor cores (V100,
 T4), the convolutions' input channels padded to a multiple of 8 as the benchmark pads
@@ -42,14 +45,15 @@ from roofline.model.kernel_fit import MeasuredKernel
 from roofline.model.kernel_model import KernelClass, flop_per_cycle
 from roofline.program.hlo.formulas import ConvolutionSpec
 from roofline.program.hlo.op_cost import OpCost
-from roofline.program.hlo.rules import OpCategory
+from roofline.program.hlo.rules import LinkPattern, OpCategory
 from roofline.program.hlo.shapes import ArrayShape
 
 GEMM_FILE = "gemm.csv"
 CONV_FILE = "conv.csv"
 RNN_FILE = "rnn.csv"
+ALLREDUCE_FILE = "allreduce.csv"
 DEVICES_FILE = "devices.csv"
-TABLES = (GEMM_FILE, CONV_FILE, RNN_FILE)
+TABLES = (GEMM_FILE, CONV_FILE, RNN_FILE, ALLREDUCE_FILE)
 
 
 @dataclass(frozen=True)
@@ -426,6 +430,38 @@ def read_rnn_layers(path: Path, devices: _Devices) -> Iterator[RnnLayer]:
                                            training))
 
 
+def allreduce_op(floats: int, ranks: int) -> OpCost:
+    """An all-reduce of ``floats`` fp32 elements over ``ranks`` GPUs, as NCCL's ring runs
+    it: the buffer read and written, 2 (n - 1) / n of it sent over the link in 2 (n - 1)
+    hops."""
+    size = 4.0 * floats
+    return OpCost(f"all-reduce {floats} floats x {ranks}", "all-reduce",
+                  OpCategory.COLLECTIVE, "fp32", ExecutionUnit.VECTOR, 0.0, 0.0, size, size,
+                  0.0, LinkPattern.ALL_REDUCE.factor(ranks) * size, "", (), platform="gpu",
+                  link_hops=LinkPattern.ALL_REDUCE.hops(ranks))
+
+
+def read_allreduces(path: Path, devices: _Devices) -> Iterator[TableKernel]:
+    """The all-reduce rows of one node's GPUs (module docstring)."""
+    rows = _Rows(path, ("device", "floats", "gpus", "nodes", "mean_ms"))
+    for row in rows:
+        floats, ranks = rows.whole(row, "floats"), rows.whole(row, "gpus", low=2)
+        seconds = rows.time(row, "mean_ms")
+        hardware = devices.spec(row["device"])
+        if hardware is None:
+            devices.left_out[f"{row['device']}: no GPU spec describes it"] += 1
+            continue
+        if row["nodes"].strip() and rows.whole(row, "nodes") > 1:
+            devices.left_out[f"{hardware.id} all-reduce across nodes: InfiniBand FDR, a "
+                             "fabric no GPU spec states"] += 1
+            continue
+        if seconds is None:
+            continue
+        op = allreduce_op(floats, ranks)
+        yield TableKernel(hardware.id, row["device"], "fp32", rows.where(),
+                          MeasuredKernel(str(path), op, KernelClass.COLLECTIVE, seconds, 1.0))
+
+
 def read_libraries(path: Path, devices: _Devices) -> dict[str, Libraries]:
     """Each GPU's libraries, from its training workbook's row of ``devices.csv``."""
     rows = _Rows(path, ("device", "suite", "cuda_version", "cudnn_version", "rocm_version",
@@ -451,12 +487,14 @@ def read_libraries(path: Path, devices: _Devices) -> dict[str, Libraries]:
 
 def read_tables(path: str | Path, hardware_dirs: Sequence[str | Path] = ()) -> KernelTables:
     """The kernels, RNN layers and libraries of the tables in the folder ``path``
-    (``gemm.csv``, ``conv.csv``, ``rnn.csv``, ``devices.csv``); :class:`KernelModelError`
-    naming the file, the line and the column where a row is none."""
+    (``gemm.csv``, ``conv.csv``, ``rnn.csv``, ``allreduce.csv``, ``devices.csv``);
+    :class:`KernelModelError` naming the file, the line and the column where a row is
+    none."""
     path = Path(path)
     devices = _Devices(hardware_dirs)
     kernels = (*read_gemms(path / GEMM_FILE, devices),
-               *read_convolutions(path / CONV_FILE, devices))
+               *read_convolutions(path / CONV_FILE, devices),
+               *read_allreduces(path / ALLREDUCE_FILE, devices))
     layers = tuple(read_rnn_layers(path / RNN_FILE, devices))
     libraries = read_libraries(path / DEVICES_FILE, devices)
     for device in dict.fromkeys(k.device for k in kernels):

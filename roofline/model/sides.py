@@ -26,7 +26,7 @@ from roofline.model.comparison import working_ops
 from roofline.model.coverage import Gap, Omission
 from roofline.program.execution import Execution, compile_target_for
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost
-from roofline.program.hlo.rules import OpCategory
+from roofline.program.hlo.rules import LinkPattern, OpCategory
 
 # Compiling is imported where a side is compiled: the CLI reads ComparedUnit as it starts,
 # and an explain of a trace compiles nothing.
@@ -221,7 +221,8 @@ def _devices_side(spec: str, workload: Workload, hardware: Hardware, unit: Compa
         name="gradient all-reduce", opcode="all-reduce", category=OpCategory.COLLECTIVE,
         dtype="fp32", unit=ExecutionUnit.VECTOR, flops=0.0, transcendentals=0.0, bytes_read=0.0,
         bytes_written=0.0, onchip_bytes=0.0,
-        link_bytes=2 * (devices - 1) / devices * gradients, op_name="", operands=(),
+        link_bytes=LinkPattern.ALL_REDUCE.factor(devices) * gradients,
+        link_hops=LinkPattern.ALL_REDUCE.hops(devices), op_name="", operands=(),
         notes=(f"a ring over {devices} devices: 2 x {devices - 1} / {devices} of "
                f"{gradients:.4g} B of gradients, from the {target} board compile",))
     ops = working_ops(program.costs.ops) + ([reduce] if gradients else [])

@@ -38,12 +38,13 @@ from typing import Any
 import numpy as np
 
 from roofline.errors import KernelModelError
-from roofline.hardware.deepbench_names import spec_for_deepbench
+from roofline.hardware.deepbench_names import allreduce_node, spec_for_deepbench
 from roofline.hardware.library import load_hardware
-from roofline.hardware.records import Hardware
+from roofline.hardware.records import Hardware, Link
 from roofline.model.kernel_fit import LEARNED_BY, achievable_l2
 from roofline.model.kernel_model import (
     MATRIX_CLASSES,
+    CollectiveClassParams,
     KernelClass,
     KernelModel,
     MatrixClassParams,
@@ -53,6 +54,8 @@ from roofline.model.kernel_model import (
     matrix_dtype,
     matrix_works,
     params_key,
+    times_collectives,
+    with_link_roof,
 )
 from roofline.model.kernel_model_file import (
     FIXED_S_MAX,
@@ -62,7 +65,14 @@ from roofline.model.kernel_model_file import (
     kernel_model_path,
     load_kernel_model,
 )
-from roofline.model.kernel_tables import KernelTables, Libraries, RnnLayer, TableKernel
+from roofline.model.kernel_tables import (
+    ALLREDUCE_FILE,
+    KernelTables,
+    Libraries,
+    RnnLayer,
+    TableKernel,
+)
+from roofline.program.hlo.rules import OpCategory
 
 # The GPU whose profiles time the memory classes the tables do not.
 MEMORY_SOURCE = "h200"
@@ -126,6 +136,13 @@ def boost_clock(hardware: Hardware) -> float:
 
 def main_bandwidth(hardware: Hardware) -> float:
     return _stated(hardware.main_memory.bytes_per_s, hardware, "main-memory bandwidth")
+
+
+def first_link(hardware: Hardware) -> Link:
+    if not hardware.links:
+        raise KernelModelError(f"{hardware.id}'s spec lists no link ([[links]]): its "
+                               "all-reduces crossed one; add its links to the spec")
+    return hardware.links[0]
 
 
 def launch_cost(hardware: Hardware) -> float:
@@ -207,11 +224,11 @@ def base_model(hardware: Hardware, memory_source: KernelModel,
     """``hardware``'s model with its spec's facts and the carried memory classes, and no
     matrix class yet; with the memory carry's sentence."""
     memory, gap, step, said = carried_memory(memory_source, memory_hardware, hardware)
-    return KernelModel(
+    return with_link_roof(KernelModel(
         device=hardware.id, measured_on=hardware.id, sm_count=units(hardware),
         max_clock_hz=boost_clock(hardware), sustained_clock_hz=sustained_clock(hardware)[0],
         matrix_flop_per_cycle=flop_per_cycle(hardware), memory_classes=memory,
-        matrix_classes={}, gap_s=gap, step_fixed_s=step, provenance={}), said
+        matrix_classes={}, gap_s=gap, step_fixed_s=step, provenance={}), hardware), said
 
 
 @dataclass(frozen=True)
@@ -341,7 +358,10 @@ def layer_seconds(layer: RnnLayer, model: KernelModel) -> float:
 def roofline_seconds(op: Any, hardware: Hardware) -> float:
     """The plain roofline of an op on ``hardware``: its FLOPs at the datasheet peak of
     the dtype it multiplies in, its bytes at the main memory's datasheet bandwidth, the
-    larger (no quantization, no floor, no efficiency)."""
+    larger (no quantization, no floor, no efficiency); a collective's link bytes at its
+    first link's."""
+    if op.category is OpCategory.COLLECTIVE:
+        return op.link_bytes / first_link(hardware).bytes_per_s
     rates = flop_per_cycle(hardware)
     dtype = op.matrix_dtype(op.dtype, tf32_cores="tf32" in rates)
     return max(op.flops / (rates[dtype] * boost_clock(hardware)),
@@ -409,8 +429,39 @@ def learn_from_tables(tables: KernelTables, hardware: Hardware, memory_source: K
                                   fit_table_class(by_class[kind], model, hardware))
     for kind, lender in BORROWS.items():
         model = with_matrix_class(model, kind, model.matrix_classes[lender])
+    if by_class[KernelClass.COLLECTIVE]:
+        collective = fit_collective(by_class[KernelClass.COLLECTIVE], hardware)
+        model = replace(model, collective=collective, provenance={
+            "collective": f"learned from {len(by_class[KernelClass.COLLECTIVE])} all-reduces "
+                          f"of one node's GPUs ({ALLREDUCE_FILE}) over {collective.link}"})
     return replace(model, provenance=_provenance(tables, hardware, kernels, layers, model,
                                                  memory_said))
+
+
+def fit_collective(kernels: Sequence[TableKernel], hardware: Hardware
+                   ) -> CollectiveClassParams:
+    """The collective class from one GPU's all-reduce rows: the robust fit (as the matrix
+    classes') of its fixed time, its time a hop and its link bandwidth, at most the
+    spec's first link's."""
+    from scipy.optimize import least_squares
+
+    link = first_link(hardware)
+    hops = np.array([k.kernel.op.link_hops for k in kernels], float)
+    sent = np.array([k.kernel.op.link_bytes for k in kernels])
+    measured = np.array([k.kernel.seconds for k in kernels])
+
+    def params(p: np.ndarray) -> CollectiveClassParams:   # us, us, share of the link
+        return CollectiveClassParams(float(p[0]) * 1e-6, float(p[1]) * 1e-6,
+                                     float(p[2]) * link.bytes_per_s, link.name)
+
+    def predicted(p: np.ndarray) -> Any:
+        collective = params(p)
+        return collective.fixed_s + collective.link_seconds(hops, sent)
+
+    limit = FIXED_S_MAX * 1e6
+    return params(least_squares(lambda p: np.log(predicted(p) / measured), [10.0, 5.0, 0.5],
+                                bounds=([0.0, 0.0, 0.01], [limit, limit, 1.0]),
+                                loss="soft_l1", f_scale=_LOG_SCALE).x)
 
 
 def _provenance(tables: KernelTables, hardware: Hardware, kernels: Sequence[TableKernel],
@@ -442,7 +493,9 @@ def _provenance(tables: KernelTables, hardware: Hardware, kernels: Sequence[Tabl
         "rnn": "checked, never fitted: each layer's pass as its GEMMs and element-wise "
                "kernels (roofline.model.kernel_tables.rnn_kernels)",
         "fit_residuals_by_class": residuals(kernels, layers, model, hardware),
-        "never_read": "whole-step or end-to-end times (the tables hold none)"}
+        "never_read": "whole-step or end-to-end times (the tables hold none)",
+        **({"collective": model.provenance["collective"]}
+           if "collective" in model.provenance else {})}
 
 
 @dataclass(frozen=True)
@@ -575,13 +628,40 @@ def carried_from_tables(target: Hardware, libraries: Libraries | None,
                         ) -> KernelModel:
     """``target``'s kernel model from the models ``learned`` on other GPUs' tables (by
     spec id, with their specs and libraries): each matrix class from the nearest GPUs by
-    stated facts (:func:`carry_sources`); see :func:`carried_model`."""
+    stated facts (:func:`carry_sources`; see :func:`carried_model`), its collectives from
+    those whose all-reduces ran in the same kind of node (:func:`carried_collectives`)."""
     candidates = {gpu: (hw, lib) for gpu, (_, hw, lib) in learned.items() if gpu != target.id}
     if not candidates:
         raise KernelModelError(f"no GPU's tables to carry {target.id}'s kernel model from")
-    return carried_model(target, carry_sources(target, libraries, candidates),
-                         {gpu: (m, hw) for gpu, (m, hw, _) in learned.items()
-                          if gpu in candidates}, memory_source, memory_hardware)
+    models = {gpu: (m, hw) for gpu, (m, hw, _) in learned.items() if gpu in candidates}
+    return carried_collectives(carried_model(
+        target, carry_sources(target, libraries, candidates), models, memory_source,
+        memory_hardware), target, models)
+
+
+def carried_collectives(model: KernelModel, target: Hardware,
+                        models: Mapping[str, tuple[KernelModel, Hardware]]) -> KernelModel:
+    """``model`` (``target``'s) with the collective class of the GPUs of ``models`` whose
+    all-reduces ran in the node ``target``'s did, over the link ``target`` has first:
+    each number's median (the bandwidth as a share of each one's link); as it is where
+    none did."""
+    node = allreduce_node(target.id)
+    peers = [(gpu, m.collective, hw) for gpu, (m, hw) in models.items()
+             if node is not None and allreduce_node(gpu) == node and times_collectives(m)
+             and m.collective is not None and target.links
+             and m.collective.link == target.links[0].name]
+    if not peers:
+        return model
+    link = target.links[0]
+    return replace(model, collective=CollectiveClassParams(
+        fixed_s=_median_of([c.fixed_s for _, c, _ in peers]),
+        hop_s=_median_of([c.hop_s for _, c, _ in peers]),
+        link_bytes_per_s=_median_of([c.link_bytes_per_s / first_link(hw).bytes_per_s
+                                     for _, c, hw in peers]) * link.bytes_per_s,
+        link=link.name), provenance={
+            **model.provenance, "collective_from_gpus": [gpu for gpu, _, _ in peers],
+            "collective": f"carried from {', '.join(gpu for gpu, _, _ in peers)}'s "
+                          f"all-reduces (the same node: {node}), each number's median"})
 
 
 def carried_model(target: Hardware, groups: Sequence[Carry],

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from roofline.hardware.records import Hardware
-from roofline.model.kernel_model import KernelModel
+from roofline.model.kernel_model import KernelClass, KernelModel
 from roofline.model.kernel_tables import KernelTables, TableKernel, read_tables
 from roofline.model.table_fit import (
     architecture,
@@ -72,11 +72,13 @@ def scores(tables: KernelTables, gpu: str, held_out: KernelModel, own: KernelMod
     for layer in layers:
         timed[RNN].append((layer_seconds(layer, held_out), layer_seconds(layer, own),
                            layer_roofline_seconds(layer, hardware), layer.seconds))
-    carried = tuple(held_out.provenance.get("carried_from_gpus", ()))
     found = []
     for kind, rows in timed.items():
         values = np.array(rows)
         errors = np.median(np.abs(values[:, :3] / values[:, 3:] - 1), axis=0)
+        carried = tuple(held_out.provenance.get(
+            "collective_from_gpus" if kind == KernelClass.COLLECTIVE.value
+            else "carried_from_gpus", ()))
         found.append(ClassScore(gpu, kind, len(rows), float(errors[0]), float(errors[1]),
                                 float(errors[2]), carried))
     return found
@@ -150,8 +152,11 @@ def carry_record(evaluation: Evaluation) -> dict[str, Any]:
     :mod:`roofline.model.kernel_model_source` says beside each carried model."""
     def medians(scores: Sequence[ClassScore]) -> dict[str, float]:
         by_class: dict[str, list[float]] = defaultdict(list)
+        # A GPU no all-reduce was timed on runs its collectives at its link's roof, never
+        # carried: the record is of the kernel classes a carry times.
         for score in scores:
-            by_class[score.kind].append(score.held_out)
+            if score.kind != KernelClass.COLLECTIVE.value:
+                by_class[score.kind].append(score.held_out)
         return {kind: round(float(np.median(values)), 4) for kind, values in by_class.items()}
 
     return {"schema": "roofline/kernel-carry-errors/1",
@@ -178,7 +183,8 @@ class TransferScore:
 
 def _row_key(kernel: TableKernel) -> tuple[Any, ...]:
     op = kernel.kernel.op
-    return (kernel.kind, kernel.precision, op.gemm, op.dtype, op.flops, op.bytes)
+    return (kernel.kind, kernel.precision, op.gemm, op.dtype, op.flops, op.bytes,
+            op.link_bytes, op.link_hops)
 
 
 def transfer_scores(tables: KernelTables, hardware_dirs: Sequence[str | Path] = ()

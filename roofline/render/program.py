@@ -143,6 +143,7 @@ def analysis_document(spec: str, program: CompiledProgram,
             "carried_from": kernels.model.provenance.get("carried_from", ""),
             "learned_from_tables": kernels.model.provenance.get("tables", ""),
             "memory_classes_from": kernels.model.provenance.get("memory_classes", ""),
+            "collectives_from": kernels.model.provenance.get("collective", ""),
             "idle_outside_measured": idle_outside_measured(kernels),
             "fitted_by": kernels.model.provenance.get("fitted_by", ""),
             "never_read": kernels.model.provenance.get("never_read", ""),
@@ -205,7 +206,9 @@ def _as_run_lines(doc: dict[str, Any]) -> list[str]:
              f"idle {q(k['idle_seconds'], Kind.TIME)} over {k['kernels']:.0f} kernels"]
     for kind, seconds in k["seconds_by_class"].items():
         share = seconds / k["kernel_seconds"] if k["kernel_seconds"] else 0.0
-        lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}")
+        lines.append(f"  {kind:28s} {q(seconds, Kind.TIME):>10s}  {share:6.1%}"
+                     + (f"  ({k['collectives_from']})" if kind == "collective"
+                        and k.get("collectives_from") else ""))
     if k.get("expected_error"):
         lines.append(f"  {k['expected_error']['text']}")
     if k.get("idle_outside_measured"):

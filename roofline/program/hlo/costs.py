@@ -311,7 +311,7 @@ class _Analyzer:
             unit=unit, flops=flops.flops, transcendentals=flops.transcendentals,
             bytes_read=traffic.read, bytes_written=traffic.written,
             onchip_bytes=traffic.onchip, link_bytes=traffic.link, dcn_bytes=traffic.dcn,
-            op_name=instruction.op_name, operands=instruction.operands,
+            link_hops=traffic.hops, op_name=instruction.op_name, operands=instruction.operands,
             unknown=self._unknown_inside(instruction), free=free, trip_count=trips,
             kernels=traffic.kernels, host_bytes=traffic.host, written_dtype=written,
             platform=self.platform, notes=notes,
@@ -453,7 +453,7 @@ class _Analyzer:
             unit=inner.unit, flops=flops.flops, transcendentals=flops.transcendentals,
             bytes_read=inner.bytes_read, bytes_written=inner.bytes_written,
             onchip_bytes=inner.onchip_bytes, link_bytes=inner.link_bytes,
-            dcn_bytes=inner.dcn_bytes,
+            dcn_bytes=inner.dcn_bytes, link_hops=inner.link_hops,
             op_name=start.op_name or inner.op_name, operands=start.operands,
             unknown=self._unknown_inside(start), kernels=max(inner.kernels, 1),
             host_bytes=inner.host_bytes, written_dtype=inner.written_dtype,
@@ -516,7 +516,7 @@ class _Analyzer:
             for cost in self._body_ops(name):
                 total = total + Moved(cost.bytes_read, cost.bytes_written,
                                          cost.onchip_bytes, cost.host_bytes, cost.link_bytes,
-                                         cost.kernels, cost.dcn_bytes)
+                                         cost.kernels, cost.dcn_bytes, cost.link_hops)
             self._bodies[name] = total
         return self._bodies[name]
 

@@ -79,6 +79,9 @@ class OpCost:
     # Of ``link_bytes``, those that cross the data-center network between slices or nodes
     # (a collective whose groups hold devices of several); the rest cross the fast link.
     dcn_bytes: float = 0.0
+    # The link transfers one device makes one after another for it, each waiting for the
+    # one before (a ring all-reduce of n devices: 2 (n - 1)); 0 for an op on no link.
+    link_hops: int = 0
 
     def renamed(self, name: str, op_name: str, operands: tuple[str, ...],
                 written_dtype: str) -> OpCost:

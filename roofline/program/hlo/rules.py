@@ -87,6 +87,15 @@ class LinkPattern(enum.Enum):
     ALL_TO_ALL = "(n - 1) / n: a share to every other device"
     ONE_HOP = "1: the operand crosses one link"
 
+    def hops(self, n: int) -> int:
+        """The transfers over a link one device of ``n`` makes one after another, each
+        waiting for the one before (a ring's steps: an all-reduce's reduce-scatter and
+        all-gather, n - 1 each)."""
+        if n <= 1:
+            return 0
+        return 2 * (n - 1) if self is LinkPattern.ALL_REDUCE else (
+            1 if self is LinkPattern.ONE_HOP else n - 1)
+
     def factor(self, n: int) -> float:
         if n <= 1:
             return 0.0

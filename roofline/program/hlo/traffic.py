@@ -37,17 +37,18 @@ class Moved:
     link: float = 0.0
     kernels: int = 0
     dcn: float = 0.0     # of ``link``: the bytes that cross the data-center network
+    hops: int = 0        # the link transfers made one after another (LinkPattern.hops)
 
     def __add__(self, other: Moved) -> Moved:
         return Moved(self.read + other.read, self.written + other.written,
                      self.onchip + other.onchip, self.host + other.host,
                      self.link + other.link, self.kernels + other.kernels,
-                     self.dcn + other.dcn)
+                     self.dcn + other.dcn, self.hops + other.hops)
 
     def __mul__(self, trips: int) -> Moved:
         return Moved(self.read * trips, self.written * trips, self.onchip * trips,
                      self.host * trips, self.link * trips, self.kernels * trips,
-                     self.dcn * trips)
+                     self.dcn * trips, self.hops * trips)
 
 
 def kernel_bytes(instruction: Instruction, shapes: list[Shape], traffic: Traffic,
@@ -131,14 +132,15 @@ def link_traffic(instruction: Instruction, shapes: list[Shape], pattern: LinkPat
     attributes = instruction.attributes
     text = attributes.get("source_target_pairs") or attributes.get("replica_groups", "")
     groups = replica_groups(text, devices)
-    flat = pattern.factor(len(groups[0]) if groups else devices) * moved
+    size = len(groups[0]) if groups else devices
+    flat, hops = pattern.factor(size) * moved, pattern.hops(size)
     if not slice_devices or not groups:
-        return Moved(link=flat)
+        return Moved(link=flat, hops=hops)
     inside, across = max((_split(group, pattern, slice_devices) for group in groups),
                          key=lambda split: (split[1], split[0]))
     if not across:
-        return Moved(link=flat)
-    return Moved(link=(inside + across) * moved, dcn=across * moved)
+        return Moved(link=flat, hops=hops)
+    return Moved(link=(inside + across) * moved, dcn=across * moved, hops=hops)
 
 
 # What XLA:TPU's runtime for several slices (Megascale) runs across them, by the transfer
