@@ -173,13 +173,12 @@ class CollectiveClassParams:
 
 
 def link_roof(hardware: Hardware, fixed_s: float) -> CollectiveClassParams | None:
-    """Collectives of a GPU none were timed on: its first link's bandwidth and stated
-    latency a hop (none where it states none), one kernel's ``fixed_s``; None where its
-    spec lists no link."""
+    """Collectives of a GPU none were timed on: its first link's bandwidth, no wait a
+    hop, one kernel's ``fixed_s``; None where its spec lists no link."""
     if not hardware.links:
         return None
     link = hardware.links[0]
-    return CollectiveClassParams(fixed_s, link.latency_s or 0.0, link.bytes_per_s, link.name)
+    return CollectiveClassParams(fixed_s, 0.0, link.bytes_per_s, link.name)
 
 
 LINK_ROOF = ("the link's roof: {link}'s bandwidth, one kernel's fixed time and no wait a "

@@ -14,7 +14,9 @@ library: whether it runs tiles under 128 rows or columns, and whether it splits 
 fit is robust least squares on the log of predicted over measured time (soft-L1, each
 row alike, since the figure it is judged by is a median over rows); each choice is
 fitted and the one of the smallest median error kept, but for the tile set: of sets
-within :data:`TILE_TIE` of the best, the largest.
+within :data:`TILE_TIE` of the best, the largest. All-reduces of one node's GPUs fit the
+collective class (:func:`fit_collective`): a fixed time, a time a hop and the share of
+the first link's bandwidth a ring reaches.
 
 The tables time no element-wise or reduction kernel: the memory classes, the idle
 between kernels and per step are carried from a GPU whose profiles time them (the
@@ -23,7 +25,8 @@ said so in the provenance. RNN layers check the GEMM and element-wise classes: n
 fitted. Triton GEMMs, which the tables do not time, borrow the library GEMM's class.
 
 A GPU without rows gets its parameters from GPUs with them (:func:`carried_from_tables`),
-the nearest by stated facts: its architecture and its libraries' version.
+the nearest by stated facts: its architecture and its libraries' version; its
+collectives from the GPUs whose all-reduces ran in its kind of node.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def main_bandwidth(hardware: Hardware) -> float:
 
 
 def first_link(hardware: Hardware) -> Link:
+    """The link a GPU's collectives inside one node cross: its spec's first."""
     if not hardware.links:
         raise KernelModelError(f"{hardware.id}'s spec lists no link ([[links]]): its "
                                "all-reduces crossed one; add its links to the spec")

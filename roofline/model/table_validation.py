@@ -4,7 +4,8 @@ GPU's rows predicted by the model carried to it from the other GPUs' models
 carried from the GPUs of other architectures only (leave one architecture out), by its
 own learned model (in sample), and by the plain roofline, per GPU and class: the median
 |error| of each on the same rows. RNN layers are the check of the GEMM and element-wise
-classes (never fitted)."""
+classes (never fitted); all-reduces (the collective class) are carried from the GPUs of
+the same kind of node (:func:`roofline.model.table_fit.carried_collectives`)."""
 
 from __future__ import annotations
 
