@@ -351,7 +351,7 @@ class _Fields:
                            fix=f"check the unit (bytes per second), or {_REFIT}")
         return CollectiveClassParams(
             fixed_s=self.number(record, "fixed_s", "collective", _FIXED),
-            hop_s=self.number(record, "hop_s", "collective", replace(_FIXED, closed=True)),
+            hop_s=self.number(record, "hop_s", "collective", _FIXED),
             link_bytes_per_s=self.number(record, "link_bytes_per_s", "collective",
                                          bandwidth),
             link=links[0].name)

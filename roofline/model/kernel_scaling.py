@@ -91,7 +91,8 @@ def _scaled_one(model: KernelModel, hardware: Hardware, name: str, factor: float
             memory_classes={k: replace(p, fixed_s=p.fixed_s * factor)
                             for k, p in model.memory_classes.items()},
             matrix_classes={k: fixed_times(p, factor) for k, p in model.matrix_classes.items()},
-            collective=collective and replace(collective, fixed_s=collective.fixed_s * factor),
+            collective=None if collective is None
+            else replace(collective, fixed_s=collective.fixed_s * factor),
         ), "every kernel class's fixed time and the idle per kernel (not the idle per step)"
     if head == "link_bandwidth" and collective is not None and rest in ("", collective.link):
         return replace(model, collective=replace(
