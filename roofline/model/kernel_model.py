@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from roofline.errors import KernelModelError
-from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind
+from roofline.hardware.records import ExecutionUnit, Hardware, HardwareKind, Link
 from roofline.program.hlo.op_cost import ModuleCosts, OpCost, launching_ops
 from roofline.program.hlo.rules import CUDNN_CONVOLUTIONS, ConvolutionPass, OpCategory
 from roofline.program.hlo.shapes import SPEC_DTYPE_STORAGE, spec_dtype_bytes
@@ -172,12 +172,18 @@ class CollectiveClassParams:
         return hops * self.hop_s + link_bytes / self.link_bytes_per_s
 
 
+def collective_link(hardware: Hardware) -> Link | None:
+    """The link a GPU's collectives inside one node cross: its spec's first (None where
+    it lists none)."""
+    return hardware.links[0] if hardware.links else None
+
+
 def link_roof(hardware: Hardware, fixed_s: float) -> CollectiveClassParams | None:
     """Collectives of a GPU none were timed on: its first link's bandwidth, no wait a
     hop, one kernel's ``fixed_s``; None where its spec lists no link."""
-    if not hardware.links:
+    link = collective_link(hardware)
+    if link is None:
         return None
-    link = hardware.links[0]
     return CollectiveClassParams(fixed_s, 0.0, link.bytes_per_s, link.name)
 
 
@@ -210,11 +216,11 @@ def carried_collective(model: KernelModel, source: Hardware, target: Hardware
     """The collective class of ``model`` (``source``'s) carried to ``target``, and what
     it is: as timed on ``source`` where it was timed over the link ``target`` has first
     (its bandwidth the two specs' ratio), else ``target``'s link roof."""
-    timed = model.collective
-    if (timed is None or not times_collectives(model) or not target.links
-            or target.links[0].name != timed.link):
+    timed, link, timed_over = model.collective, collective_link(target), collective_link(source)
+    if (timed is None or not times_collectives(model) or link is None or timed_over is None
+            or link.name != timed.link):
         return _roof_of(model, target)
-    ratio = target.links[0].bytes_per_s / source.links[0].bytes_per_s
+    ratio = link.bytes_per_s / timed_over.bytes_per_s
     return (replace(timed, link_bytes_per_s=timed.link_bytes_per_s * ratio),
             f"{source.id}'s timed collectives over {timed.link}, its bandwidth x {ratio:.4g} "
             "(the two specs')")

@@ -29,6 +29,7 @@ from roofline.model.kernel_model import (
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
+    collective_link,
     flop_per_cycle,
     params_key,
     times_collectives,
@@ -335,18 +336,18 @@ class _Fields:
         """The collective class a file holds: over the spec's first link, no faster."""
         record = self.mapping(document, "collective")
         self.keys(record, [f.name for f in fields(CollectiveClassParams)], "collective")
-        links = limits.hardware.links
-        if not links:
+        link = collective_link(limits.hardware)
+        if link is None:
             raise self.fail("collective", f"times collectives, but {limits.device}'s spec "
                             "lists no link for them to cross",
                             "add its links to the spec, or remove the field")
-        if record["link"] != links[0].name:
+        if record["link"] != link.name:
             raise self.fail("collective.link", f"is {quoted(record['link'])}, but "
-                            f"{limits.device}'s first link is {links[0].name!r}: the "
+                            f"{limits.device}'s first link is {link.name!r}: the "
                             "collectives were timed over another", _REFIT)
-        stated = format_quantity(links[0].bytes_per_s, Kind.BANDWIDTH)
-        bandwidth = _Range(links[0].bytes_per_s * (1 + BANDWIDTH_MARGIN),
-                           f"{links[0].name}'s {stated} and a {BANDWIDTH_MARGIN:.0%} margin",
+        stated = format_quantity(link.bytes_per_s, Kind.BANDWIDTH)
+        bandwidth = _Range(link.bytes_per_s * (1 + BANDWIDTH_MARGIN),
+                           f"{link.name}'s {stated} and a {BANDWIDTH_MARGIN:.0%} margin",
                            Kind.BANDWIDTH,
                            fix=f"check the unit (bytes per second), or {_REFIT}")
         return CollectiveClassParams(
@@ -354,7 +355,7 @@ class _Fields:
             hop_s=self.number(record, "hop_s", "collective", _FIXED),
             link_bytes_per_s=self.number(record, "link_bytes_per_s", "collective",
                                          bandwidth),
-            link=links[0].name)
+            link=link.name)
 
     @staticmethod
     def _class_ranges(limits: _DeviceLimits, efficiency_cap: float, sm_count: int

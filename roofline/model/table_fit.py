@@ -52,6 +52,7 @@ from roofline.model.kernel_model import (
     KernelModel,
     MatrixClassParams,
     MemoryClassParams,
+    collective_link,
     flop_per_cycle,
     kernel_seconds,
     matrix_dtype,
@@ -142,11 +143,12 @@ def main_bandwidth(hardware: Hardware) -> float:
 
 
 def first_link(hardware: Hardware) -> Link:
-    """The link a GPU's collectives inside one node cross: its spec's first."""
-    if not hardware.links:
+    """:func:`collective_link`, which a GPU whose all-reduces were timed must have."""
+    link = collective_link(hardware)
+    if link is None:
         raise KernelModelError(f"{hardware.id}'s spec lists no link ([[links]]): its "
                                "all-reduces crossed one; add its links to the spec")
-    return hardware.links[0]
+    return link
 
 
 def launch_cost(hardware: Hardware) -> float:
@@ -649,14 +651,14 @@ def carried_collectives(model: KernelModel, target: Hardware,
     all-reduces ran in the node ``target``'s did, over the link ``target`` has first:
     each number's median (the bandwidth as a share of each one's link); as it is where
     none did."""
-    node = allreduce_node(target.id)
+    node, link = allreduce_node(target.id), collective_link(target)
+    if node is None or link is None:
+        return model
     peers = [(gpu, m.collective, hw) for gpu, (m, hw) in models.items()
-             if node is not None and allreduce_node(gpu) == node and times_collectives(m)
-             and m.collective is not None and target.links
-             and m.collective.link == target.links[0].name]
+             if allreduce_node(gpu) == node and times_collectives(m)
+             and m.collective is not None and m.collective.link == link.name]
     if not peers:
         return model
-    link = target.links[0]
     return replace(model, collective=CollectiveClassParams(
         fixed_s=_median_of([c.fixed_s for _, c, _ in peers]),
         hop_s=_median_of([c.hop_s for _, c, _ in peers]),
