@@ -190,6 +190,10 @@ def _damaged(tmp_path: Path, name: str, line: int, change) -> Path:
      "line 1134, column 'bwd_input_ms' is 'nan'"),
     ("rnn.csv", 491, lambda text: text.replace(",lstm,", ",lstn,"),
      "line 491, column 'cell' is 'lstn'"),
+    ("allreduce.csv", 133, lambda text: text.replace(",76.630785,", ",-76.630785,"),
+     "line 133, column 'mean_ms' is '-76.630785'"),
+    ("allreduce.csv", 133, lambda text: text.replace(",64500000,8,", ",64500000,1,"),
+     "line 133, column 'gpus' is '1', not a whole number of at least 2"),
     ("gemm.csv", 40, lambda text: text.rsplit(",", 3)[0] + "\n", "line 40 has fewer cells"),
     ("gemm.csv", 1, lambda text: text.replace("time_ms", "time"), "line 1 has no column"),
 ])
